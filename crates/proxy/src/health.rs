@@ -1,0 +1,112 @@
+//! Per-target health, written by the control plane's active checker and by workers on failed
+//! connects (rare events), read by workers on every target choice.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use crate::snapshot::PassiveHealth;
+
+/// Milliseconds since the first call in this process: a cheap monotonic clock for backoffs.
+pub fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+}
+
+/// The health of one target.
+#[derive(Debug)]
+pub struct TargetHealth {
+    /// Set by the active checker; true when no checker runs.
+    active_up: AtomicBool,
+    /// Passive down time ends at this [`now_ms`] value (0: not down).
+    passive_down_until: AtomicU64,
+    /// Consecutive failed connects seen by workers.
+    passive_failures: AtomicU32,
+}
+
+impl Default for TargetHealth {
+    fn default() -> Self {
+        TargetHealth {
+            active_up: AtomicBool::new(true),
+            passive_down_until: AtomicU64::new(0),
+            passive_failures: AtomicU32::new(0),
+        }
+    }
+}
+
+impl TargetHealth {
+    /// Whether workers may send new connections to this target now.
+    #[inline]
+    pub fn is_available(&self) -> bool {
+        if !self.active_up.load(Relaxed) {
+            return false;
+        }
+        let until = self.passive_down_until.load(Relaxed);
+        until == 0 || now_ms() >= until
+    }
+
+    /// The active checker's verdict.
+    pub fn is_active_up(&self) -> bool {
+        self.active_up.load(Relaxed)
+    }
+
+    /// Records the active checker's verdict; returns whether it changed.
+    pub fn set_active_up(&self, up: bool) -> bool {
+        let changed = self.active_up.swap(up, Relaxed) != up;
+        if changed && up {
+            // A target the checker sees come back gets a fresh start.
+            self.passive_failures.store(0, Relaxed);
+            self.passive_down_until.store(0, Relaxed);
+        }
+        changed
+    }
+
+    /// A worker could not connect: mark the target down for an exponential, capped backoff.
+    /// Returns the down time.
+    pub fn record_connect_failure(&self, policy: &PassiveHealth) -> Duration {
+        let failures = self.passive_failures.fetch_add(1, Relaxed).saturating_add(1);
+        let shift = (failures - 1).min(20);
+        let backoff = policy.base_backoff.saturating_mul(1 << shift).min(policy.max_backoff);
+        self.passive_down_until.store(now_ms() + backoff.as_millis() as u64, Relaxed);
+        backoff
+    }
+
+    /// A worker connected: clear the passive failure streak. Only writes when there was one, so
+    /// healthy targets see no shared writes on the hot path.
+    #[inline]
+    pub fn record_connect_success(&self) {
+        if self.passive_failures.load(Relaxed) != 0 {
+            self.passive_failures.store(0, Relaxed);
+            self.passive_down_until.store(0, Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passive_backoff_doubles_and_caps() {
+        let policy = PassiveHealth { base_backoff: Duration::from_secs(1), max_backoff: Duration::from_secs(5) };
+        let h = TargetHealth::default();
+        assert!(h.is_available());
+        let got: Vec<u64> = (0..5).map(|_| h.record_connect_failure(&policy).as_secs()).collect();
+        assert_eq!(got, [1, 2, 4, 5, 5]);
+        assert!(!h.is_available());
+        h.record_connect_success();
+        assert!(h.is_available());
+    }
+
+    #[test]
+    fn active_down_overrides_and_recovery_resets_passive() {
+        let policy = PassiveHealth { base_backoff: Duration::from_secs(60), max_backoff: Duration::from_secs(60) };
+        let h = TargetHealth::default();
+        assert!(h.set_active_up(false));
+        assert!(!h.is_available());
+        h.record_connect_failure(&policy);
+        assert!(h.set_active_up(true));
+        assert!(h.is_available());
+        assert!(!h.set_active_up(true));
+    }
+}

@@ -1,0 +1,209 @@
+//! The L4 copy loop: both directions at once, each ending with a half-close of the other side, so
+//! a FIN one way keeps the other way flowing. A direction starts with read/write through a pooled
+//! buffer; when a read fills the whole buffer (a bulk transfer) it switches to splice(2) through a
+//! pooled pipe on Linux. A connection with no byte moving either way for the idle timeout is closed.
+
+use std::cell::Cell;
+use std::io;
+use std::net::Shutdown;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+use crate::worker::WorkerContext;
+
+/// Which side of the proxy an error came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    Client,
+    Upstream,
+}
+
+/// Why a relay ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayEnd {
+    /// Both directions reached end of stream.
+    Completed,
+    IdleTimeout,
+    /// A read or write failed on this side (reset, broken pipe, ...).
+    Error(Side, io::ErrorKind),
+}
+
+impl RelayEnd {
+    /// The name used in session records and logs.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RelayEnd::Completed => "completed",
+            RelayEnd::IdleTimeout => "idle_timeout",
+            RelayEnd::Error(Side::Client, _) => "client_error",
+            RelayEnd::Error(Side::Upstream, _) => "upstream_error",
+        }
+    }
+}
+
+/// What a relay moved, and when the first byte went each way.
+#[derive(Debug, Clone, Copy)]
+pub struct RelayOutcome {
+    pub end: RelayEnd,
+    /// Client to upstream.
+    pub bytes_up: u64,
+    /// Upstream to client.
+    pub bytes_down: u64,
+    pub first_byte_up: Option<Instant>,
+    pub first_byte_down: Option<Instant>,
+}
+
+/// One direction's progress, visible to the caller even when the direction is cancelled.
+#[derive(Default)]
+struct Flow {
+    bytes: Cell<u64>,
+    first: Cell<Option<Instant>>,
+}
+
+impl Flow {
+    #[inline]
+    fn moved(&self, n: usize, activity: &Cell<u64>) {
+        if self.bytes.get() == 0 {
+            self.first.set(Some(Instant::now()));
+        }
+        self.bytes.set(self.bytes.get() + n as u64);
+        activity.set(activity.get().wrapping_add(1));
+    }
+}
+
+/// Relays between `client` and `upstream` until both directions end, one side fails, or nothing
+/// moves for `idle_timeout`.
+pub async fn relay(ctx: &WorkerContext, client: &TcpStream, upstream: &TcpStream, idle_timeout: Duration) -> RelayOutcome {
+    let activity = Cell::new(0u64);
+    let (up, down) = (Flow::default(), Flow::default());
+    let directions = async {
+        tokio::try_join!(
+            pump(ctx, client, upstream, (Side::Client, Side::Upstream), &up, &activity),
+            pump(ctx, upstream, client, (Side::Upstream, Side::Client), &down, &activity),
+        )
+    };
+    let end = tokio::select! {
+        biased;
+        result = directions => match result {
+            Ok(_) => RelayEnd::Completed,
+            Err((side, kind)) => RelayEnd::Error(side, kind),
+        },
+        _ = idle_watch(&activity, idle_timeout) => RelayEnd::IdleTimeout,
+    };
+    RelayOutcome {
+        end,
+        bytes_up: up.bytes.get(),
+        bytes_down: down.bytes.get(),
+        first_byte_up: up.first.get(),
+        first_byte_down: down.first.get(),
+    }
+}
+
+/// Resolves once `activity` has not changed for `idle` (checked every quarter of it, so the close
+/// comes between 1 and 1.25 times `idle` after the last byte).
+async fn idle_watch(activity: &Cell<u64>, idle: Duration) {
+    let tick = (idle / 4).max(Duration::from_millis(1));
+    let mut seen = activity.get();
+    let mut quiet = Duration::ZERO;
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = activity.get();
+        if now == seen {
+            quiet += tick;
+            if quiet >= idle {
+                return;
+            }
+        } else {
+            seen = now;
+            quiet = Duration::ZERO;
+        }
+    }
+}
+
+type SideError = (Side, io::ErrorKind);
+
+/// Copies `from` to `to` until end of stream, then half-closes `to`.
+async fn pump(
+    ctx: &WorkerContext,
+    from: &TcpStream,
+    to: &TcpStream,
+    (from_side, to_side): (Side, Side),
+    flow: &Flow,
+    activity: &Cell<u64>,
+) -> Result<(), SideError> {
+    let mut buf = ctx.buffer();
+    loop {
+        from.readable().await.map_err(|e| (from_side, e.kind()))?;
+        let n = match from.try_read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err((from_side, e.kind())),
+        };
+        write_all(to, &buf[..n]).await.map_err(|e| (to_side, e.kind()))?;
+        flow.moved(n, activity);
+        if n == buf.len() && ctx.splice {
+            drop(buf);
+            return splice_pump(ctx, from, to, (from_side, to_side), flow, activity).await;
+        }
+    }
+    half_close(to);
+    Ok(())
+}
+
+/// The bulk half of [`pump`]: socket to pipe to socket, never through user space.
+async fn splice_pump(
+    ctx: &WorkerContext,
+    from: &TcpStream,
+    to: &TcpStream,
+    (from_side, to_side): (Side, Side),
+    flow: &Flow,
+    activity: &Cell<u64>,
+) -> Result<(), SideError> {
+    let mut pipe = ctx.take_pipe().map_err(|e| (from_side, e.kind()))?;
+    let result = async {
+        loop {
+            from.readable().await.map_err(|e| (from_side, e.kind()))?;
+            let n = match from.try_io(Interest::READABLE, || pipe.fill_from(from.as_raw_fd())) {
+                Ok(0) => return Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return Err((from_side, e.kind())),
+            };
+            while !pipe.is_empty() {
+                match to.try_io(Interest::WRITABLE, || pipe.drain_into(to.as_raw_fd())) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        to.writable().await.map_err(|e| (to_side, e.kind()))?;
+                    }
+                    Err(e) => return Err((to_side, e.kind())),
+                }
+            }
+            flow.moved(n, activity);
+        }
+    }
+    .await;
+    ctx.return_pipe(pipe);
+    result?;
+    half_close(to);
+    Ok(())
+}
+
+/// Writes all of `data`, waiting for the socket to drain when its buffer is full.
+pub async fn write_all(to: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match to.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Sends FIN on `stream`; a peer that is already gone is not an error here.
+fn half_close(stream: &TcpStream) {
+    let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Write);
+}

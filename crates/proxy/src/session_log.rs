@@ -1,0 +1,162 @@
+//! Session records: one JSON line per client connection, buffered by each worker and written to
+//! the file by one writer thread, off the hot path.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+enum Command {
+    Records(Vec<u8>),
+    Reopen(Option<PathBuf>, mpsc::Sender<io::Result<()>>),
+    Flush(mpsc::Sender<()>),
+}
+
+/// A worker's handle to the writer thread.
+#[derive(Clone)]
+pub struct SessionLogSink(mpsc::Sender<Command>);
+
+impl SessionLogSink {
+    pub(crate) fn send(&self, records: Vec<u8>) {
+        // The writer only goes away at process exit; records sent after that are dropped.
+        let _ = self.0.send(Command::Records(records));
+    }
+}
+
+/// The thread that owns the session log file.
+pub struct SessionLogWriter {
+    tx: mpsc::Sender<Command>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl SessionLogWriter {
+    /// Starts the writer, appending to `path` (or discarding records when `None`).
+    pub fn start(path: Option<PathBuf>) -> io::Result<SessionLogWriter> {
+        let file = path.as_ref().map(open).transpose()?;
+        let (tx, rx) = mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("rampart-session-log".into())
+            .spawn(move || write_loop(file, rx))?;
+        Ok(SessionLogWriter { tx, thread: Some(thread) })
+    }
+
+    pub fn sink(&self) -> SessionLogSink {
+        SessionLogSink(self.tx.clone())
+    }
+
+    /// Switches to another file (or to none), e.g. after a reload or for log rotation. On error
+    /// the current file stays in use.
+    pub fn reopen(&self, path: Option<PathBuf>) -> io::Result<()> {
+        let (done_tx, done_rx) = mpsc::channel();
+        self.tx.send(Command::Reopen(path, done_tx)).map_err(|_| io::Error::other("session log writer stopped"))?;
+        done_rx.recv().unwrap_or_else(|_| Err(io::Error::other("session log writer stopped")))
+    }
+
+    /// Waits until everything sent so far is written.
+    pub fn flush(&self) {
+        let (done_tx, done_rx) = mpsc::channel();
+        if self.tx.send(Command::Flush(done_tx)).is_ok() {
+            let _ = done_rx.recv_timeout(Duration::from_secs(5));
+        }
+    }
+}
+
+impl Drop for SessionLogWriter {
+    fn drop(&mut self) {
+        self.flush();
+        drop(self.thread.take());
+    }
+}
+
+fn open(path: &PathBuf) -> io::Result<File> {
+    OpenOptions::new().create(true).append(true).open(path)
+}
+
+fn write_loop(mut file: Option<File>, rx: mpsc::Receiver<Command>) {
+    while let Ok(command) = rx.recv() {
+        match command {
+            Command::Records(bytes) => {
+                if let Some(f) = file.as_mut() {
+                    if let Err(e) = f.write_all(&bytes) {
+                        log::error!("session log: write failed: {e}");
+                    }
+                }
+            }
+            Command::Reopen(path, done) => {
+                let result = path.as_ref().map(open).transpose().map(|f| file = f);
+                let _ = done.send(result);
+            }
+            Command::Flush(done) => {
+                let _ = done.send(());
+            }
+        }
+    }
+}
+
+/// Writes `t` as RFC 3339 UTC with microseconds, e.g. `2026-11-22T06:10:00.123456Z`.
+pub fn write_timestamp(out: &mut Vec<u8>, t: SystemTime) {
+    let since = t.duration_since(UNIX_EPOCH).unwrap_or_default();
+    let secs = since.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Howard Hinnant's civil_from_days.
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let _ = write!(
+        out,
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        since.subsec_micros()
+    );
+}
+
+/// Writes `s` as a JSON string (quotes included).
+pub fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    for c in s.chars() {
+        match c {
+            '"' => out.extend_from_slice(b"\\\""),
+            '\\' => out.extend_from_slice(b"\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => {
+                let mut tmp = [0u8; 4];
+                out.extend_from_slice(c.encode_utf8(&mut tmp).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339() {
+        let mut out = Vec::new();
+        write_timestamp(&mut out, UNIX_EPOCH + Duration::new(1_795_327_200, 123_456_000));
+        assert_eq!(String::from_utf8(out).unwrap(), "2026-11-22T06:00:00.123456Z");
+        let mut out = Vec::new();
+        write_timestamp(&mut out, UNIX_EPOCH + Duration::from_secs(951_782_400));
+        assert_eq!(String::from_utf8(out).unwrap(), "2000-02-29T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn json_strings_are_escaped() {
+        let mut out = Vec::new();
+        write_json_str(&mut out, "a\"b\\c\nd");
+        assert_eq!(String::from_utf8(out).unwrap(), r#""a\"b\\c\u000ad""#);
+    }
+}
