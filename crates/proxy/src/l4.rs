@@ -189,7 +189,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     }
 
     ctx.track_open(snapshot, up_index, target, true);
-    let outcome = relay(ctx, client, &upstream, listener.idle_timeout).await;
+    let outcome = relay(ctx, client, &upstream, listener.idle_timeout, listener.buffer_size).await;
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
 }

@@ -75,13 +75,19 @@ impl Flow {
 
 /// Relays between `client` and `upstream` until both directions end, one side fails, or nothing
 /// moves for `idle_timeout`.
-pub async fn relay(ctx: &WorkerContext, client: &TcpStream, upstream: &TcpStream, idle_timeout: Duration) -> RelayOutcome {
+pub async fn relay(
+    ctx: &WorkerContext,
+    client: &TcpStream,
+    upstream: &TcpStream,
+    idle_timeout: Duration,
+    buffer_size: usize,
+) -> RelayOutcome {
     let activity = Cell::new(0u64);
     let (up, down) = (Flow::default(), Flow::default());
     let directions = async {
         tokio::try_join!(
-            pump(ctx, client, upstream, (Side::Client, Side::Upstream), &up, &activity),
-            pump(ctx, upstream, client, (Side::Upstream, Side::Client), &down, &activity),
+            pump(ctx, client, upstream, (Side::Client, Side::Upstream), &up, &activity, buffer_size),
+            pump(ctx, upstream, client, (Side::Upstream, Side::Client), &down, &activity, buffer_size),
         )
     };
     let end = tokio::select! {
@@ -132,8 +138,9 @@ async fn pump(
     (from_side, to_side): (Side, Side),
     flow: &Flow,
     activity: &Cell<u64>,
+    buffer_size: usize,
 ) -> Result<(), SideError> {
-    let mut buf = ctx.buffer();
+    let mut buf = ctx.buffer(buffer_size);
     loop {
         from.readable().await.map_err(|e| (from_side, e.kind()))?;
         let n = match from.try_read(&mut buf) {

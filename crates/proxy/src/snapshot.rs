@@ -41,6 +41,8 @@ pub struct Listener {
     pub open_connections: Arc<AtomicUsize>,
     /// A connection with no byte in either direction for this long is closed.
     pub idle_timeout: Duration,
+    /// Size of each relay buffer (one per direction while a connection copies through user space).
+    pub buffer_size: usize,
     /// Clients from these networks must begin with a PROXY protocol header (v1 or v2).
     pub proxy_protocol_from: Vec<IpNet>,
     /// How long a trusted client has to send its PROXY header.

@@ -12,8 +12,6 @@ use crate::pipes::Pipe;
 use crate::session_log::SessionLogSink;
 use crate::snapshot::Snapshot;
 
-/// Size of each relay buffer (one per direction of a connection in copy mode).
-pub const BUFFER_SIZE: usize = 16 * 1024;
 /// Pooled buffers and pipes beyond this many are freed rather than kept.
 const POOL_MAX: usize = 4096;
 /// Session records are handed to the writer thread once a worker has this many bytes of them.
@@ -78,9 +76,17 @@ impl WorkerContext {
         }
     }
 
-    /// A relay buffer from the pool; it goes back when the guard drops.
-    pub fn buffer(&self) -> PooledBuffer<'_> {
-        let buf = self.buffers.borrow_mut().pop().unwrap_or_else(|| vec![0u8; BUFFER_SIZE].into_boxed_slice());
+    /// A relay buffer of `size` bytes from the pool; it goes back when the guard drops. Pooled
+    /// buffers of another size (left from before a reload changed it) are freed.
+    pub fn buffer(&self, size: usize) -> PooledBuffer<'_> {
+        let mut pool = self.buffers.borrow_mut();
+        let buf = loop {
+            match pool.pop() {
+                Some(b) if b.len() == size => break b,
+                Some(_) => continue,
+                None => break vec![0u8; size].into_boxed_slice(),
+            }
+        };
         PooledBuffer { ctx: self, buf: Some(buf) }
     }
 

@@ -1,0 +1,431 @@
+//! Validation and compilation of a config into a data-plane snapshot.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::ops::Range;
+use std::sync::atomic::AtomicUsize;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rampart_proto::proxy_protocol::ProxyVersion;
+use rampart_proxy::balance::{BalancePolicy, Maglev};
+use rampart_proxy::health::TargetHealth;
+use rampart_proxy::net::IpNet;
+use rampart_proxy::snapshot::{HealthCheck, Listener, PassiveHealth, Snapshot, Target, Upstream};
+use toml::Spanned;
+
+use crate::error::{ConfigError, ConfigErrors, SourceMap};
+use crate::raw::{RawConfig, RawListener, RawTarget, RawUpstream};
+use crate::units::{parse_duration, parse_size};
+
+/// Defaults for every optional key (documented in docs/config.md).
+pub mod defaults {
+    use std::time::Duration;
+    pub const MAX_CONNECTIONS: usize = 10_000;
+    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+    pub const BUFFER_SIZE: usize = 16 * 1024;
+    pub const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+    pub const CONNECT_ATTEMPTS: usize = 3;
+    pub const PASSIVE_BACKOFF: Duration = Duration::from_secs(1);
+    pub const PASSIVE_BACKOFF_MAX: Duration = Duration::from_secs(30);
+    pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
+    pub const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
+    pub const CHECK_RISE: u32 = 2;
+    pub const CHECK_FALL: u32 = 3;
+    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+}
+
+/// A compiled config: the snapshot plus process settings that only apply at start.
+#[derive(Debug)]
+pub struct Compiled {
+    pub snapshot: Snapshot,
+    pub workers: Option<usize>,
+    pub pin: bool,
+}
+
+/// State that outlives one snapshot: target health and listener connection counts, keyed so that
+/// a reload which keeps a target or a listener keeps its state too.
+#[derive(Debug, Default)]
+pub struct LiveState {
+    generation: u64,
+    health: HashMap<(String, SocketAddr), Arc<TargetHealth>>,
+    open: HashMap<SocketAddr, Arc<AtomicUsize>>,
+}
+
+impl LiveState {
+    fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
+        self.health.entry((upstream.to_string(), addr)).or_default().clone()
+    }
+
+    fn open_connections(&mut self, bind: SocketAddr) -> Arc<AtomicUsize> {
+        self.open.entry(bind).or_default().clone()
+    }
+
+    fn next_generation(&mut self) -> u64 {
+        self.generation += 1;
+        self.generation
+    }
+
+    /// Forgets state that `snapshot` no longer uses.
+    fn keep_only(&mut self, snapshot: &Snapshot) {
+        self.health.retain(|(up, addr), _| {
+            snapshot.upstreams.iter().any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
+        });
+        self.open.retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
+    }
+}
+
+/// Parses, validates and compiles the TOML text `src` read from `file`.
+pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
+    let map = SourceMap::new(file, src);
+    let raw: RawConfig = toml::from_str(src).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        ConfigErrors(vec![map.error(span, friendly_toml_message(e.message()))])
+    })?;
+    let mut cx = Checker { map: &map, errors: Vec::new() };
+    let compiled = cx.config(raw, live);
+    if !cx.errors.is_empty() {
+        cx.errors.sort_by_key(|e| (e.line, e.col));
+        return Err(ConfigErrors(cx.errors));
+    }
+    let compiled = compiled.expect("a config without errors compiles");
+    live.keep_only(&compiled.snapshot);
+    Ok(compiled)
+}
+
+fn friendly_toml_message(message: &str) -> String {
+    if message.contains("untagged enum RawTarget") {
+        "a target is \"host:port\" or { address = \"host:port\", weight = N }".to_string()
+    } else {
+        message.trim().to_string()
+    }
+}
+
+/// The command line's single-listener L4 setup (`rampart PORT`, `rampart tcp`).
+#[derive(Debug, Clone)]
+pub struct SimpleL4 {
+    pub bind: SocketAddr,
+    /// Targets as written and as resolved.
+    pub targets: Vec<(String, SocketAddr)>,
+    pub policy: BalancePolicy,
+    pub session_log: Option<std::path::PathBuf>,
+}
+
+/// Compiles a [`SimpleL4`] with every other setting at its default.
+pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
+    let upstream_name = "default";
+    let targets: Vec<Target> = spec
+        .targets
+        .iter()
+        .map(|(name, addr)| Target {
+            name: name.clone(),
+            addr: *addr,
+            weight: 1,
+            health: live.target_health(upstream_name, *addr),
+        })
+        .collect();
+    let maglev = build_maglev(spec.policy, &targets);
+    let snapshot = Snapshot {
+        generation: live.next_generation(),
+        listeners: vec![Listener {
+            name: "default".to_string(),
+            bind: spec.bind,
+            upstream: 0,
+            max_connections: defaults::MAX_CONNECTIONS,
+            open_connections: live.open_connections(spec.bind),
+            idle_timeout: defaults::IDLE_TIMEOUT,
+            buffer_size: defaults::BUFFER_SIZE,
+            proxy_protocol_from: Vec::new(),
+            proxy_header_timeout: defaults::PROXY_HEADER_TIMEOUT,
+        }],
+        upstreams: vec![Upstream {
+            name: upstream_name.to_string(),
+            policy: spec.policy,
+            targets,
+            maglev,
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            connect_attempts: defaults::CONNECT_ATTEMPTS,
+            send_proxy_protocol: None,
+            passive_health: PassiveHealth {
+                base_backoff: defaults::PASSIVE_BACKOFF,
+                max_backoff: defaults::PASSIVE_BACKOFF_MAX,
+            },
+            health_check: None,
+        }],
+        session_log: spec.session_log.clone(),
+        drain_timeout: defaults::DRAIN_TIMEOUT,
+    };
+    live.keep_only(&snapshot);
+    snapshot
+}
+
+fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {
+    if policy != BalancePolicy::ConsistentHash {
+        return None;
+    }
+    let keys: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+    let weights: Vec<u32> = targets.iter().map(|t| t.weight).collect();
+    Maglev::build(&keys, &weights)
+}
+
+/// Collects every error of one file rather than stopping at the first.
+struct Checker<'a> {
+    map: &'a SourceMap<'a>,
+    errors: Vec<ConfigError>,
+}
+
+impl Checker<'_> {
+    fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.errors.push(self.map.error(span, message));
+    }
+
+    fn config(&mut self, raw: RawConfig, live: &mut LiveState) -> Option<Compiled> {
+        let workers = raw.global.workers.as_ref().and_then(|w| self.count(w, "workers", 1, 1024));
+        let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        let session_log = raw.global.session_log.as_ref().map(|p| std::path::PathBuf::from(p.get_ref()));
+
+        let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
+        let mut upstreams = Vec::new();
+        for (name, up) in &raw.upstreams {
+            if let Some(u) = self.upstream(name.get_ref(), up, live) {
+                upstreams.push(u);
+            }
+        }
+        if raw.listeners.is_empty() {
+            self.error(0..0, "no listeners defined: add a [listeners.NAME] table with bind and upstream");
+        }
+        let mut listeners: Vec<Listener> = Vec::new();
+        for (name, l) in &raw.listeners {
+            if let Some(listener) = self.listener(name, l, &upstream_names, live) {
+                if listeners.iter().any(|other| other.bind == listener.bind) {
+                    self.error(l.bind.span(), format!("listener `{}` binds {} like another listener", name.get_ref(), listener.bind));
+                }
+                listeners.push(listener);
+            }
+        }
+        if !self.errors.is_empty() {
+            return None;
+        }
+        Some(Compiled {
+            snapshot: Snapshot {
+                generation: live.next_generation(),
+                listeners,
+                upstreams,
+                session_log,
+                drain_timeout,
+            },
+            workers,
+            pin: raw.global.pin.unwrap_or(false),
+        })
+    }
+
+    fn listener(&mut self, name: &Spanned<String>, l: &RawListener, upstreams: &[&str], live: &mut LiveState) -> Option<Listener> {
+        let bind = self.bind_address(&l.bind);
+        if let Some(p) = &l.protocol {
+            if p.get_ref() != "tcp" {
+                self.error(p.span(), format!("unsupported protocol `{}` (expected \"tcp\")", p.get_ref()));
+            }
+        }
+        let upstream = upstreams.iter().position(|u| *u == l.upstream.get_ref());
+        if upstream.is_none() {
+            let known = if upstreams.is_empty() { "none defined".to_string() } else { upstreams.join(", ") };
+            self.error(
+                l.upstream.span(),
+                format!("listener `{}` refers to unknown upstream `{}` (defined: {known})", name.get_ref(), l.upstream.get_ref()),
+            );
+        }
+        let max_connections = l
+            .max_connections
+            .as_ref()
+            .map_or(Some(defaults::MAX_CONNECTIONS), |m| self.count(m, "max_connections", 1, 10_000_000));
+        let idle_timeout = self.duration(&l.idle_timeout, defaults::IDLE_TIMEOUT);
+        let buffer_size = self.size(&l.buffer_size, defaults::BUFFER_SIZE, 1024, 16 << 20);
+        let proxy_header_timeout = self.duration(&l.proxy_header_timeout, defaults::PROXY_HEADER_TIMEOUT);
+        let mut proxy_protocol_from = Vec::new();
+        for net in &l.proxy_protocol_from {
+            match net.get_ref().parse::<IpNet>() {
+                Ok(n) => proxy_protocol_from.push(n),
+                Err(e) => self.error(net.span(), e.to_string()),
+            }
+        }
+        let bind = bind?;
+        Some(Listener {
+            name: name.get_ref().clone(),
+            bind,
+            upstream: upstream?,
+            max_connections: max_connections?,
+            open_connections: live.open_connections(bind),
+            idle_timeout,
+            buffer_size,
+            proxy_protocol_from,
+            proxy_header_timeout,
+        })
+    }
+
+    fn upstream(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> Option<Upstream> {
+        let policy = match &up.balance {
+            None => BalancePolicy::RoundRobin,
+            Some(b) => BalancePolicy::from_name(b.get_ref()).unwrap_or_else(|| {
+                self.error(
+                    b.span(),
+                    format!("unknown balance policy `{}` (expected one of: {})", b.get_ref(), BalancePolicy::NAMES.join(", ")),
+                );
+                BalancePolicy::RoundRobin
+            }),
+        };
+        if up.targets.get_ref().is_empty() {
+            self.error(up.targets.span(), format!("upstream `{name}` has no targets"));
+        }
+        let mut targets = Vec::new();
+        for t in up.targets.get_ref() {
+            let (address, weight) = match t.get_ref() {
+                RawTarget::Address(a) => (a.as_str(), 1),
+                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1)),
+            };
+            if !(1..=1000).contains(&weight) {
+                self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
+                continue;
+            }
+            match resolve(address) {
+                Ok(addr) => {
+                    if targets.iter().any(|x: &Target| x.addr == addr) {
+                        self.error(t.span(), format!("target `{address}` is listed twice in upstream `{name}`"));
+                        continue;
+                    }
+                    targets.push(Target {
+                        name: address.to_string(),
+                        addr,
+                        weight: weight as u32,
+                        health: live.target_health(name, addr),
+                    })
+                }
+                Err(e) => self.error(t.span(), e),
+            }
+        }
+        let connect_timeout = self.duration(&up.connect_timeout, defaults::CONNECT_TIMEOUT);
+        let connect_attempts = up
+            .connect_attempts
+            .as_ref()
+            .map_or(Some(defaults::CONNECT_ATTEMPTS), |a| self.count(a, "connect_attempts", 1, 8));
+        let send_proxy_protocol = match &up.send_proxy_protocol {
+            None => None,
+            Some(v) => match v.get_ref().as_str() {
+                "v1" => Some(ProxyVersion::V1),
+                "v2" => Some(ProxyVersion::V2),
+                other => {
+                    self.error(v.span(), format!("unknown PROXY protocol version `{other}` (expected \"v1\" or \"v2\")"));
+                    None
+                }
+            },
+        };
+        let passive_health = PassiveHealth {
+            base_backoff: self.duration(&up.passive_backoff, defaults::PASSIVE_BACKOFF),
+            max_backoff: self.duration(&up.passive_backoff_max, defaults::PASSIVE_BACKOFF_MAX),
+        };
+        let health_check = up.health_check.as_ref().map(|h| HealthCheck {
+            interval: self.duration(&h.interval, defaults::CHECK_INTERVAL),
+            timeout: self.duration(&h.timeout, defaults::CHECK_TIMEOUT),
+            rise: h.rise.as_ref().and_then(|r| self.count(r, "rise", 1, 100)).unwrap_or(defaults::CHECK_RISE as usize) as u32,
+            fall: h.fall.as_ref().and_then(|f| self.count(f, "fall", 1, 100)).unwrap_or(defaults::CHECK_FALL as usize) as u32,
+        });
+        let maglev = build_maglev(policy, &targets);
+        Some(Upstream {
+            name: name.to_string(),
+            policy,
+            targets,
+            maglev,
+            connect_timeout,
+            connect_attempts: connect_attempts?,
+            send_proxy_protocol,
+            passive_health,
+            health_check,
+        })
+    }
+
+    fn bind_address(&mut self, bind: &Spanned<String>) -> Option<SocketAddr> {
+        match parse_bind(bind.get_ref()) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                self.error(bind.span(), e);
+                None
+            }
+        }
+    }
+
+    fn duration(&mut self, value: &Option<Spanned<String>>, default: Duration) -> Duration {
+        let Some(v) = value else { return default };
+        match parse_duration(v.get_ref()) {
+            Ok(d) if d.is_zero() => {
+                self.error(v.span(), "duration must be greater than zero");
+                default
+            }
+            Ok(d) => d,
+            Err(e) => {
+                self.error(v.span(), e);
+                default
+            }
+        }
+    }
+
+    fn size(&mut self, value: &Option<Spanned<String>>, default: usize, min: u64, max: u64) -> usize {
+        let Some(v) = value else { return default };
+        match parse_size(v.get_ref()) {
+            Ok(s) if (min..=max).contains(&s) => s as usize,
+            Ok(s) => {
+                self.error(v.span(), format!("size {s} is out of range ({min} to {max} bytes)"));
+                default
+            }
+            Err(e) => {
+                self.error(v.span(), e);
+                default
+            }
+        }
+    }
+
+    fn count(&mut self, value: &Spanned<i64>, what: &str, min: i64, max: i64) -> Option<usize> {
+        let n = *value.get_ref();
+        if (min..=max).contains(&n) {
+            Some(n as usize)
+        } else {
+            self.error(value.span(), format!("{what} = {n} is out of range ({min} to {max})"));
+            None
+        }
+    }
+}
+
+/// Parses a listen address: `ADDR:PORT`, `[V6]:PORT`, `*:PORT`, `:PORT` or `PORT` (all addresses).
+pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    let bad = || format!("`{s}` is not a listen address (expected ADDR:PORT such as 0.0.0.0:7777, or a port)");
+    let s = s.trim();
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
+    }
+    if let Some(port) = s.strip_prefix("*:").or_else(|| s.strip_prefix(':')) {
+        return port.parse::<u16>().map(|p| SocketAddr::from(([0, 0, 0, 0], p))).map_err(|_| bad());
+    }
+    s.parse::<SocketAddr>().map_err(|_| bad())
+}
+
+/// Resolves `host:port` to one address (the first the resolver returns).
+pub fn resolve(address: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = address.parse::<SocketAddr>() {
+        return Ok(a);
+    }
+    let Some((host, port)) = address.rsplit_once(':') else {
+        return Err(format!("`{address}` is not host:port"));
+    };
+    let Ok(port) = port.parse::<u16>() else {
+        return Err(format!("`{address}` has no valid port"));
+    };
+    if host.is_empty() {
+        return Err(format!("`{address}` has no host"));
+    }
+    match (host, port).to_socket_addrs() {
+        Ok(mut addrs) => addrs.next().ok_or_else(|| format!("`{host}` resolves to no address")),
+        Err(e) => Err(format!("cannot resolve `{host}`: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests;

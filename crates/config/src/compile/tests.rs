@@ -1,0 +1,154 @@
+use super::*;
+
+fn compile(src: &str) -> Result<Compiled, ConfigErrors> {
+    compile_toml("test.toml", src, &mut LiveState::default())
+}
+
+fn errors(src: &str) -> Vec<String> {
+    compile(src).unwrap_err().0.iter().map(|e| e.to_string()).collect()
+}
+
+const GOOD: &str = r#"
+[listeners.web]
+bind = "127.0.0.1:7777"
+upstream = "app"
+
+[upstreams.app]
+targets = ["127.0.0.1:9001", { address = "127.0.0.1:9002", weight = 3 }]
+"#;
+
+#[test]
+fn minimal_config_compiles_with_defaults() {
+    let c = compile(GOOD).unwrap();
+    let s = &c.snapshot;
+    assert_eq!(s.listeners.len(), 1);
+    let l = &s.listeners[0];
+    assert_eq!((l.name.as_str(), l.bind.port(), l.upstream), ("web", 7777, 0));
+    assert_eq!(l.max_connections, defaults::MAX_CONNECTIONS);
+    assert_eq!(l.idle_timeout, defaults::IDLE_TIMEOUT);
+    let u = &s.upstreams[0];
+    assert_eq!(u.policy, BalancePolicy::RoundRobin);
+    assert_eq!(u.targets.iter().map(|t| t.weight).collect::<Vec<_>>(), [1, 3]);
+    assert!(u.health_check.is_none());
+    assert_eq!((c.workers, c.pin), (None, false));
+}
+
+#[test]
+fn examples_compile() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            let src = std::fs::read_to_string(&path).unwrap();
+            compile_toml(&path.display().to_string(), &src, &mut LiveState::default())
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "expected example configs in {dir}");
+}
+
+#[test]
+fn full_example_values_arrive() {
+    let src = include_str!("../../../../examples/l4-full.toml");
+    let c = compile_toml("l4-full.toml", src, &mut LiveState::default()).unwrap();
+    assert_eq!((c.workers, c.pin), (Some(2), false));
+    let s = &c.snapshot;
+    assert_eq!(s.drain_timeout, Duration::from_secs(20));
+    let edge = s.listeners.iter().find(|l| l.name == "edge").unwrap();
+    assert_eq!(edge.buffer_size, 32 * 1024);
+    assert!(edge.expects_proxy_header("10.3.4.5".parse().unwrap()));
+    assert!(!edge.expects_proxy_header("192.0.2.1".parse().unwrap()));
+    let tls = &s.upstreams[edge.upstream];
+    assert_eq!(tls.policy, BalancePolicy::WeightedRoundRobin);
+    assert_eq!(tls.send_proxy_protocol, Some(ProxyVersion::V2));
+    assert_eq!(tls.passive_health.base_backoff, Duration::from_millis(500));
+    let hc = tls.health_check.unwrap();
+    assert_eq!((hc.interval, hc.timeout, hc.rise, hc.fall), (Duration::from_secs(2), Duration::from_secs(1), 2, 3));
+    let pg = s.upstreams.iter().find(|u| u.name == "postgres").unwrap();
+    assert!(pg.maglev.is_some());
+}
+
+/// Each kind of bad config and the exact place and message it gets.
+#[test]
+fn bad_configs_name_file_line_and_column() {
+    let cases: &[(&str, &str)] = &[
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nbogus = 1\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:1: unknown field `bogus`"),
+        ("[listeners.web]\nbind = \"127.0.0.1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:2:8: `127.0.0.1` is not a listen address"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"ap\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:3:12: listener `web` refers to unknown upstream `ap` (defined: app)"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = []\n",
+         "test.toml:5:11: upstream `app` has no targets"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nidle_timeout = \"5 minutes\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:16: `5 minutes` is not a duration"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nbuffer_size = \"lots\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:15: `lots` is not a size"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nprotocol = \"udp\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:12: unsupported protocol `udp`"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\nbalance = \"fastest\"\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:5:11: unknown balance policy `fastest`"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1\"]\n",
+         "test.toml:5:12: `127.0.0.1` is not host:port"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [{ address = \"127.0.0.1:2\", weight = 0 }]\n",
+         "test.toml:5:12: weight 0 is out of range"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [{ addr = \"127.0.0.1:2\" }]\n",
+         "test.toml:5:11: a target is \"host:port\" or { address = \"host:port\", weight = N }"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nproxy_protocol_from = [\"10.0.0.0/40\"]\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:24: `10.0.0.0/40` is not an IP network"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nmax_connections = 0\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:19: max_connections = 0 is out of range"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\nsend_proxy_protocol = \"v3\"\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:5:23: unknown PROXY protocol version `v3`"),
+        ("[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:1:1: no listeners defined"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n[upstreams.app.health_check]\nrise = 0\n",
+         "test.toml:7:8: rise = 0 is out of range"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\nconnect_timeout = \"0s\"\n",
+         "test.toml:6:19: duration must be greater than zero"),
+        ("[listeners.web\nbind = 1\n", "test.toml:1:15: "),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:1:1: missing field `upstream`"),
+    ];
+    for (src, want) in cases {
+        let got = errors(src);
+        assert!(got.iter().any(|e| e.starts_with(want)), "want {want:?}\n got {got:?}\nfor:\n{src}");
+    }
+}
+
+#[test]
+fn every_error_of_a_file_is_reported() {
+    let src = "[listeners.a]\nbind = \"nope\"\nupstream = \"x\"\n[upstreams.b]\ntargets = []\nbalance = \"?\"\n";
+    let got = errors(src);
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert!(got[0].starts_with("test.toml:2:8:"));
+    assert!(got[1].starts_with("test.toml:3:12:"));
+}
+
+#[test]
+fn duplicate_binds_are_rejected() {
+    let src = "[listeners.a]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[listeners.b]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[upstreams.u]\ntargets = [\"127.0.0.1:2\"]\n";
+    let got = errors(src);
+    assert_eq!(got, ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like another listener"]);
+}
+
+#[test]
+fn reload_keeps_health_and_connection_counts_of_unchanged_parts() {
+    let mut live = LiveState::default();
+    let a = compile_toml("t", GOOD, &mut live).unwrap().snapshot;
+    let b = compile_toml("t", &GOOD.replace("9002", "9003"), &mut live).unwrap().snapshot;
+    assert!(b.generation > a.generation);
+    assert!(Arc::ptr_eq(&a.upstreams[0].targets[0].health, &b.upstreams[0].targets[0].health));
+    assert!(!Arc::ptr_eq(&a.upstreams[0].targets[1].health, &b.upstreams[0].targets[1].health));
+    assert!(Arc::ptr_eq(&a.listeners[0].open_connections, &b.listeners[0].open_connections));
+}
+
+#[test]
+fn bind_forms() {
+    assert_eq!(parse_bind("7777").unwrap(), "0.0.0.0:7777".parse().unwrap());
+    assert_eq!(parse_bind("*:80").unwrap(), "0.0.0.0:80".parse().unwrap());
+    assert_eq!(parse_bind("[::1]:80").unwrap(), "[::1]:80".parse().unwrap());
+    assert!(parse_bind("localhost").is_err());
+}
