@@ -6,6 +6,7 @@
 //!
 //! - [`snapshot`]: the compiled configuration the data plane runs on.
 //! - [`health`]: per-target health shared between health checkers and workers.
+//! - [`checker`]: active TCP health checks, run by the control plane.
 //! - [`balance`]: balancing policies and their per-worker state.
 //! - [`worker`]: what one worker owns: buffer and pipe pools, balancer state, counters, session log.
 //! - [`l4`]: one TCP connection's life: PROXY header, target choice, connect, relay, record.
@@ -13,6 +14,7 @@
 //! - [`session_log`]: JSON-lines session records, buffered per worker, written by one thread.
 
 pub mod balance;
+pub mod checker;
 pub mod health;
 pub mod l4;
 pub mod net;

@@ -1,1 +1,84 @@
-fn main() {}
+//! The `rampart` binary: command line, wiring and signals.
+
+mod cli;
+mod control;
+mod logger;
+mod source;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use rampart_config::compile::{parse_bind, resolve};
+use rampart_config::{compile_toml, LiveState, SimpleL4};
+use rampart_proxy::balance::BalancePolicy;
+
+use cli::{Cli, Command, EngineArgs};
+use source::{summary, Source};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logger::init();
+    let result = match cli.command {
+        Some(Command::Check { config }) => return check(&config),
+        Some(Command::Run { config, engine }) => control::serve(Source::File(config), &engine),
+        Some(Command::Tcp { listen, to, balance, engine }) => tcp_source(&listen, &to, &balance, &engine)
+            .map_err(anyhow::Error::msg)
+            .and_then(|source| control::serve(source, &engine)),
+        None => {
+            let listen = cli.listen.unwrap_or_default();
+            let source = Source::Hosts {
+                path: cli.hosts,
+                bind: listen,
+                policy: policy(&cli.balance),
+                session_log: cli.engine.session_log.clone(),
+            };
+            control::serve(source, &cli.engine)
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rampart: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn policy(name: &str) -> BalancePolicy {
+    // clap has already restricted the value to BalancePolicy::NAMES.
+    BalancePolicy::from_name(name).unwrap_or(BalancePolicy::RoundRobin)
+}
+
+fn tcp_source(listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -> Result<Source, String> {
+    let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
+    let targets = to
+        .iter()
+        .map(|t| resolve(t).map(|addr| (t.clone(), addr)).map_err(|e| format!("--to: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Source::Fixed(SimpleL4 { bind, targets, policy: policy(balance), session_log: engine.session_log.clone() }))
+}
+
+/// `rampart check -c FILE`.
+fn check(path: &PathBuf) -> ExitCode {
+    let name = path.display().to_string();
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("{name}: cannot read: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match compile_toml(&name, &text, &mut LiveState::default()) {
+        Ok(compiled) => {
+            println!("{name}: ok: {}", summary(&compiled.snapshot));
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors.0 {
+                eprintln!("{e}");
+            }
+            ExitCode::from(1)
+        }
+    }
+}

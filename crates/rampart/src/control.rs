@@ -1,0 +1,100 @@
+//! The control plane: starts the engine, runs health checks, and handles signals (SIGHUP reload,
+//! SIGTERM/SIGINT drain and exit). It runs on the main thread's own small runtime; workers never
+//! wait on it.
+
+use anyhow::Context;
+use rampart_config::LiveState;
+use rampart_proxy::checker::spawn_checks;
+use rampart_proxy::session_log::SessionLogWriter;
+use rampart_runtime::{Engine, EngineOptions};
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::cli::EngineArgs;
+use crate::source::{summary, Source};
+
+/// Serves `source` until SIGTERM or SIGINT. Returns an error (exit code 1) only when the first
+/// load or the start fails.
+pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
+    raise_open_files_limit();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start control runtime")?;
+    // Signal handlers go in before anything listens, so an early SIGHUP cannot kill the process.
+    let _guard = runtime.enter();
+    let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+
+    let mut live = LiveState::default();
+    let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
+    let workers = args
+        .workers
+        .map(usize::from)
+        .or(loaded.workers)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let pin = args.pin || loaded.pin;
+    let session_log = SessionLogWriter::start(loaded.snapshot.session_log.clone())
+        .with_context(|| format!("cannot open session log {:?}", loaded.snapshot.session_log))?;
+    let line = summary(&loaded.snapshot);
+    let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
+    log::info!("listening: {line}; {workers} worker(s){}", if pin { ", pinned" } else { "" });
+
+    let drain = runtime.block_on(async {
+        let mut checks = spawn_checks(&engine.current());
+        loop {
+            tokio::select! {
+                _ = hangup.recv() => {
+                    reload(&source, &mut live, &mut engine, &session_log);
+                    checks.abort_all();
+                    checks = spawn_checks(&engine.current());
+                }
+                _ = terminate.recv() => break "SIGTERM",
+                _ = interrupt.recv() => break "SIGINT",
+            }
+        }
+    });
+    let drain_timeout = engine.current().drain_timeout;
+    log::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
+    let cut = engine.shutdown(drain_timeout);
+    if cut > 0 {
+        log::warn!("closed {cut} connection(s) still open at the drain deadline");
+    }
+    session_log.flush();
+    log::info!("stopped");
+    Ok(())
+}
+
+fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_log: &SessionLogWriter) {
+    if !source.reloadable() {
+        log::info!("SIGHUP: the command line is the whole config; nothing to reload");
+        return;
+    }
+    let loaded = match source.load(live) {
+        Ok(l) => l,
+        Err(errors) => {
+            log::error!("reload failed; the running config stays in force:\n{errors}");
+            return;
+        }
+    };
+    let path = loaded.snapshot.session_log.clone();
+    let line = summary(&loaded.snapshot);
+    if let Err(e) = engine.apply(loaded.snapshot) {
+        log::error!("reload failed; the running config stays in force: {e}");
+        return;
+    }
+    // Reopening also serves log rotation: move the file away, then SIGHUP.
+    if let Err(e) = session_log.reopen(path.clone()) {
+        log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
+    }
+    log::info!("reloaded: {line}");
+}
+
+/// Each connection takes two descriptors; take the hard limit rather than the usual 1024.
+fn raise_open_files_limit() {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit read and write the struct we pass, which outlives the calls.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}

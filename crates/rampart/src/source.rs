@@ -1,0 +1,74 @@
+//! Where the running config comes from, and how to (re)load it.
+
+use std::path::PathBuf;
+
+use rampart_config::compile::parse_bind;
+use rampart_config::{compile_toml, hosts, simple_l4, LiveState, SimpleL4};
+use rampart_proxy::balance::BalancePolicy;
+use rampart_proxy::Snapshot;
+
+/// A config source; SIGHUP loads it again.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// `rampart run -c FILE`.
+    File(PathBuf),
+    /// `rampart [ADDR:]PORT`: a listen address plus a hosts file.
+    Hosts { path: PathBuf, bind: String, policy: BalancePolicy, session_log: Option<PathBuf> },
+    /// `rampart tcp`: fixed at start.
+    Fixed(SimpleL4),
+}
+
+/// A loaded config.
+pub struct Loaded {
+    pub snapshot: Snapshot,
+    pub workers: Option<usize>,
+    pub pin: bool,
+}
+
+impl Source {
+    /// Reads and compiles the source. The error is ready to print: one `file:line:col: message`
+    /// per line where the problem has a place.
+    pub fn load(&self, live: &mut LiveState) -> Result<Loaded, String> {
+        match self {
+            Source::File(path) => {
+                let name = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+                let compiled = compile_toml(&name, &text, live).map_err(|e| e.to_string())?;
+                Ok(Loaded { snapshot: compiled.snapshot, workers: compiled.workers, pin: compiled.pin })
+            }
+            Source::Hosts { path, bind, policy, session_log } => {
+                let name = path.display().to_string();
+                let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read hosts file: {e}"))?;
+                let targets = hosts::parse_hosts(&name, &text).map_err(|e| e.to_string())?;
+                let bind = parse_bind(bind)?;
+                let spec = SimpleL4 { bind, targets, policy: *policy, session_log: session_log.clone() };
+                Ok(Loaded { snapshot: simple_l4(&spec, live), workers: None, pin: false })
+            }
+            Source::Fixed(spec) => Ok(Loaded { snapshot: simple_l4(spec, live), workers: None, pin: false }),
+        }
+    }
+
+    /// Whether SIGHUP has anything to read again.
+    pub fn reloadable(&self) -> bool {
+        !matches!(self, Source::Fixed(_))
+    }
+}
+
+/// One line describing a snapshot, for logs and `rampart check`.
+pub fn summary(snapshot: &Snapshot) -> String {
+    let targets: usize = snapshot.upstreams.iter().map(|u| u.targets.len()).sum();
+    let listeners: Vec<String> = snapshot
+        .listeners
+        .iter()
+        .map(|l| {
+            let u = &snapshot.upstreams[l.upstream];
+            format!("{} on {} -> {} ({} targets)", l.name, l.bind, u.name, u.targets.len())
+        })
+        .collect();
+    format!(
+        "{} listener(s), {} upstream(s), {targets} target(s): {}",
+        snapshot.listeners.len(),
+        snapshot.upstreams.len(),
+        listeners.join("; ")
+    )
+}

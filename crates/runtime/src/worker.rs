@@ -1,0 +1,167 @@
+//! One worker thread: its runtime, its listeners' accept loops, and its connections.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arc_swap::ArcSwap;
+use rampart_proxy::session_log::SessionLogSink;
+use rampart_proxy::worker::{WorkerContext, WorkerCounters};
+use rampart_proxy::{l4, Snapshot};
+use tokio::net::TcpListener;
+use tokio::sync::{mpsc, Notify};
+use tokio::task::JoinHandle;
+
+/// How often a worker hands its buffered session records to the writer.
+const SESSION_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Messages from the control plane.
+pub(crate) enum Command {
+    Listen(SocketAddr, std::net::TcpListener),
+    Unlisten(SocketAddr),
+    /// Stop accepting; exit once open connections finish or the deadline passes.
+    Drain(Instant),
+}
+
+pub(crate) struct WorkerSetup {
+    pub id: usize,
+    pub core: Option<usize>,
+    pub current: Arc<ArcSwap<Snapshot>>,
+    pub counters: Arc<WorkerCounters>,
+    pub session_log: SessionLogSink,
+    pub commands: mpsc::UnboundedReceiver<Command>,
+    pub sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+}
+
+/// Counts a worker's live connection tasks and wakes the drain when the last one ends.
+#[derive(Default)]
+struct LiveTasks {
+    count: Cell<usize>,
+    idle: Notify,
+}
+
+struct TaskGuard(Rc<LiveTasks>);
+
+impl Drop for TaskGuard {
+    fn drop(&mut self) {
+        let n = self.0.count.get() - 1;
+        self.0.count.set(n);
+        if n == 0 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+pub(crate) fn run(setup: WorkerSetup) {
+    if let Some(core) = setup.core {
+        if let Err(e) = crate::pin_current_thread(core) {
+            log::warn!("worker {}: cannot pin to core {core}: {e}", setup.id);
+        }
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            log::error!("worker {}: cannot start its runtime: {e}", setup.id);
+            return;
+        }
+    };
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, serve(setup));
+}
+
+async fn serve(mut setup: WorkerSetup) {
+    let ctx = Rc::new(WorkerContext::new(setup.id, setup.counters.clone(), Some(setup.session_log.clone())));
+    let live = Rc::new(LiveTasks::default());
+    let mut accept_loops: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
+    for (addr, socket) in std::mem::take(&mut setup.sockets) {
+        listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket);
+    }
+    let flusher = {
+        let ctx = ctx.clone();
+        tokio::task::spawn_local(async move {
+            loop {
+                tokio::time::sleep(SESSION_FLUSH_INTERVAL).await;
+                ctx.flush_session_records();
+            }
+        })
+    };
+    let deadline = loop {
+        match setup.commands.recv().await {
+            Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket),
+            Some(Command::Unlisten(addr)) => {
+                if let Some(task) = accept_loops.remove(&addr) {
+                    task.abort();
+                }
+            }
+            Some(Command::Drain(deadline)) => break deadline,
+            None => break Instant::now(),
+        }
+    };
+    for (_, task) in accept_loops.drain() {
+        task.abort();
+    }
+    let drained = async {
+        while live.count.get() > 0 {
+            let idle = live.idle.notified();
+            if live.count.get() == 0 {
+                break;
+            }
+            idle.await;
+        }
+    };
+    if tokio::time::timeout_at(deadline.into(), drained).await.is_err() {
+        log::warn!("worker {}: drain deadline passed with {} connection(s) open; closing them", ctx.id, live.count.get());
+    }
+    flusher.abort();
+    ctx.flush_session_records();
+}
+
+fn listen(
+    loops: &mut HashMap<SocketAddr, JoinHandle<()>>,
+    ctx: &Rc<WorkerContext>,
+    live: &Rc<LiveTasks>,
+    current: &Arc<ArcSwap<Snapshot>>,
+    addr: SocketAddr,
+    socket: std::net::TcpListener,
+) {
+    let listener = match TcpListener::from_std(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            log::error!("worker {}: cannot use listening socket {addr}: {e}", ctx.id);
+            return;
+        }
+    };
+    let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), current.clone(), addr, listener));
+    if let Some(old) = loops.insert(addr, task) {
+        old.abort();
+    }
+}
+
+async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, current: Arc<ArcSwap<Snapshot>>, bind: SocketAddr, listener: TcpListener) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                // Out of descriptors or memory: back off briefly rather than spin.
+                log::error!("worker {}: accept on {bind} failed: {e}", ctx.id);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let snapshot = current.load_full();
+        let Some(index) = snapshot.listeners.iter().position(|l| l.bind == bind) else {
+            // The listener was removed by a reload and is about to close.
+            continue;
+        };
+        live.count.set(live.count.get() + 1);
+        let guard = TaskGuard(live.clone());
+        let ctx = ctx.clone();
+        tokio::task::spawn_local(async move {
+            let _guard = guard;
+            l4::serve(&ctx, snapshot, index, stream, peer).await;
+        });
+    }
+}
