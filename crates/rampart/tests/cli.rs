@@ -1,0 +1,112 @@
+//! The command line: `check`, the zero-config hosts-file start, and its errors.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+fn rampart(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rampart")).args(args).current_dir(dir).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn check_accepts_a_good_file_with_a_summary() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/l4-full.toml");
+    let (code, out, _) = rampart(dir.path(), &["check", "-c", example]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(out.contains(": ok: 2 listener(s), 2 upstream(s), 5 target(s)"), "{out}");
+}
+
+#[test]
+fn check_reports_each_error_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = "[listeners.web]\nbind = \"127.0.0.1:99999\"\nupstream = \"nope\"\n\n[upstreams.app]\ntargets = [\"127.0.0.1:1\"]\nbalance = \"random\"\n";
+    let path = write_file(dir.path(), "bad.toml", cfg);
+    let (code, out, err) = rampart(dir.path(), &["check", "-c", &path]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert!(lines[0].starts_with(&format!("{path}:2:8: `127.0.0.1:99999` is not a listen address")), "{err}");
+    assert!(lines[1].starts_with(&format!("{path}:3:12: listener `web` refers to unknown upstream `nope`")), "{err}");
+    assert!(lines[2].starts_with(&format!("{path}:7:11: unknown balance policy `random`")), "{err}");
+}
+
+#[test]
+fn check_reports_unknown_keys_and_unreadable_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "bad.toml", "[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"a\"\ntimeout = \"5s\"\n");
+    let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with(&format!("{path}:4:1: unknown field `timeout`")), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["check", "-c", "missing.toml"]);
+    assert_eq!(code, 1);
+    assert!(err.starts_with("missing.toml: cannot read"), "{err}");
+}
+
+#[test]
+fn zero_config_start_reads_hosts_beside_it() {
+    let a = Backend::start("a", Behavior::TagEcho);
+    let b = Backend::start("b", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    // Host names are resolved.
+    let b_named = format!("localhost:{}", b.addr.port());
+    write_file(dir.path(), "hosts", &format!("# two backends\n\n{}\n{b_named}   # by name\n", a.target()));
+    let port = free_port();
+    let port_arg = port.to_string();
+    let mut proxy = Rampart::start(dir.path(), &[port_arg.as_str(), "--workers", "1"]);
+    let seen: std::collections::HashSet<String> = (0..4).map(|_| which_backend(port)).collect();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(proxy.stop(), 0);
+}
+
+#[test]
+fn hosts_file_problems_name_the_file_and_line_and_exit_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let (code, _, err) = rampart(dir.path(), &[&port]);
+    assert_eq!(code, 1);
+    assert!(err.contains("hosts: cannot read hosts file"), "{err}");
+
+    write_file(dir.path(), "hosts", "# nothing yet\n\n");
+    let (code, _, err) = rampart(dir.path(), &[&port]);
+    assert_eq!(code, 1);
+    assert!(err.contains("hosts:1:1: no targets"), "{err}");
+
+    write_file(dir.path(), "hosts", "127.0.0.1:1\n\n  127.0.0.1:notaport\n");
+    let (code, _, err) = rampart(dir.path(), &[&port]);
+    assert_eq!(code, 1);
+    assert!(err.contains("hosts:3:3: `127.0.0.1:notaport` has no valid port"), "{err}");
+
+    let other = write_file(dir.path(), "backends.txt", "no-such-host.invalid:80\n");
+    let (code, _, err) = rampart(dir.path(), &[&port, "--hosts", &other]);
+    assert_eq!(code, 1);
+    assert!(err.contains("backends.txt:1:1: cannot resolve `no-such-host.invalid`"), "{err}");
+}
+
+#[test]
+fn bad_command_lines_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", "127.0.0.1:1"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", "nowhere", "--to", "127.0.0.1:1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("--listen: `nowhere` is not a listen address"), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["7777", "--balance", "fastest"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("possible values"), "{err}");
+}
+
+#[test]
+fn a_port_in_use_is_a_clear_error() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+}

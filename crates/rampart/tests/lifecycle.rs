@@ -1,0 +1,128 @@
+//! Reload (SIGHUP) and graceful drain (SIGTERM).
+
+mod common;
+
+use std::io::{Read, Write};
+
+use common::*;
+
+#[test]
+fn sighup_reload_keeps_open_connections_on_the_old_config() {
+    let old = Backend::start("old", Behavior::TagEcho);
+    let new = Backend::start("new", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = write_file(dir.path(), "r.toml", &config(port, &[old.target()], "", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    let mut open = connect(port);
+    assert_eq!(read_line(&mut open), "old");
+
+    write_file(dir.path(), "r.toml", &config(port, &[new.target()], "", ""));
+    assert!(proxy.reload().contains("reloaded"));
+    for _ in 0..4 {
+        assert_eq!(which_backend(port), "new");
+    }
+    open.write_all(b"still old?\n").unwrap();
+    assert_eq!(read_line(&mut open), "still old?");
+}
+
+#[test]
+fn a_bad_reload_keeps_the_running_config_and_says_where() {
+    let backend = Backend::start("kept", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
+    write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "idle_timeout = \"soon\"", ""));
+    let outcome = proxy.reload();
+    assert!(outcome.contains("reload failed"), "{outcome}");
+    assert!(outcome.contains(&format!("{path}:4:16: `soon` is not a duration")), "{outcome}");
+    assert_eq!(which_backend(port), "kept");
+}
+
+#[test]
+fn reload_adds_and_removes_listeners() {
+    let backend = Backend::start("b", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let (p1, p2) = (free_port(), free_port());
+    let two = format!(
+        "{}[listeners.second]\nbind = \"127.0.0.1:{p2}\"\nupstream = \"app\"\n",
+        config(p1, &[backend.target()], "", "")
+    );
+    let path = write_file(dir.path(), "r.toml", &config(p1, &[backend.target()], "", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", p2)).is_err());
+    write_file(dir.path(), "r.toml", &two);
+    assert!(proxy.reload().contains("reloaded"));
+    assert_eq!(which_backend(p2), "b");
+    write_file(dir.path(), "r.toml", &config(p1, &[backend.target()], "", ""));
+    assert!(proxy.reload().contains("reloaded"));
+    // Removal is handed to each worker; wait until the port refuses.
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", p2)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "listener was not removed");
+        std::thread::yield_now();
+    }
+    assert_eq!(which_backend(p1), "b");
+}
+
+#[test]
+fn hosts_file_mode_reloads_the_hosts_file() {
+    let a = Backend::start("a", Behavior::TagEcho);
+    let b = Backend::start("b", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    write_file(dir.path(), "hosts", &format!("# backends\n{}\n", a.target()));
+    let port_arg = format!("127.0.0.1:{port}");
+    let mut proxy = Rampart::start(dir.path(), &[port_arg.as_str()]);
+    assert_eq!(which_backend(port), "a");
+    write_file(dir.path(), "hosts", &format!("{}\n", b.target()));
+    assert!(proxy.reload().contains("reloaded"));
+    assert_eq!(which_backend(port), "b");
+    write_file(dir.path(), "hosts", "not an address\n");
+    let outcome = proxy.reload();
+    assert!(outcome.contains("reload failed") && outcome.contains("hosts:1:1:"), "{outcome}");
+    assert_eq!(which_backend(port), "b");
+}
+
+#[test]
+fn sigterm_stops_accepting_drains_open_connections_and_exits_zero() {
+    let backend = Backend::start("echo", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    let mut open = connect(port);
+    assert_eq!(read_line(&mut open), "echo");
+    proxy.signal(libc::SIGTERM);
+    proxy.wait_for("no longer accepting");
+    // New clients are refused once every worker has dropped its listener.
+    let deadline = std::time::Instant::now() + WAIT;
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting after SIGTERM");
+        std::thread::yield_now();
+    }
+    // The open connection still works until its client is done.
+    open.write_all(b"draining\n").unwrap();
+    assert_eq!(read_line(&mut open), "draining");
+    open.shutdown(std::net::Shutdown::Write).unwrap();
+    let mut rest = Vec::new();
+    open.read_to_end(&mut rest).unwrap();
+    assert_eq!(proxy.wait_exit(), 0);
+}
+
+#[test]
+fn the_drain_deadline_cuts_connections_that_do_not_finish() {
+    let backend = Backend::start("echo", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = format!("[global]\ndrain_timeout = \"200ms\"\n{}", config(port, &[backend.target()], "", ""));
+    let path = write_file(dir.path(), "r.toml", &cfg);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
+    let mut open = connect(port);
+    assert_eq!(read_line(&mut open), "echo");
+    assert_eq!(proxy.stop(), 0);
+    assert!(proxy.log.iter().any(|l| l.contains("still open at the drain deadline")), "{:?}", proxy.log);
+    let mut rest = Vec::new();
+    let _ = open.read_to_end(&mut rest);
+}
