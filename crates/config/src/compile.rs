@@ -70,9 +70,13 @@ impl LiveState {
     /// Forgets state that `snapshot` no longer uses.
     fn keep_only(&mut self, snapshot: &Snapshot) {
         self.health.retain(|(up, addr), _| {
-            snapshot.upstreams.iter().any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
+            snapshot
+                .upstreams
+                .iter()
+                .any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
         });
-        self.open.retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
+        self.open
+            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
     }
 }
 
@@ -83,7 +87,10 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
         let span = e.span().unwrap_or(0..0);
         ConfigErrors(vec![map.error(span, friendly_toml_message(e.message()))])
     })?;
-    let mut cx = Checker { map: &map, errors: Vec::new() };
+    let mut cx = Checker {
+        map: &map,
+        errors: Vec::new(),
+    };
     let compiled = cx.config(raw, live);
     if !cx.errors.is_empty() {
         cx.errors.sort_by_key(|e| (e.line, e.col));
@@ -181,9 +188,17 @@ impl Checker<'_> {
     }
 
     fn config(&mut self, raw: RawConfig, live: &mut LiveState) -> Option<Compiled> {
-        let workers = raw.global.workers.as_ref().and_then(|w| self.count(w, "workers", 1, 1024));
+        let workers = raw
+            .global
+            .workers
+            .as_ref()
+            .and_then(|w| self.count(w, "workers", 1, 1024));
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
-        let session_log = raw.global.session_log.as_ref().map(|p| std::path::PathBuf::from(p.get_ref()));
+        let session_log = raw
+            .global
+            .session_log
+            .as_ref()
+            .map(|p| std::path::PathBuf::from(p.get_ref()));
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         let mut upstreams = Vec::new();
@@ -193,13 +208,23 @@ impl Checker<'_> {
             }
         }
         if raw.listeners.is_empty() {
-            self.error(0..0, "no listeners defined: add a [listeners.NAME] table with bind and upstream");
+            self.error(
+                0..0,
+                "no listeners defined: add a [listeners.NAME] table with bind and upstream",
+            );
         }
         let mut listeners: Vec<Listener> = Vec::new();
         for (name, l) in &raw.listeners {
             if let Some(listener) = self.listener(name, l, &upstream_names, live) {
                 if listeners.iter().any(|other| other.bind == listener.bind) {
-                    self.error(l.bind.span(), format!("listener `{}` binds {} like another listener", name.get_ref(), listener.bind));
+                    self.error(
+                        l.bind.span(),
+                        format!(
+                            "listener `{}` binds {} like another listener",
+                            name.get_ref(),
+                            listener.bind
+                        ),
+                    );
                 }
                 listeners.push(listener);
             }
@@ -220,25 +245,41 @@ impl Checker<'_> {
         })
     }
 
-    fn listener(&mut self, name: &Spanned<String>, l: &RawListener, upstreams: &[&str], live: &mut LiveState) -> Option<Listener> {
+    fn listener(
+        &mut self,
+        name: &Spanned<String>,
+        l: &RawListener,
+        upstreams: &[&str],
+        live: &mut LiveState,
+    ) -> Option<Listener> {
         let bind = self.bind_address(&l.bind);
         if let Some(p) = &l.protocol {
             if p.get_ref() != "tcp" {
-                self.error(p.span(), format!("unsupported protocol `{}` (expected \"tcp\")", p.get_ref()));
+                self.error(
+                    p.span(),
+                    format!("unsupported protocol `{}` (expected \"tcp\")", p.get_ref()),
+                );
             }
         }
         let upstream = upstreams.iter().position(|u| *u == l.upstream.get_ref());
         if upstream.is_none() {
-            let known = if upstreams.is_empty() { "none defined".to_string() } else { upstreams.join(", ") };
+            let known = if upstreams.is_empty() {
+                "none defined".to_string()
+            } else {
+                upstreams.join(", ")
+            };
             self.error(
                 l.upstream.span(),
-                format!("listener `{}` refers to unknown upstream `{}` (defined: {known})", name.get_ref(), l.upstream.get_ref()),
+                format!(
+                    "listener `{}` refers to unknown upstream `{}` (defined: {known})",
+                    name.get_ref(),
+                    l.upstream.get_ref()
+                ),
             );
         }
-        let max_connections = l
-            .max_connections
-            .as_ref()
-            .map_or(Some(defaults::MAX_CONNECTIONS), |m| self.count(m, "max_connections", 1, 10_000_000));
+        let max_connections = l.max_connections.as_ref().map_or(Some(defaults::MAX_CONNECTIONS), |m| {
+            self.count(m, "max_connections", 1, 10_000_000)
+        });
         let idle_timeout = self.duration(&l.idle_timeout, defaults::IDLE_TIMEOUT);
         let buffer_size = self.size(&l.buffer_size, defaults::BUFFER_SIZE, 1024, 16 << 20);
         let proxy_header_timeout = self.duration(&l.proxy_header_timeout, defaults::PROXY_HEADER_TIMEOUT);
@@ -269,7 +310,11 @@ impl Checker<'_> {
             Some(b) => BalancePolicy::from_name(b.get_ref()).unwrap_or_else(|| {
                 self.error(
                     b.span(),
-                    format!("unknown balance policy `{}` (expected one of: {})", b.get_ref(), BalancePolicy::NAMES.join(", ")),
+                    format!(
+                        "unknown balance policy `{}` (expected one of: {})",
+                        b.get_ref(),
+                        BalancePolicy::NAMES.join(", ")
+                    ),
                 );
                 BalancePolicy::RoundRobin
             }),
@@ -290,7 +335,10 @@ impl Checker<'_> {
             match resolve(address) {
                 Ok(addr) => {
                     if targets.iter().any(|x: &Target| x.addr == addr) {
-                        self.error(t.span(), format!("target `{address}` is listed twice in upstream `{name}`"));
+                        self.error(
+                            t.span(),
+                            format!("target `{address}` is listed twice in upstream `{name}`"),
+                        );
                         continue;
                     }
                     targets.push(Target {
@@ -307,14 +355,19 @@ impl Checker<'_> {
         let connect_attempts = up
             .connect_attempts
             .as_ref()
-            .map_or(Some(defaults::CONNECT_ATTEMPTS), |a| self.count(a, "connect_attempts", 1, 8));
+            .map_or(Some(defaults::CONNECT_ATTEMPTS), |a| {
+                self.count(a, "connect_attempts", 1, 8)
+            });
         let send_proxy_protocol = match &up.send_proxy_protocol {
             None => None,
             Some(v) => match v.get_ref().as_str() {
                 "v1" => Some(ProxyVersion::V1),
                 "v2" => Some(ProxyVersion::V2),
                 other => {
-                    self.error(v.span(), format!("unknown PROXY protocol version `{other}` (expected \"v1\" or \"v2\")"));
+                    self.error(
+                        v.span(),
+                        format!("unknown PROXY protocol version `{other}` (expected \"v1\" or \"v2\")"),
+                    );
                     None
                 }
             },
@@ -326,8 +379,16 @@ impl Checker<'_> {
         let health_check = up.health_check.as_ref().map(|h| HealthCheck {
             interval: self.duration(&h.interval, defaults::CHECK_INTERVAL),
             timeout: self.duration(&h.timeout, defaults::CHECK_TIMEOUT),
-            rise: h.rise.as_ref().and_then(|r| self.count(r, "rise", 1, 100)).unwrap_or(defaults::CHECK_RISE as usize) as u32,
-            fall: h.fall.as_ref().and_then(|f| self.count(f, "fall", 1, 100)).unwrap_or(defaults::CHECK_FALL as usize) as u32,
+            rise: h
+                .rise
+                .as_ref()
+                .and_then(|r| self.count(r, "rise", 1, 100))
+                .unwrap_or(defaults::CHECK_RISE as usize) as u32,
+            fall: h
+                .fall
+                .as_ref()
+                .and_then(|f| self.count(f, "fall", 1, 100))
+                .unwrap_or(defaults::CHECK_FALL as usize) as u32,
         });
         let maglev = build_maglev(policy, &targets);
         Some(Upstream {
@@ -402,7 +463,10 @@ pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
         return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
     }
     if let Some(port) = s.strip_prefix("*:").or_else(|| s.strip_prefix(':')) {
-        return port.parse::<u16>().map(|p| SocketAddr::from(([0, 0, 0, 0], p))).map_err(|_| bad());
+        return port
+            .parse::<u16>()
+            .map(|p| SocketAddr::from(([0, 0, 0, 0], p)))
+            .map_err(|_| bad());
     }
     s.parse::<SocketAddr>().map_err(|_| bad())
 }

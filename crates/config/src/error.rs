@@ -52,7 +52,12 @@ impl<'a> SourceMap<'a> {
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let col = before[line_start..].chars().count() + 1;
-        ConfigError { file: self.file.to_string(), line, col, message: message.into() }
+        ConfigError {
+            file: self.file.to_string(),
+            line,
+            col,
+            message: message.into(),
+        }
     }
 }
 

@@ -10,7 +10,12 @@ use crate::error::{ConfigError, ConfigErrors};
 pub fn parse_hosts(file: &str, src: &str) -> Result<Vec<(String, SocketAddr)>, ConfigErrors> {
     let mut targets: Vec<(String, SocketAddr)> = Vec::new();
     let mut errors = Vec::new();
-    let error = |line: usize, col: usize, message: String| ConfigError { file: file.to_string(), line, col, message };
+    let error = |line: usize, col: usize, message: String| ConfigError {
+        file: file.to_string(),
+        line,
+        col,
+        message,
+    };
     for (i, raw_line) in src.lines().enumerate() {
         let content = raw_line.split('#').next().unwrap_or("");
         let entry = content.trim();
@@ -19,7 +24,11 @@ pub fn parse_hosts(file: &str, src: &str) -> Result<Vec<(String, SocketAddr)>, C
         }
         let col = content.len() - content.trim_start().len() + 1;
         if entry.split_whitespace().count() > 1 {
-            errors.push(error(i + 1, col, format!("expected one host:port per line, found `{entry}`")));
+            errors.push(error(
+                i + 1,
+                col,
+                format!("expected one host:port per line, found `{entry}`"),
+            ));
             continue;
         }
         match resolve(entry) {
@@ -34,7 +43,11 @@ pub fn parse_hosts(file: &str, src: &str) -> Result<Vec<(String, SocketAddr)>, C
         return Err(ConfigErrors(errors));
     }
     if targets.is_empty() {
-        return Err(ConfigErrors(vec![error(1, 1, "no targets: add one host:port per line".to_string())]));
+        return Err(ConfigErrors(vec![error(
+            1,
+            1,
+            "no targets: add one host:port per line".to_string(),
+        )]));
     }
     Ok(targets)
 }
@@ -56,10 +69,26 @@ mod tests {
         let e = parse_hosts("hosts", "127.0.0.1:1\n  127.0.0.1\n127.0.0.1:99999\na b\n127.0.0.1:1\n").unwrap_err();
         let lines: Vec<String> = e.0.iter().map(|e| e.to_string()).collect();
         assert_eq!(lines.len(), 4, "{lines:?}");
-        assert!(lines[0].starts_with("hosts:2:3: `127.0.0.1` is not host:port"), "{}", lines[0]);
-        assert!(lines[1].starts_with("hosts:3:1: `127.0.0.1:99999` has no valid port"), "{}", lines[1]);
-        assert!(lines[2].starts_with("hosts:4:1: expected one host:port per line"), "{}", lines[2]);
-        assert!(lines[3].starts_with("hosts:5:1: `127.0.0.1:1` is listed twice"), "{}", lines[3]);
+        assert!(
+            lines[0].starts_with("hosts:2:3: `127.0.0.1` is not host:port"),
+            "{}",
+            lines[0]
+        );
+        assert!(
+            lines[1].starts_with("hosts:3:1: `127.0.0.1:99999` has no valid port"),
+            "{}",
+            lines[1]
+        );
+        assert!(
+            lines[2].starts_with("hosts:4:1: expected one host:port per line"),
+            "{}",
+            lines[2]
+        );
+        assert!(
+            lines[3].starts_with("hosts:5:1: `127.0.0.1:1` is listed twice"),
+            "{}",
+            lines[3]
+        );
     }
 
     #[test]

@@ -4,7 +4,11 @@ use std::time::Duration;
 
 /// Parses durations such as `250ms`, `5s`, `2m`, `1h`, `1d` or `1m30s`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("`{s}` is not a duration (expected a number with a unit: ms, s, m, h or d, such as \"5s\" or \"1m30s\")");
+    let bad = || {
+        format!(
+            "`{s}` is not a duration (expected a number with a unit: ms, s, m, h or d, such as \"5s\" or \"1m30s\")"
+        )
+    };
     let mut rest = s.trim();
     if rest.is_empty() {
         return Err(bad());

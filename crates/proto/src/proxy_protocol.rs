@@ -92,7 +92,10 @@ fn decode_v1(buf: &[u8]) -> Result<Option<(ProxyHeader, usize)>, ProxyError> {
     let proto = parts.next().ok_or(ProxyError::V1Malformed)?;
     if proto == "UNKNOWN" {
         // The rest of an UNKNOWN line is ignored by specification.
-        let header = ProxyHeader { version: ProxyVersion::V1, addresses: None };
+        let header = ProxyHeader {
+            version: ProxyVersion::V1,
+            addresses: None,
+        };
         return Ok(Some((header, lf + 1)));
     }
     let fields: Vec<&str> = parts.collect();
@@ -121,7 +124,13 @@ fn decode_v1(buf: &[u8]) -> Result<Option<(ProxyHeader, usize)>, ProxyError> {
         source: SocketAddr::new(src, port(sport)?),
         destination: SocketAddr::new(dst, port(dport)?),
     };
-    Ok(Some((ProxyHeader { version: ProxyVersion::V1, addresses: Some(addresses) }, lf + 1)))
+    Ok(Some((
+        ProxyHeader {
+            version: ProxyVersion::V1,
+            addresses: Some(addresses),
+        },
+        lf + 1,
+    )))
 }
 
 fn decode_v2(buf: &[u8]) -> Result<Option<(ProxyHeader, usize)>, ProxyError> {
@@ -148,7 +157,10 @@ fn decode_v2(buf: &[u8]) -> Result<Option<(ProxyHeader, usize)>, ProxyError> {
     }
     let body = &buf[16..16 + len];
     let total = 16 + len;
-    let header = |addresses| ProxyHeader { version: ProxyVersion::V2, addresses };
+    let header = |addresses| ProxyHeader {
+        version: ProxyVersion::V2,
+        addresses,
+    };
     if local {
         return Ok(Some((header(None), total)));
     }

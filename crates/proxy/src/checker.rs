@@ -25,7 +25,12 @@ pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
     set
 }
 
-async fn check_target(label: Arc<String>, addr: std::net::SocketAddr, health: Arc<crate::health::TargetHealth>, check: HealthCheck) {
+async fn check_target(
+    label: Arc<String>,
+    addr: std::net::SocketAddr,
+    health: Arc<crate::health::TargetHealth>,
+    check: HealthCheck,
+) {
     let (mut successes, mut failures) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -67,7 +67,8 @@ impl TargetHealth {
         let failures = self.passive_failures.fetch_add(1, Relaxed).saturating_add(1);
         let shift = (failures - 1).min(20);
         let backoff = policy.base_backoff.saturating_mul(1 << shift).min(policy.max_backoff);
-        self.passive_down_until.store(now_ms() + backoff.as_millis() as u64, Relaxed);
+        self.passive_down_until
+            .store(now_ms() + backoff.as_millis() as u64, Relaxed);
         backoff
     }
 
@@ -88,7 +89,10 @@ mod tests {
 
     #[test]
     fn passive_backoff_doubles_and_caps() {
-        let policy = PassiveHealth { base_backoff: Duration::from_secs(1), max_backoff: Duration::from_secs(5) };
+        let policy = PassiveHealth {
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(5),
+        };
         let h = TargetHealth::default();
         assert!(h.is_available());
         let got: Vec<u64> = (0..5).map(|_| h.record_connect_failure(&policy).as_secs()).collect();
@@ -100,7 +104,10 @@ mod tests {
 
     #[test]
     fn active_down_overrides_and_recovery_resets_passive() {
-        let policy = PassiveHealth { base_backoff: Duration::from_secs(60), max_backoff: Duration::from_secs(60) };
+        let policy = PassiveHealth {
+            base_backoff: Duration::from_secs(60),
+            max_backoff: Duration::from_secs(60),
+        };
         let h = TargetHealth::default();
         assert!(h.set_active_up(false));
         assert!(!h.is_available());

@@ -128,7 +128,11 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     let mut tried = Tried::default();
     let (target, upstream) = loop {
         let Some(t) = ctx.pick(snapshot, up_index, session.client.ip(), &tried) else {
-            let refusal = if tried.is_empty() { Refusal::NoHealthyTarget } else { Refusal::ConnectFailed };
+            let refusal = if tried.is_empty() {
+                Refusal::NoHealthyTarget
+            } else {
+                Refusal::ConnectFailed
+            };
             bump(&ctx.counters.no_healthy_target, 1);
             log::warn!(
                 "listener {}: no healthy target left in upstream {} after {} attempt(s); closing connection from {}",
@@ -175,7 +179,10 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     session.connected = Some(Instant::now());
 
     if let Some(version) = upstream_spec.send_proxy_protocol {
-        let addresses = ProxyAddresses { source: session.client, destination: local };
+        let addresses = ProxyAddresses {
+            source: session.client,
+            destination: local,
+        };
         let mut header = Vec::with_capacity(64 + early.len());
         match version {
             ProxyVersion::V1 => proxy_protocol::encode_v1(&addresses, &mut header),
@@ -195,7 +202,11 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
 }
 
 async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = if addr.is_ipv4() { TcpSocket::new_v4()? } else { TcpSocket::new_v6()? };
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
     socket.set_nodelay(true)?;
     socket.connect(addr).await
 }
@@ -220,7 +231,10 @@ async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Opti
             }
             Ok(None) => continue,
             Err(e) => {
-                log::warn!("PROXY header from {}: {e}", client.peer_addr().map(|a| a.to_string()).unwrap_or_default());
+                log::warn!(
+                    "PROXY header from {}: {e}",
+                    client.peer_addr().map(|a| a.to_string()).unwrap_or_default()
+                );
                 return Err(());
             }
         }
@@ -272,6 +286,9 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
             Ok(o) => (o.bytes_up, o.bytes_down, o.end.as_str()),
             Err(r) => (0, 0, r.as_str()),
         };
-        let _ = writeln!(out, ",\"bytes_up\":{bytes_up},\"bytes_down\":{bytes_down},\"close\":\"{reason}\"}}");
+        let _ = writeln!(
+            out,
+            ",\"bytes_up\":{bytes_up},\"bytes_down\":{bytes_down},\"close\":\"{reason}\"}}"
+        );
     });
 }

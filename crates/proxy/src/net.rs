@@ -44,7 +44,10 @@ impl FromStr for IpNet {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = || IpNetError(s.to_string());
         let (addr, prefix) = match s.split_once('/') {
-            Some((a, p)) => (a.parse::<IpAddr>().map_err(|_| err())?, Some(p.parse::<u8>().map_err(|_| err())?)),
+            Some((a, p)) => (
+                a.parse::<IpAddr>().map_err(|_| err())?,
+                Some(p.parse::<u8>().map_err(|_| err())?),
+            ),
             None => (s.parse::<IpAddr>().map_err(|_| err())?, None),
         };
         let max = if addr.is_ipv4() { 32 } else { 128 };

@@ -29,7 +29,11 @@ impl Pipe {
         // A larger pipe means fewer splice calls on bulk transfers; failure only costs speed.
         // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own.
         unsafe { libc::fcntl(write.as_raw_fd(), libc::F_SETPIPE_SZ, 256 * 1024) };
-        Ok(Pipe { read, write, pending: 0 })
+        Ok(Pipe {
+            read,
+            write,
+            pending: 0,
+        })
     }
 
     pub(crate) fn is_empty(&self) -> bool {

@@ -86,8 +86,24 @@ pub async fn relay(
     let (up, down) = (Flow::default(), Flow::default());
     let directions = async {
         tokio::try_join!(
-            pump(ctx, client, upstream, (Side::Client, Side::Upstream), &up, &activity, buffer_size),
-            pump(ctx, upstream, client, (Side::Upstream, Side::Client), &down, &activity, buffer_size),
+            pump(
+                ctx,
+                client,
+                upstream,
+                (Side::Client, Side::Upstream),
+                &up,
+                &activity,
+                buffer_size
+            ),
+            pump(
+                ctx,
+                upstream,
+                client,
+                (Side::Upstream, Side::Client),
+                &down,
+                &activity,
+                buffer_size
+            ),
         )
     };
     let end = tokio::select! {

@@ -39,7 +39,10 @@ impl SessionLogWriter {
         let thread = std::thread::Builder::new()
             .name("rampart-session-log".into())
             .spawn(move || write_loop(file, rx))?;
-        Ok(SessionLogWriter { tx, thread: Some(thread) })
+        Ok(SessionLogWriter {
+            tx,
+            thread: Some(thread),
+        })
     }
 
     pub fn sink(&self) -> SessionLogSink {
@@ -50,8 +53,12 @@ impl SessionLogWriter {
     /// the current file stays in use.
     pub fn reopen(&self, path: Option<PathBuf>) -> io::Result<()> {
         let (done_tx, done_rx) = mpsc::channel();
-        self.tx.send(Command::Reopen(path, done_tx)).map_err(|_| io::Error::other("session log writer stopped"))?;
-        done_rx.recv().unwrap_or_else(|_| Err(io::Error::other("session log writer stopped")))
+        self.tx
+            .send(Command::Reopen(path, done_tx))
+            .map_err(|_| io::Error::other("session log writer stopped"))?;
+        done_rx
+            .recv()
+            .unwrap_or_else(|_| Err(io::Error::other("session log writer stopped")))
     }
 
     /// Waits until everything sent so far is written.

@@ -70,7 +70,10 @@ impl WorkerContext {
             splice: cfg!(target_os = "linux"),
             buffers: RefCell::new(Vec::new()),
             pipes: RefCell::new(Vec::new()),
-            balancers: RefCell::new(Balancers { generation: u64::MAX, states: Vec::new() }),
+            balancers: RefCell::new(Balancers {
+                generation: u64::MAX,
+                states: Vec::new(),
+            }),
             session_log,
             session_buffer: RefCell::new(Vec::new()),
         }
@@ -87,7 +90,10 @@ impl WorkerContext {
                 None => break vec![0u8; size].into_boxed_slice(),
             }
         };
-        PooledBuffer { ctx: self, buf: Some(buf) }
+        PooledBuffer {
+            ctx: self,
+            buf: Some(buf),
+        }
     }
 
     pub(crate) fn take_pipe(&self) -> std::io::Result<Pipe> {
@@ -106,7 +112,9 @@ impl WorkerContext {
 
     /// Chooses a target of `upstream` (see [`BalancerState::pick`]).
     pub fn pick(&self, snapshot: &Snapshot, upstream: usize, client: std::net::IpAddr, tried: &Tried) -> Option<usize> {
-        self.with_balancer(snapshot, upstream, |b| b.pick(&snapshot.upstreams[upstream], client, tried))
+        self.with_balancer(snapshot, upstream, |b| {
+            b.pick(&snapshot.upstreams[upstream], client, tried)
+        })
     }
 
     /// Tells the balancer a connection to `target` opened (`true`) or closed (`false`).
@@ -126,7 +134,11 @@ impl WorkerContext {
         let mut b = self.balancers.borrow_mut();
         if b.generation != snapshot.generation {
             let seed = (self.id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-            b.states = snapshot.upstreams.iter().map(|u| BalancerState::new(u.targets.len(), seed)).collect();
+            b.states = snapshot
+                .upstreams
+                .iter()
+                .map(|u| BalancerState::new(u.targets.len(), seed))
+                .collect();
             b.generation = snapshot.generation;
         }
         f(&mut b.states[upstream])

@@ -11,7 +11,12 @@ use rampart_proxy::balance::BalancePolicy;
 /// Zero-config start: `rampart 7777` listens on port 7777 and balances TCP connections round
 /// robin over the `host:port` lines of ./hosts.
 #[derive(Debug, Parser)]
-#[command(name = "rampart", version, args_conflicts_with_subcommands = true, arg_required_else_help = true)]
+#[command(
+    name = "rampart",
+    version,
+    args_conflicts_with_subcommands = true,
+    arg_required_else_help = true
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -98,8 +103,21 @@ mod tests {
         let cli = Cli::try_parse_from(["rampart", "7777", "--workers", "2"]).unwrap();
         assert_eq!(cli.listen.as_deref(), Some("7777"));
         assert_eq!(cli.engine.workers, Some(2));
-        let cli = Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1", "--to", "a:1", "--to", "b:2", "--pin"]).unwrap();
-        assert!(matches!(cli.command, Some(Command::Tcp { ref to, engine: EngineArgs { pin: true, .. }, .. }) if to.len() == 2));
+        let cli = Cli::try_parse_from([
+            "rampart",
+            "tcp",
+            "--listen",
+            "127.0.0.1:1",
+            "--to",
+            "a:1",
+            "--to",
+            "b:2",
+            "--pin",
+        ])
+        .unwrap();
+        assert!(
+            matches!(cli.command, Some(Command::Tcp { ref to, engine: EngineArgs { pin: true, .. }, .. }) if to.len() == 2)
+        );
         assert!(Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1"]).is_err());
         assert!(Cli::try_parse_from(["rampart", "7777", "--balance", "nope"]).is_err());
     }

@@ -16,7 +16,10 @@ use crate::source::{summary, Source};
 /// load or the start fails.
 pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     raise_open_files_limit();
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start control runtime")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start control runtime")?;
     // Signal handlers go in before anything listens, so an early SIGHUP cannot kill the process.
     let _guard = runtime.enter();
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
@@ -35,7 +38,10 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         .with_context(|| format!("cannot open session log {:?}", loaded.snapshot.session_log))?;
     let line = summary(&loaded.snapshot);
     let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
-    log::info!("listening: {line}; {workers} worker(s){}", if pin { ", pinned" } else { "" });
+    log::info!(
+        "listening: {line}; {workers} worker(s){}",
+        if pin { ", pinned" } else { "" }
+    );
 
     let drain = runtime.block_on(async {
         let mut checks = spawn_checks(&engine.current());
@@ -89,7 +95,10 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
 
 /// Each connection takes two descriptors; take the hard limit rather than the usual 1024.
 fn raise_open_files_limit() {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: getrlimit/setrlimit read and write the struct we pass, which outlives the calls.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {

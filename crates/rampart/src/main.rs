@@ -22,7 +22,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
         Some(Command::Run { config, engine }) => control::serve(Source::File(config), &engine),
-        Some(Command::Tcp { listen, to, balance, engine }) => tcp_source(&listen, &to, &balance, &engine)
+        Some(Command::Tcp {
+            listen,
+            to,
+            balance,
+            engine,
+        }) => tcp_source(&listen, &to, &balance, &engine)
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &engine)),
         None => {
@@ -54,9 +59,18 @@ fn tcp_source(listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
     let targets = to
         .iter()
-        .map(|t| resolve(t).map(|addr| (t.clone(), addr)).map_err(|e| format!("--to: {e}")))
+        .map(|t| {
+            resolve(t)
+                .map(|addr| (t.clone(), addr))
+                .map_err(|e| format!("--to: {e}"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Source::Fixed(SimpleL4 { bind, targets, policy: policy(balance), session_log: engine.session_log.clone() }))
+    Ok(Source::Fixed(SimpleL4 {
+        bind,
+        targets,
+        policy: policy(balance),
+        session_log: engine.session_log.clone(),
+    }))
 }
 
 /// `rampart check -c FILE`.

@@ -13,7 +13,12 @@ pub enum Source {
     /// `rampart run -c FILE`.
     File(PathBuf),
     /// `rampart [ADDR:]PORT`: a listen address plus a hosts file.
-    Hosts { path: PathBuf, bind: String, policy: BalancePolicy, session_log: Option<PathBuf> },
+    Hosts {
+        path: PathBuf,
+        bind: String,
+        policy: BalancePolicy,
+        session_log: Option<PathBuf>,
+    },
     /// `rampart tcp`: fixed at start.
     Fixed(SimpleL4),
 }
@@ -34,17 +39,39 @@ impl Source {
                 let name = path.display().to_string();
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
                 let compiled = compile_toml(&name, &text, live).map_err(|e| e.to_string())?;
-                Ok(Loaded { snapshot: compiled.snapshot, workers: compiled.workers, pin: compiled.pin })
+                Ok(Loaded {
+                    snapshot: compiled.snapshot,
+                    workers: compiled.workers,
+                    pin: compiled.pin,
+                })
             }
-            Source::Hosts { path, bind, policy, session_log } => {
+            Source::Hosts {
+                path,
+                bind,
+                policy,
+                session_log,
+            } => {
                 let name = path.display().to_string();
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read hosts file: {e}"))?;
                 let targets = hosts::parse_hosts(&name, &text).map_err(|e| e.to_string())?;
                 let bind = parse_bind(bind)?;
-                let spec = SimpleL4 { bind, targets, policy: *policy, session_log: session_log.clone() };
-                Ok(Loaded { snapshot: simple_l4(&spec, live), workers: None, pin: false })
+                let spec = SimpleL4 {
+                    bind,
+                    targets,
+                    policy: *policy,
+                    session_log: session_log.clone(),
+                };
+                Ok(Loaded {
+                    snapshot: simple_l4(&spec, live),
+                    workers: None,
+                    pin: false,
+                })
             }
-            Source::Fixed(spec) => Ok(Loaded { snapshot: simple_l4(spec, live), workers: None, pin: false }),
+            Source::Fixed(spec) => Ok(Loaded {
+                snapshot: simple_l4(spec, live),
+                workers: None,
+                pin: false,
+            }),
         }
     }
 

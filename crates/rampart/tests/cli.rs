@@ -7,8 +7,16 @@ use std::process::Command;
 use common::*;
 
 fn rampart(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rampart")).args(args).current_dir(dir).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 #[test]
@@ -31,18 +39,36 @@ fn check_reports_each_error_with_its_place() {
     assert!(out.is_empty());
     let lines: Vec<&str> = err.lines().collect();
     assert_eq!(lines.len(), 3, "{err}");
-    assert!(lines[0].starts_with(&format!("{path}:2:8: `127.0.0.1:99999` is not a listen address")), "{err}");
-    assert!(lines[1].starts_with(&format!("{path}:3:12: listener `web` refers to unknown upstream `nope`")), "{err}");
-    assert!(lines[2].starts_with(&format!("{path}:7:11: unknown balance policy `random`")), "{err}");
+    assert!(
+        lines[0].starts_with(&format!("{path}:2:8: `127.0.0.1:99999` is not a listen address")),
+        "{err}"
+    );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{path}:3:12: listener `web` refers to unknown upstream `nope`"
+        )),
+        "{err}"
+    );
+    assert!(
+        lines[2].starts_with(&format!("{path}:7:11: unknown balance policy `random`")),
+        "{err}"
+    );
 }
 
 #[test]
 fn check_reports_unknown_keys_and_unreadable_files() {
     let dir = tempfile::tempdir().unwrap();
-    let path = write_file(dir.path(), "bad.toml", "[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"a\"\ntimeout = \"5s\"\n");
+    let path = write_file(
+        dir.path(),
+        "bad.toml",
+        "[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"a\"\ntimeout = \"5s\"\n",
+    );
     let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
     assert_eq!(code, 1);
-    assert!(err.starts_with(&format!("{path}:4:1: unknown field `timeout`")), "{err}");
+    assert!(
+        err.starts_with(&format!("{path}:4:1: unknown field `timeout`")),
+        "{err}"
+    );
     let (code, _, err) = rampart(dir.path(), &["check", "-c", "missing.toml"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("missing.toml: cannot read"), "{err}");
@@ -55,7 +81,11 @@ fn zero_config_start_reads_hosts_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     // Host names are resolved.
     let b_named = format!("localhost:{}", b.addr.port());
-    write_file(dir.path(), "hosts", &format!("# two backends\n\n{}\n{b_named}   # by name\n", a.target()));
+    write_file(
+        dir.path(),
+        "hosts",
+        &format!("# two backends\n\n{}\n{b_named}   # by name\n", a.target()),
+    );
     let port = free_port();
     let port_arg = port.to_string();
     let mut proxy = Rampart::start(dir.path(), &[port_arg.as_str(), "--workers", "1"]);
@@ -80,12 +110,18 @@ fn hosts_file_problems_name_the_file_and_line_and_exit_one() {
     write_file(dir.path(), "hosts", "127.0.0.1:1\n\n  127.0.0.1:notaport\n");
     let (code, _, err) = rampart(dir.path(), &[&port]);
     assert_eq!(code, 1);
-    assert!(err.contains("hosts:3:3: `127.0.0.1:notaport` has no valid port"), "{err}");
+    assert!(
+        err.contains("hosts:3:3: `127.0.0.1:notaport` has no valid port"),
+        "{err}"
+    );
 
     let other = write_file(dir.path(), "backends.txt", "no-such-host.invalid:80\n");
     let (code, _, err) = rampart(dir.path(), &[&port, "--hosts", &other]);
     assert_eq!(code, 1);
-    assert!(err.contains("backends.txt:1:1: cannot resolve `no-such-host.invalid`"), "{err}");
+    assert!(
+        err.contains("backends.txt:1:1: cannot resolve `no-such-host.invalid`"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -17,7 +17,10 @@ fn tally(port: u16, n: usize) -> HashMap<String, usize> {
 
 #[test]
 fn round_robin_spreads_evenly() {
-    let backends: Vec<Backend> = ["a", "b", "c"].iter().map(|t| Backend::start(t, Behavior::TagEcho)).collect();
+    let backends: Vec<Backend> = ["a", "b", "c"]
+        .iter()
+        .map(|t| Backend::start(t, Behavior::TagEcho))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -61,7 +64,19 @@ fn least_connections_sends_new_clients_to_the_idlest_target() {
     let (ta, tb) = (a.target(), b.target());
     let _proxy = Rampart::start(
         dir.path(),
-        &["tcp", "--listen", &listen, "--to", &ta, "--to", &tb, "--balance", "least_connections", "--workers", "1"],
+        &[
+            "tcp",
+            "--listen",
+            &listen,
+            "--to",
+            &ta,
+            "--to",
+            &tb,
+            "--balance",
+            "least_connections",
+            "--workers",
+            "1",
+        ],
     );
     // One long-lived connection keeps its target busy...
     let mut held = connect(port);
@@ -84,7 +99,10 @@ fn least_connections_sends_new_clients_to_the_idlest_target() {
 
 #[test]
 fn random_two_reaches_every_target() {
-    let backends: Vec<Backend> = ["a", "b", "c"].iter().map(|t| Backend::start(t, Behavior::TagEcho)).collect();
+    let backends: Vec<Backend> = ["a", "b", "c"]
+        .iter()
+        .map(|t| Backend::start(t, Behavior::TagEcho))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let targets: Vec<String> = backends.iter().map(Backend::target).collect();
@@ -99,11 +117,18 @@ fn random_two_reaches_every_target() {
 /// targets moves about a quarter of them (only those that were on the removed one, give or take).
 #[test]
 fn consistent_hash_is_stable_and_moves_about_one_nth() {
-    let backends: Vec<Backend> = ["a", "b", "c", "d"].iter().map(|t| Backend::start(t, Behavior::TagEcho)).collect();
+    let backends: Vec<Backend> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|t| Backend::start(t, Behavior::TagEcho))
+        .collect();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let targets: Vec<String> = backends.iter().map(Backend::target).collect();
-    let path = write_file(dir.path(), "rampart.toml", &config(port, &targets, "", "balance = \"consistent_hash\""));
+    let path = write_file(
+        dir.path(),
+        "rampart.toml",
+        &config(port, &targets, "", "balance = \"consistent_hash\""),
+    );
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
     let clients: Vec<Ipv4Addr> = (0..120u8).map(|i| Ipv4Addr::new(127, 0, 1, i + 1)).collect();
     let via = |ip: Ipv4Addr| {
@@ -112,17 +137,27 @@ fn consistent_hash_is_stable_and_moves_about_one_nth() {
     };
     let before: Vec<String> = clients.iter().map(|&ip| via(ip)).collect();
     let again: Vec<String> = clients.iter().map(|&ip| via(ip)).collect();
-    assert_eq!(before, again, "a client changed target without any change in the upstream");
+    assert_eq!(
+        before, again,
+        "a client changed target without any change in the upstream"
+    );
     let used: std::collections::HashSet<&String> = before.iter().collect();
     assert_eq!(used.len(), 4, "all four targets should get clients");
 
-    write_file(dir.path(), "rampart.toml", &config(port, &targets[..3], "", "balance = \"consistent_hash\""));
+    write_file(
+        dir.path(),
+        "rampart.toml",
+        &config(port, &targets[..3], "", "balance = \"consistent_hash\""),
+    );
     assert!(proxy.reload().contains("reloaded"));
     let after: Vec<String> = clients.iter().map(|&ip| via(ip)).collect();
     let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
     let on_removed = before.iter().filter(|t| *t == "d").count();
     assert!(after.iter().all(|t| t != "d"));
     assert!(moved >= on_removed, "clients of the removed target must move");
-    assert!(moved <= on_removed + 6, "moved {moved}, but only {on_removed} were on the removed target");
+    assert!(
+        moved <= on_removed + 6,
+        "moved {moved}, but only {on_removed} were on the removed target"
+    );
     assert!(moved <= clients.len() * 4 / 10, "moved {moved} of {}", clients.len());
 }

@@ -97,7 +97,10 @@ fn a_backend_dying_mid_flight_closes_its_client_and_others_go_on() {
     drop(other);
     assert_eq!(proxy.stop(), 0);
     let records = std::fs::read_to_string(&log).unwrap();
-    assert!(records.lines().any(|l| l.contains("\"close\":\"upstream_error\"")), "{records}");
+    assert!(
+        records.lines().any(|l| l.contains("\"close\":\"upstream_error\"")),
+        "{records}"
+    );
 }
 
 #[test]

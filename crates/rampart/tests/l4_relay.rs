@@ -109,7 +109,8 @@ fn proxy_protocol_is_accepted_from_trusted_clients_and_sent_to_targets() {
 
     // v1 in (with payload in the same packet), v2 out.
     let mut s = connect(port_v1);
-    s.write_all(b"PROXY TCP4 192.0.2.9 127.0.0.1 4321 80\r\nhello\n").unwrap();
+    s.write_all(b"PROXY TCP4 192.0.2.9 127.0.0.1 4321 80\r\nhello\n")
+        .unwrap();
     assert_eq!(read_line(&mut s), "V2 192.0.2.9:4321");
     assert_eq!(read_line(&mut s), "hello");
 
@@ -139,7 +140,12 @@ fn untrusted_clients_are_relayed_as_they_are_and_get_a_header_from_us() {
     let backend = Backend::start("pp", Behavior::ProxyHeader);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = config(port, &[backend.target()], "proxy_protocol_from = [\"10.0.0.0/8\"]", "send_proxy_protocol = \"v1\"");
+    let cfg = config(
+        port,
+        &[backend.target()],
+        "proxy_protocol_from = [\"10.0.0.0/8\"]",
+        "send_proxy_protocol = \"v1\"",
+    );
     let path = write_file(dir.path(), "r.toml", &cfg);
     let _proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
     let mut s = connect(port);
@@ -185,7 +191,10 @@ fn connections_past_the_limit_are_closed_at_once_and_recorded() {
     drop(second);
     assert_eq!(proxy.stop(), 0);
     let records = std::fs::read_to_string(&log).unwrap();
-    assert!(records.lines().any(|l| l.contains("\"close\":\"connection_limit\"")), "{records}");
+    assert!(
+        records.lines().any(|l| l.contains("\"close\":\"connection_limit\"")),
+        "{records}"
+    );
 }
 
 #[test]

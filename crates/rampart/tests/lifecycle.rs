@@ -33,10 +33,17 @@ fn a_bad_reload_keeps_the_running_config_and_says_where() {
     let port = free_port();
     let path = write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
-    write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "idle_timeout = \"soon\"", ""));
+    write_file(
+        dir.path(),
+        "r.toml",
+        &config(port, &[backend.target()], "idle_timeout = \"soon\"", ""),
+    );
     let outcome = proxy.reload();
     assert!(outcome.contains("reload failed"), "{outcome}");
-    assert!(outcome.contains(&format!("{path}:4:16: `soon` is not a duration")), "{outcome}");
+    assert!(
+        outcome.contains(&format!("{path}:4:16: `soon` is not a duration")),
+        "{outcome}"
+    );
     assert_eq!(which_backend(port), "kept");
 }
 
@@ -81,7 +88,10 @@ fn hosts_file_mode_reloads_the_hosts_file() {
     assert_eq!(which_backend(port), "b");
     write_file(dir.path(), "hosts", "not an address\n");
     let outcome = proxy.reload();
-    assert!(outcome.contains("reload failed") && outcome.contains("hosts:1:1:"), "{outcome}");
+    assert!(
+        outcome.contains("reload failed") && outcome.contains("hosts:1:1:"),
+        "{outcome}"
+    );
     assert_eq!(which_backend(port), "b");
 }
 
@@ -116,13 +126,20 @@ fn the_drain_deadline_cuts_connections_that_do_not_finish() {
     let backend = Backend::start("echo", Behavior::TagEcho);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let cfg = format!("[global]\ndrain_timeout = \"200ms\"\n{}", config(port, &[backend.target()], "", ""));
+    let cfg = format!(
+        "[global]\ndrain_timeout = \"200ms\"\n{}",
+        config(port, &[backend.target()], "", "")
+    );
     let path = write_file(dir.path(), "r.toml", &cfg);
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
     let mut open = connect(port);
     assert_eq!(read_line(&mut open), "echo");
     assert_eq!(proxy.stop(), 0);
-    assert!(proxy.log.iter().any(|l| l.contains("still open at the drain deadline")), "{:?}", proxy.log);
+    assert!(
+        proxy.log.iter().any(|l| l.contains("still open at the drain deadline")),
+        "{:?}",
+        proxy.log
+    );
     let mut rest = Vec::new();
     let _ = open.read_to_end(&mut rest);
 }

@@ -56,7 +56,11 @@ pub struct Engine {
 
 impl Engine {
     /// Binds every listener of `snapshot` once per worker, then starts the workers.
-    pub fn start(options: EngineOptions, snapshot: Snapshot, session_log: SessionLogSink) -> Result<Engine, EngineError> {
+    pub fn start(
+        options: EngineOptions,
+        snapshot: Snapshot,
+        session_log: SessionLogSink,
+    ) -> Result<Engine, EngineError> {
         let workers = options.workers.max(1);
         let binds: Vec<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
         let mut sockets = bind_all(&binds, workers)?;
@@ -73,15 +77,26 @@ impl Engine {
                 counters: counters.clone(),
                 session_log: session_log.clone(),
                 commands: rx,
-                sockets: sockets.iter_mut().map(|(addr, per_worker)| (*addr, per_worker.remove(0))).collect(),
+                sockets: sockets
+                    .iter_mut()
+                    .map(|(addr, per_worker)| (*addr, per_worker.remove(0)))
+                    .collect(),
             };
             let thread = std::thread::Builder::new()
                 .name(format!("rampart-worker-{id}"))
                 .spawn(move || worker::run(setup))
                 .map_err(EngineError::Spawn)?;
-            handles.push(WorkerHandle { commands: tx, thread, counters });
+            handles.push(WorkerHandle {
+                commands: tx,
+                thread,
+                counters,
+            });
         }
-        Ok(Engine { current, workers: handles, listening: binds.into_iter().collect() })
+        Ok(Engine {
+            current,
+            workers: handles,
+            listening: binds.into_iter().collect(),
+        })
     }
 
     /// The snapshot new connections get now.
@@ -139,7 +154,10 @@ impl Engine {
 }
 
 /// Binds `workers` SO_REUSEPORT sockets for each address; all or nothing.
-fn bind_all(addrs: &[SocketAddr], workers: usize) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
+fn bind_all(
+    addrs: &[SocketAddr],
+    workers: usize,
+) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
     addrs
         .iter()
         .map(|&addr| {
@@ -159,7 +177,9 @@ fn available_cores() -> Vec<usize> {
     let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
     let cores: Vec<usize> = if rc == 0 {
         // SAFETY: CPU_ISSET reads the set filled above with an index below CPU_SETSIZE.
-        (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
     } else {
         Vec::new()
     };

@@ -73,7 +73,11 @@ pub(crate) fn run(setup: WorkerSetup) {
 }
 
 async fn serve(mut setup: WorkerSetup) {
-    let ctx = Rc::new(WorkerContext::new(setup.id, setup.counters.clone(), Some(setup.session_log.clone())));
+    let ctx = Rc::new(WorkerContext::new(
+        setup.id,
+        setup.counters.clone(),
+        Some(setup.session_log.clone()),
+    ));
     let live = Rc::new(LiveTasks::default());
     let mut accept_loops: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
     for (addr, socket) in std::mem::take(&mut setup.sockets) {
@@ -113,7 +117,11 @@ async fn serve(mut setup: WorkerSetup) {
         }
     };
     if tokio::time::timeout_at(deadline.into(), drained).await.is_err() {
-        log::warn!("worker {}: drain deadline passed with {} connection(s) open; closing them", ctx.id, live.count.get());
+        log::warn!(
+            "worker {}: drain deadline passed with {} connection(s) open; closing them",
+            ctx.id,
+            live.count.get()
+        );
     }
     flusher.abort();
     ctx.flush_session_records();
@@ -140,7 +148,13 @@ fn listen(
     }
 }
 
-async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, current: Arc<ArcSwap<Snapshot>>, bind: SocketAddr, listener: TcpListener) {
+async fn accept_loop(
+    ctx: Rc<WorkerContext>,
+    live: Rc<LiveTasks>,
+    current: Arc<ArcSwap<Snapshot>>,
+    bind: SocketAddr,
+    listener: TcpListener,
+) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,

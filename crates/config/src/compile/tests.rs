@@ -65,7 +65,10 @@ fn full_example_values_arrive() {
     assert_eq!(tls.send_proxy_protocol, Some(ProxyVersion::V2));
     assert_eq!(tls.passive_health.base_backoff, Duration::from_millis(500));
     let hc = tls.health_check.unwrap();
-    assert_eq!((hc.interval, hc.timeout, hc.rise, hc.fall), (Duration::from_secs(2), Duration::from_secs(1), 2, 3));
+    assert_eq!(
+        (hc.interval, hc.timeout, hc.rise, hc.fall),
+        (Duration::from_secs(2), Duration::from_secs(1), 2, 3)
+    );
     let pg = s.upstreams.iter().find(|u| u.name == "postgres").unwrap();
     assert!(pg.maglev.is_some());
 }
@@ -114,7 +117,10 @@ fn bad_configs_name_file_line_and_column() {
     ];
     for (src, want) in cases {
         let got = errors(src);
-        assert!(got.iter().any(|e| e.starts_with(want)), "want {want:?}\n got {got:?}\nfor:\n{src}");
+        assert!(
+            got.iter().any(|e| e.starts_with(want)),
+            "want {want:?}\n got {got:?}\nfor:\n{src}"
+        );
     }
 }
 
@@ -131,18 +137,32 @@ fn every_error_of_a_file_is_reported() {
 fn duplicate_binds_are_rejected() {
     let src = "[listeners.a]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[listeners.b]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[upstreams.u]\ntargets = [\"127.0.0.1:2\"]\n";
     let got = errors(src);
-    assert_eq!(got, ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like another listener"]);
+    assert_eq!(
+        got,
+        ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like another listener"]
+    );
 }
 
 #[test]
 fn reload_keeps_health_and_connection_counts_of_unchanged_parts() {
     let mut live = LiveState::default();
     let a = compile_toml("t", GOOD, &mut live).unwrap().snapshot;
-    let b = compile_toml("t", &GOOD.replace("9002", "9003"), &mut live).unwrap().snapshot;
+    let b = compile_toml("t", &GOOD.replace("9002", "9003"), &mut live)
+        .unwrap()
+        .snapshot;
     assert!(b.generation > a.generation);
-    assert!(Arc::ptr_eq(&a.upstreams[0].targets[0].health, &b.upstreams[0].targets[0].health));
-    assert!(!Arc::ptr_eq(&a.upstreams[0].targets[1].health, &b.upstreams[0].targets[1].health));
-    assert!(Arc::ptr_eq(&a.listeners[0].open_connections, &b.listeners[0].open_connections));
+    assert!(Arc::ptr_eq(
+        &a.upstreams[0].targets[0].health,
+        &b.upstreams[0].targets[0].health
+    ));
+    assert!(!Arc::ptr_eq(
+        &a.upstreams[0].targets[1].health,
+        &b.upstreams[0].targets[1].health
+    ));
+    assert!(Arc::ptr_eq(
+        &a.listeners[0].open_connections,
+        &b.listeners[0].open_connections
+    ));
 }
 
 #[test]

@@ -1,12 +1,18 @@
 use super::*;
 
 fn addrs(src: &str, dst: &str) -> ProxyAddresses {
-    ProxyAddresses { source: src.parse().unwrap(), destination: dst.parse().unwrap() }
+    ProxyAddresses {
+        source: src.parse().unwrap(),
+        destination: dst.parse().unwrap(),
+    }
 }
 
 #[test]
 fn v1_round_trip_ipv4_and_ipv6() {
-    for a in [addrs("192.0.2.1:5000", "198.51.100.2:80"), addrs("[2001:db8::1]:5000", "[2001:db8::2]:443")] {
+    for a in [
+        addrs("192.0.2.1:5000", "198.51.100.2:80"),
+        addrs("[2001:db8::1]:5000", "[2001:db8::2]:443"),
+    ] {
         let mut out = Vec::new();
         encode_v1(&a, &mut out);
         out.extend_from_slice(b"payload");
@@ -26,7 +32,10 @@ fn v1_exact_text() {
 
 #[test]
 fn v2_round_trip_ipv4_and_ipv6() {
-    for a in [addrs("192.0.2.1:5000", "198.51.100.2:80"), addrs("[2001:db8::1]:5000", "[2001:db8::2]:443")] {
+    for a in [
+        addrs("192.0.2.1:5000", "198.51.100.2:80"),
+        addrs("[2001:db8::1]:5000", "[2001:db8::2]:443"),
+    ] {
         let mut out = Vec::new();
         encode_v2(&a, &mut out);
         out.extend_from_slice(b"xyz");

@@ -30,8 +30,13 @@ pub enum BalancePolicy {
 
 impl BalancePolicy {
     /// The names accepted in config files and on the command line.
-    pub const NAMES: &'static [&'static str] =
-        &["round_robin", "weighted_round_robin", "least_connections", "random_two", "consistent_hash"];
+    pub const NAMES: &'static [&'static str] = &[
+        "round_robin",
+        "weighted_round_robin",
+        "least_connections",
+        "random_two",
+        "consistent_hash",
+    ];
 
     /// Parses a policy name as written in config files and on the command line.
     pub fn from_name(name: &str) -> Option<Self> {

@@ -26,7 +26,10 @@ fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
         connect_timeout: Duration::from_secs(1),
         connect_attempts: 3,
         send_proxy_protocol: None,
-        passive_health: PassiveHealth { base_backoff: Duration::from_secs(1), max_backoff: Duration::from_secs(1) },
+        passive_health: PassiveHealth {
+            base_backoff: Duration::from_secs(1),
+            max_backoff: Duration::from_secs(1),
+        },
         health_check: None,
     }
 }
@@ -52,10 +55,15 @@ fn round_robin_is_even() {
 
 #[test]
 fn smooth_weighted_round_robin_follows_weights_without_bursts() {
-    assert_eq!(counts(BalancePolicy::WeightedRoundRobin, &[5, 1, 1], 700), [500, 100, 100]);
+    assert_eq!(
+        counts(BalancePolicy::WeightedRoundRobin, &[5, 1, 1], 700),
+        [500, 100, 100]
+    );
     let up = upstream(BalancePolicy::WeightedRoundRobin, &[5, 1, 1]);
     let mut state = BalancerState::new(3, 0);
-    let seq: Vec<usize> = (0..7).map(|_| state.pick(&up, client(), &Tried::default()).unwrap()).collect();
+    let seq: Vec<usize> = (0..7)
+        .map(|_| state.pick(&up, client(), &Tried::default()).unwrap())
+        .collect();
     assert_eq!(seq, [0, 0, 1, 0, 2, 0, 0], "nginx's smooth sequence for 5,1,1");
 }
 
@@ -109,7 +117,9 @@ fn unavailable_and_tried_targets_are_skipped() {
 
 #[test]
 fn consistent_hash_keeps_clients_and_moves_about_one_nth() {
-    let ips: Vec<IpAddr> = (0..20_000u32).map(|i| IpAddr::from((0x0a00_0000 + i * 7919).to_be_bytes())).collect();
+    let ips: Vec<IpAddr> = (0..20_000u32)
+        .map(|i| IpAddr::from((0x0a00_0000 + i * 7919).to_be_bytes()))
+        .collect();
     let names: Vec<String> = (0..10).map(|i| format!("10.9.0.{i}:80")).collect();
     let keys: Vec<&str> = names.iter().map(String::as_str).collect();
     let full = Maglev::build(&keys, &[1; 10]).unwrap();

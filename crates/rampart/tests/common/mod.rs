@@ -56,7 +56,12 @@ impl Rampart {
                 }
             }
         });
-        Rampart { child: Some(child), lines: rx, log: Vec::new(), dir: dir.to_path_buf() }
+        Rampart {
+            child: Some(child),
+            lines: rx,
+            log: Vec::new(),
+            dir: dir.to_path_buf(),
+        }
     }
 
     /// Waits for a log line containing `needle` (one not seen by an earlier wait) and returns it.
@@ -71,7 +76,10 @@ impl Rampart {
                         return line;
                     }
                 }
-                Err(_) => panic!("no log line containing {needle:?} within {WAIT:?}; log so far:\n{}", self.log.join("\n")),
+                Err(_) => panic!(
+                    "no log line containing {needle:?} within {WAIT:?}; log so far:\n{}",
+                    self.log.join("\n")
+                ),
             }
         }
     }
@@ -90,7 +98,10 @@ impl Rampart {
         self.signal(libc::SIGHUP);
         let deadline = Instant::now() + WAIT;
         loop {
-            let line = self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())).expect("reload outcome");
+            let line = self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+                .expect("reload outcome");
             self.log.push(line.clone());
             if line.contains("reloaded") || line.contains("reload failed") {
                 let mut all = line;
@@ -116,7 +127,11 @@ impl Rampart {
                 }
                 return status.code().unwrap_or(-1);
             }
-            assert!(Instant::now() < deadline, "rampart did not exit; log:\n{}", self.log.join("\n"));
+            assert!(
+                Instant::now() < deadline,
+                "rampart did not exit; log:\n{}",
+                self.log.join("\n")
+            );
             thread::sleep(Duration::from_millis(10));
         }
     }
@@ -175,7 +190,11 @@ impl Backend {
                 thread::spawn(move || serve(conn, &tag, behavior));
             }
         });
-        Backend { addr, tag: tag.to_string(), stop }
+        Backend {
+            addr,
+            tag: tag.to_string(),
+            stop,
+        }
     }
 
     /// Stops accepting and closes the listening socket (connections refused from then on).
@@ -243,7 +262,10 @@ fn serve(mut conn: TcpStream, tag: &str, behavior: Behavior) {
                     }
                 }
             };
-            let source = header.addresses.map(|a| a.source.to_string()).unwrap_or_else(|| "none".into());
+            let source = header
+                .addresses
+                .map(|a| a.source.to_string())
+                .unwrap_or_else(|| "none".into());
             let version = format!("{:?}", header.version);
             let _ = conn.write_all(format!("{version} {source}\n").as_bytes());
             let _ = conn.write_all(&buf[used..]);
@@ -268,7 +290,9 @@ pub fn connect(port: u16) -> TcpStream {
 pub fn connect_from(from: std::net::Ipv4Addr, port: u16) -> TcpStream {
     let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
     socket.bind(&SocketAddr::from((from, 0)).into()).unwrap();
-    socket.connect(&SocketAddr::from(([127, 0, 0, 1], port)).into()).expect("connect to rampart");
+    socket
+        .connect(&SocketAddr::from(([127, 0, 0, 1], port)).into())
+        .expect("connect to rampart");
     let s: TcpStream = socket.into();
     s.set_read_timeout(Some(WAIT)).unwrap();
     s
