@@ -89,7 +89,7 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize
         return;
     };
     bump(&ctx.counters.open, 1);
-    let result = proxy(ctx, &mut session, &client).await;
+    let result = proxy(ctx, &mut session, client).await;
     drop_by(&ctx.counters.open, 1);
     if let Ok(outcome) = &result {
         bump(&ctx.counters.bytes_up, outcome.bytes_up);
@@ -98,7 +98,7 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize
     record(ctx, &session, result);
 }
 
-async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStream) -> Result<RelayOutcome, Refusal> {
+async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpStream) -> Result<RelayOutcome, Refusal> {
     let listener = session.listener;
     let snapshot = session.snapshot;
     let _ = client.set_nodelay(true);
@@ -107,7 +107,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     // Bytes read past a PROXY header belong to the stream and go to the target first.
     let mut early = Vec::new();
     if listener.expects_proxy_header(session.client.ip()) {
-        let read = tokio::time::timeout(listener.proxy_header_timeout, read_proxy_header(client, &mut early));
+        let read = tokio::time::timeout(listener.proxy_header_timeout, read_proxy_header(&client, &mut early));
         match read.await {
             Ok(Ok(Some(addresses))) => session.client = addresses.source,
             Ok(Ok(None)) => {}
@@ -126,7 +126,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     let upstream_spec = &snapshot.upstreams[up_index];
     let attempts = upstream_spec.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut tried = Tried::default();
-    let (target, upstream) = loop {
+    let (target, mut upstream) = loop {
         let Some(t) = ctx.pick(snapshot, up_index, session.client.ip(), &tried) else {
             let refusal = if tried.is_empty() {
                 Refusal::NoHealthyTarget
@@ -196,7 +196,14 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, client: &TcpStrea
     }
 
     ctx.track_open(snapshot, up_index, target, true);
-    let outcome = relay(ctx, client, &upstream, listener.idle_timeout, listener.buffer_size).await;
+    let outcome = relay(
+        ctx,
+        &mut client,
+        &mut upstream,
+        listener.idle_timeout,
+        listener.buffer_size,
+    )
+    .await;
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
 }

@@ -9,7 +9,8 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use tokio::io::Interest;
+use tokio::io::{AsyncReadExt, Interest};
+use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
 use crate::worker::WorkerContext;
@@ -77,29 +78,25 @@ impl Flow {
 /// moves for `idle_timeout`.
 pub async fn relay(
     ctx: &WorkerContext,
-    client: &TcpStream,
-    upstream: &TcpStream,
+    client: &mut TcpStream,
+    upstream: &mut TcpStream,
     idle_timeout: Duration,
     buffer_size: usize,
 ) -> RelayOutcome {
     let activity = Cell::new(0u64);
     let (up, down) = (Flow::default(), Flow::default());
+    let (client_read, client_write) = client.split();
+    let (upstream_read, upstream_write) = upstream.split();
+    let up_dir = (Side::Client, Side::Upstream);
+    let down_dir = (Side::Upstream, Side::Client);
     let directions = async {
         tokio::try_join!(
+            pump(ctx, client_read, upstream_write, up_dir, &up, &activity, buffer_size),
             pump(
                 ctx,
-                client,
-                upstream,
-                (Side::Client, Side::Upstream),
-                &up,
-                &activity,
-                buffer_size
-            ),
-            pump(
-                ctx,
-                upstream,
-                client,
-                (Side::Upstream, Side::Client),
+                upstream_read,
+                client_write,
+                down_dir,
                 &down,
                 &activity,
                 buffer_size
@@ -147,29 +144,30 @@ async fn idle_watch(activity: &Cell<u64>, idle: Duration) {
 type SideError = (Side, io::ErrorKind);
 
 /// Copies `from` to `to` until end of stream, then half-closes `to`.
+///
+/// Reads go through tokio's `AsyncRead`, which treats a short read as "socket drained" and waits
+/// for the next readiness event instead of paying for a read that would return EAGAIN.
 async fn pump(
     ctx: &WorkerContext,
-    from: &TcpStream,
-    to: &TcpStream,
+    mut from: ReadHalf<'_>,
+    to: WriteHalf<'_>,
     (from_side, to_side): (Side, Side),
     flow: &Flow,
     activity: &Cell<u64>,
     buffer_size: usize,
 ) -> Result<(), SideError> {
-    let mut buf = ctx.buffer(buffer_size);
+    let (to, mut buf) = (to.as_ref(), ctx.buffer(buffer_size));
     loop {
-        from.readable().await.map_err(|e| (from_side, e.kind()))?;
-        let n = match from.try_read(&mut buf) {
+        let n = match from.read(&mut buf).await {
             Ok(0) => break,
             Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => return Err((from_side, e.kind())),
         };
         write_all(to, &buf[..n]).await.map_err(|e| (to_side, e.kind()))?;
         flow.moved(n, activity);
         if n == buf.len() && ctx.splice {
             drop(buf);
-            return splice_pump(ctx, from, to, (from_side, to_side), flow, activity).await;
+            return splice_pump(ctx, from.as_ref(), to, (from_side, to_side), flow, activity).await;
         }
     }
     half_close(to);

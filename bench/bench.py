@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""Side-by-side proxy benchmark (see docs/benchmarks.md).
+
+Each proxy runs one worker pinned to CPU 0; the backend (nginx) and the load generator (wrk) run
+on CPU 1. Rounds are interleaved (R, H, N, R, H, N, ...) so drift hits every proxy alike. For each
+run we record wrk's requests/s, p50/p99 latency and errors, and the proxy's own CPU time
+(utime+stime of every thread, from /proc/PID/stat) divided by the requests served.
+"""
+import argparse
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+BACKEND_PORT = 18080
+PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003}
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of the whole line; after the command they are 12, 13.
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def start(cmd, workdir, name):
+    log = open(os.path.join(workdir, f"{name}.log"), "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def backend(workdir):
+    bulk = os.path.join(workdir, "www")
+    os.makedirs(bulk, exist_ok=True)
+    with open(os.path.join(bulk, "bulk.bin"), "wb") as f:
+        f.write(os.urandom(1 << 20) * 64)
+    conf = write(os.path.join(workdir, "backend.conf"), f"""
+worker_processes 1;
+worker_cpu_affinity 10;
+daemon off;
+master_process off;
+pid {workdir}/backend.pid;
+error_log {workdir}/backend.err warn;
+events {{ worker_connections 8192; }}
+http {{
+    access_log off;
+    keepalive_requests 10000000;
+    sendfile on;
+    server {{
+        listen 127.0.0.1:{BACKEND_PORT} backlog=4096 reuseport;
+        root {bulk};
+        location = / {{ return 200 "hello from the backend\\n"; }}
+        location /bulk.bin {{ }}
+    }}
+}}
+""")
+    return start(["nginx", "-c", conf, "-p", workdir], workdir, "backend")
+
+
+def proxy_rampart(workdir, binary):
+    return start(["taskset", "-c", "0", os.path.abspath(binary), "tcp", "--listen", f"127.0.0.1:{PORTS['rampart']}",
+                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, "rampart")
+
+
+def proxy_haproxy(workdir):
+    conf = write(os.path.join(workdir, "haproxy.cfg"), f"""
+global
+    nbthread 1
+    cpu-map 1/1 0
+    maxconn 9000
+defaults
+    mode tcp
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend bench
+    bind 127.0.0.1:{PORTS['haproxy']}
+    default_backend backend
+backend backend
+    server b1 127.0.0.1:{BACKEND_PORT}
+""")
+    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy")
+
+
+def proxy_nginx(workdir):
+    conf = write(os.path.join(workdir, "nginx-stream.conf"), f"""
+load_module /usr/lib/nginx/modules/ngx_stream_module.so;
+worker_processes 1;
+worker_cpu_affinity 01;
+daemon off;
+master_process off;
+pid {workdir}/nginx-stream.pid;
+error_log {workdir}/nginx-stream.err warn;
+events {{ worker_connections 9000; }}
+stream {{
+    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; }}
+    server {{ listen 127.0.0.1:{PORTS['nginx']}; proxy_pass backend; }}
+}}
+""")
+    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx")
+
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1000.0}
+SIZES = {"B": 1, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+
+
+def parse_wrk(out):
+    res = {"rps": float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))}
+    res["requests"] = int(re.search(r"(\d+) requests in", out).group(1))
+    for pct in ("50", "99"):
+        m = re.search(rf"^\s+{pct}(?:\.000)?%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        res[f"p{pct}"] = float(m.group(1)) * UNITS[m.group(2)] if m else float("nan")
+    m = re.search(r"Transfer/sec:\s+([\d.]+)([KMGT]?B)", out)
+    res["bytes_per_s"] = float(m.group(1)) * SIZES[m.group(2)] if m else 0.0
+    errors = 0
+    m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
+    if m:
+        errors += sum(int(x) for x in m.groups())
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if m:
+        errors += int(m.group(1))
+    res["errors"] = errors
+    return res
+
+
+SCENARIOS = {
+    # name: (connections, path, description)
+    "l4-small-c64": (64, "/", "small responses, 64 keep-alive connections"),
+    "l4-small-c256": (256, "/", "small responses, 256 keep-alive connections"),
+    "l4-bulk": (4, "/bulk.bin", "64 MiB downloads, 4 connections"),
+}
+
+
+def run_one(name, pid, port, scenario, duration):
+    conns, path, _ = SCENARIOS[scenario]
+    url = f"http://127.0.0.1:{port}{path}"
+    # Warm up pools and caches, unmeasured.
+    subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", url], capture_output=True, check=True)
+    before = cpu_seconds(pid)
+    out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", url],
+                         capture_output=True, text=True, check=True).stdout
+    cpu = cpu_seconds(pid) - before
+    res = parse_wrk(out)
+    res["cpu_us_per_req"] = cpu * 1e6 / max(res["requests"], 1)
+    res["cpu_s"] = cpu
+    res["rss_kib"] = rss_kib(pid)
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rampart", required=True)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--duration", type=int, default=10)
+    ap.add_argument("--scenarios", default=",".join(SCENARIOS))
+    ap.add_argument("--proxies", default="rampart,haproxy,nginx")
+    ap.add_argument("--out", default="bench/out")
+    args = ap.parse_args()
+    for tool in ("nginx", "haproxy", "wrk", "taskset"):
+        if not shutil.which(tool):
+            sys.exit(f"{tool} is missing: run bench/run.sh, which installs it")
+    os.makedirs(args.out, exist_ok=True)
+    workdir = tempfile.mkdtemp(prefix="rampart-bench-")
+    procs = {}
+    try:
+        procs["backend"] = backend(workdir)
+        wait_port(BACKEND_PORT)
+        starters = {"rampart": lambda: proxy_rampart(workdir, args.rampart),
+                    "haproxy": lambda: proxy_haproxy(workdir), "nginx": lambda: proxy_nginx(workdir)}
+        proxies = args.proxies.split(",")
+        for p in proxies:
+            procs[p] = starters[p]()
+            wait_port(PORTS[p])
+        results = {}
+        for scenario in args.scenarios.split(","):
+            for rnd in range(args.rounds):
+                for p in proxies:
+                    r = run_one(p, procs[p].pid, PORTS[p], scenario, args.duration)
+                    results.setdefault((scenario, p), []).append(r)
+                    print(f"{scenario} round {rnd + 1} {p:8s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
+                          f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req  "
+                          f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}", flush=True)
+        table = report(results, args, proxies)
+        print(table)
+        with open(os.path.join(args.out, "results.md"), "w") as f:
+            f.write(table)
+    finally:
+        for p in procs.values():
+            p.send_signal(signal.SIGTERM)
+        for p in procs.values():
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def report(results, args, proxies):
+    med = lambda rs, k: statistics.median(r[k] for r in rs)
+    lines = [f"Medians of {args.rounds} interleaved rounds of {args.duration} s; proxy on CPU 0, "
+             f"backend and wrk on CPU 1 ({os.cpu_count()} CPUs).", "",
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | GB/s | errors |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for (scenario, p), rs in results.items():
+        lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
+                     f"{med(rs, 'cpu_us_per_req'):.2f} | {med(rs, 'bytes_per_s') / 1e9:.2f} | "
+                     f"{sum(r['errors'] for r in rs)} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main()
