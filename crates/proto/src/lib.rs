@@ -3,7 +3,9 @@
 //! Nothing here performs I/O or depends on a runtime: every codec takes bytes and returns parsed
 //! values (or "need more bytes"), so each is unit-tested and fuzzed in isolation.
 //!
+//! - [`h1`]: HTTP/1.x request and response heads and chunked bodies, strict against smuggling.
 //! - [`proxy_protocol`]: HAProxy PROXY protocol v1 (text) and v2 (binary), both directions.
 #![forbid(unsafe_code)]
 
+pub mod h1;
 pub mod proxy_protocol;

@@ -1,0 +1,358 @@
+//! Request and response heads.
+
+use super::{H1Error, Limits};
+
+/// The most fields a head may be parsed with, whatever [`Limits::max_fields`] says.
+const FIELD_CAPACITY: usize = 256;
+
+/// HTTP version of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+/// How a message's body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Framing {
+    /// No body.
+    None,
+    /// Exactly this many bytes.
+    Length(u64),
+    /// Chunked transfer coding (walk it with [`ChunkedDecoder`](super::ChunkedDecoder)).
+    Chunked,
+    /// Responses only: the body runs until the connection closes.
+    UntilClose,
+}
+
+/// One header field, as byte ranges into the parsed buffer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Field {
+    pub name: (u32, u32),
+    pub value: (u32, u32),
+}
+
+impl Field {
+    pub fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.name.0 as usize..self.name.1 as usize]
+    }
+
+    pub fn value<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.value.0 as usize..self.value.1 as usize]
+    }
+}
+
+/// A parsed request head; ranges point into the buffer it was parsed from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RequestHead {
+    /// Bytes taken by the head, final CRLF included; the body (if any) starts here.
+    pub len: usize,
+    pub method: (u32, u32),
+    pub target: (u32, u32),
+    pub version: Version,
+    pub framing: Framing,
+    /// Whether the client lets the connection stay open after this exchange.
+    pub keep_alive: bool,
+    /// `Expect: 100-continue`.
+    pub expect_continue: bool,
+    /// `Connection: upgrade` with an `Upgrade` field (e.g. WebSocket).
+    pub upgrade: bool,
+    pub host: Option<(u32, u32)>,
+}
+
+/// A parsed response head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseHead {
+    pub len: usize,
+    pub status: u16,
+    pub version: Version,
+    pub framing: Framing,
+    pub keep_alive: bool,
+}
+
+fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
+    let start = part.as_ptr() as usize - buf.as_ptr() as usize;
+    (start as u32, (start + part.len()) as u32)
+}
+
+/// Rejects bare LF and obs-fold anywhere in a complete head.
+fn check_line_endings(head: &[u8]) -> Result<(), H1Error> {
+    for (i, &b) in head.iter().enumerate() {
+        if b == b'\n' {
+            if i == 0 || head[i - 1] != b'\r' {
+                return Err(H1Error::BareLf);
+            }
+            if matches!(head.get(i + 1), Some(b' ' | b'\t')) {
+                return Err(H1Error::ObsFold);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Looks ahead in an incomplete head for errors that must not wait for more bytes.
+fn check_partial(buf: &[u8], limits: &Limits, is_request: bool) -> Result<(), H1Error> {
+    if is_request {
+        let line_end = buf.iter().position(|&b| b == b'\n');
+        if line_end.map_or(buf.len(), |e| e) > limits.max_request_line {
+            return Err(H1Error::RequestLineTooLong);
+        }
+    }
+    if buf.len() > limits.max_head {
+        return Err(H1Error::HeadTooLarge);
+    }
+    Ok(())
+}
+
+fn map_httparse(e: httparse::Error) -> H1Error {
+    match e {
+        httparse::Error::HeaderName => H1Error::BadFieldName,
+        httparse::Error::HeaderValue => H1Error::BadFieldValue,
+        httparse::Error::NewLine => H1Error::BadFieldValue,
+        httparse::Error::Status => H1Error::BadStatus,
+        httparse::Error::Token => H1Error::BadMethod,
+        httparse::Error::TooManyHeaders => H1Error::TooManyFields,
+        httparse::Error::Version => H1Error::BadVersion,
+    }
+}
+
+/// What the framing-related fields of a head said.
+#[derive(Default)]
+struct FieldFacts {
+    content_length: Option<u64>,
+    chunked: bool,
+    transfer_encoding: bool,
+    close: bool,
+    keep_alive: bool,
+    upgrade_token: bool,
+    upgrade_field: bool,
+    expect_continue: bool,
+    host: Option<(u32, u32)>,
+    hosts: usize,
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+fn parse_length(v: &[u8]) -> Result<u64, H1Error> {
+    if v.is_empty() || v.len() > 18 || !v.iter().all(u8::is_ascii_digit) {
+        return Err(H1Error::BadContentLength);
+    }
+    Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
+}
+
+fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<Field>) -> Result<FieldFacts, H1Error> {
+    let mut f = FieldFacts::default();
+    fields.clear();
+    for h in headers {
+        let value = h.value;
+        if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+            return Err(H1Error::BadFieldValue);
+        }
+        let name = h.name.as_bytes();
+        fields.push(Field { name: range(buf, name), value: range(buf, value) });
+        if name.eq_ignore_ascii_case(b"content-length") {
+            for part in value.split(|&b| b == b',') {
+                let n = parse_length(trim(part))?;
+                if f.content_length.is_some_and(|m| m != n) {
+                    return Err(H1Error::BadContentLength);
+                }
+                f.content_length = Some(n);
+            }
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            f.transfer_encoding = true;
+            for coding in value.split(|&b| b == b',').map(trim) {
+                if coding.is_empty() {
+                    continue;
+                }
+                // `chunked` must be the final coding, and only once.
+                if f.chunked {
+                    return Err(H1Error::BadTransferEncoding);
+                }
+                if coding.eq_ignore_ascii_case(b"chunked") {
+                    f.chunked = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            for token in value.split(|&b| b == b',').map(trim) {
+                if token.eq_ignore_ascii_case(b"close") {
+                    f.close = true;
+                } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                    f.keep_alive = true;
+                } else if token.eq_ignore_ascii_case(b"upgrade") {
+                    f.upgrade_token = true;
+                }
+            }
+        } else if name.eq_ignore_ascii_case(b"upgrade") {
+            f.upgrade_field = true;
+        } else if name.eq_ignore_ascii_case(b"expect") {
+            f.expect_continue |= trim(value).eq_ignore_ascii_case(b"100-continue");
+        } else if name.eq_ignore_ascii_case(b"host") {
+            f.hosts += 1;
+            f.host = Some(range(buf, value));
+        }
+    }
+    if f.transfer_encoding && !f.chunked {
+        return Err(H1Error::BadTransferEncoding);
+    }
+    if f.transfer_encoding && f.content_length.is_some() {
+        return Err(H1Error::LengthAndChunked);
+    }
+    Ok(f)
+}
+
+fn version(v: Option<u8>) -> Result<Version, H1Error> {
+    match v {
+        Some(0) => Ok(Version::Http10),
+        Some(1) => Ok(Version::Http11),
+        _ => Err(H1Error::BadVersion),
+    }
+}
+
+fn keep_alive(version: Version, f: &FieldFacts) -> bool {
+    match version {
+        Version::Http11 => !f.close,
+        Version::Http10 => f.keep_alive && !f.close,
+    }
+}
+
+/// Whether `target` is valid for `method`: origin-form for everything, absolute-form
+/// (`http://` or `https://`), `*` for OPTIONS, authority-form (`host:port`) for CONNECT only.
+fn valid_target(method: &[u8], target: &[u8]) -> bool {
+    if target.is_empty() || target.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
+        return false;
+    }
+    if method == b"CONNECT" {
+        return !target.contains(&b'/') && target.iter().rposition(|&b| b == b':').is_some_and(|c| c > 0 && c + 1 < target.len());
+    }
+    if target == b"*" {
+        return method == b"OPTIONS";
+    }
+    if target[0] == b'/' {
+        return true;
+    }
+    let lower = |prefix: &[u8]| target.len() > prefix.len() && target[..prefix.len()].eq_ignore_ascii_case(prefix);
+    lower(b"http://") || lower(b"https://")
+}
+
+fn valid_host(v: &[u8]) -> bool {
+    !v.iter().any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))
+}
+
+/// Parses a request head at the start of `buf`. `Ok(None)`: the head is not complete yet (and no
+/// limit is exceeded so far). `fields` is cleared and filled with the header fields.
+pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Result<Option<RequestHead>, H1Error> {
+    let mut storage = [httparse::EMPTY_HEADER; FIELD_CAPACITY];
+    let max_fields = limits.max_fields.min(FIELD_CAPACITY);
+    let mut req = httparse::Request::new(&mut storage[..max_fields]);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            check_partial(buf, limits, true)?;
+            return Ok(None);
+        }
+        Err(e) => {
+            // A too-long request line is reported as such even when it is also malformed.
+            check_partial(buf, limits, true)?;
+            let head = &buf[..buf.windows(2).position(|w| w == b"\r\n").map_or(buf.len(), |p| p + 2)];
+            check_line_endings(head)?;
+            return Err(match e {
+                httparse::Error::HeaderName if obs_fold_follows(buf) => H1Error::ObsFold,
+                other => map_httparse(other),
+            });
+        }
+    };
+    let line_len = buf.iter().position(|&b| b == b'\n').unwrap_or(len);
+    if line_len > limits.max_request_line {
+        return Err(H1Error::RequestLineTooLong);
+    }
+    if len > limits.max_head {
+        return Err(H1Error::HeadTooLarge);
+    }
+    check_line_endings(&buf[..len])?;
+    let method = req.method.ok_or(H1Error::BadStartLine)?.as_bytes();
+    let target = req.path.ok_or(H1Error::BadStartLine)?.as_bytes();
+    if !valid_target(method, target) {
+        return Err(H1Error::BadTarget);
+    }
+    let version = version(req.version)?;
+    let facts = collect_facts(buf, req.headers, fields)?;
+    match (version, facts.hosts) {
+        (_, n) if n > 1 => return Err(H1Error::DuplicateHost),
+        (Version::Http11, 0) => return Err(H1Error::MissingHost),
+        _ => {}
+    }
+    if let Some((s, e)) = facts.host {
+        if !valid_host(&buf[s as usize..e as usize]) {
+            return Err(H1Error::BadFieldValue);
+        }
+    }
+    if facts.chunked && version == Version::Http10 {
+        return Err(H1Error::BadTransferEncoding);
+    }
+    let framing = match (facts.chunked, facts.content_length) {
+        (true, _) => Framing::Chunked,
+        (false, Some(0) | None) => Framing::None,
+        (false, Some(n)) => Framing::Length(n),
+    };
+    Ok(Some(RequestHead {
+        len,
+        method: range(buf, method),
+        target: range(buf, target),
+        version,
+        framing,
+        keep_alive: keep_alive(version, &facts),
+        expect_continue: facts.expect_continue && version == Version::Http11,
+        upgrade: facts.upgrade_token && facts.upgrade_field,
+        host: facts.host,
+    }))
+}
+
+/// Whether the first field line that httparse rejected starts with whitespace (obs-fold).
+fn obs_fold_follows(buf: &[u8]) -> bool {
+    buf.windows(3).any(|w| w[0] == b'\n' && matches!(w[1], b' ' | b'\t') && w[2] != b'\r')
+}
+
+/// Parses a response head at the start of `buf`, for a request whose method was HEAD
+/// (`head_request`) or not. 1xx, 204 and 304 responses and responses to HEAD have no body.
+pub fn parse_response(
+    buf: &[u8],
+    limits: &Limits,
+    head_request: bool,
+    fields: &mut Vec<Field>,
+) -> Result<Option<ResponseHead>, H1Error> {
+    let mut storage = [httparse::EMPTY_HEADER; FIELD_CAPACITY];
+    let max_fields = limits.max_fields.min(FIELD_CAPACITY);
+    let mut res = httparse::Response::new(&mut storage[..max_fields]);
+    let len = match res.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            check_partial(buf, limits, false)?;
+            return Ok(None);
+        }
+        Err(e) => return Err(map_httparse(e)),
+    };
+    if len > limits.max_head {
+        return Err(H1Error::HeadTooLarge);
+    }
+    check_line_endings(&buf[..len])?;
+    let version = version(res.version)?;
+    let status = res.code.ok_or(H1Error::BadStatus)?;
+    if !(100..=599).contains(&status) {
+        return Err(H1Error::BadStatus);
+    }
+    let facts = collect_facts(buf, res.headers, fields)?;
+    let bodiless = head_request || (100..200).contains(&status) || status == 204 || status == 304;
+    let framing = match (bodiless, facts.chunked, facts.content_length) {
+        (true, _, _) => Framing::None,
+        (false, true, _) => Framing::Chunked,
+        (false, false, Some(0)) => Framing::None,
+        (false, false, Some(n)) => Framing::Length(n),
+        (false, false, None) => Framing::UntilClose,
+    };
+    let keep_alive = keep_alive(version, &facts) && framing != Framing::UntilClose;
+    Ok(Some(ResponseHead { len, status, version, framing, keep_alive }))
+}
