@@ -2,14 +2,75 @@
 
 use std::path::Path;
 
+use rampart_proto::h1::{parse_request, parse_response, ChunkedDecoder, Limits};
 use rampart_proto::proxy_protocol::decode;
+
+/// Every input of one corpus (at least `min` of them).
+fn corpus(target: &str, min: usize) -> Vec<Vec<u8>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fuzz/corpus")
+        .join(target);
+    let inputs: Vec<Vec<u8>> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|entry| std::fs::read(entry.unwrap().path()).unwrap())
+        .collect();
+    assert!(inputs.len() >= min, "corpus at {} looks empty", dir.display());
+    inputs
+}
+
+#[test]
+fn h1_request_corpus_replays_cleanly() {
+    for data in corpus("h1_request", 8) {
+        let mut fields = Vec::new();
+        for cut in 0..=data.len() {
+            if let Ok(Some(head)) = parse_request(&data[..cut], &Limits::default(), &mut fields) {
+                assert!(head.len <= cut);
+            }
+        }
+    }
+}
+
+#[test]
+fn h1_response_corpus_replays_cleanly() {
+    for data in corpus("h1_response", 6) {
+        let mut fields = Vec::new();
+        for head_request in [false, true] {
+            if let Ok(Some(head)) = parse_response(&data, &Limits::default(), head_request, &mut fields) {
+                assert!(head.len <= data.len());
+            }
+        }
+    }
+}
+
+#[test]
+fn h1_chunked_corpus_replays_cleanly() {
+    for data in corpus("h1_chunked", 6) {
+        let whole = ChunkedDecoder::new().advance(&data);
+        let mut d = ChunkedDecoder::new();
+        let mut used = 0;
+        let mut split = Ok(());
+        for b in data.chunks(1) {
+            match d.advance(b) {
+                Ok((n, _)) => used += n,
+                Err(e) => {
+                    split = Err(e);
+                    break;
+                }
+            }
+            if d.is_done() {
+                break;
+            }
+        }
+        match whole {
+            Ok((n, _)) => assert_eq!((n, split), (used, Ok(()))),
+            Err(e) => assert_eq!(split, Err(e)),
+        }
+    }
+}
 
 #[test]
 fn proxy_protocol_corpus_replays_cleanly() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/proxy_protocol");
-    let mut count = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let data = std::fs::read(entry.unwrap().path()).unwrap();
+    for data in corpus("proxy_protocol", 10) {
         if let Ok(Some((_, used))) = decode(&data) {
             assert!(used <= data.len());
         }
@@ -17,7 +78,5 @@ fn proxy_protocol_corpus_replays_cleanly() {
         for cut in 0..data.len().min(600) {
             let _ = decode(&data[..cut]);
         }
-        count += 1;
     }
-    assert!(count >= 10, "corpus at {} looks empty", dir.display());
 }

@@ -11,20 +11,36 @@ const MAX_TRAILERS: usize = 64 * 1024;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum State {
     /// Reading hex digits of a chunk size.
-    Size { digits: u8, value: u64 },
+    Size {
+        digits: u8,
+        value: u64,
+    },
     /// After the size: extensions until CR.
-    Extension { value: u64, quoted: bool, escaped: bool },
+    Extension {
+        value: u64,
+        quoted: bool,
+        escaped: bool,
+    },
     /// Saw CR ending the size line.
-    SizeLf { value: u64 },
+    SizeLf {
+        value: u64,
+    },
     /// Inside chunk data.
-    Data { left: u64 },
+    Data {
+        left: u64,
+    },
     DataCr,
     DataLf,
     /// At the start of a trailer line (or the final empty line).
     TrailerStart,
     /// Inside a trailer field line.
-    TrailerLine { at_start: bool, saw_colon: bool },
-    TrailerLf { empty: bool },
+    TrailerLine {
+        at_start: bool,
+        saw_colon: bool,
+    },
+    TrailerLf {
+        empty: bool,
+    },
     Done,
 }
 
@@ -53,7 +69,11 @@ impl Default for ChunkedDecoder {
 
 impl ChunkedDecoder {
     pub fn new() -> Self {
-        ChunkedDecoder { state: State::Size { digits: 0, value: 0 }, line_len: 0, trailer_len: 0 }
+        ChunkedDecoder {
+            state: State::Size { digits: 0, value: 0 },
+            line_len: 0,
+            trailer_len: 0,
+        }
     }
 
     /// Whether the whole body has been seen.
@@ -69,7 +89,13 @@ impl ChunkedDecoder {
             if let State::Data { left } = self.state {
                 let take = left.min((input.len() - i) as u64) as usize;
                 i += take;
-                self.state = if left == take as u64 { State::DataCr } else { State::Data { left: left - take as u64 } };
+                self.state = if left == take as u64 {
+                    State::DataCr
+                } else {
+                    State::Data {
+                        left: left - take as u64,
+                    }
+                };
                 continue;
             }
             let b = input[i];
@@ -79,7 +105,14 @@ impl ChunkedDecoder {
                 return Ok((i, ChunkedProgress::Done));
             }
         }
-        Ok((i, if self.state == State::Done { ChunkedProgress::Done } else { ChunkedProgress::NeedMore }))
+        Ok((
+            i,
+            if self.state == State::Done {
+                ChunkedProgress::Done
+            } else {
+                ChunkedProgress::NeedMore
+            },
+        ))
     }
 
     fn step(&mut self, b: u8) -> Result<State, H1Error> {
@@ -95,10 +128,17 @@ impl ChunkedDecoder {
                             return Err(H1Error::BadChunkSize);
                         }
                         let d = (b as char).to_digit(16).unwrap_or(0) as u64;
-                        State::Size { digits: digits + 1, value: value << 4 | d }
+                        State::Size {
+                            digits: digits + 1,
+                            value: value << 4 | d,
+                        }
                     }
                     _ if digits == 0 => return Err(H1Error::BadChunkSize),
-                    b';' => State::Extension { value, quoted: false, escaped: false },
+                    b';' => State::Extension {
+                        value,
+                        quoted: false,
+                        escaped: false,
+                    },
                     b'\r' => State::SizeLf { value },
                     _ => return Err(H1Error::BadChunkSize),
                 }
@@ -109,9 +149,21 @@ impl ChunkedDecoder {
                     return Err(H1Error::BadChunkExtension);
                 }
                 match b {
-                    _ if escaped => State::Extension { value, quoted, escaped: false },
-                    b'\\' if quoted => State::Extension { value, quoted, escaped: true },
-                    b'"' => State::Extension { value, quoted: !quoted, escaped: false },
+                    _ if escaped => State::Extension {
+                        value,
+                        quoted,
+                        escaped: false,
+                    },
+                    b'\\' if quoted => State::Extension {
+                        value,
+                        quoted,
+                        escaped: true,
+                    },
+                    b'"' => State::Extension {
+                        value,
+                        quoted: !quoted,
+                        escaped: false,
+                    },
                     b'\r' if !quoted => State::SizeLf { value },
                     b'\t' => State::Extension { value, quoted, escaped },
                     0..=0x1f | 0x7f => return Err(H1Error::BadChunkExtension),
@@ -174,18 +226,33 @@ impl ChunkedDecoder {
         if !saw_colon {
             // Field name: token characters, then the colon right after (no whitespace before it).
             return match b {
-                b':' => Ok(State::TrailerLine { at_start: false, saw_colon: true }),
+                b':' => Ok(State::TrailerLine {
+                    at_start: false,
+                    saw_colon: true,
+                }),
                 b'!' | b'#'..=b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~' => {
-                    Ok(State::TrailerLine { at_start: false, saw_colon: false })
+                    Ok(State::TrailerLine {
+                        at_start: false,
+                        saw_colon: false,
+                    })
                 }
-                _ if b.is_ascii_alphanumeric() => Ok(State::TrailerLine { at_start: false, saw_colon: false }),
+                _ if b.is_ascii_alphanumeric() => Ok(State::TrailerLine {
+                    at_start: false,
+                    saw_colon: false,
+                }),
                 _ => Err(H1Error::BadTrailer),
             };
         }
         match b {
-            b'\t' => Ok(State::TrailerLine { at_start: false, saw_colon }),
+            b'\t' => Ok(State::TrailerLine {
+                at_start: false,
+                saw_colon,
+            }),
             0..=0x1f | 0x7f => Err(H1Error::BadTrailer),
-            _ => Ok(State::TrailerLine { at_start: false, saw_colon }),
+            _ => Ok(State::TrailerLine {
+                at_start: false,
+                saw_colon,
+            }),
         }
     }
 }

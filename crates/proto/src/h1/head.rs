@@ -133,7 +133,10 @@ struct FieldFacts {
 
 fn trim(v: &[u8]) -> &[u8] {
     let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    let end = v
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |e| e + 1);
     &v[start..end]
 }
 
@@ -153,7 +156,10 @@ fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<
             return Err(H1Error::BadFieldValue);
         }
         let name = h.name.as_bytes();
-        fields.push(Field { name: range(buf, name), value: range(buf, value) });
+        fields.push(Field {
+            name: range(buf, name),
+            value: range(buf, value),
+        });
         if name.eq_ignore_ascii_case(b"content-length") {
             for part in value.split(|&b| b == b',') {
                 let n = parse_length(trim(part))?;
@@ -226,7 +232,11 @@ fn valid_target(method: &[u8], target: &[u8]) -> bool {
         return false;
     }
     if method == b"CONNECT" {
-        return !target.contains(&b'/') && target.iter().rposition(|&b| b == b':').is_some_and(|c| c > 0 && c + 1 < target.len());
+        return !target.contains(&b'/')
+            && target
+                .iter()
+                .rposition(|&b| b == b':')
+                .is_some_and(|c| c > 0 && c + 1 < target.len());
     }
     if target == b"*" {
         return method == b"OPTIONS";
@@ -239,7 +249,8 @@ fn valid_target(method: &[u8], target: &[u8]) -> bool {
 }
 
 fn valid_host(v: &[u8]) -> bool {
-    !v.iter().any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))
+    !v.iter()
+        .any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))
 }
 
 /// Parses a request head at the start of `buf`. `Ok(None)`: the head is not complete yet (and no
@@ -313,7 +324,8 @@ pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Re
 
 /// Whether the first field line that httparse rejected starts with whitespace (obs-fold).
 fn obs_fold_follows(buf: &[u8]) -> bool {
-    buf.windows(3).any(|w| w[0] == b'\n' && matches!(w[1], b' ' | b'\t') && w[2] != b'\r')
+    buf.windows(3)
+        .any(|w| w[0] == b'\n' && matches!(w[1], b' ' | b'\t') && w[2] != b'\r')
 }
 
 /// Parses a response head at the start of `buf`, for a request whose method was HEAD
@@ -354,5 +366,11 @@ pub fn parse_response(
         (false, false, None) => Framing::UntilClose,
     };
     let keep_alive = keep_alive(version, &facts) && framing != Framing::UntilClose;
-    Ok(Some(ResponseHead { len, status, version, framing, keep_alive }))
+    Ok(Some(ResponseHead {
+        len,
+        status,
+        version,
+        framing,
+        keep_alive,
+    }))
 }

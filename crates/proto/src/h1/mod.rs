@@ -30,7 +30,11 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { max_request_line: 8 * 1024, max_head: 64 * 1024, max_fields: 100 }
+        Limits {
+            max_request_line: 8 * 1024,
+            max_head: 64 * 1024,
+            max_fields: 100,
+        }
     }
 }
 
