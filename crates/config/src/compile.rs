@@ -10,8 +10,12 @@ use std::time::Duration;
 use rampart_proto::proxy_protocol::ProxyVersion;
 use rampart_proxy::balance::{BalancePolicy, Maglev};
 use rampart_proxy::health::TargetHealth;
+use rampart_proxy::http::route::{Route, RouteAction, RouteFilters, RouteMatcher};
 use rampart_proxy::net::IpNet;
-use rampart_proxy::snapshot::{HealthCheck, Listener, PassiveHealth, Snapshot, Target, Upstream};
+use rampart_proxy::snapshot::{
+    ForwardedHeaders, HealthCheck, HttpCheck, HttpListener, HttpUpstream, Listener, ListenerProtocol, PassiveHealth,
+    Snapshot, Target, Upstream,
+};
 use toml::Spanned;
 
 use crate::error::{ConfigError, ConfigErrors, SourceMap};
@@ -34,6 +38,8 @@ pub mod defaults {
     pub const CHECK_RISE: u32 = 2;
     pub const CHECK_FALL: u32 = 3;
     pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const CLIENT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+    pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 }
 
 /// A compiled config: the snapshot plus process settings that only apply at start.
@@ -109,9 +115,11 @@ fn friendly_toml_message(message: &str) -> String {
     }
 }
 
-/// The command line's single-listener L4 setup (`rampart PORT`, `rampart tcp`).
+/// The command line's single-listener setup (`rampart PORT`, `rampart tcp`, `rampart http`).
 #[derive(Debug, Clone)]
 pub struct SimpleL4 {
+    /// Speak HTTP (`rampart http`) rather than relay TCP.
+    pub http: bool,
     pub bind: SocketAddr,
     /// Targets as written and as resolved.
     pub targets: Vec<(String, SocketAddr)>,
@@ -119,7 +127,8 @@ pub struct SimpleL4 {
     pub session_log: Option<std::path::PathBuf>,
 }
 
-/// Compiles a [`SimpleL4`] with every other setting at its default.
+/// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
+/// is proxied to the targets.
 pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
     let upstream_name = "default";
     let targets: Vec<Target> = spec
@@ -138,7 +147,23 @@ pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
         listeners: vec![Listener {
             name: "default".to_string(),
             bind: spec.bind,
-            upstream: 0,
+            protocol: if spec.http {
+                ListenerProtocol::Http(Box::new(HttpListener {
+                    routes: vec![Route {
+                        name: "default".to_string(),
+                        matcher: RouteMatcher::default(),
+                        action: RouteAction::Proxy { upstream: 0 },
+                        filters: RouteFilters::default(),
+                    }],
+                    forwarded: ForwardedHeaders::Append,
+                    limits: Default::default(),
+                    client_header_timeout: defaults::CLIENT_HEADER_TIMEOUT,
+                    keepalive_timeout: defaults::KEEPALIVE_TIMEOUT,
+                    access_log: None,
+                }))
+            } else {
+                ListenerProtocol::Tcp { upstream: 0 }
+            },
             max_connections: defaults::MAX_CONNECTIONS,
             open_connections: live.open_connections(spec.bind),
             idle_timeout: defaults::IDLE_TIMEOUT,
@@ -159,8 +184,9 @@ pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
                 max_backoff: defaults::PASSIVE_BACKOFF_MAX,
             },
             health_check: None,
+            http: HttpUpstream::default(),
         }],
-        session_log: spec.session_log.clone(),
+        session_log: spec.session_log.as_deref().map(Arc::from),
         drain_timeout: defaults::DRAIN_TIMEOUT,
     };
     live.keep_only(&snapshot);
@@ -198,7 +224,7 @@ impl Checker<'_> {
             .global
             .session_log
             .as_ref()
-            .map(|p| std::path::PathBuf::from(p.get_ref()));
+            .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         let mut upstreams = Vec::new();
@@ -253,30 +279,49 @@ impl Checker<'_> {
         live: &mut LiveState,
     ) -> Option<Listener> {
         let bind = self.bind_address(&l.bind);
-        if let Some(p) = &l.protocol {
-            if p.get_ref() != "tcp" {
+        let known = if upstreams.is_empty() {
+            "none defined".to_string()
+        } else {
+            upstreams.join(", ")
+        };
+        let index = |u: &str| upstreams.iter().position(|x| *x == u);
+        let http = match &l.protocol {
+            None => false,
+            Some(p) if p.get_ref() == "tcp" => false,
+            Some(p) if p.get_ref() == "http" => true,
+            Some(p) => {
                 self.error(
                     p.span(),
-                    format!("unsupported protocol `{}` (expected \"tcp\")", p.get_ref()),
+                    format!("unsupported protocol `{}` (expected \"tcp\" or \"http\")", p.get_ref()),
                 );
+                false
             }
-        }
-        let upstream = upstreams.iter().position(|u| *u == l.upstream.get_ref());
-        if upstream.is_none() {
-            let known = if upstreams.is_empty() {
-                "none defined".to_string()
-            } else {
-                upstreams.join(", ")
-            };
-            self.error(
-                l.upstream.span(),
-                format!(
-                    "listener `{}` refers to unknown upstream `{}` (defined: {known})",
-                    name.get_ref(),
-                    l.upstream.get_ref()
-                ),
-            );
-        }
+        };
+        let protocol = if http {
+            self.http_listener(name.get_ref(), l, &index, &known)
+                .map(|h| ListenerProtocol::Http(Box::new(h)))
+        } else {
+            match &l.upstream {
+                None => {
+                    self.error(name.span(), format!("listener `{}` needs `upstream`", name.get_ref()));
+                    None
+                }
+                Some(up) => match index(up.get_ref()) {
+                    Some(upstream) => Some(ListenerProtocol::Tcp { upstream }),
+                    None => {
+                        self.error(
+                            up.span(),
+                            format!(
+                                "listener `{}` refers to unknown upstream `{}` (defined: {known})",
+                                name.get_ref(),
+                                up.get_ref()
+                            ),
+                        );
+                        None
+                    }
+                },
+            }
+        };
         let max_connections = l.max_connections.as_ref().map_or(Some(defaults::MAX_CONNECTIONS), |m| {
             self.count(m, "max_connections", 1, 10_000_000)
         });
@@ -294,7 +339,7 @@ impl Checker<'_> {
         Some(Listener {
             name: name.get_ref().clone(),
             bind,
-            upstream: upstream?,
+            protocol: protocol?,
             max_connections: max_connections?,
             open_connections: live.open_connections(bind),
             idle_timeout,
@@ -389,7 +434,51 @@ impl Checker<'_> {
                 .as_ref()
                 .and_then(|f| self.count(f, "fall", 1, 100))
                 .unwrap_or(defaults::CHECK_FALL as usize) as u32,
+            http: h.http_path.as_ref().and_then(|path| {
+                if !path.get_ref().starts_with('/') {
+                    self.error(path.span(), format!("http_path `{}` must start with /", path.get_ref()));
+                    return None;
+                }
+                let expect_status = match &h.expect_status {
+                    None => (200, 399),
+                    Some(s) => match parse_status_range(s.get_ref()) {
+                        Some(r) => r,
+                        None => {
+                            self.error(
+                                s.span(),
+                                format!(
+                                    "`{}` is not a status range (expected \"200-399\" or \"204\")",
+                                    s.get_ref()
+                                ),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                Some(HttpCheck {
+                    path: path.get_ref().clone(),
+                    host: h.http_host.clone().unwrap_or_else(|| name.to_string()),
+                    expect_status,
+                })
+            }),
         });
+        let d = HttpUpstream::default();
+        let http = HttpUpstream {
+            response_header_timeout: self.duration(&up.response_header_timeout, d.response_header_timeout),
+            read_timeout: self.duration(&up.read_timeout, d.read_timeout),
+            write_timeout: self.duration(&up.write_timeout, d.write_timeout),
+            pool_max_idle: up
+                .pool_max_idle
+                .as_ref()
+                .map_or(Some(d.pool_max_idle), |p| self.count(p, "pool_max_idle", 0, 100_000))
+                .unwrap_or(d.pool_max_idle),
+            pool_idle_timeout: self.duration(&up.pool_idle_timeout, d.pool_idle_timeout),
+            retries: up
+                .retries
+                .as_ref()
+                .map_or(Some(d.retries), |r| self.count(r, "retries", 0, 8))
+                .unwrap_or(d.retries),
+        };
         let maglev = build_maglev(policy, &targets);
         Some(Upstream {
             name: name.to_string(),
@@ -401,6 +490,7 @@ impl Checker<'_> {
             send_proxy_protocol,
             passive_health,
             health_check,
+            http,
         })
     }
 
@@ -455,6 +545,13 @@ impl Checker<'_> {
     }
 }
 
+/// `"200-399"` or `"204"`.
+fn parse_status_range(s: &str) -> Option<(u16, u16)> {
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let (lo, hi) = (lo.trim().parse::<u16>().ok()?, hi.trim().parse::<u16>().ok()?);
+    ((100..=599).contains(&lo) && (lo..=599).contains(&hi)).then_some((lo, hi))
+}
+
 /// Parses a listen address: `ADDR:PORT`, `[V6]:PORT`, `*:PORT`, `:PORT` or `PORT` (all addresses).
 pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
     let bad = || format!("`{s}` is not a listen address (expected ADDR:PORT such as 0.0.0.0:7777, or a port)");
@@ -490,6 +587,8 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
         Err(e) => Err(format!("cannot resolve `{host}`: {e}")),
     }
 }
+
+mod http;
 
 #[cfg(test)]
 mod tests;

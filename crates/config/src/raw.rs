@@ -36,13 +36,121 @@ pub struct RawGlobal {
 pub struct RawListener {
     pub bind: Spanned<String>,
     pub protocol: Option<Spanned<String>>,
-    pub upstream: Spanned<String>,
+    /// Required for TCP; for HTTP, a catch-all route to it follows the listed routes.
+    pub upstream: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub idle_timeout: Option<Spanned<String>>,
     pub buffer_size: Option<Spanned<String>>,
     #[serde(default)]
     pub proxy_protocol_from: Vec<Spanned<String>>,
     pub proxy_header_timeout: Option<Spanned<String>>,
+    // HTTP listeners only.
+    pub forwarded_headers: Option<Spanned<String>>,
+    pub client_header_timeout: Option<Spanned<String>>,
+    pub keepalive_timeout: Option<Spanned<String>>,
+    pub access_log: Option<RawAccessLog>,
+    #[serde(default)]
+    pub routes: Vec<Spanned<RawRoute>>,
+}
+
+/// `access_log = { path = "...", format = "json" }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccessLog {
+    pub path: Spanned<String>,
+    pub format: Option<Spanned<String>>,
+}
+
+/// `[[listeners.NAME.routes]]`: a matcher, one action, and filters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub name: Option<String>,
+    #[serde(rename = "match", default)]
+    pub matcher: RawMatch,
+    // Actions: exactly one.
+    pub upstream: Option<Spanned<String>>,
+    pub respond: Option<RawRespond>,
+    pub redirect: Option<RawRedirect>,
+    // Filters.
+    pub strip_prefix: Option<Spanned<String>>,
+    pub replace_prefix: Option<RawReplacePrefix>,
+    pub rewrite: Option<RawRewrite>,
+    #[serde(default)]
+    pub request_headers: RawHeaderOps,
+    #[serde(default)]
+    pub response_headers: RawHeaderOps,
+    pub max_body_size: Option<Spanned<String>>,
+}
+
+/// `match = { ... }`: every condition given must hold.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMatch {
+    pub host: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
+    pub path_prefix: Option<Spanned<String>>,
+    pub path_glob: Option<Spanned<String>>,
+    pub path_regex: Option<Spanned<String>>,
+    #[serde(default)]
+    pub methods: Vec<Spanned<String>>,
+    /// Header name to exact value.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default)]
+    pub headers_present: Vec<String>,
+    /// Header name to regex.
+    #[serde(default)]
+    pub headers_regex: BTreeMap<String, Spanned<String>>,
+    /// Query parameter to exact value.
+    #[serde(default)]
+    pub query: BTreeMap<String, String>,
+    #[serde(default)]
+    pub query_present: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRespond {
+    pub status: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub body: String,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedirect {
+    pub to: String,
+    pub status: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub keep_path: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawReplacePrefix {
+    pub from: Spanned<String>,
+    pub to: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRewrite {
+    pub regex: Spanned<String>,
+    pub replacement: String,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHeaderOps {
+    #[serde(default)]
+    pub set: BTreeMap<String, String>,
+    #[serde(default)]
+    pub add: BTreeMap<String, String>,
+    #[serde(default)]
+    pub remove: Vec<String>,
 }
 
 /// `[upstreams.NAME]`.
@@ -57,6 +165,13 @@ pub struct RawUpstream {
     pub passive_backoff: Option<Spanned<String>>,
     pub passive_backoff_max: Option<Spanned<String>>,
     pub health_check: Option<RawHealthCheck>,
+    // HTTP only.
+    pub response_header_timeout: Option<Spanned<String>>,
+    pub read_timeout: Option<Spanned<String>>,
+    pub write_timeout: Option<Spanned<String>>,
+    pub pool_max_idle: Option<Spanned<i64>>,
+    pub pool_idle_timeout: Option<Spanned<String>>,
+    pub retries: Option<Spanned<i64>>,
 }
 
 /// A target: `"host:port"` or `{ address = "host:port", weight = 3 }`.
@@ -82,4 +197,9 @@ pub struct RawHealthCheck {
     pub timeout: Option<Spanned<String>>,
     pub rise: Option<Spanned<i64>>,
     pub fall: Option<Spanned<i64>>,
+    /// Check with `GET http_path` instead of a bare connect.
+    pub http_path: Option<Spanned<String>>,
+    pub http_host: Option<String>,
+    /// Accepted statuses, `"200-399"` or `"204"`.
+    pub expect_status: Option<Spanned<String>>,
 }

@@ -1,61 +1,94 @@
-//! Active TCP health checks, run by the control plane: a target is probed with a TCP connect
-//! every interval; `fall` consecutive failures take it down, `rise` consecutive successes bring
-//! it back. Workers see the verdict through the shared [`TargetHealth`](crate::health::TargetHealth).
+//! Active health checks, run by the control plane: every interval, a TCP connect (or, for
+//! `http` checks, a `GET` whose status must fall in the expected range); `fall` consecutive
+//! failures take a target down, `rise` consecutive successes bring it back. Workers see the
+//! verdict through the shared [`TargetHealth`](crate::health::TargetHealth).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use rampart_proto::h1::{parse_response, Limits};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-use crate::snapshot::{HealthCheck, Snapshot};
+use crate::health::TargetHealth;
+use crate::snapshot::{HealthCheck, HttpCheck, Snapshot};
 
 /// Starts one checking task per target of every upstream that has a health check. Dropping (or
 /// aborting) the returned set stops them all, as a reload does before starting the new set.
 pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
     let mut set = JoinSet::new();
     for upstream in &snapshot.upstreams {
-        let Some(check) = upstream.health_check else { continue };
+        let Some(check) = &upstream.health_check else { continue };
         for target in &upstream.targets {
             let health = target.health.clone();
             let label = Arc::new(format!("upstream {} target {}", upstream.name, target.name));
-            let addr = target.addr;
+            let (addr, check) = (target.addr, check.clone());
             set.spawn(async move { check_target(label, addr, health, check).await });
         }
     }
     set
 }
 
-async fn check_target(
-    label: Arc<String>,
-    addr: std::net::SocketAddr,
-    health: Arc<crate::health::TargetHealth>,
-    check: HealthCheck,
-) {
+async fn check_target(label: Arc<String>, addr: SocketAddr, health: Arc<TargetHealth>, check: HealthCheck) {
     let (mut successes, mut failures) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let result = tokio::time::timeout(check.timeout, TcpStream::connect(addr)).await;
+        let result = match tokio::time::timeout(check.timeout, probe(addr, check.http.as_ref())).await {
+            Ok(r) => r,
+            Err(_) => Err(format!("no answer within {:?}", check.timeout)),
+        };
         match result {
-            Ok(Ok(_)) => {
+            Ok(()) => {
                 successes += 1;
                 failures = 0;
                 if successes >= check.rise && health.set_active_up(true) {
                     log::warn!("health check: {label} is up after {successes} successful check(s)");
                 }
             }
-            failure => {
+            Err(why) => {
                 failures += 1;
                 successes = 0;
                 if failures >= check.fall && health.set_active_up(false) {
-                    let why = match failure {
-                        Ok(Err(e)) => e.to_string(),
-                        _ => format!("no answer within {:?}", check.timeout),
-                    };
                     log::warn!("health check: {label} is down after {failures} failed check(s): {why}");
                 }
             }
+        }
+    }
+}
+
+/// One check: a connect, and for HTTP checks a request and a status in range.
+async fn probe(addr: SocketAddr, http: Option<&HttpCheck>) -> Result<(), String> {
+    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let Some(http) = http else { return Ok(()) };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rampart-health-check\r\nConnection: close\r\n\r\n",
+        http.path, http.host
+    );
+    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut fields = Vec::new();
+    loop {
+        let mut chunk = [0u8; 1024];
+        let n = stream.read(&mut chunk).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("connection closed before a response".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match parse_response(&buf, &Limits::default(), false, &mut fields) {
+            Ok(Some(head)) => {
+                let (lo, hi) = http.expect_status;
+                return if (lo..=hi).contains(&head.status) {
+                    Ok(())
+                } else {
+                    Err(format!("status {} outside {lo}-{hi}", head.status))
+                };
+            }
+            Ok(None) if buf.len() < 64 * 1024 => continue,
+            Ok(None) => return Err("response head too large".into()),
+            Err(e) => return Err(format!("bad response: {e}")),
         }
     }
 }

@@ -3,18 +3,18 @@
 //! the target, the relay, counters and the session record.
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use rampart_proto::proxy_protocol::{self, ProxyAddresses, ProxyVersion};
-use tokio::net::{TcpSocket, TcpStream};
+use tokio::net::TcpStream;
 
 use crate::balance::Tried;
+use crate::connect::{connect_upstream, ConnectFailure};
 use crate::relay::{relay, write_all, RelayOutcome};
 use crate::session_log::{write_json_str, write_timestamp};
 use crate::snapshot::{Listener, Snapshot};
-use crate::worker::{bump, drop_by, WorkerContext};
+use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
 
 /// Why a connection ended before or instead of a relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,26 +35,6 @@ impl Refusal {
             Refusal::NoHealthyTarget => "no_healthy_target",
             Refusal::ConnectFailed => "connect_failed",
         }
-    }
-}
-
-/// Holds one place in a listener's connection limit.
-struct OpenSlot<'a>(&'a AtomicUsize);
-
-impl<'a> OpenSlot<'a> {
-    fn take(open: &'a AtomicUsize, max: usize) -> Option<Self> {
-        let before = open.fetch_add(1, Ordering::Relaxed);
-        if before >= max {
-            open.fetch_sub(1, Ordering::Relaxed);
-            return None;
-        }
-        Some(OpenSlot(open))
-    }
-}
-
-impl Drop for OpenSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -122,58 +102,25 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
         }
     }
 
-    let up_index = listener.upstream;
+    let Some(up_index) = listener.tcp_upstream() else {
+        return Err(Refusal::NoHealthyTarget);
+    };
     let upstream_spec = &snapshot.upstreams[up_index];
-    let attempts = upstream_spec.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut tried = Tried::default();
-    let (target, mut upstream) = loop {
-        let Some(t) = ctx.pick(snapshot, up_index, session.client.ip(), &tried) else {
-            let refusal = if tried.is_empty() {
-                Refusal::NoHealthyTarget
-            } else {
-                Refusal::ConnectFailed
-            };
-            bump(&ctx.counters.no_healthy_target, 1);
-            log::warn!(
-                "listener {}: no healthy target left in upstream {} after {} attempt(s); closing connection from {}",
-                listener.name,
-                upstream_spec.name,
-                tried.len(),
-                session.client
-            );
-            return Err(refusal);
-        };
-        tried.push(t);
-        let target = &upstream_spec.targets[t];
-        match tokio::time::timeout(upstream_spec.connect_timeout, connect(target.addr)).await {
-            Ok(Ok(stream)) => {
-                target.health.record_connect_success();
-                break (t, stream);
-            }
-            failure => {
-                bump(&ctx.counters.connect_failures, 1);
-                let backoff = target.health.record_connect_failure(&upstream_spec.passive_health);
-                let why = match failure {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "connect timeout".to_string(),
-                };
-                log::warn!(
-                    "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
-                    upstream_spec.name,
-                    target.name
-                );
-                if tried.len() >= attempts {
-                    log::warn!(
-                        "listener {}: {} connect attempt(s) failed in upstream {}; closing connection from {}",
-                        listener.name,
-                        tried.len(),
-                        upstream_spec.name,
-                        session.client
-                    );
-                    return Err(Refusal::ConnectFailed);
-                }
-            }
-        }
+    let (target, mut upstream) = match connect_upstream(
+        ctx,
+        snapshot,
+        up_index,
+        session.client.ip(),
+        None,
+        &mut tried,
+        &listener.name,
+    )
+    .await
+    {
+        Ok(found) => found,
+        Err(ConnectFailure::NoHealthyTarget) => return Err(Refusal::NoHealthyTarget),
+        Err(ConnectFailure::Failed { .. }) => return Err(Refusal::ConnectFailed),
     };
     session.target = Some(target);
     session.connected = Some(Instant::now());
@@ -208,16 +155,6 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
     Ok(outcome)
 }
 
-async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_nodelay(true)?;
-    socket.connect(addr).await
-}
-
 /// Reads a PROXY header; leaves any bytes after it in `buf`. `Ok(None)` for a header without
 /// addresses (v1 UNKNOWN, v2 LOCAL).
 async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Option<ProxyAddresses>, ()> {
@@ -250,13 +187,11 @@ async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Opti
 
 /// Appends the session record for a finished connection.
 fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Refusal>) {
-    if s.snapshot.session_log.is_none() || !ctx.records_sessions() {
-        return;
-    }
+    let Some(path) = &s.snapshot.session_log else { return };
     let closed = Instant::now();
     let wall = |t: Instant| s.accepted_wall + t.saturating_duration_since(s.accepted);
-    let upstream = &s.snapshot.upstreams[s.listener.upstream];
-    ctx.push_session_record(|out| {
+    let upstream = &s.snapshot.upstreams[s.listener.tcp_upstream().unwrap_or(0)];
+    ctx.push_log_line(path, |out| {
         use std::io::Write;
         out.extend_from_slice(b"{\"client\":");
         write_json_str(out, &s.client.to_string());

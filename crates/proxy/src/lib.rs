@@ -9,13 +9,17 @@
 //! - [`checker`]: active TCP health checks, run by the control plane.
 //! - [`balance`]: balancing policies and their per-worker state.
 //! - [`worker`]: what one worker owns: buffer and pipe pools, balancer state, counters, session log.
+//! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
+//! - [`http`]: the HTTP/1.1 reverse proxy: sessions, routes, upstream pools, access log.
 //! - [`l4`]: one TCP connection's life: PROXY header, target choice, connect, relay, record.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`session_log`]: JSON-lines session records, buffered per worker, written by one thread.
 
 pub mod balance;
 pub mod checker;
+pub mod connect;
 pub mod health;
+pub mod http;
 pub mod l4;
 pub mod net;
 pub mod relay;

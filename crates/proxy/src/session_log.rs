@@ -1,15 +1,18 @@
-//! Session records: one JSON line per client connection, buffered by each worker and written to
-//! the file by one writer thread, off the hot path.
+//! Log files written off the hot path: session records (one JSON line per L4 connection) and
+//! HTTP access logs. Workers buffer lines per file and hand batches to one writer thread, which
+//! opens each file on first use and reopens all of them on request (reload, log rotation).
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 enum Command {
-    Records(Vec<u8>),
+    Records(Arc<Path>, Vec<u8>),
     Reopen(Option<PathBuf>, mpsc::Sender<io::Result<()>>),
     Flush(mpsc::Sender<()>),
 }
@@ -19,9 +22,9 @@ enum Command {
 pub struct SessionLogSink(mpsc::Sender<Command>);
 
 impl SessionLogSink {
-    pub(crate) fn send(&self, records: Vec<u8>) {
+    pub(crate) fn send(&self, path: Arc<Path>, records: Vec<u8>) {
         // The writer only goes away at process exit; records sent after that are dropped.
-        let _ = self.0.send(Command::Records(records));
+        let _ = self.0.send(Command::Records(path, records));
     }
 }
 
@@ -32,13 +35,18 @@ pub struct SessionLogWriter {
 }
 
 impl SessionLogWriter {
-    /// Starts the writer, appending to `path` (or discarding records when `None`).
+    /// Starts the writer. `path`, the session log, is opened now so that a bad path fails the
+    /// start; other files (access logs) are opened when first written.
     pub fn start(path: Option<PathBuf>) -> io::Result<SessionLogWriter> {
-        let file = path.as_ref().map(open).transpose()?;
+        let mut files = HashMap::new();
+        if let Some(p) = path {
+            let f = open(&p)?;
+            files.insert(p, f);
+        }
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
-            .name("rampart-session-log".into())
-            .spawn(move || write_loop(file, rx))?;
+            .name("rampart-logs".into())
+            .spawn(move || write_loop(files, rx))?;
         Ok(SessionLogWriter {
             tx,
             thread: Some(thread),
@@ -49,8 +57,9 @@ impl SessionLogWriter {
         SessionLogSink(self.tx.clone())
     }
 
-    /// Switches to another file (or to none), e.g. after a reload or for log rotation. On error
-    /// the current file stays in use.
+    /// Closes every open file, so that each is opened again by path on its next line (log
+    /// rotation, and files a reload no longer uses), and checks that `path` (the session log of
+    /// the new config) can be opened.
     pub fn reopen(&self, path: Option<PathBuf>) -> io::Result<()> {
         let (done_tx, done_rx) = mpsc::channel();
         self.tx
@@ -77,22 +86,43 @@ impl Drop for SessionLogWriter {
     }
 }
 
-fn open(path: &PathBuf) -> io::Result<File> {
+fn open(path: &Path) -> io::Result<File> {
     OpenOptions::new().create(true).append(true).open(path)
 }
 
-fn write_loop(mut file: Option<File>, rx: mpsc::Receiver<Command>) {
+fn write_loop(mut files: HashMap<PathBuf, File>, rx: mpsc::Receiver<Command>) {
+    let mut failed: HashMap<PathBuf, ()> = HashMap::new();
     while let Ok(command) = rx.recv() {
         match command {
-            Command::Records(bytes) => {
-                if let Some(f) = file.as_mut() {
+            Command::Records(path, bytes) => {
+                if !files.contains_key(&*path) {
+                    match open(&path) {
+                        Ok(f) => {
+                            files.insert(path.to_path_buf(), f);
+                        }
+                        Err(e) => {
+                            if failed.insert(path.to_path_buf(), ()).is_none() {
+                                log::error!("log file {}: cannot open: {e}", path.display());
+                            }
+                            continue;
+                        }
+                    }
+                }
+                if let Some(f) = files.get_mut(&*path) {
                     if let Err(e) = f.write_all(&bytes) {
-                        log::error!("session log: write failed: {e}");
+                        log::error!("log file {}: write failed: {e}", path.display());
                     }
                 }
             }
             Command::Reopen(path, done) => {
-                let result = path.as_ref().map(open).transpose().map(|f| file = f);
+                files.clear();
+                failed.clear();
+                let result = match path {
+                    Some(p) => open(&p).map(|f| {
+                        files.insert(p, f);
+                    }),
+                    None => Ok(()),
+                };
                 let _ = done.send(result);
             }
             Command::Flush(done) => {

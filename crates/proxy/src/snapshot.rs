@@ -23,7 +23,7 @@ pub struct Snapshot {
     pub listeners: Vec<Listener>,
     pub upstreams: Vec<Upstream>,
     /// Where session records go, if anywhere.
-    pub session_log: Option<std::path::PathBuf>,
+    pub session_log: Option<Arc<std::path::Path>>,
     /// How long open connections may run on after SIGTERM/SIGINT.
     pub drain_timeout: Duration,
 }
@@ -33,8 +33,8 @@ pub struct Snapshot {
 pub struct Listener {
     pub name: String,
     pub bind: SocketAddr,
-    /// Index into [`Snapshot::upstreams`].
-    pub upstream: usize,
+    /// What the listener speaks, and where its connections go.
+    pub protocol: ListenerProtocol,
     /// Open connections allowed at once across all workers; past it, new ones are closed at once.
     pub max_connections: usize,
     /// Open connections now, shared by the workers. Kept across reloads for the same bind address.
@@ -50,9 +50,92 @@ pub struct Listener {
 }
 
 impl Listener {
+    /// The upstream of a TCP listener.
+    pub fn tcp_upstream(&self) -> Option<usize> {
+        match self.protocol {
+            ListenerProtocol::Tcp { upstream } => Some(upstream),
+            ListenerProtocol::Http(_) => None,
+        }
+    }
+
     /// Whether a client at `ip` must send a PROXY header first.
     pub fn expects_proxy_header(&self, ip: std::net::IpAddr) -> bool {
         self.proxy_protocol_from.iter().any(|net| net.contains(ip))
+    }
+}
+
+/// A listener's protocol.
+#[derive(Debug)]
+pub enum ListenerProtocol {
+    /// Relay bytes to the upstream with this index in [`Snapshot::upstreams`].
+    Tcp { upstream: usize },
+    /// Parse HTTP/1.x and route each request.
+    Http(Box<HttpListener>),
+}
+
+/// How `X-Forwarded-For`, `-Proto` and `-Host` are written on proxied requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ForwardedHeaders {
+    /// Keep what the client sent and append ours (`X-Forwarded-For: client-sent, 192.0.2.7`).
+    Append,
+    /// Drop what the client sent; write ours.
+    Replace,
+    /// Pass the client's through untouched; add nothing.
+    Off,
+}
+
+/// Settings of an HTTP listener.
+#[derive(Debug)]
+pub struct HttpListener {
+    pub routes: Vec<crate::http::route::Route>,
+    pub forwarded: ForwardedHeaders,
+    pub limits: rampart_proto::h1::Limits,
+    /// Time a client has to send a whole request head once its first byte arrived.
+    pub client_header_timeout: Duration,
+    /// Time an idle keep-alive client connection is kept between requests.
+    pub keepalive_timeout: Duration,
+    /// Where and how this listener logs requests, if it does.
+    pub access_log: Option<(Arc<std::path::Path>, AccessLogFormat)>,
+}
+
+/// Access log line formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    Json,
+    /// The combined log format, extended with route, target and times (see docs/operations.md).
+    Combined,
+}
+
+/// HTTP settings of an upstream (ignored by TCP listeners).
+#[derive(Debug, Clone, Copy)]
+pub struct HttpUpstream {
+    /// Time from the end of the request to the end of the response head.
+    pub response_header_timeout: Duration,
+    /// Longest wait for the next bytes of a response body.
+    pub read_timeout: Duration,
+    /// Longest wait for the upstream to take more request bytes.
+    pub write_timeout: Duration,
+    /// Idle keep-alive connections kept per target by each worker.
+    pub pool_max_idle: usize,
+    /// An idle pooled connection older than this is closed instead of reused.
+    pub pool_idle_timeout: Duration,
+    /// Extra attempts on another target (or a fresh connection) for failures before any
+    /// response byte: connect failures always, resets only for idempotent requests whose
+    /// body was not streamed.
+    pub retries: usize,
+}
+
+impl Default for HttpUpstream {
+    /// The defaults documented in docs/config.md.
+    fn default() -> Self {
+        HttpUpstream {
+            response_header_timeout: Duration::from_secs(60),
+            read_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(60),
+            pool_max_idle: 64,
+            pool_idle_timeout: Duration::from_secs(30),
+            retries: 1,
+        }
     }
 }
 
@@ -71,6 +154,7 @@ pub struct Upstream {
     pub send_proxy_protocol: Option<ProxyVersion>,
     pub passive_health: PassiveHealth,
     pub health_check: Option<HealthCheck>,
+    pub http: HttpUpstream,
 }
 
 /// One backend address.
@@ -94,7 +178,7 @@ pub struct PassiveHealth {
 }
 
 /// Active TCP health checking of every target of an upstream.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HealthCheck {
     pub interval: Duration,
     pub timeout: Duration,
@@ -102,4 +186,14 @@ pub struct HealthCheck {
     pub rise: u32,
     /// Consecutive failures that take an up target down.
     pub fall: u32,
+    /// Check with an HTTP request instead of a bare TCP connect.
+    pub http: Option<HttpCheck>,
+}
+
+/// An active HTTP health check: `GET path` must answer with a status in `expect_status`.
+#[derive(Debug, Clone)]
+pub struct HttpCheck {
+    pub path: String,
+    pub host: String,
+    pub expect_status: (u16, u16),
 }

@@ -30,6 +30,12 @@ pub struct WorkerCounters {
     pub open: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,
+    /// HTTP requests answered (proxied or local).
+    pub http_requests: AtomicU64,
+    /// New upstream connections opened for HTTP requests.
+    pub upstream_connects: AtomicU64,
+    /// HTTP requests sent on a pooled (reused) upstream connection.
+    pub upstream_reuses: AtomicU64,
 }
 
 /// Adds `n` to a counter that only this thread writes.
@@ -51,10 +57,15 @@ pub struct WorkerContext {
     /// Whether bulk transfers may switch to splice(2).
     pub splice: bool,
     buffers: RefCell<Vec<Box<[u8]>>>,
+    http_buffers: RefCell<Vec<Vec<u8>>>,
+    out_buffers: RefCell<Vec<Vec<u8>>>,
     pipes: RefCell<Vec<Pipe>>,
+    /// Idle keep-alive upstream connections of this worker.
+    pub upstream_pool: RefCell<crate::http::pool::UpstreamPool>,
     balancers: RefCell<Balancers>,
     session_log: Option<SessionLogSink>,
-    session_buffer: RefCell<Vec<u8>>,
+    /// Lines waiting to be handed to the writer, one buffer per file.
+    log_buffers: RefCell<Vec<(Arc<std::path::Path>, Vec<u8>)>>,
 }
 
 struct Balancers {
@@ -69,13 +80,16 @@ impl WorkerContext {
             counters,
             splice: cfg!(target_os = "linux"),
             buffers: RefCell::new(Vec::new()),
+            http_buffers: RefCell::new(Vec::new()),
+            out_buffers: RefCell::new(Vec::new()),
             pipes: RefCell::new(Vec::new()),
+            upstream_pool: RefCell::new(Default::default()),
             balancers: RefCell::new(Balancers {
                 generation: u64::MAX,
                 states: Vec::new(),
             }),
             session_log,
-            session_buffer: RefCell::new(Vec::new()),
+            log_buffers: RefCell::new(Vec::new()),
         }
     }
 
@@ -93,6 +107,40 @@ impl WorkerContext {
         PooledBuffer {
             ctx: self,
             buf: Some(buf),
+        }
+    }
+
+    /// An HTTP read buffer (initialised, [`HTTP_BUFFER_SIZE`](crate::http::iobuf::HTTP_BUFFER_SIZE) bytes).
+    pub(crate) fn take_http_buffer(&self) -> Vec<u8> {
+        self.http_buffers
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| vec![0u8; crate::http::iobuf::HTTP_BUFFER_SIZE])
+    }
+
+    pub(crate) fn give_http_buffer(&self, mut buf: Vec<u8>) {
+        let mut pool = self.http_buffers.borrow_mut();
+        if pool.len() < POOL_MAX {
+            // A buffer grown for a large head goes back at the standard size.
+            buf.truncate(crate::http::iobuf::HTTP_BUFFER_SIZE);
+            buf.shrink_to(crate::http::iobuf::HTTP_BUFFER_SIZE);
+            pool.push(buf);
+        }
+    }
+
+    /// An empty output buffer (for heads being written).
+    pub(crate) fn take_out_buffer(&self) -> Vec<u8> {
+        self.out_buffers
+            .borrow_mut()
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(4096))
+    }
+
+    pub(crate) fn give_out_buffer(&self, mut buf: Vec<u8>) {
+        let mut pool = self.out_buffers.borrow_mut();
+        if pool.len() < POOL_MAX && buf.capacity() <= 64 * 1024 {
+            buf.clear();
+            pool.push(buf);
         }
     }
 
@@ -144,27 +192,31 @@ impl WorkerContext {
         f(&mut b.states[upstream])
     }
 
-    /// Whether session records are being written.
-    pub fn records_sessions(&self) -> bool {
-        self.session_log.is_some()
-    }
-
-    /// Appends one session record line; hands a full batch to the writer thread.
-    pub fn push_session_record(&self, write: impl FnOnce(&mut Vec<u8>)) {
+    /// Appends one line for the log file `path`; hands a full batch to the writer thread.
+    pub fn push_log_line(&self, path: &Arc<std::path::Path>, write: impl FnOnce(&mut Vec<u8>)) {
         let Some(sink) = &self.session_log else { return };
-        let mut buf = self.session_buffer.borrow_mut();
-        write(&mut buf);
+        let mut buffers = self.log_buffers.borrow_mut();
+        let index = match buffers.iter().position(|(p, _)| Arc::ptr_eq(p, path) || p == path) {
+            Some(i) => i,
+            None => {
+                buffers.push((path.clone(), Vec::new()));
+                buffers.len() - 1
+            }
+        };
+        let buf = &mut buffers[index].1;
+        write(buf);
         if buf.len() >= SESSION_LOG_BATCH {
-            sink.send(std::mem::take(&mut *buf));
+            sink.send(path.clone(), std::mem::take(buf));
         }
     }
 
-    /// Hands buffered session records to the writer thread (called periodically and at exit).
+    /// Hands buffered log lines to the writer thread (called periodically and at exit).
     pub fn flush_session_records(&self) {
         if let Some(sink) = &self.session_log {
-            let mut buf = self.session_buffer.borrow_mut();
-            if !buf.is_empty() {
-                sink.send(std::mem::take(&mut *buf));
+            for (path, buf) in self.log_buffers.borrow_mut().iter_mut() {
+                if !buf.is_empty() {
+                    sink.send(path.clone(), std::mem::take(buf));
+                }
             }
         }
     }
@@ -197,5 +249,26 @@ impl Drop for PooledBuffer<'_> {
                 pool.push(buf);
             }
         }
+    }
+}
+
+/// Holds one place in a listener's connection limit (shared by all workers).
+pub struct OpenSlot<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> OpenSlot<'a> {
+    /// Takes a place, or `None` when `max` are taken.
+    pub fn take(open: &'a std::sync::atomic::AtomicUsize, max: usize) -> Option<Self> {
+        let before = open.fetch_add(1, Relaxed);
+        if before >= max {
+            open.fetch_sub(1, Relaxed);
+            return None;
+        }
+        Some(OpenSlot(open))
+    }
+}
+
+impl Drop for OpenSlot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }

@@ -54,6 +54,20 @@ pub enum Command {
         #[command(flatten)]
         engine: EngineArgs,
     },
+    /// An HTTP/1.1 reverse proxy from the command line alone.
+    Http {
+        /// Address to listen on, ADDR:PORT.
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen: String,
+        /// A target, HOST:PORT; repeat for more.
+        #[arg(long = "to", value_name = "HOST:PORT", required = true)]
+        to: Vec<String>,
+        /// Balancing policy.
+        #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
+        balance: String,
+        #[command(flatten)]
+        engine: EngineArgs,
+    },
     /// Run from a TOML config file (SIGHUP reloads it).
     Run {
         /// The config file.

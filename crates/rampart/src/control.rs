@@ -34,7 +34,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         .or(loaded.workers)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let pin = args.pin || loaded.pin;
-    let session_log = SessionLogWriter::start(loaded.snapshot.session_log.clone())
+    let session_log = SessionLogWriter::start(loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf))
         .with_context(|| format!("cannot open session log {:?}", loaded.snapshot.session_log))?;
     let line = summary(&loaded.snapshot);
     let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
@@ -80,7 +80,7 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
             return;
         }
     };
-    let path = loaded.snapshot.session_log.clone();
+    let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     if let Err(e) = engine.apply(loaded.snapshot) {
         log::error!("reload failed; the running config stays in force: {e}");

@@ -27,7 +27,15 @@ fn main() -> ExitCode {
             to,
             balance,
             engine,
-        }) => tcp_source(&listen, &to, &balance, &engine)
+        }) => fixed_source(false, &listen, &to, &balance, &engine)
+            .map_err(anyhow::Error::msg)
+            .and_then(|source| control::serve(source, &engine)),
+        Some(Command::Http {
+            listen,
+            to,
+            balance,
+            engine,
+        }) => fixed_source(true, &listen, &to, &balance, &engine)
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &engine)),
         None => {
@@ -55,7 +63,7 @@ fn policy(name: &str) -> BalancePolicy {
     BalancePolicy::from_name(name).unwrap_or(BalancePolicy::RoundRobin)
 }
 
-fn tcp_source(listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -> Result<Source, String> {
+fn fixed_source(http: bool, listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -> Result<Source, String> {
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
     let targets = to
         .iter()
@@ -66,6 +74,7 @@ fn tcp_source(listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Source::Fixed(SimpleL4 {
+        http,
         bind,
         targets,
         policy: policy(balance),

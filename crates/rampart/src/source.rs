@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use rampart_config::compile::parse_bind;
 use rampart_config::{compile_toml, hosts, simple_l4, LiveState, SimpleL4};
 use rampart_proxy::balance::BalancePolicy;
+use rampart_proxy::snapshot::ListenerProtocol;
 use rampart_proxy::Snapshot;
 
 /// A config source; SIGHUP loads it again.
@@ -56,6 +57,7 @@ impl Source {
                 let targets = hosts::parse_hosts(&name, &text).map_err(|e| e.to_string())?;
                 let bind = parse_bind(bind)?;
                 let spec = SimpleL4 {
+                    http: false,
                     bind,
                     targets,
                     policy: *policy,
@@ -87,9 +89,18 @@ pub fn summary(snapshot: &Snapshot) -> String {
     let listeners: Vec<String> = snapshot
         .listeners
         .iter()
-        .map(|l| {
-            let u = &snapshot.upstreams[l.upstream];
-            format!("{} on {} -> {} ({} targets)", l.name, l.bind, u.name, u.targets.len())
+        .map(|l| match &l.protocol {
+            ListenerProtocol::Tcp { upstream } => {
+                let u = &snapshot.upstreams[*upstream];
+                format!(
+                    "{} on {} (tcp) -> {} ({} targets)",
+                    l.name,
+                    l.bind,
+                    u.name,
+                    u.targets.len()
+                )
+            }
+            ListenerProtocol::Http(h) => format!("{} on {} (http, {} routes)", l.name, l.bind, h.routes.len()),
         })
         .collect();
     format!(

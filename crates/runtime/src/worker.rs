@@ -9,13 +9,14 @@ use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use rampart_proxy::session_log::SessionLogSink;
+use rampart_proxy::snapshot::ListenerProtocol;
 use rampart_proxy::worker::{WorkerContext, WorkerCounters};
-use rampart_proxy::{l4, Snapshot};
+use rampart_proxy::{http, l4, Snapshot};
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-/// How often a worker hands its buffered session records to the writer.
+/// How often a worker hands its buffered log lines to the writer and sweeps its upstream pool.
 const SESSION_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Messages from the control plane.
@@ -84,11 +85,14 @@ async fn serve(mut setup: WorkerSetup) {
         listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket);
     }
     let flusher = {
-        let ctx = ctx.clone();
+        let (ctx, current) = (ctx.clone(), setup.current.clone());
         tokio::task::spawn_local(async move {
             loop {
                 tokio::time::sleep(SESSION_FLUSH_INTERVAL).await;
                 ctx.flush_session_records();
+                // Close pooled upstream connections that went stale or idle too long.
+                let longest = current.load().upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
+                ctx.upstream_pool.borrow_mut().sweep(longest.unwrap_or_default());
             }
         })
     };
@@ -173,9 +177,14 @@ async fn accept_loop(
         live.count.set(live.count.get() + 1);
         let guard = TaskGuard(live.clone());
         let ctx = ctx.clone();
+        let is_http = matches!(snapshot.listeners[index].protocol, ListenerProtocol::Http(_));
         tokio::task::spawn_local(async move {
             let _guard = guard;
-            l4::serve(&ctx, snapshot, index, stream, peer).await;
+            if is_http {
+                http::session::serve(&ctx, snapshot, index, stream, peer).await;
+            } else {
+                l4::serve(&ctx, snapshot, index, stream, peer).await;
+            }
         });
     }
 }

@@ -23,7 +23,10 @@ fn minimal_config_compiles_with_defaults() {
     let s = &c.snapshot;
     assert_eq!(s.listeners.len(), 1);
     let l = &s.listeners[0];
-    assert_eq!((l.name.as_str(), l.bind.port(), l.upstream), ("web", 7777, 0));
+    assert_eq!(
+        (l.name.as_str(), l.bind.port(), l.tcp_upstream()),
+        ("web", 7777, Some(0))
+    );
     assert_eq!(l.max_connections, defaults::MAX_CONNECTIONS);
     assert_eq!(l.idle_timeout, defaults::IDLE_TIMEOUT);
     let u = &s.upstreams[0];
@@ -60,11 +63,11 @@ fn full_example_values_arrive() {
     assert_eq!(edge.buffer_size, 32 * 1024);
     assert!(edge.expects_proxy_header("10.3.4.5".parse().unwrap()));
     assert!(!edge.expects_proxy_header("192.0.2.1".parse().unwrap()));
-    let tls = &s.upstreams[edge.upstream];
+    let tls = &s.upstreams[edge.tcp_upstream().unwrap()];
     assert_eq!(tls.policy, BalancePolicy::WeightedRoundRobin);
     assert_eq!(tls.send_proxy_protocol, Some(ProxyVersion::V2));
     assert_eq!(tls.passive_health.base_backoff, Duration::from_millis(500));
-    let hc = tls.health_check.unwrap();
+    let hc = tls.health_check.clone().unwrap();
     assert_eq!(
         (hc.interval, hc.timeout, hc.rise, hc.fall),
         (Duration::from_secs(2), Duration::from_secs(1), 2, 3)
@@ -113,7 +116,7 @@ fn bad_configs_name_file_line_and_column() {
          "test.toml:6:19: duration must be greater than zero"),
         ("[listeners.web\nbind = 1\n", "test.toml:1:15: "),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
-         "test.toml:1:1: missing field `upstream`"),
+         "test.toml:1:12: listener `web` needs `upstream`"),
     ];
     for (src, want) in cases {
         let got = errors(src);

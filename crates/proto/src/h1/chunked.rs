@@ -59,6 +59,7 @@ pub struct ChunkedDecoder {
     state: State,
     line_len: usize,
     trailer_len: usize,
+    declared: u64,
 }
 
 impl Default for ChunkedDecoder {
@@ -73,7 +74,14 @@ impl ChunkedDecoder {
             state: State::Size { digits: 0, value: 0 },
             line_len: 0,
             trailer_len: 0,
+            declared: 0,
         }
+    }
+
+    /// The sum of the chunk sizes seen so far (the body's data bytes, framing excluded), counted
+    /// as soon as a size line ends, before its data arrives.
+    pub fn declared_size(&self) -> u64 {
+        self.declared
     }
 
     /// Whether the whole body has been seen.
@@ -175,6 +183,7 @@ impl ChunkedDecoder {
                     return Err(H1Error::BadChunkSize);
                 }
                 self.line_len = 0;
+                self.declared = self.declared.saturating_add(value);
                 if value == 0 {
                     State::TrailerStart
                 } else {

@@ -31,6 +31,7 @@ fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
             max_backoff: Duration::from_secs(1),
         },
         health_check: None,
+        http: Default::default(),
     }
 }
 

@@ -1,0 +1,303 @@
+//! Compiling HTTP listeners: routes (matchers, one action, filters) and listener settings.
+
+use std::sync::Arc;
+
+use rampart_proto::h1::Limits;
+use rampart_proxy::http::route::{
+    HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, Route, RouteAction, RouteFilters, RouteMatcher,
+};
+use rampart_proxy::snapshot::{AccessLogFormat, ForwardedHeaders, HttpListener};
+use regex::bytes::Regex;
+use toml::Spanned;
+
+use super::{defaults, Checker};
+use crate::raw::{RawHeaderOps, RawListener, RawMatch, RawRoute};
+
+impl Checker<'_> {
+    /// Compiles the HTTP side of listener `name`. `upstream_index` finds an upstream by name.
+    pub(super) fn http_listener(
+        &mut self,
+        name: &str,
+        l: &RawListener,
+        upstream_index: &dyn Fn(&str) -> Option<usize>,
+        upstream_names: &str,
+    ) -> Option<HttpListener> {
+        let forwarded = match l.forwarded_headers.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
+            None | Some(("append", _)) => ForwardedHeaders::Append,
+            Some(("replace", _)) => ForwardedHeaders::Replace,
+            Some(("off", _)) => ForwardedHeaders::Off,
+            Some((other, span)) => {
+                self.error(
+                    span,
+                    format!("unknown forwarded_headers `{other}` (expected \"append\", \"replace\" or \"off\")"),
+                );
+                ForwardedHeaders::Append
+            }
+        };
+        let access_log = l.access_log.as_ref().and_then(|a| {
+            let format = match a.format.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
+                None | Some(("json", _)) => AccessLogFormat::Json,
+                Some(("combined", _)) => AccessLogFormat::Combined,
+                Some((other, span)) => {
+                    self.error(
+                        span,
+                        format!("unknown access log format `{other}` (expected \"json\" or \"combined\")"),
+                    );
+                    return None;
+                }
+            };
+            let path: Arc<std::path::Path> = Arc::from(std::path::Path::new(a.path.get_ref()));
+            Some((path, format))
+        });
+        let mut routes = Vec::new();
+        for (i, r) in l.routes.iter().enumerate() {
+            if let Some(route) = self.route(name, i, r, upstream_index, upstream_names) {
+                routes.push(route);
+            }
+        }
+        if let Some(up) = &l.upstream {
+            match upstream_index(up.get_ref()) {
+                Some(upstream) => routes.push(Route {
+                    name: "default".to_string(),
+                    matcher: RouteMatcher::default(),
+                    action: RouteAction::Proxy { upstream },
+                    filters: RouteFilters::default(),
+                }),
+                None => self.error(
+                    up.span(),
+                    format!(
+                        "listener `{name}` refers to unknown upstream `{}` (defined: {upstream_names})",
+                        up.get_ref()
+                    ),
+                ),
+            }
+        }
+        if routes.is_empty() && l.routes.is_empty() && l.upstream.is_none() {
+            self.error(
+                l.bind.span(),
+                format!("HTTP listener `{name}` has no routes and no upstream"),
+            );
+        }
+        Some(HttpListener {
+            routes,
+            forwarded,
+            limits: Limits::default(),
+            client_header_timeout: self.duration(&l.client_header_timeout, defaults::CLIENT_HEADER_TIMEOUT),
+            keepalive_timeout: self.duration(&l.keepalive_timeout, defaults::KEEPALIVE_TIMEOUT),
+            access_log,
+        })
+    }
+
+    fn route(
+        &mut self,
+        listener: &str,
+        index: usize,
+        r: &Spanned<RawRoute>,
+        upstream_index: &dyn Fn(&str) -> Option<usize>,
+        upstream_names: &str,
+    ) -> Option<Route> {
+        let span = r.span();
+        let r = r.get_ref();
+        let name = r.name.clone().unwrap_or_else(|| format!("{listener}#{}", index + 1));
+        let actions = [r.upstream.is_some(), r.respond.is_some(), r.redirect.is_some()]
+            .iter()
+            .filter(|a| **a)
+            .count();
+        if actions != 1 {
+            self.error(
+                span.clone(),
+                format!("route `{name}` needs exactly one of `upstream`, `respond` or `redirect`"),
+            );
+            return None;
+        }
+        let action = if let Some(up) = &r.upstream {
+            match upstream_index(up.get_ref()) {
+                Some(upstream) => RouteAction::Proxy { upstream },
+                None => {
+                    self.error(
+                        up.span(),
+                        format!(
+                            "route `{name}` refers to unknown upstream `{}` (defined: {upstream_names})",
+                            up.get_ref()
+                        ),
+                    );
+                    return None;
+                }
+            }
+        } else if let Some(resp) = &r.respond {
+            let status = self.status(resp.status.as_ref(), 200, 100..=599)?;
+            RouteAction::Respond {
+                status,
+                headers: resp.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                body: resp.body.clone().into_bytes(),
+            }
+        } else {
+            let redirect = r.redirect.as_ref()?;
+            let status = self.status(redirect.status.as_ref(), 302, 300..=399)?;
+            RouteAction::Redirect {
+                status,
+                location: redirect.to.clone(),
+                keep_path: redirect.keep_path,
+            }
+        };
+        let matcher = self.matcher(&r.matcher)?;
+        let prefix_rewrite = match (&r.strip_prefix, &r.replace_prefix) {
+            (Some(_), Some(rp)) => {
+                self.error(
+                    rp.from.span(),
+                    "use either `strip_prefix` or `replace_prefix`, not both",
+                );
+                None
+            }
+            (Some(p), None) => Some((self.path_prefix(p)?, String::new())),
+            (None, Some(rp)) => Some((self.path_prefix(&rp.from)?, rp.to.clone())),
+            (None, None) => None,
+        };
+        let regex_rewrite = match &r.rewrite {
+            Some(rw) => Some((self.regex(&rw.regex)?, rw.replacement.clone())),
+            None => None,
+        };
+        let max_body_size = r
+            .max_body_size
+            .as_ref()
+            .map(|_| self.size(&r.max_body_size, 0, 0, u64::MAX / 2) as u64);
+        Some(Route {
+            name,
+            matcher,
+            action,
+            filters: RouteFilters {
+                prefix_rewrite,
+                regex_rewrite,
+                request_headers: header_ops(&r.request_headers),
+                response_headers: header_ops(&r.response_headers),
+                max_body_size,
+                request_timeout: None,
+            },
+        })
+    }
+
+    fn matcher(&mut self, m: &RawMatch) -> Option<RouteMatcher> {
+        let host = m.host.as_ref().map(|h| {
+            let v = h.get_ref().to_ascii_lowercase();
+            match v.strip_prefix('*') {
+                Some(suffix) if suffix.starts_with('.') => HostMatch::Suffix(suffix.to_string()),
+                _ => HostMatch::Exact(v),
+            }
+        });
+        let paths: Vec<&Spanned<String>> = [&m.path, &m.path_prefix, &m.path_glob, &m.path_regex]
+            .into_iter()
+            .flatten()
+            .collect();
+        if paths.len() > 1 {
+            self.error(
+                paths[1].span(),
+                "use only one of `path`, `path_prefix`, `path_glob`, `path_regex`",
+            );
+            return None;
+        }
+        let path = if let Some(p) = &m.path {
+            Some(PathMatch::Exact(self.path_prefix(p)?))
+        } else if let Some(p) = &m.path_prefix {
+            Some(PathMatch::Prefix(self.path_prefix(p)?))
+        } else if let Some(p) = &m.path_glob {
+            Some(PathMatch::Glob(self.path_prefix(p)?))
+        } else if let Some(p) = &m.path_regex {
+            Some(PathMatch::Regex(self.regex(p)?))
+        } else {
+            None
+        };
+        let mut methods = Vec::new();
+        for method in &m.methods {
+            let v = method.get_ref();
+            if v.is_empty() || !v.bytes().all(|b| b.is_ascii_alphabetic() || b == b'-') {
+                self.error(method.span(), format!("`{v}` is not an HTTP method"));
+                return None;
+            }
+            methods.push(v.to_ascii_uppercase());
+        }
+        let mut headers: Vec<HeaderMatch> = m
+            .headers_present
+            .iter()
+            .map(|n| HeaderMatch::Present(n.to_ascii_lowercase()))
+            .collect();
+        headers.extend(
+            m.headers
+                .iter()
+                .map(|(n, v)| HeaderMatch::Equals(n.to_ascii_lowercase(), v.clone())),
+        );
+        for (n, re) in &m.headers_regex {
+            headers.push(HeaderMatch::Regex(n.to_ascii_lowercase(), self.regex(re)?));
+        }
+        let mut query: Vec<QueryMatch> = m
+            .query_present
+            .iter()
+            .map(|n| QueryMatch {
+                name: n.clone(),
+                value: None,
+            })
+            .collect();
+        query.extend(m.query.iter().map(|(n, v)| QueryMatch {
+            name: n.clone(),
+            value: Some(v.clone()),
+        }));
+        Some(RouteMatcher {
+            host,
+            path,
+            methods,
+            headers,
+            query,
+        })
+    }
+
+    fn path_prefix(&mut self, p: &Spanned<String>) -> Option<String> {
+        if p.get_ref().starts_with('/') {
+            Some(p.get_ref().clone())
+        } else {
+            self.error(p.span(), format!("path `{}` must start with /", p.get_ref()));
+            None
+        }
+    }
+
+    fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
+        match Regex::new(r.get_ref()) {
+            Ok(re) => Some(re),
+            Err(e) => {
+                let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();
+                self.error(r.span(), format!("invalid regex `{}`: {first}", r.get_ref()));
+                None
+            }
+        }
+    }
+
+    fn status(
+        &mut self,
+        s: Option<&Spanned<i64>>,
+        default: u16,
+        allowed: std::ops::RangeInclusive<i64>,
+    ) -> Option<u16> {
+        match s {
+            None => Some(default),
+            Some(v) if allowed.contains(v.get_ref()) => Some(*v.get_ref() as u16),
+            Some(v) => {
+                self.error(
+                    v.span(),
+                    format!(
+                        "status {} is out of range ({} to {})",
+                        v.get_ref(),
+                        allowed.start(),
+                        allowed.end()
+                    ),
+                );
+                None
+            }
+        }
+    }
+}
+
+fn header_ops(raw: &RawHeaderOps) -> HeaderOps {
+    HeaderOps {
+        remove: raw.remove.iter().map(|n| n.to_ascii_lowercase()).collect(),
+        set: raw.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        add: raw.add.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    }
+}

@@ -1,0 +1,92 @@
+//! Choosing a target and connecting to it, shared by the L4 and HTTP paths: a failed connect
+//! marks the target down for its passive backoff and moves on to another target, up to the
+//! upstream's attempt limit.
+
+use std::net::{IpAddr, SocketAddr};
+
+use tokio::net::{TcpSocket, TcpStream};
+
+use crate::balance::Tried;
+use crate::snapshot::Snapshot;
+use crate::worker::{bump, WorkerContext};
+
+/// Why no upstream connection could be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectFailure {
+    /// No target was available to try (all down, or all already tried).
+    NoHealthyTarget,
+    /// Every attempt failed; `timed_out` when the last one ran out of time.
+    Failed { timed_out: bool },
+}
+
+/// Connects to a target of upstream `up_index` for a client at `client`, starting with `first`
+/// when the caller has already chosen one. `tried` holds targets that must not be chosen (and
+/// receives the ones tried here). `listener` names it in logs.
+pub async fn connect_upstream(
+    ctx: &WorkerContext,
+    snapshot: &Snapshot,
+    up_index: usize,
+    client: IpAddr,
+    mut first: Option<usize>,
+    tried: &mut Tried,
+    listener: &str,
+) -> Result<(usize, TcpStream), ConnectFailure> {
+    let upstream = &snapshot.upstreams[up_index];
+    let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
+    let mut made = 0;
+    loop {
+        let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, client, tried)) else {
+            bump(&ctx.counters.no_healthy_target, 1);
+            log::warn!(
+                "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",
+                upstream.name,
+            );
+            return Err(if made == 0 {
+                ConnectFailure::NoHealthyTarget
+            } else {
+                ConnectFailure::Failed { timed_out: false }
+            });
+        };
+        tried.push(t);
+        made += 1;
+        let target = &upstream.targets[t];
+        match tokio::time::timeout(upstream.connect_timeout, connect(target.addr)).await {
+            Ok(Ok(stream)) => {
+                target.health.record_connect_success();
+                return Ok((t, stream));
+            }
+            failure => {
+                bump(&ctx.counters.connect_failures, 1);
+                let backoff = target.health.record_connect_failure(&upstream.passive_health);
+                let timed_out = failure.is_err();
+                let why = match failure {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => "connect timeout".to_string(),
+                };
+                log::warn!(
+                    "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
+                    upstream.name,
+                    target.name
+                );
+                if made >= attempts {
+                    log::warn!(
+                        "listener {listener}: {made} connect attempt(s) failed in upstream {}; closing connection from {client}",
+                        upstream.name,
+                    );
+                    return Err(ConnectFailure::Failed { timed_out });
+                }
+            }
+        }
+    }
+}
+
+/// A TCP connect with TCP_NODELAY set.
+pub async fn connect(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_nodelay(true)?;
+    socket.connect(addr).await
+}

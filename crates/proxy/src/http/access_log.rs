@@ -1,0 +1,129 @@
+//! Access log lines: JSON, or the combined log format extended with Rampart's fields.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime};
+
+use crate::session_log::{write_json_str, write_timestamp};
+use crate::snapshot::AccessLogFormat;
+
+/// The facts of one request, borrowed from the session.
+pub struct AccessRecord<'a> {
+    pub time: SystemTime,
+    pub client: SocketAddr,
+    pub method: &'a [u8],
+    pub target: &'a [u8],
+    pub version: &'a str,
+    pub host: &'a [u8],
+    pub referer: &'a [u8],
+    pub user_agent: &'a [u8],
+    pub status: u16,
+    pub bytes: u64,
+    pub route: &'a str,
+    pub upstream_target: Option<&'a str>,
+    pub upstream_time: Option<Duration>,
+    pub total_time: Duration,
+    pub error: Option<&'a str>,
+}
+
+/// Appends one line in `format`.
+pub fn write_line(out: &mut Vec<u8>, format: AccessLogFormat, r: &AccessRecord<'_>) {
+    match format {
+        AccessLogFormat::Json => write_json(out, r),
+        AccessLogFormat::Combined => write_combined(out, r),
+    }
+}
+
+fn lossy(b: &[u8]) -> std::borrow::Cow<'_, str> {
+    String::from_utf8_lossy(b)
+}
+
+fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
+    out.extend_from_slice(b"{\"time\":\"");
+    write_timestamp(out, r.time);
+    out.extend_from_slice(b"\",\"client\":");
+    write_json_str(out, &r.client.to_string());
+    out.extend_from_slice(b",\"method\":");
+    write_json_str(out, &lossy(r.method));
+    out.extend_from_slice(b",\"path\":");
+    write_json_str(out, &lossy(r.target));
+    out.extend_from_slice(b",\"host\":");
+    write_json_str(out, &lossy(r.host));
+    let _ = write!(out, ",\"status\":{},\"bytes\":{},\"route\":", r.status, r.bytes);
+    write_json_str(out, r.route);
+    out.extend_from_slice(b",\"upstream_target\":");
+    match r.upstream_target {
+        Some(t) => write_json_str(out, t),
+        None => out.extend_from_slice(b"null"),
+    }
+    match r.upstream_time {
+        Some(t) => {
+            let _ = write!(out, ",\"upstream_time_ms\":{:.3}", t.as_secs_f64() * 1000.0);
+        }
+        None => out.extend_from_slice(b",\"upstream_time_ms\":null"),
+    }
+    let _ = write!(
+        out,
+        ",\"total_time_ms\":{:.3},\"error\":",
+        r.total_time.as_secs_f64() * 1000.0
+    );
+    match r.error {
+        Some(e) => write_json_str(out, e),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"user_agent\":");
+    write_json_str(out, &lossy(r.user_agent));
+    out.extend_from_slice(b"}\n");
+}
+
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// `client - - [22/Nov/2026:06:10:00 +0000] "GET / HTTP/1.1" 200 123 "referer" "agent" route target
+/// upstream_ms total_ms error` (`-` for anything missing).
+fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
+    let mut ts = Vec::with_capacity(32);
+    write_timestamp(&mut ts, r.time);
+    // ts = YYYY-MM-DDTHH:MM:SS.ffffffZ
+    let t = String::from_utf8_lossy(&ts);
+    let month = t[5..7].parse::<usize>().unwrap_or(1).clamp(1, 12);
+    let _ = write!(
+        out,
+        "{} - - [{}/{}/{}:{} +0000] \"{} {} {}\" {} {} \"{}\" \"{}\" {} {} ",
+        r.client.ip(),
+        &t[8..10],
+        MONTHS[month - 1],
+        &t[0..4],
+        &t[11..19],
+        lossy(r.method),
+        lossy(r.target).replace('"', "%22"),
+        r.version,
+        r.status,
+        r.bytes,
+        dash(&lossy(r.referer)).replace('"', "%22"),
+        dash(&lossy(r.user_agent)).replace('"', "%22"),
+        dash(r.route),
+        r.upstream_target.unwrap_or("-"),
+    );
+    match r.upstream_time {
+        Some(u) => {
+            let _ = write!(out, "{:.3} ", u.as_secs_f64() * 1000.0);
+        }
+        None => out.extend_from_slice(b"- "),
+    }
+    let _ = writeln!(
+        out,
+        "{:.3} {}",
+        r.total_time.as_secs_f64() * 1000.0,
+        r.error.unwrap_or("-")
+    );
+}
+
+fn dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}

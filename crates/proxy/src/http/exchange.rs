@@ -1,0 +1,527 @@
+//! One proxied request: an upstream connection (pooled or new), the request out, the response
+//! back, and the decision whether both connections stay open.
+
+use std::io;
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+
+use super::head_out::{write_response_head, ResponseOut};
+use super::iobuf::IoBuf;
+use super::route::HeaderOps;
+use crate::balance::Tried;
+use crate::connect::{connect_upstream, ConnectFailure};
+use crate::relay::{relay, write_all};
+use crate::snapshot::Snapshot;
+use crate::worker::{bump, WorkerContext};
+
+/// What the session knows about the request being proxied.
+pub struct ProxyRequest<'a> {
+    pub snapshot: &'a Snapshot,
+    pub listener_name: &'a str,
+    pub upstream: usize,
+    pub client_ip: IpAddr,
+    pub idempotent: bool,
+    pub head_method: bool,
+    pub framing: Framing,
+    pub expect_continue: bool,
+    pub upgrade: bool,
+    pub client_keep_alive: bool,
+    pub client_http10: bool,
+    pub max_body_size: Option<u64>,
+    pub response_ops: &'a HeaderOps,
+    /// Idle wait for more request body bytes from the client.
+    pub client_body_timeout: Duration,
+}
+
+/// How an exchange ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// The status the client got (from the upstream or our own).
+    pub status: u16,
+    /// Whether the client connection can take another request.
+    pub keep_client: bool,
+    pub target: Option<usize>,
+    /// From sending the request to having the response head.
+    pub upstream_time: Option<Duration>,
+    /// Response bytes written to the client.
+    pub bytes_out: u64,
+    /// What went wrong, for the access log.
+    pub error: Option<&'static str>,
+}
+
+impl Outcome {
+    fn local(status: u16, error: &'static str) -> Outcome {
+        Outcome {
+            status,
+            keep_client: false,
+            target: None,
+            upstream_time: None,
+            bytes_out: 0,
+            error: Some(error),
+        }
+    }
+}
+
+/// A failure while sending the request.
+enum SendFailure {
+    /// The upstream connection broke; `body_sent` says whether request body bytes had left.
+    Upstream {
+        body_sent: bool,
+    },
+    UpstreamTimeout,
+    Client,
+    ClientTimeout,
+    BadBody,
+    TooLarge,
+}
+
+/// Proxies one request whose upstream head is `head_out` and whose body (if any) starts in
+/// `inbuf`. On return the request body has been consumed from `inbuf` unless the client
+/// connection must close anyway.
+pub async fn proxy(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    client: &mut TcpStream,
+    inbuf: &mut IoBuf,
+    head_out: &[u8],
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let up = &req.snapshot.upstreams[req.upstream];
+    let settings = up.http;
+    let mut tried = Tried::default();
+    let mut sent_continue = false;
+    let mut retries_left = settings.retries;
+    loop {
+        // An upstream connection: a pooled one to the chosen target, or a new one.
+        let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.client_ip, &tried) else {
+            return if tried.is_empty() {
+                log::warn!(
+                    "listener {}: no healthy target in upstream {}",
+                    req.listener_name,
+                    up.name
+                );
+                local(ctx, client, out, 503, "no_healthy_target", req.head_method).await
+            } else {
+                local(ctx, client, out, 502, "upstream_unavailable", req.head_method).await
+            };
+        };
+        let pooled = ctx
+            .upstream_pool
+            .borrow_mut()
+            .take(up.targets[choice].addr, settings.pool_idle_timeout);
+        let (target, mut conn, reused) = match pooled {
+            Some(conn) => {
+                bump(&ctx.counters.upstream_reuses, 1);
+                (choice, conn, true)
+            }
+            None => {
+                let connected = connect_upstream(
+                    ctx,
+                    req.snapshot,
+                    req.upstream,
+                    req.client_ip,
+                    Some(choice),
+                    &mut tried,
+                    req.listener_name,
+                )
+                .await;
+                match connected {
+                    Ok((t, conn)) => {
+                        bump(&ctx.counters.upstream_connects, 1);
+                        (t, conn, false)
+                    }
+                    Err(ConnectFailure::NoHealthyTarget) => {
+                        return local(ctx, client, out, 503, "no_healthy_target", req.head_method).await
+                    }
+                    Err(ConnectFailure::Failed { timed_out: true }) => {
+                        return local(ctx, client, out, 504, "connect_timeout", req.head_method).await
+                    }
+                    Err(ConnectFailure::Failed { timed_out: false }) => {
+                        return local(ctx, client, out, 502, "connect_failed", req.head_method).await
+                    }
+                }
+            }
+        };
+
+        if req.expect_continue && !sent_continue && req.framing != Framing::None && inbuf.is_empty() {
+            if write_all(client, b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                return Outcome::local(100, "client_error");
+            }
+            sent_continue = true;
+        }
+
+        let started = Instant::now();
+        let sent = send_request(ctx, req, &mut conn, client, inbuf, head_out, settings.write_timeout).await;
+        let retryable = |body_sent: bool| !body_sent && req.idempotent && req.framing == Framing::None;
+        match sent {
+            Ok(()) => {}
+            Err(SendFailure::Upstream { body_sent }) if retries_left > 0 && retryable(body_sent) => {
+                retries_left -= 1;
+                if !reused {
+                    tried.push(target);
+                }
+                continue;
+            }
+            Err(SendFailure::Upstream { .. }) => {
+                return local(ctx, client, out, 502, "upstream_write_failed", req.head_method).await
+            }
+            Err(SendFailure::UpstreamTimeout) => {
+                return local(ctx, client, out, 504, "upstream_write_timeout", req.head_method).await
+            }
+            Err(SendFailure::Client) => return Outcome::local(400, "client_error"),
+            Err(SendFailure::ClientTimeout) => {
+                return local(ctx, client, out, 408, "client_body_timeout", req.head_method).await
+            }
+            Err(SendFailure::BadBody) => {
+                return local(ctx, client, out, 400, "bad_request_body", req.head_method).await
+            }
+            Err(SendFailure::TooLarge) => return local(ctx, client, out, 413, "body_too_large", req.head_method).await,
+        }
+
+        let mut upbuf = IoBuf::default();
+        let result = respond(
+            ctx,
+            req,
+            &mut conn,
+            client,
+            inbuf,
+            &mut upbuf,
+            out,
+            sent_continue,
+            started,
+        )
+        .await;
+        upbuf.release(ctx);
+        match result {
+            Err(ResponseFailure::Reset) if retries_left > 0 && retryable(false) => {
+                retries_left -= 1;
+                if !reused {
+                    tried.push(target);
+                }
+                continue;
+            }
+            Err(failure) => {
+                let (status, why) = failure.status_and_reason();
+                let mut o = local(ctx, client, out, status, why, req.head_method).await;
+                o.target = Some(target);
+                return o;
+            }
+            Ok((mut outcome, reusable)) => {
+                outcome.target = Some(target);
+                if reusable {
+                    ctx.upstream_pool
+                        .borrow_mut()
+                        .put(up.targets[target].addr, conn, settings.pool_max_idle);
+                }
+                return outcome;
+            }
+        }
+    }
+}
+
+/// Writes the head and streams the body to the upstream.
+async fn send_request(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    conn: &mut TcpStream,
+    client: &mut TcpStream,
+    inbuf: &mut IoBuf,
+    head_out: &[u8],
+    write_timeout: Duration,
+) -> Result<(), SendFailure> {
+    let up_write = |result: Result<io::Result<()>, tokio::time::error::Elapsed>, body_sent: bool| match result {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendFailure::Upstream { body_sent }),
+        Err(_) => Err(SendFailure::UpstreamTimeout),
+    };
+    up_write(
+        tokio::time::timeout(write_timeout, write_all(conn, head_out)).await,
+        false,
+    )?;
+    match req.framing {
+        Framing::None | Framing::UntilClose => Ok(()),
+        Framing::Length(total) => {
+            let mut left = total;
+            while left > 0 {
+                if inbuf.is_empty() {
+                    read_client(ctx, client, inbuf, req.client_body_timeout).await?;
+                }
+                let take = (inbuf.len() as u64).min(left) as usize;
+                up_write(
+                    tokio::time::timeout(write_timeout, write_all(conn, &inbuf.filled()[..take])).await,
+                    true,
+                )?;
+                inbuf.consume(take);
+                left -= take as u64;
+            }
+            Ok(())
+        }
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            loop {
+                if inbuf.is_empty() {
+                    read_client(ctx, client, inbuf, req.client_body_timeout).await?;
+                }
+                let (used, progress) = decoder.advance(inbuf.filled()).map_err(|_| SendFailure::BadBody)?;
+                if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
+                    return Err(SendFailure::TooLarge);
+                }
+                up_write(
+                    tokio::time::timeout(write_timeout, write_all(conn, &inbuf.filled()[..used])).await,
+                    true,
+                )?;
+                inbuf.consume(used);
+                if progress == ChunkedProgress::Done {
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+async fn read_client(
+    ctx: &WorkerContext,
+    client: &mut TcpStream,
+    inbuf: &mut IoBuf,
+    wait: Duration,
+) -> Result<(), SendFailure> {
+    match tokio::time::timeout(wait, inbuf.read_from(ctx, client, super::iobuf::HTTP_BUFFER_SIZE)).await {
+        Ok(Ok(0)) | Ok(Err(_)) => Err(SendFailure::Client),
+        Ok(Ok(_)) => Ok(()),
+        Err(_) => Err(SendFailure::ClientTimeout),
+    }
+}
+
+/// A failure while reading the response, before anything of it reached the client.
+enum ResponseFailure {
+    /// The upstream closed or reset before sending any response byte.
+    Reset,
+    Broken,
+    Malformed,
+    Timeout,
+}
+
+impl ResponseFailure {
+    fn status_and_reason(&self) -> (u16, &'static str) {
+        match self {
+            ResponseFailure::Reset => (502, "upstream_reset"),
+            ResponseFailure::Broken => (502, "upstream_closed_early"),
+            ResponseFailure::Malformed => (502, "upstream_bad_response"),
+            ResponseFailure::Timeout => (504, "upstream_timeout"),
+        }
+    }
+}
+
+/// Reads the response head (relaying 1xx), sends it on with the body. Returns the outcome and
+/// whether the upstream connection may be pooled.
+#[allow(clippy::too_many_arguments)]
+async fn respond(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    conn: &mut TcpStream,
+    client: &mut TcpStream,
+    inbuf: &mut IoBuf,
+    upbuf: &mut IoBuf,
+    out: &mut Vec<u8>,
+    sent_continue: bool,
+    started: Instant,
+) -> Result<(Outcome, bool), ResponseFailure> {
+    let settings = req.snapshot.upstreams[req.upstream].http;
+    let limits = Limits::default();
+    let mut fields = Vec::new();
+    let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
+    let mut any_byte = false;
+    let head = loop {
+        match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
+            Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                // Interim responses go through as they are, except a 100 we already sent.
+                if !(head.status == 100 && sent_continue)
+                    && write_all(client, &upbuf.filled()[..head.len]).await.is_err()
+                {
+                    return Err(ResponseFailure::Broken);
+                }
+                upbuf.consume(head.len);
+                continue;
+            }
+            Ok(Some(head)) => break head,
+            Ok(None) => {}
+            Err(e) => {
+                log::warn!(
+                    "upstream {}: bad response head: {e}",
+                    req.snapshot.upstreams[req.upstream].name
+                );
+                return Err(ResponseFailure::Malformed);
+            }
+        }
+        let read = tokio::time::timeout_at(deadline, upbuf.read_from(ctx, conn, limits.max_head + 1)).await;
+        match read {
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                return Err(if any_byte {
+                    ResponseFailure::Broken
+                } else {
+                    ResponseFailure::Reset
+                })
+            }
+            Ok(Ok(_)) => any_byte = true,
+            Err(_) => return Err(ResponseFailure::Timeout),
+        }
+    };
+    let upstream_time = started.elapsed();
+
+    let tunnel = head.status == 101 && req.upgrade;
+    let close_client = !req.client_keep_alive || head.framing == Framing::UntilClose || (head.status == 101 && !tunnel);
+    out.clear();
+    write_response_head(
+        out,
+        &ResponseOut {
+            buf: upbuf.filled(),
+            fields: &fields,
+            head: &head,
+            ops: req.response_ops,
+            close: close_client,
+            upgrade: tunnel,
+            keep_alive_10: req.client_http10 && req.client_keep_alive,
+        },
+    );
+    upbuf.consume(head.len);
+    let mut outcome = Outcome {
+        status: head.status,
+        keep_client: !close_client,
+        target: None,
+        upstream_time: Some(upstream_time),
+        bytes_out: 0,
+        error: None,
+    };
+
+    if tunnel {
+        out.extend_from_slice(upbuf.filled());
+        upbuf.consume(upbuf.len());
+        let early = inbuf.filled().to_vec();
+        inbuf.consume(early.len());
+        if write_all(client, out).await.is_err() || (!early.is_empty() && write_all(conn, &early).await.is_err()) {
+            outcome.error = Some("client_error");
+            outcome.keep_client = false;
+            return Ok((outcome, false));
+        }
+        outcome.bytes_out = out.len() as u64;
+        inbuf.release(ctx);
+        upbuf.release(ctx);
+        let done = relay(
+            ctx,
+            client,
+            conn,
+            Duration::from_secs(3600),
+            super::iobuf::HTTP_BUFFER_SIZE,
+        )
+        .await;
+        outcome.bytes_out += done.bytes_down;
+        outcome.keep_client = false;
+        return Ok((outcome, false));
+    }
+
+    let body = stream_body(ctx, conn, client, upbuf, out, head.framing, settings.read_timeout).await;
+    match body {
+        Ok(sent) => {
+            outcome.bytes_out = sent;
+            let reusable = head.keep_alive && head.framing != Framing::UntilClose && upbuf.is_empty();
+            Ok((outcome, reusable))
+        }
+        Err((sent, why)) => {
+            outcome.bytes_out = sent;
+            outcome.error = Some(why);
+            outcome.keep_client = false;
+            Ok((outcome, false))
+        }
+    }
+}
+
+/// Sends `out` (the response head) followed by the body as framed, reading more from the
+/// upstream as needed. Small bodies already read go out in the same write as the head.
+async fn stream_body(
+    ctx: &WorkerContext,
+    conn: &mut TcpStream,
+    client: &mut TcpStream,
+    upbuf: &mut IoBuf,
+    out: &mut Vec<u8>,
+    framing: Framing,
+    read_timeout: Duration,
+) -> Result<u64, (u64, &'static str)> {
+    let mut sent = 0u64;
+    let mut decoder = ChunkedDecoder::new();
+    let mut left = match framing {
+        Framing::Length(n) => n,
+        _ => u64::MAX,
+    };
+    let mut done = framing == Framing::None;
+    // First piece: whatever body bytes came with the head.
+    let mut first = true;
+    loop {
+        let available = upbuf.len();
+        let take = match framing {
+            Framing::None => 0,
+            Framing::Length(_) => (available as u64).min(left) as usize,
+            Framing::Chunked => {
+                let (used, progress) = decoder
+                    .advance(upbuf.filled())
+                    .map_err(|_| (sent, "upstream_bad_body"))?;
+                done = progress == ChunkedProgress::Done;
+                used
+            }
+            Framing::UntilClose => available,
+        };
+        if let Framing::Length(_) = framing {
+            left -= take as u64;
+            done = left == 0;
+        }
+        if first {
+            out.extend_from_slice(&upbuf.filled()[..take]);
+            write_all(client, out).await.map_err(|_| (sent, "client_error"))?;
+            sent += out.len() as u64;
+            first = false;
+        } else if take > 0 {
+            write_all(client, &upbuf.filled()[..take])
+                .await
+                .map_err(|_| (sent, "client_error"))?;
+            sent += take as u64;
+        }
+        upbuf.consume(take);
+        if done {
+            return Ok(sent);
+        }
+        let read = tokio::time::timeout(read_timeout, upbuf.read_from(ctx, conn, super::iobuf::HTTP_BUFFER_SIZE)).await;
+        match read {
+            Ok(Ok(0)) if framing == Framing::UntilClose => return Ok(sent),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err((sent, "upstream_closed_early")),
+            Ok(Ok(_)) => {}
+            Err(_) => return Err((sent, "upstream_read_timeout")),
+        }
+    }
+}
+
+/// Sends an answer of our own and describes it. The client connection closes after it.
+pub async fn local(
+    _ctx: &WorkerContext,
+    client: &mut TcpStream,
+    out: &mut Vec<u8>,
+    status: u16,
+    why: &'static str,
+    head_only: bool,
+) -> Outcome {
+    out.clear();
+    super::local::write_error(out, status, true, head_only);
+    let written = write_all(client, out).await.is_ok();
+    let mut o = Outcome::local(status, why);
+    o.bytes_out = if written { out.len() as u64 } else { 0 };
+    o
+}
+
+/// Reads whatever the client sent and discards it (used before closing after an error, so the
+/// client sees our answer rather than a reset).
+pub async fn drain_briefly(client: &mut TcpStream) {
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_millis(50), client.read(&mut sink)).await;
+}

@@ -1,0 +1,223 @@
+//! Writing message heads on their way through the proxy.
+//!
+//! Hop-by-hop fields never cross: `Connection` and every field it names, `Keep-Alive`,
+//! `Proxy-Connection`, `TE`, `Transfer-Encoding` (written again by us when the body is chunked),
+//! `Upgrade` outside a tunnel, and `Expect` (Rampart answers `100 Continue` itself).
+
+use std::io::Write;
+use std::net::IpAddr;
+
+use rampart_proto::h1::{Field, Framing, ResponseHead};
+
+use super::route::HeaderOps;
+use crate::snapshot::ForwardedHeaders;
+
+/// The fields a `Connection` header names (at most 16 are honoured), as byte ranges.
+struct Named {
+    ranges: [(u32, u32); 16],
+    len: usize,
+}
+
+impl Named {
+    fn collect(buf: &[u8], fields: &[Field]) -> Named {
+        let mut named = Named {
+            ranges: [(0, 0); 16],
+            len: 0,
+        };
+        for f in fields
+            .iter()
+            .filter(|f| f.name(buf).eq_ignore_ascii_case(b"connection"))
+        {
+            let (start, _) = f.value;
+            let value = f.value(buf);
+            let mut pos = 0;
+            for token in value.split(|&b| b == b',') {
+                let lead = token.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+                let trimmed = token[lead..]
+                    .iter()
+                    .rposition(|b| !matches!(b, b' ' | b'\t'))
+                    .map_or(0, |e| e + 1);
+                if trimmed > 0 && named.len < 16 {
+                    let s = start + (pos + lead) as u32;
+                    named.ranges[named.len] = (s, s + trimmed as u32);
+                    named.len += 1;
+                }
+                pos += token.len() + 1;
+            }
+        }
+        named
+    }
+
+    fn contains(&self, buf: &[u8], name: &[u8]) -> bool {
+        self.ranges[..self.len]
+            .iter()
+            .any(|&(s, e)| buf[s as usize..e as usize].eq_ignore_ascii_case(name))
+    }
+}
+
+fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
+    const ALWAYS: [&[u8]; 6] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"transfer-encoding",
+        b"expect",
+    ];
+    ALWAYS.iter().any(|h| name.eq_ignore_ascii_case(h)) || (!keep_upgrade && name.eq_ignore_ascii_case(b"upgrade"))
+}
+
+fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
+    for (name, value) in ops.set.iter().chain(&ops.add) {
+        write_field(out, name.as_bytes(), value.as_bytes());
+    }
+}
+
+/// What a request head toward an upstream is written from.
+pub struct RequestOut<'a> {
+    pub buf: &'a [u8],
+    pub fields: &'a [Field],
+    pub method: &'a [u8],
+    /// The target to send (rewritten or as received).
+    pub target: &'a [u8],
+    pub framing: Framing,
+    pub upgrade: bool,
+    pub host: Option<&'a [u8]>,
+    pub client_ip: IpAddr,
+    pub forwarded: ForwardedHeaders,
+    pub ops: &'a HeaderOps,
+}
+
+/// Writes the request head to send upstream.
+pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
+    let buf = r.buf;
+    out.extend_from_slice(r.method);
+    out.push(b' ');
+    out.extend_from_slice(r.target);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let named = Named::collect(buf, r.fields);
+    let mut xff_seen = false;
+    let (mut proto_seen, mut host_seen) = (false, false);
+    for f in r.fields {
+        let name = f.name(buf);
+        if is_hop_by_hop(name, r.upgrade)
+            || (named.contains(buf, name) && !(r.upgrade && name.eq_ignore_ascii_case(b"upgrade")))
+        {
+            continue;
+        }
+        if r.ops.drops(name) {
+            continue;
+        }
+        let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
+        let xfp = name.eq_ignore_ascii_case(b"x-forwarded-proto");
+        let xfh = name.eq_ignore_ascii_case(b"x-forwarded-host");
+        if xff || xfp || xfh {
+            match r.forwarded {
+                ForwardedHeaders::Off => {}
+                ForwardedHeaders::Replace => continue,
+                ForwardedHeaders::Append if xff => {
+                    // Written below as one combined field.
+                    xff_seen = true;
+                    continue;
+                }
+                ForwardedHeaders::Append => {
+                    proto_seen |= xfp;
+                    host_seen |= xfh;
+                }
+            }
+        }
+        write_field(out, name, f.value(buf));
+    }
+    if r.forwarded != ForwardedHeaders::Off {
+        // One field: the chain the client sent (all its fields, in order), then this client.
+        out.extend_from_slice(b"x-forwarded-for: ");
+        if xff_seen {
+            for f in r
+                .fields
+                .iter()
+                .filter(|f| f.name(buf).eq_ignore_ascii_case(b"x-forwarded-for"))
+            {
+                out.extend_from_slice(f.value(buf));
+                out.extend_from_slice(b", ");
+            }
+        }
+        let _ = write!(out, "{}\r\n", r.client_ip);
+        if !proto_seen {
+            out.extend_from_slice(b"x-forwarded-proto: http\r\n");
+        }
+        if let (false, Some(host)) = (host_seen, r.host) {
+            write_field(out, b"x-forwarded-host", host);
+        }
+    }
+    if r.framing == Framing::Chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    }
+    if r.upgrade {
+        out.extend_from_slice(b"connection: upgrade\r\n");
+    }
+    write_ops(out, r.ops);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What a response head toward the client is written from.
+pub struct ResponseOut<'a> {
+    pub buf: &'a [u8],
+    pub fields: &'a [Field],
+    pub head: &'a ResponseHead,
+    pub ops: &'a HeaderOps,
+    /// The client connection closes after this response.
+    pub close: bool,
+    /// A 101 that turns the connection into a tunnel.
+    pub upgrade: bool,
+    /// The client spoke HTTP/1.0 and asked for keep-alive.
+    pub keep_alive_10: bool,
+}
+
+/// Writes the response head to send to the client.
+pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
+    let buf = r.buf;
+    // Status line: our version, the upstream's status and reason.
+    let line_end = buf.windows(2).position(|w| w == b"\r\n").unwrap_or(0);
+    let after_version = buf[..line_end]
+        .iter()
+        .position(|&b| b == b' ')
+        .map_or(line_end, |i| i + 1);
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(&buf[after_version..line_end]);
+    out.extend_from_slice(b"\r\n");
+    let named = Named::collect(buf, r.fields);
+    for f in r.fields {
+        let name = f.name(buf);
+        if is_hop_by_hop(name, r.upgrade)
+            || (named.contains(buf, name) && !(r.upgrade && name.eq_ignore_ascii_case(b"upgrade")))
+        {
+            continue;
+        }
+        if r.ops.drops(name) {
+            continue;
+        }
+        write_field(out, name, f.value(buf));
+    }
+    if r.head.framing == Framing::Chunked {
+        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+    }
+    if r.upgrade {
+        out.extend_from_slice(b"connection: upgrade\r\n");
+    } else if r.close {
+        out.extend_from_slice(b"connection: close\r\n");
+    } else if r.keep_alive_10 {
+        out.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    write_ops(out, r.ops);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests;

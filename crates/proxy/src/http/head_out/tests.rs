@@ -1,0 +1,115 @@
+use rampart_proto::h1::{parse_request, parse_response, Limits};
+
+use super::*;
+
+fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> String {
+    let mut fields = Vec::new();
+    let head = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
+    let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
+    let mut out = Vec::new();
+    write_request_head(
+        &mut out,
+        &RequestOut {
+            buf: raw,
+            fields: &fields,
+            method: slice(head.method),
+            target: slice(head.target),
+            framing: head.framing,
+            upgrade: head.upgrade,
+            host: head.host.map(slice),
+            client_ip: "192.0.2.7".parse().unwrap(),
+            forwarded,
+            ops,
+        },
+    );
+    String::from_utf8(out).unwrap()
+}
+
+#[test]
+fn hop_by_hop_fields_are_dropped_and_forwarded_headers_added() {
+    let raw = b"POST /x HTTP/1.1\r\nHost: a.example\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: 5\r\nX-Secret: 1\r\nTE: trailers\r\nProxy-Connection: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\nUpgrade: h2c\r\nX-Kept: yes\r\n\r\n";
+    let out = request_out(raw, ForwardedHeaders::Append, &HeaderOps::default());
+    assert_eq!(
+        out,
+        "POST /x HTTP/1.1\r\nHost: a.example\r\nX-Kept: yes\r\nx-forwarded-for: 192.0.2.7\r\nx-forwarded-proto: http\r\nx-forwarded-host: a.example\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+}
+
+#[test]
+fn forwarded_modes() {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\nX-Forwarded-Proto: https\r\n\r\n";
+    let append = request_out(raw, ForwardedHeaders::Append, &HeaderOps::default());
+    assert!(
+        append.contains("x-forwarded-for: 10.0.0.1, 10.0.0.2, 192.0.2.7\r\n"),
+        "{append}"
+    );
+    assert!(
+        append.contains("X-Forwarded-Proto: https\r\n") && !append.contains("x-forwarded-proto: http\r\n"),
+        "{append}"
+    );
+    let replace = request_out(raw, ForwardedHeaders::Replace, &HeaderOps::default());
+    assert!(
+        replace.contains("x-forwarded-for: 192.0.2.7\r\n") && !replace.contains("10.0.0.1"),
+        "{replace}"
+    );
+    assert!(replace.contains("x-forwarded-proto: http\r\n"), "{replace}");
+    let off = request_out(raw, ForwardedHeaders::Off, &HeaderOps::default());
+    assert!(
+        off.contains("X-Forwarded-For: 10.0.0.1\r\nX-Forwarded-For: 10.0.0.2\r\n") && !off.contains("192.0.2.7"),
+        "{off}"
+    );
+}
+
+#[test]
+fn header_ops_remove_set_add() {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Drop: 1\r\nX-Set: old\r\nX-Add: first\r\n\r\n";
+    let ops = HeaderOps {
+        remove: vec!["x-drop".into()],
+        set: vec![("X-Set".into(), "new".into())],
+        add: vec![("X-Add".into(), "second".into())],
+    };
+    let out = request_out(raw, ForwardedHeaders::Off, &ops);
+    assert!(!out.contains("X-Drop") && !out.contains("old"), "{out}");
+    assert!(
+        out.contains("X-Set: new\r\n") && out.contains("X-Add: first\r\n") && out.contains("X-Add: second\r\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn upgrade_requests_keep_their_upgrade() {
+    let raw =
+        b"GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: k\r\n\r\n";
+    let out = request_out(raw, ForwardedHeaders::Off, &HeaderOps::default());
+    assert!(
+        out.contains("Upgrade: websocket\r\n") && out.contains("connection: upgrade\r\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn response_heads_are_cleaned_and_marked() {
+    let raw = b"HTTP/1.0 200 Fine\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: t=5\r\nContent-Length: 2\r\nX-App: 1\r\n\r\nhi";
+    let mut fields = Vec::new();
+    let head = parse_response(raw, &Limits::default(), false, &mut fields)
+        .unwrap()
+        .unwrap();
+    let mut out = Vec::new();
+    let ops = HeaderOps::default();
+    write_response_head(
+        &mut out,
+        &ResponseOut {
+            buf: raw,
+            fields: &fields,
+            head: &head,
+            ops: &ops,
+            close: true,
+            upgrade: false,
+            keep_alive_10: false,
+        },
+    );
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nX-App: 1\r\nconnection: close\r\n\r\n"
+    );
+}

@@ -1,0 +1,514 @@
+//! One HTTP client connection: wait for a request without holding a buffer, read its head,
+//! route it, answer it (locally or by proxying), log it, and go on while keep-alive lasts.
+//! Pipelined requests wait in the read buffer and are answered in order.
+
+use std::borrow::Cow;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use rampart_proto::h1::{parse_request, Field, Framing, H1Error, RequestHead, Version};
+use tokio::net::TcpStream;
+
+use super::access_log::{write_line, AccessRecord};
+use super::exchange::{self, Outcome, ProxyRequest};
+use super::head_out::{write_request_head, RequestOut};
+use super::iobuf::IoBuf;
+use super::local::write_response;
+use super::route::{RequestView, Route, RouteAction, RouteFilters};
+use crate::relay::write_all;
+use crate::snapshot::{HttpListener, ListenerProtocol, Snapshot};
+use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
+
+/// Serves one accepted client connection of HTTP listener `listener` (an index into
+/// `snapshot.listeners`).
+pub async fn serve(
+    ctx: &WorkerContext,
+    snapshot: Arc<Snapshot>,
+    listener: usize,
+    mut client: TcpStream,
+    peer: SocketAddr,
+) {
+    let listener = &snapshot.listeners[listener];
+    let ListenerProtocol::Http(http) = &listener.protocol else {
+        return;
+    };
+    bump(&ctx.counters.accepted, 1);
+    let Some(_slot) = OpenSlot::take(&listener.open_connections, listener.max_connections) else {
+        bump(&ctx.counters.rejected_over_limit, 1);
+        return;
+    };
+    bump(&ctx.counters.open, 1);
+    let _ = client.set_nodelay(true);
+    let mut conn = Connection {
+        ctx,
+        snapshot: &snapshot,
+        listener_name: &listener.name,
+        http,
+        peer,
+        inbuf: IoBuf::default(),
+        fields: Vec::new(),
+        out: ctx.take_out_buffer(),
+        head_out: ctx.take_out_buffer(),
+        log_scratch: Vec::new(),
+    };
+    conn.run(&mut client).await;
+    conn.inbuf.release(ctx);
+    ctx.give_out_buffer(std::mem::take(&mut conn.out));
+    ctx.give_out_buffer(std::mem::take(&mut conn.head_out));
+    drop_by(&ctx.counters.open, 1);
+}
+
+struct Connection<'a> {
+    ctx: &'a WorkerContext,
+    snapshot: &'a Snapshot,
+    listener_name: &'a str,
+    http: &'a HttpListener,
+    peer: SocketAddr,
+    inbuf: IoBuf,
+    fields: Vec<Field>,
+    out: Vec<u8>,
+    head_out: Vec<u8>,
+    /// Copies of the request's method, target, host, referer and user agent for the access log.
+    log_scratch: Vec<u8>,
+}
+
+/// The outcome of reading a request head.
+enum HeadRead {
+    Head(RequestHead),
+    /// The client closed (or reset) between requests.
+    Closed,
+    /// Bytes came but not a whole head in time.
+    Timeout,
+    Invalid(H1Error),
+}
+
+impl<'a> Connection<'a> {
+    async fn run(&mut self, client: &mut TcpStream) {
+        let mut first = true;
+        loop {
+            if self.inbuf.is_empty() {
+                // Waiting for the next request holds no buffer.
+                self.inbuf.release(self.ctx);
+                let wait = if first {
+                    self.http.client_header_timeout
+                } else {
+                    self.http.keepalive_timeout
+                };
+                match tokio::time::timeout(wait, client.readable()).await {
+                    Ok(Ok(())) => {}
+                    _ => return,
+                }
+            }
+            let started = Instant::now();
+            let started_wall = SystemTime::now();
+            let head = match self.read_head(client).await {
+                HeadRead::Head(h) => h,
+                HeadRead::Closed => return,
+                HeadRead::Timeout => {
+                    self.answer_error(client, 408, "client_header_timeout", started, started_wall)
+                        .await;
+                    return;
+                }
+                HeadRead::Invalid(e) => {
+                    let why = error_name(e);
+                    log::debug!("listener {}: bad request from {}: {e}", self.listener_name, self.peer);
+                    self.answer_error(client, e.status(), why, started, started_wall).await;
+                    return;
+                }
+            };
+            first = false;
+            bump(&self.ctx.counters.http_requests, 1);
+            let (outcome, route) = self.handle(client, &head).await;
+            self.log_access(&head, &outcome, route, started, started_wall);
+            if !outcome.keep_client {
+                return;
+            }
+        }
+    }
+
+    async fn read_head(&mut self, client: &mut TcpStream) -> HeadRead {
+        let limits = self.http.limits;
+        let mut deadline = None;
+        loop {
+            match parse_request(self.inbuf.filled(), &limits, &mut self.fields) {
+                Ok(Some(head)) => return HeadRead::Head(head),
+                Ok(None) => {}
+                Err(e) => return HeadRead::Invalid(e),
+            }
+            let got_some = !self.inbuf.is_empty();
+            let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
+            let read = tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, limits.max_head + 1)).await;
+            match read {
+                Ok(Ok(0)) | Ok(Err(_)) if !got_some => return HeadRead::Closed,
+                Ok(Ok(0)) => return HeadRead::Closed,
+                Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+                    return HeadRead::Invalid(H1Error::HeadTooLarge)
+                }
+                Ok(Err(_)) => return HeadRead::Closed,
+                Ok(Ok(_)) => {}
+                Err(_) => return HeadRead::Timeout,
+            }
+        }
+    }
+
+    /// Routes and answers one request; returns the outcome and the route taken.
+    async fn handle(&mut self, client: &mut TcpStream, head: &RequestHead) -> (Outcome, Option<&'a Route>) {
+        if self.wants_access_log() {
+            capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
+        }
+        let buf = self.inbuf.filled();
+        let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+        let method = slice(head.method);
+        let target = slice(head.target);
+        let (path, query) = split_target(target);
+        let host = head.host.map(|h| strip_port(slice(h))).unwrap_or(b"");
+        let view = RequestView {
+            method,
+            host,
+            path,
+            query,
+            buf,
+            fields: &self.fields,
+        };
+        let routes: &'a [Route] = &self.http.routes;
+        let route = routes.iter().find(|r| r.matcher.matches(&view));
+        let head_only = method == b"HEAD";
+        // A request whose body we do not read ends its connection after a local answer.
+        let keep = head.keep_alive && head.framing == Framing::None;
+        let Some(route) = route else {
+            self.inbuf.consume(head.len);
+            return (
+                self.answer_local(client, 404, &[], b"404 Not Found\n", keep, head_only)
+                    .await,
+                None,
+            );
+        };
+        let taken = Some(route);
+        match &route.action {
+            RouteAction::Respond { status, headers, body } => {
+                let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                self.inbuf.consume(head.len);
+                let o = self
+                    .answer_local(client, *status, &headers, body, keep, head_only)
+                    .await;
+                (o, taken)
+            }
+            RouteAction::Redirect {
+                status,
+                location,
+                keep_path,
+            } => {
+                let mut to = location.clone();
+                if *keep_path {
+                    to.push_str(&String::from_utf8_lossy(target));
+                }
+                self.inbuf.consume(head.len);
+                let body = format!("{status} redirect to {to}\n");
+                let o = self
+                    .answer_local(client, *status, &[("location", &to)], body.as_bytes(), keep, head_only)
+                    .await;
+                (o, taken)
+            }
+            RouteAction::Proxy { upstream } => (self.proxy(client, head, route, *upstream).await, taken),
+        }
+    }
+
+    async fn proxy(&mut self, client: &mut TcpStream, head: &RequestHead, route: &Route, upstream: usize) -> Outcome {
+        let filters: &RouteFilters = &route.filters;
+        let head_only = self.inbuf.filled()[head.method.0 as usize..head.method.1 as usize] == *b"HEAD";
+        if let (Framing::Length(n), Some(max)) = (head.framing, filters.max_body_size) {
+            if n > max {
+                self.inbuf.consume(head.len);
+                return exchange::local(self.ctx, client, &mut self.out, 413, "body_too_large", head_only).await;
+            }
+        }
+        let buf = self.inbuf.filled();
+        let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+        let method = slice(head.method);
+        let target = slice(head.target);
+        let rewritten = rewrite_target(target, filters);
+        self.head_out.clear();
+        write_request_head(
+            &mut self.head_out,
+            &RequestOut {
+                buf,
+                fields: &self.fields,
+                method,
+                target: &rewritten,
+                framing: head.framing,
+                upgrade: head.upgrade,
+                host: head.host.map(slice),
+                client_ip: self.peer.ip(),
+                forwarded: self.http.forwarded,
+                ops: &filters.request_headers,
+            },
+        );
+        let idempotent = matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE");
+        let req = ProxyRequest {
+            snapshot: self.snapshot,
+            listener_name: self.listener_name,
+            upstream,
+            client_ip: self.peer.ip(),
+            idempotent,
+            head_method: method == b"HEAD",
+            framing: head.framing,
+            expect_continue: head.expect_continue,
+            upgrade: head.upgrade,
+            client_keep_alive: head.keep_alive,
+            client_http10: head.version == Version::Http10,
+            max_body_size: filters.max_body_size,
+            response_ops: &filters.response_headers,
+            client_body_timeout: self.http.client_header_timeout,
+        };
+        self.inbuf.consume(head.len);
+        let head_out = std::mem::take(&mut self.head_out);
+        let outcome = exchange::proxy(self.ctx, &req, client, &mut self.inbuf, &head_out, &mut self.out).await;
+        self.head_out = head_out;
+        outcome
+    }
+
+    async fn answer_local(
+        &mut self,
+        client: &mut TcpStream,
+        status: u16,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        keep: bool,
+        head_only: bool,
+    ) -> Outcome {
+        self.out.clear();
+        write_response(&mut self.out, status, headers, body, !keep, head_only);
+        let ok = write_all(client, &self.out).await.is_ok();
+        Outcome {
+            status,
+            keep_client: keep && ok,
+            target: None,
+            upstream_time: None,
+            bytes_out: if ok { self.out.len() as u64 } else { 0 },
+            error: if ok { None } else { Some("client_error") },
+        }
+    }
+
+    async fn answer_error(
+        &mut self,
+        client: &mut TcpStream,
+        status: u16,
+        why: &'static str,
+        started: Instant,
+        wall: SystemTime,
+    ) {
+        self.out.clear();
+        super::local::write_error(&mut self.out, status, true, false);
+        let ok = write_all(client, &self.out).await.is_ok();
+        if self.wants_access_log() {
+            self.log_scratch.clear();
+            let outcome = Outcome {
+                status,
+                keep_client: false,
+                target: None,
+                upstream_time: None,
+                bytes_out: if ok { self.out.len() as u64 } else { 0 },
+                error: Some(why),
+            };
+            self.write_access(None, &outcome, None, started, wall);
+        }
+        // Let the client read the answer rather than meet a reset from unread bytes.
+        let _ = socket2::SockRef::from(&*client).shutdown(std::net::Shutdown::Write);
+        exchange::drain_briefly(client).await;
+    }
+
+    fn wants_access_log(&self) -> bool {
+        self.http.access_log.is_some()
+    }
+
+    fn log_access(
+        &mut self,
+        head: &RequestHead,
+        outcome: &Outcome,
+        route: Option<&Route>,
+        started: Instant,
+        wall: SystemTime,
+    ) {
+        if self.wants_access_log() {
+            self.write_access(Some(head), outcome, route, started, wall);
+        }
+    }
+
+    fn write_access(
+        &self,
+        head: Option<&RequestHead>,
+        outcome: &Outcome,
+        route: Option<&Route>,
+        started: Instant,
+        wall: SystemTime,
+    ) {
+        let Some((path, format)) = &self.http.access_log else {
+            return;
+        };
+        let mut parts: [&[u8]; 5] = [b""; 5];
+        let mut rest = &self.log_scratch[..];
+        for p in parts.iter_mut() {
+            if rest.len() < 4 {
+                break;
+            }
+            let n = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+            *p = &rest[4..4 + n];
+            rest = &rest[4 + n..];
+        }
+        let upstream_target = match (route.map(|r| &r.action), outcome.target) {
+            (Some(RouteAction::Proxy { upstream }), Some(t)) => self.snapshot.upstreams[*upstream]
+                .targets
+                .get(t)
+                .map(|t| t.name.as_str()),
+            _ => None,
+        };
+        let record = AccessRecord {
+            time: wall,
+            client: self.peer,
+            method: parts[0],
+            target: parts[1],
+            version: match head.map(|h| h.version) {
+                Some(Version::Http10) => "HTTP/1.0",
+                _ => "HTTP/1.1",
+            },
+            host: parts[2],
+            referer: parts[3],
+            user_agent: parts[4],
+            status: outcome.status,
+            bytes: outcome.bytes_out,
+            route: route.map_or("", |r| r.name.as_str()),
+            upstream_target,
+            upstream_time: outcome.upstream_time,
+            total_time: started.elapsed(),
+            error: outcome.error,
+        };
+        self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
+    }
+}
+
+/// Copies what the access log needs before the head's bytes are consumed: method, target, host,
+/// referer and user agent, each behind its length.
+fn capture_for_log(scratch: &mut Vec<u8>, fields: &[Field], buf: &[u8], head: &RequestHead) {
+    let field = |name: &[u8]| {
+        fields
+            .iter()
+            .find(|f| f.name(buf).eq_ignore_ascii_case(name))
+            .map_or(&b""[..], |f| f.value(buf))
+    };
+    let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+    scratch.clear();
+    for part in [
+        slice(head.method),
+        slice(head.target),
+        head.host.map(slice).unwrap_or(b""),
+        field(b"referer"),
+        field(b"user-agent"),
+    ] {
+        scratch.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        scratch.extend_from_slice(part);
+    }
+}
+
+/// The path and query of a request target (origin-form or absolute-form).
+pub fn split_target(target: &[u8]) -> (&[u8], &[u8]) {
+    let path_start = if target.first() == Some(&b'/') {
+        0
+    } else if let Some(scheme_end) = target.windows(3).position(|w| w == b"://") {
+        let authority = scheme_end + 3;
+        target[authority..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(target.len(), |p| authority + p)
+    } else {
+        0
+    };
+    let rest = &target[path_start..];
+    match rest.iter().position(|&b| b == b'?') {
+        Some(q) => (&rest[..q], &rest[q + 1..]),
+        None => (if rest.is_empty() { b"/" } else { rest }, b""),
+    }
+}
+
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
+pub fn strip_port(host: &[u8]) -> &[u8] {
+    if host.first() == Some(&b'[') {
+        return host.iter().position(|&b| b == b']').map_or(host, |e| &host[..=e]);
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(c) if host[c + 1..].iter().all(u8::is_ascii_digit) => &host[..c],
+        _ => host,
+    }
+}
+
+/// The target to send upstream after the route's path rewrites (borrowed when unchanged).
+fn rewrite_target<'a>(target: &'a [u8], filters: &RouteFilters) -> Cow<'a, [u8]> {
+    if filters.prefix_rewrite.is_none() && filters.regex_rewrite.is_none() {
+        return Cow::Borrowed(target);
+    }
+    let (path, query) = split_target(target);
+    let mut path: Cow<'_, [u8]> = Cow::Borrowed(path);
+    if let Some((from, to)) = &filters.prefix_rewrite {
+        if path.starts_with(from.as_bytes()) {
+            let mut p = to.as_bytes().to_vec();
+            p.extend_from_slice(&path[from.len()..]);
+            if p.first() != Some(&b'/') {
+                p.insert(0, b'/');
+            }
+            path = Cow::Owned(p);
+        }
+    }
+    if let Some((re, replacement)) = &filters.regex_rewrite {
+        let replaced = re.replace(&path, replacement.as_bytes()).into_owned();
+        path = Cow::Owned(replaced);
+    }
+    let mut out = path.into_owned();
+    if !query.is_empty() {
+        out.push(b'?');
+        out.extend_from_slice(query);
+    }
+    Cow::Owned(out)
+}
+
+fn error_name(e: H1Error) -> &'static str {
+    match e.status() {
+        414 => "request_line_too_long",
+        431 => "header_too_large",
+        _ => "bad_request",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_path_and_query() {
+        assert_eq!(split_target(b"/a/b?x=1"), (&b"/a/b"[..], &b"x=1"[..]));
+        assert_eq!(split_target(b"/a"), (&b"/a"[..], &b""[..]));
+        assert_eq!(split_target(b"http://h:1/p?q"), (&b"/p"[..], &b"q"[..]));
+        assert_eq!(split_target(b"http://h"), (&b"/"[..], &b""[..]));
+        assert_eq!(strip_port(b"example.com:8080"), b"example.com");
+        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
+        assert_eq!(strip_port(b"example.com"), b"example.com");
+    }
+
+    #[test]
+    fn rewrites() {
+        let mut f = RouteFilters {
+            prefix_rewrite: Some(("/api".into(), "".into())),
+            ..Default::default()
+        };
+        assert_eq!(&*rewrite_target(b"/api/users?id=1", &f), b"/users?id=1");
+        assert_eq!(&*rewrite_target(b"/api", &f), b"/");
+        assert_eq!(&*rewrite_target(b"/other", &f), b"/other");
+        f.prefix_rewrite = Some(("/v1/".into(), "/v2/".into()));
+        assert_eq!(&*rewrite_target(b"/v1/x", &f), b"/v2/x");
+        f.prefix_rewrite = None;
+        f.regex_rewrite = Some((
+            regex::bytes::Regex::new("^/user/([0-9]+)$").unwrap(),
+            "/users?id=$1".into(),
+        ));
+        assert_eq!(&*rewrite_target(b"/user/42", &f), b"/users?id=42");
+    }
+}
