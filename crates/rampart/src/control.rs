@@ -58,8 +58,25 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         }
     });
     let drain_timeout = engine.current().drain_timeout;
+    let counters = engine.counters();
     log::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
     let cut = engine.shutdown(drain_timeout);
+    let sum = |f: fn(&rampart_proxy::worker::WorkerCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
+    let (requests, opened, reused) = (
+        sum(|c| c.http_requests.load(std::sync::atomic::Ordering::Relaxed)),
+        sum(|c| c.upstream_connects.load(std::sync::atomic::Ordering::Relaxed)),
+        sum(|c| c.upstream_reuses.load(std::sync::atomic::Ordering::Relaxed)),
+    );
+    if requests > 0 {
+        let rate = if opened + reused > 0 {
+            100.0 * reused as f64 / (opened + reused) as f64
+        } else {
+            0.0
+        };
+        log::info!(
+            "http: {requests} request(s); upstream connections: {opened} opened, {reused} reuse(s) ({rate:.1}% reused)"
+        );
+    }
     if cut > 0 {
         log::warn!("closed {cut} connection(s) still open at the drain deadline");
     }

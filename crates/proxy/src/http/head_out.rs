@@ -90,6 +90,8 @@ pub struct RequestOut<'a> {
     pub framing: Framing,
     pub upgrade: bool,
     pub host: Option<&'a [u8]>,
+    /// Sent as `Host` when the client sent none (HTTP/1.0): the upstream's name, as nginx does.
+    pub default_host: &'a str,
     pub client_ip: IpAddr,
     pub forwarded: ForwardedHeaders,
     pub ops: &'a HeaderOps,
@@ -155,6 +157,9 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
         if let (false, Some(host)) = (host_seen, r.host) {
             write_field(out, b"x-forwarded-host", host);
         }
+    }
+    if r.host.is_none() {
+        write_field(out, b"host", r.default_host.as_bytes());
     }
     if r.framing == Framing::Chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");

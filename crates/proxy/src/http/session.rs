@@ -239,6 +239,7 @@ impl<'a> Connection<'a> {
                 framing: head.framing,
                 upgrade: head.upgrade,
                 host: head.host.map(slice),
+                default_host: &self.snapshot.upstreams[upstream].name,
                 client_ip: self.peer.ip(),
                 forwarded: self.http.forwarded,
                 ops: &filters.request_headers,

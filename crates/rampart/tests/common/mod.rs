@@ -2,6 +2,8 @@
 //! taken from the proxy's own log lines (never from sleeping).
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

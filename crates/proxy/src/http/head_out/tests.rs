@@ -17,6 +17,7 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
             framing: head.framing,
             upgrade: head.upgrade,
             host: head.host.map(slice),
+            default_host: "app",
             client_ip: "192.0.2.7".parse().unwrap(),
             forwarded,
             ops,
@@ -112,4 +113,14 @@ fn response_heads_are_cleaned_and_marked() {
         String::from_utf8(out).unwrap(),
         "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nX-App: 1\r\nconnection: close\r\n\r\n"
     );
+}
+
+#[test]
+fn a_missing_host_gets_the_upstream_name() {
+    let out = request_out(
+        b"GET /old HTTP/1.0\r\n\r\n",
+        ForwardedHeaders::Off,
+        &HeaderOps::default(),
+    );
+    assert_eq!(out, "GET /old HTTP/1.1\r\nhost: app\r\n\r\n");
 }

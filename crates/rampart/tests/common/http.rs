@@ -1,0 +1,262 @@
+//! A scriptable HTTP/1.1 test backend on 127.0.0.1. It reports every request head it receives
+//! (raw bytes) and every connection it accepts, so tests can prove what reached it.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{channel, Receiver, Sender};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use rampart_proto::h1::{parse_request, ChunkedDecoder, ChunkedProgress, Framing, Limits};
+
+/// What the backend does after reading a request (head and body).
+#[derive(Clone)]
+pub enum Reply {
+    /// 200 with a body describing the request: `method target\nheaders...\n\nbody-length`.
+    Echo,
+    /// A fixed raw response, written as is.
+    Raw(&'static [u8]),
+    /// Close without answering.
+    Close,
+    /// Wait this long, then answer like Echo.
+    Slow(Duration),
+    /// A chunked body of this many bytes in 64 KiB chunks.
+    ChunkedDownload(u64),
+    /// `101 Switching Protocols`, then echo bytes both ways until EOF.
+    Upgrade,
+}
+
+pub struct HttpBackend {
+    pub addr: SocketAddr,
+    pub heads: Receiver<String>,
+    pub connections: Arc<AtomicUsize>,
+}
+
+impl HttpBackend {
+    pub fn start(reply: Reply) -> HttpBackend {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = channel();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming().flatten() {
+                count.fetch_add(1, Ordering::SeqCst);
+                let (tx, reply) = (tx.clone(), reply.clone());
+                thread::spawn(move || serve(conn, tx, reply));
+            }
+        });
+        HttpBackend {
+            addr,
+            heads: rx,
+            connections,
+        }
+    }
+
+    pub fn target(&self) -> String {
+        self.addr.to_string()
+    }
+
+    /// The next request head the backend received.
+    pub fn next_head(&self) -> String {
+        self.heads
+            .recv_timeout(super::WAIT)
+            .expect("the backend received no request")
+    }
+}
+
+fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
+    let mut buf = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        // Read one head.
+        let mut fields = Vec::new();
+        let head = loop {
+            match parse_request(&buf, &Limits::default(), &mut fields) {
+                Ok(Some(h)) => break h,
+                Ok(None) => {}
+                Err(_) => return,
+            }
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        };
+        let head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
+        let _ = heads.send(head_text.clone());
+        buf.drain(..head.len);
+        // Read the body.
+        let mut body_len = 0u64;
+        match head.framing {
+            Framing::Length(n) => {
+                // Counted and discarded, so that large uploads cost no memory here.
+                let mut left = n;
+                let take = (buf.len() as u64).min(left) as usize;
+                buf.drain(..take);
+                left -= take as u64;
+                while left > 0 {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => {
+                            let take = (k as u64).min(left) as usize;
+                            left -= take as u64;
+                            buf.extend_from_slice(&chunk[take..k]);
+                        }
+                    }
+                }
+                body_len = n;
+            }
+            Framing::Chunked => {
+                let mut d = ChunkedDecoder::new();
+                loop {
+                    let (used, p) = match d.advance(&buf) {
+                        Ok(x) => x,
+                        Err(_) => return,
+                    };
+                    buf.drain(..used);
+                    if p == ChunkedProgress::Done {
+                        break;
+                    }
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                    }
+                }
+                body_len = d.declared_size();
+            }
+            _ => {}
+        }
+        if !answer(&mut conn, &reply, &head_text, body_len, &mut buf) {
+            return;
+        }
+        if !head.keep_alive {
+            return;
+        }
+    }
+}
+
+/// Writes the reply; false when the connection must end.
+fn answer(conn: &mut TcpStream, reply: &Reply, head: &str, body_len: u64, rest: &mut Vec<u8>) -> bool {
+    match reply {
+        Reply::Echo => echo(conn, head, body_len),
+        Reply::Slow(d) => {
+            thread::sleep(*d);
+            echo(conn, head, body_len)
+        }
+        Reply::Raw(bytes) => conn.write_all(bytes).is_ok(),
+        Reply::Close => false,
+        Reply::ChunkedDownload(total) => {
+            let piece = vec![b'x'; 64 * 1024];
+            if conn
+                .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+                .is_err()
+            {
+                return false;
+            }
+            let mut left = *total;
+            while left > 0 {
+                let n = left.min(piece.len() as u64) as usize;
+                if conn.write_all(format!("{n:x}\r\n").as_bytes()).is_err()
+                    || conn.write_all(&piece[..n]).is_err()
+                    || conn.write_all(b"\r\n").is_err()
+                {
+                    return false;
+                }
+                left -= n as u64;
+            }
+            conn.write_all(b"0\r\n\r\n").is_ok()
+        }
+        Reply::Upgrade => {
+            if conn
+                .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n")
+                .is_err()
+            {
+                return false;
+            }
+            if !rest.is_empty() && conn.write_all(rest).is_err() {
+                return false;
+            }
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 || conn.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+            false
+        }
+    }
+}
+
+fn echo(conn: &mut TcpStream, head: &str, body_len: u64) -> bool {
+    let body = format!("{head}body-length: {body_len}\n");
+    let response = format!(
+        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(response.as_bytes()).is_ok()
+}
+
+/// Sends raw bytes and reads one response: the status, the head text and the body (by
+/// content-length or chunked, or to EOF).
+pub fn send(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, Vec<u8>) {
+    stream.write_all(raw).unwrap();
+    read_response(stream)
+}
+
+pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let mut fields = Vec::new();
+    loop {
+        if let Ok(Some(head)) = rampart_proto::h1::parse_response(&buf, &Limits::default(), false, &mut fields) {
+            if (100..200).contains(&head.status) && head.status != 101 {
+                buf.drain(..head.len);
+                continue;
+            }
+            let head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
+            let mut body = buf[head.len..].to_vec();
+            match head.framing {
+                Framing::Length(n) => {
+                    while (body.len() as u64) < n {
+                        let k = stream.read(&mut chunk).unwrap();
+                        assert!(k > 0, "connection closed mid-body");
+                        body.extend_from_slice(&chunk[..k]);
+                    }
+                }
+                Framing::UntilClose => {
+                    let _ = stream.read_to_end(&mut body);
+                }
+                Framing::Chunked => {
+                    let mut d = ChunkedDecoder::new();
+                    let mut raw = std::mem::take(&mut body);
+                    loop {
+                        let (used, p) = d.advance(&raw).unwrap();
+                        body.extend_from_slice(&raw[..used]);
+                        raw.drain(..used);
+                        if p == ChunkedProgress::Done {
+                            break;
+                        }
+                        let k = stream.read(&mut chunk).unwrap();
+                        assert!(k > 0, "connection closed mid-body");
+                        raw.extend_from_slice(&chunk[..k]);
+                    }
+                }
+                Framing::None => {}
+            }
+            return (head.status, head_text, body);
+        }
+        let k = stream.read(&mut chunk).unwrap_or(0);
+        if k == 0 {
+            return (0, String::from_utf8_lossy(&buf).into_owned(), Vec::new());
+        }
+        buf.extend_from_slice(&chunk[..k]);
+    }
+}
+
+/// Whether the server closed the connection (a read returns EOF or a reset).
+pub fn is_closed(stream: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(stream.read(&mut b), Ok(0) | Err(_))
+}
