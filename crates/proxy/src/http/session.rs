@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
-use rampart_proto::h1::{parse_request, Field, Framing, H1Error, RequestHead, Version};
+use rampart_proto::h1::{parse_request, ChunkedDecoder, Field, Framing, H1Error, RequestHead, Version};
 use tokio::net::TcpStream;
 
 use super::access_log::{write_line, AccessRecord};
@@ -221,6 +221,22 @@ impl<'a> Connection<'a> {
             if n > max {
                 self.inbuf.consume(head.len);
                 return exchange::local(self.ctx, client, &mut self.out, 413, "body_too_large", head_only).await;
+            }
+        }
+        if head.framing == Framing::Chunked {
+            // Check the body bytes that came with the head before anything goes upstream, so a
+            // malformed or oversized chunked body sent in one piece never reaches a backend.
+            let mut decoder = ChunkedDecoder::new();
+            let early = decoder.advance(&self.inbuf.filled()[head.len..]);
+            let too_large = filters.max_body_size.is_some_and(|max| decoder.declared_size() > max);
+            if early.is_err() || too_large {
+                self.inbuf.consume(head.len);
+                let (status, why) = if too_large {
+                    (413, "body_too_large")
+                } else {
+                    (400, "bad_request_body")
+                };
+                return exchange::local(self.ctx, client, &mut self.out, status, why, head_only).await;
             }
         }
         let buf = self.inbuf.filled();
