@@ -240,7 +240,7 @@ fn a_gigabyte_streams_up_and_down_chunked_with_flat_memory() {
         client.write_all(format!("{:x}\r\n", piece.len()).as_bytes()).unwrap();
         client.write_all(&piece).unwrap();
         client.write_all(b"\r\n").unwrap();
-        if i % 2048 == 0 {
+        if i.is_multiple_of(2048) {
             peak = peak.max(rss_kib(pid));
         }
     }
@@ -274,7 +274,7 @@ fn a_gigabyte_streams_up_and_down_chunked_with_flat_memory() {
         assert!(n > 0, "download cut short");
         pending.extend_from_slice(&buf[..n]);
         reads += 1;
-        if reads % 2048 == 0 {
+        if reads.is_multiple_of(2048) {
             peak = peak.max(rss_kib(pid));
         }
     }

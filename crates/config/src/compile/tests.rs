@@ -175,3 +175,85 @@ fn bind_forms() {
     assert_eq!(parse_bind("[::1]:80").unwrap(), "[::1]:80".parse().unwrap());
     assert!(parse_bind("localhost").is_err());
 }
+
+#[test]
+fn bad_http_configs_name_their_place() {
+    let base = "[listeners.gw]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\n";
+    let up = "[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n";
+    let cases: &[(&str, &str)] = &[
+        (
+            "[[listeners.gw.routes]]\nupstream = \"app\"\nrespond = { body = \"x\" }\n",
+            "test.toml:4:1: route `gw#1` needs exactly one of",
+        ),
+        (
+            "[[listeners.gw.routes]]\nupstream = \"nope\"\n",
+            "test.toml:5:12: route `gw#1` refers to unknown upstream `nope` (defined: app)",
+        ),
+        (
+            "[[listeners.gw.routes]]\nmatch = { path_regex = \"(\" }\nupstream = \"app\"\n",
+            "test.toml:5:24: invalid regex `(`",
+        ),
+        (
+            "[[listeners.gw.routes]]\nmatch = { path = \"x\" }\nupstream = \"app\"\n",
+            "test.toml:5:18: path `x` must start with /",
+        ),
+        (
+            "[[listeners.gw.routes]]\nmatch = { path = \"/a\", path_prefix = \"/b\" }\nupstream = \"app\"\n",
+            "test.toml:5:38: use only one of",
+        ),
+        (
+            "[[listeners.gw.routes]]\nmatch = { methods = [\"G E T\"] }\nupstream = \"app\"\n",
+            "test.toml:5:22: `G E T` is not an HTTP method",
+        ),
+        (
+            "[[listeners.gw.routes]]\nrespond = { status = 700 }\n",
+            "test.toml:5:22: status 700 is out of range",
+        ),
+        (
+            "[[listeners.gw.routes]]\nredirect = { to = \"/x\", status = 200 }\n",
+            "test.toml:5:34: status 200 is out of range (300 to 399)",
+        ),
+        (
+            "[[listeners.gw.routes]]\nupstream = \"app\"\nmax_body_size = \"big\"\n",
+            "test.toml:6:17: `big` is not a size",
+        ),
+        (
+            "[[listeners.gw.routes]]\nupstream = \"app\"\nbogus = 1\n",
+            "test.toml:6:1: unknown field `bogus`",
+        ),
+        (
+            "forwarded_headers = \"sometimes\"\nupstream = \"app\"\n",
+            "test.toml:4:21: unknown forwarded_headers `sometimes`",
+        ),
+        (
+            "access_log = { path = \"/tmp/a\", format = \"xml\" }\nupstream = \"app\"\n",
+            "test.toml:4:42: unknown access log format `xml`",
+        ),
+        ("", "test.toml:2:8: HTTP listener `gw` has no routes and no upstream"),
+    ];
+    for (listener_rest, want) in cases {
+        let src = format!("{base}{listener_rest}{up}");
+        let got = errors(&src);
+        assert!(
+            got.iter().any(|e| e.starts_with(want)),
+            "want {want:?}\n got {got:?}\nfor:\n{src}"
+        );
+    }
+}
+
+#[test]
+fn http_health_check_and_upstream_settings_arrive() {
+    let src = "[listeners.gw]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+               [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\nresponse_header_timeout = \"2s\"\npool_max_idle = 8\nretries = 2\n\
+               [upstreams.app.health_check]\nhttp_path = \"/healthz\"\nexpect_status = \"204\"\n";
+    let c = compile(src).unwrap();
+    let u = &c.snapshot.upstreams[0];
+    assert_eq!(
+        (u.http.response_header_timeout, u.http.pool_max_idle, u.http.retries),
+        (Duration::from_secs(2), 8, 2)
+    );
+    let http = u.health_check.as_ref().unwrap().http.as_ref().unwrap();
+    assert_eq!((http.path.as_str(), http.expect_status), ("/healthz", (204, 204)));
+    let bad = src.replace("\"204\"", "\"2xx\"");
+    assert!(errors(&bad)[0].contains("`2xx` is not a status range"));
+}

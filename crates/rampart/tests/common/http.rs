@@ -128,7 +128,7 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
             }
             _ => {}
         }
-        if !answer(&mut conn, &reply, &head_text, body_len, &mut buf) {
+        if !answer(&mut conn, &reply, &head_text, body_len, &buf) {
             return;
         }
         if !head.keep_alive {
@@ -138,7 +138,7 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
 }
 
 /// Writes the reply; false when the connection must end.
-fn answer(conn: &mut TcpStream, reply: &Reply, head: &str, body_len: u64, rest: &mut Vec<u8>) -> bool {
+fn answer(conn: &mut TcpStream, reply: &Reply, head: &str, body_len: u64, rest: &[u8]) -> bool {
     match reply {
         Reply::Echo => echo(conn, head, body_len),
         Reply::Slow(d) => {
