@@ -19,7 +19,9 @@ import tempfile
 import time
 
 BACKEND_PORT = 18080
+# L4 ports, then HTTP ports (proxy name -> port), per mode.
 PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003}
+HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -65,6 +67,8 @@ def backend(workdir):
     os.makedirs(bulk, exist_ok=True)
     with open(os.path.join(bulk, "bulk.bin"), "wb") as f:
         f.write(os.urandom(1 << 20) * 64)
+    with open(os.path.join(bulk, "16k.bin"), "wb") as f:
+        f.write(os.urandom(16 * 1024))
     conf = write(os.path.join(workdir, "backend.conf"), f"""
 worker_processes 1;
 worker_cpu_affinity 10;
@@ -82,6 +86,7 @@ http {{
         root {bulk};
         location = / {{ return 200 "hello from the backend\\n"; }}
         location /bulk.bin {{ }}
+        location /16k.bin {{ }}
     }}
 }}
 """)
@@ -91,6 +96,63 @@ http {{
 def proxy_rampart(workdir, binary):
     return start(["taskset", "-c", "0", os.path.abspath(binary), "tcp", "--listen", f"127.0.0.1:{PORTS['rampart']}",
                   "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, "rampart")
+
+
+def http_rampart(workdir, binary):
+    return start(["taskset", "-c", "0", os.path.abspath(binary), "http", "--listen", f"127.0.0.1:{HTTP_PORTS['rampart']}",
+                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, "rampart-http")
+
+
+def http_haproxy(workdir):
+    conf = write(os.path.join(workdir, "haproxy-http.cfg"), f"""
+global
+    nbthread 1
+    cpu-map 1/1 0
+    maxconn 9000
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+frontend bench
+    bind 127.0.0.1:{HTTP_PORTS['haproxy']}
+    default_backend backend
+backend backend
+    server b1 127.0.0.1:{BACKEND_PORT}
+""")
+    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy-http")
+
+
+def http_nginx(workdir):
+    conf = write(os.path.join(workdir, "nginx-http.conf"), f"""
+worker_processes 1;
+worker_cpu_affinity 01;
+worker_rlimit_nofile 19000;
+daemon off;
+master_process off;
+pid {workdir}/nginx-http.pid;
+error_log {workdir}/nginx-http.err warn;
+events {{ worker_connections 9000; }}
+http {{
+    access_log off;
+    keepalive_timeout 60s;
+    keepalive_requests 10000000;
+    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{HTTP_PORTS['nginx']};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering on;
+        }}
+    }}
+}}
+""")
+    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx-http")
 
 
 def proxy_haproxy(workdir):
@@ -155,20 +217,24 @@ def parse_wrk(out):
 
 
 SCENARIOS = {
-    # name: (connections, path, description)
-    "l4-small-c64": (64, "/", "small responses, 64 keep-alive connections"),
-    "l4-small-c256": (256, "/", "small responses, 256 keep-alive connections"),
-    "l4-bulk": (4, "/bulk.bin", "64 MiB downloads, 4 connections"),
+    # name: (mode, connections, path, extra wrk args, description)
+    "l4-small-c64": ("l4", 64, "/", [], "small responses, 64 keep-alive connections"),
+    "l4-small-c256": ("l4", 256, "/", [], "small responses, 256 keep-alive connections"),
+    "l4-bulk": ("l4", 4, "/bulk.bin", [], "64 MiB downloads, 4 connections"),
+    "http-small-c64": ("http", 64, "/", [], "small responses, 64 keep-alive connections"),
+    "http-small-c256": ("http", 256, "/", [], "small responses, 256 keep-alive connections"),
+    "http-16k-c64": ("http", 64, "/16k.bin", [], "16 KiB responses, 64 keep-alive connections"),
+    "http-close-c64": ("http", 64, "/", ["-H", "Connection: close"], "one request per connection, 64 at a time"),
 }
 
 
 def run_one(name, pid, port, scenario, duration):
-    conns, path, _ = SCENARIOS[scenario]
+    _, conns, path, extra, _ = SCENARIOS[scenario]
     url = f"http://127.0.0.1:{port}{path}"
     # Warm up pools and caches, unmeasured.
-    subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", url], capture_output=True, check=True)
+    subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", *extra, url], capture_output=True, check=True)
     before = cpu_seconds(pid)
-    out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", url],
+    out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", *extra, url],
                          capture_output=True, text=True, check=True).stdout
     cpu = cpu_seconds(pid) - before
     res = parse_wrk(out)
@@ -186,6 +252,8 @@ def main():
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
     ap.add_argument("--proxies", default="rampart,haproxy,nginx")
     ap.add_argument("--out", default="bench/out")
+    ap.add_argument("--idle-connections", type=int, default=5000,
+                    help="idle keep-alive connections for the HTTP memory measurement (0 skips it)")
     args = ap.parse_args()
     for tool in ("nginx", "haproxy", "wrk", "taskset"):
         if not shutil.which(tool):
@@ -196,25 +264,35 @@ def main():
     try:
         procs["backend"] = backend(workdir)
         wait_port(BACKEND_PORT)
-        starters = {"rampart": lambda: proxy_rampart(workdir, args.rampart),
-                    "haproxy": lambda: proxy_haproxy(workdir), "nginx": lambda: proxy_nginx(workdir)}
+        starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),
+                    ("l4", "haproxy"): lambda: proxy_haproxy(workdir), ("l4", "nginx"): lambda: proxy_nginx(workdir),
+                    ("http", "rampart"): lambda: http_rampart(workdir, args.rampart),
+                    ("http", "haproxy"): lambda: http_haproxy(workdir), ("http", "nginx"): lambda: http_nginx(workdir)}
+        ports = {"l4": PORTS, "http": HTTP_PORTS}
         proxies = args.proxies.split(",")
-        for p in proxies:
-            procs[p] = starters[p]()
-            wait_port(PORTS[p])
+        scenarios = args.scenarios.split(",")
+        modes = sorted({SCENARIOS[s][0] for s in scenarios})
+        for mode in modes:
+            for p in proxies:
+                procs[(mode, p)] = starters[(mode, p)]()
+                wait_port(ports[mode][p])
         results = {}
-        for scenario in args.scenarios.split(","):
+        for scenario in scenarios:
+            mode = SCENARIOS[scenario][0]
             for rnd in range(args.rounds):
                 for p in proxies:
-                    r = run_one(p, procs[p].pid, PORTS[p], scenario, args.duration)
+                    r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration)
                     results.setdefault((scenario, p), []).append(r)
                     print(f"{scenario} round {rnd + 1} {p:8s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}", flush=True)
         table = report(results, args, proxies)
+        if "http" in modes and args.idle_connections > 0:
+            table += idle_memory(procs, proxies, args.idle_connections)
         print(table)
         with open(os.path.join(args.out, "results.md"), "w") as f:
             f.write(table)
+        chart(results, proxies, os.path.join(args.out, "cpu-per-request.png"))
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)
@@ -223,6 +301,72 @@ def main():
                 p.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def idle_memory(procs, proxies, count):
+    """RSS growth of each HTTP proxy while `count` keep-alive client connections sit idle after
+    one request each; the connections are opened from this process and closed afterwards."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    lines = ["", f"Idle keep-alive memory: RSS growth with {count} idle client connections "
+             "(each after one request), divided by the connections.", "",
+             "| proxy | RSS before KiB | RSS with idle connections KiB | bytes per idle connection |",
+             "|---|---:|---:|---:|"]
+    request = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
+    for p in proxies:
+        pid = procs[("http", p)].pid
+        time.sleep(0.5)
+        before = rss_kib(pid)
+        socks = []
+        for _ in range(count):
+            s = socket.create_connection(("127.0.0.1", HTTP_PORTS[p]))
+            s.sendall(request)
+            socks.append(s)
+        for s in socks:
+            got = b""
+            while b"hello from the backend" not in got:
+                chunk = s.recv(4096)
+                if not chunk:
+                    raise RuntimeError(f"{p} closed an idle-test connection")
+                got += chunk
+        # Idle means no request for a while: Rampart keeps a connection's request state for 1 s
+        # after its last request before it counts as idle; wait past that.
+        time.sleep(2.5)
+        after = rss_kib(pid)
+        per = (after - before) * 1024 / count
+        lines.append(f"| {p} | {before} | {after} | {per:.0f} |")
+        print(f"idle memory {p}: {before} KiB -> {after} KiB, {per:.0f} bytes per connection", flush=True)
+        for s in socks:
+            s.close()
+        time.sleep(1.0)
+    return "\n".join(lines) + "\n"
+
+
+def chart(results, proxies, path):
+    """A grouped bar chart of CPU per request (median) for the small-message scenarios."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing: no chart (bench/run.sh installs it)")
+        return
+    scenarios = [s for s in dict.fromkeys(k[0] for k in results) if s != "l4-bulk"]
+    width = 0.8 / len(proxies)
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    for i, p in enumerate(proxies):
+        values = [statistics.median(r["cpu_us_per_req"] for r in results[(s, p)]) for s in scenarios]
+        bars = ax.bar([x + i * width for x in range(len(scenarios))], values, width, label=p)
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_xticks([x + width * (len(proxies) - 1) / 2 for x in range(len(scenarios))])
+    ax.set_xticklabels(scenarios, fontsize=8)
+    ax.set_ylabel("proxy CPU µs per request (lower is better)")
+    ax.set_title("One worker pinned to one core; backend and wrk on the other core")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    print(f"chart: {path}")
 
 
 def report(results, args, proxies):

@@ -224,6 +224,43 @@ pub async fn write_all(to: &TcpStream, mut data: &[u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Writes all of `data`; a timer is armed only if the socket blocks, and the whole write must
+/// finish within `limit` of that moment (error kind `TimedOut` otherwise).
+pub async fn write_all_within(to: &TcpStream, data: &[u8], limit: Duration) -> io::Result<()> {
+    write_all_vectored_within(to, data, &[], limit).await
+}
+
+/// Writes `a` then `b` with vectored writes (one system call when the socket takes both), with
+/// the same lazy timeout as [`write_all_within`].
+pub async fn write_all_vectored_within(to: &TcpStream, mut a: &[u8], mut b: &[u8], limit: Duration) -> io::Result<()> {
+    let mut deadline = None;
+    while !a.is_empty() || !b.is_empty() {
+        let result = if b.is_empty() {
+            to.try_write(a)
+        } else if a.is_empty() {
+            to.try_write(b)
+        } else {
+            to.try_write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])
+        };
+        match result {
+            Ok(n) => {
+                let from_a = n.min(a.len());
+                a = &a[from_a..];
+                b = &b[n - from_a..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+                match tokio::time::timeout_at(at, to.writable()).await {
+                    Ok(ready) => ready?,
+                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Sends FIN on `stream`; a peer that is already gone is not an error here.
 fn half_close(stream: &TcpStream) {
     let _ = socket2::SockRef::from(stream).shutdown(Shutdown::Write);

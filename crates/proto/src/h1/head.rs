@@ -1,5 +1,7 @@
 //! Request and response heads.
 
+use std::mem::MaybeUninit;
+
 use super::{H1Error, Limits};
 
 /// The most fields a head may be parsed with, whatever [`Limits::max_fields`] says.
@@ -256,10 +258,12 @@ fn valid_host(v: &[u8]) -> bool {
 /// Parses a request head at the start of `buf`. `Ok(None)`: the head is not complete yet (and no
 /// limit is exceeded so far). `fields` is cleared and filled with the header fields.
 pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Result<Option<RequestHead>, H1Error> {
-    let mut storage = [httparse::EMPTY_HEADER; FIELD_CAPACITY];
+    // Uninitialised storage: httparse writes only the fields it finds, so a parse costs nothing
+    // per unused slot.
+    let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; FIELD_CAPACITY];
     let max_fields = limits.max_fields.min(FIELD_CAPACITY);
-    let mut req = httparse::Request::new(&mut storage[..max_fields]);
-    let len = match req.parse(buf) {
+    let mut req = httparse::Request::new(&mut []);
+    let len = match req.parse_with_uninit_headers(buf, &mut storage[..max_fields]) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             check_partial(buf, limits, true)?;
@@ -336,10 +340,14 @@ pub fn parse_response(
     head_request: bool,
     fields: &mut Vec<Field>,
 ) -> Result<Option<ResponseHead>, H1Error> {
-    let mut storage = [httparse::EMPTY_HEADER; FIELD_CAPACITY];
+    let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; FIELD_CAPACITY];
     let max_fields = limits.max_fields.min(FIELD_CAPACITY);
-    let mut res = httparse::Response::new(&mut storage[..max_fields]);
-    let len = match res.parse(buf) {
+    let mut res = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_response_with_uninit_headers(
+        &mut res,
+        buf,
+        &mut storage[..max_fields],
+    ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             check_partial(buf, limits, false)?;

@@ -14,7 +14,7 @@ use super::iobuf::IoBuf;
 use super::route::HeaderOps;
 use crate::balance::Tried;
 use crate::connect::{connect_upstream, ConnectFailure};
-use crate::relay::{relay, write_all};
+use crate::relay::{relay, write_all, write_all_vectored_within, write_all_within};
 use crate::snapshot::Snapshot;
 use crate::worker::{bump, WorkerContext};
 
@@ -35,6 +35,8 @@ pub struct ProxyRequest<'a> {
     pub response_ops: &'a HeaderOps,
     /// Idle wait for more request body bytes from the client.
     pub client_body_timeout: Duration,
+    /// Measure the upstream time (for the access log); costs two clock reads.
+    pub measure: bool,
 }
 
 /// How an exchange ended.
@@ -154,7 +156,7 @@ pub async fn proxy(
             sent_continue = true;
         }
 
-        let started = Instant::now();
+        let started = req.measure.then(Instant::now);
         let sent = send_request(ctx, req, &mut conn, client, inbuf, head_out, settings.write_timeout).await;
         let retryable = |body_sent: bool| !body_sent && req.idempotent && req.framing == Framing::None;
         match sent {
@@ -233,13 +235,13 @@ async fn send_request(
     head_out: &[u8],
     write_timeout: Duration,
 ) -> Result<(), SendFailure> {
-    let up_write = |result: Result<io::Result<()>, tokio::time::error::Elapsed>, body_sent: bool| match result {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(SendFailure::Upstream { body_sent }),
-        Err(_) => Err(SendFailure::UpstreamTimeout),
+    let up_write = |result: io::Result<()>, body_sent: bool| match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(SendFailure::UpstreamTimeout),
+        Err(_) => Err(SendFailure::Upstream { body_sent }),
     };
     up_write(
-        tokio::time::timeout(write_timeout, write_all(conn, head_out)).await,
+        write_all_within(conn, head_out, write_timeout).await,
         false,
     )?;
     match req.framing {
@@ -252,7 +254,7 @@ async fn send_request(
                 }
                 let take = (inbuf.len() as u64).min(left) as usize;
                 up_write(
-                    tokio::time::timeout(write_timeout, write_all(conn, &inbuf.filled()[..take])).await,
+                    write_all_within(conn, &inbuf.filled()[..take], write_timeout).await,
                     true,
                 )?;
                 inbuf.consume(take);
@@ -271,7 +273,7 @@ async fn send_request(
                     return Err(SendFailure::TooLarge);
                 }
                 up_write(
-                    tokio::time::timeout(write_timeout, write_all(conn, &inbuf.filled()[..used])).await,
+                    write_all_within(conn, &inbuf.filled()[..used], write_timeout).await,
                     true,
                 )?;
                 inbuf.consume(used);
@@ -328,7 +330,7 @@ async fn respond(
     upbuf: &mut IoBuf,
     out: &mut Vec<u8>,
     sent_continue: bool,
-    started: Instant,
+    started: Option<Instant>,
 ) -> Result<(Outcome, bool), ResponseFailure> {
     let settings = req.snapshot.upstreams[req.upstream].http;
     let limits = Limits::default();
@@ -370,7 +372,7 @@ async fn respond(
             Err(_) => return Err(ResponseFailure::Timeout),
         }
     };
-    let upstream_time = started.elapsed();
+    let upstream_time = started.map(|s| s.elapsed());
 
     let tunnel = head.status == 101 && req.upgrade;
     let close_client = !req.client_keep_alive || head.framing == Framing::UntilClose || (head.status == 101 && !tunnel);
@@ -392,7 +394,7 @@ async fn respond(
         status: head.status,
         keep_client: !close_client,
         target: None,
-        upstream_time: Some(upstream_time),
+        upstream_time,
         bytes_out: 0,
         error: None,
     };
@@ -478,9 +480,17 @@ async fn stream_body(
             done = left == 0;
         }
         if first {
-            out.extend_from_slice(&upbuf.filled()[..take]);
-            write_all(client, out).await.map_err(|_| (sent, "client_error"))?;
-            sent += out.len() as u64;
+            // The head and the body bytes read with it leave in one system call: small bodies are
+            // copied behind the head, larger ones go as a second slice of one vectored write.
+            let body = &upbuf.filled()[..take];
+            let written = if body.len() <= 2048 {
+                out.extend_from_slice(body);
+                write_all(client, out).await
+            } else {
+                write_all_vectored_within(client, out, body, read_timeout).await
+            };
+            written.map_err(|_| (sent, "client_error"))?;
+            sent += (out.len() + if body.len() <= 2048 { 0 } else { body.len() }) as u64;
             first = false;
         } else if take > 0 {
             write_all(client, &upbuf.filled()[..take])

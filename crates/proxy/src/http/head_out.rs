@@ -4,9 +4,6 @@
 //! `Proxy-Connection`, `TE`, `Transfer-Encoding` (written again by us when the body is chunked),
 //! `Upgrade` outside a tunnel, and `Expect` (Rampart answers `100 Continue` itself).
 
-use std::io::Write;
-use std::net::IpAddr;
-
 use rampart_proto::h1::{Field, Framing, ResponseHead};
 
 use super::route::HeaderOps;
@@ -92,7 +89,8 @@ pub struct RequestOut<'a> {
     pub host: Option<&'a [u8]>,
     /// Sent as `Host` when the client sent none (HTTP/1.0): the upstream's name, as nginx does.
     pub default_host: &'a str,
-    pub client_ip: IpAddr,
+    /// The client's address as text (formatted once per connection).
+    pub client_ip: &'a str,
     pub forwarded: ForwardedHeaders,
     pub ops: &'a HeaderOps,
 }
@@ -150,7 +148,8 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
                 out.extend_from_slice(b", ");
             }
         }
-        let _ = write!(out, "{}\r\n", r.client_ip);
+        out.extend_from_slice(r.client_ip.as_bytes());
+        out.extend_from_slice(b"\r\n");
         if !proto_seen {
             out.extend_from_slice(b"x-forwarded-proto: http\r\n");
         }

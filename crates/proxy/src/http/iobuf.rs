@@ -10,7 +10,8 @@ use tokio::net::TcpStream;
 use crate::worker::WorkerContext;
 
 /// Initial size of an HTTP read buffer; it grows (up to the head limit) only for large heads.
-pub const HTTP_BUFFER_SIZE: usize = 16 * 1024;
+/// Upstream responses are read into one too: 32 KiB takes a head and a 16 KiB body in one read.
+pub const HTTP_BUFFER_SIZE: usize = 32 * 1024;
 
 #[derive(Default)]
 pub struct IoBuf {
@@ -47,6 +48,14 @@ impl IoBuf {
     pub async fn read_from(&mut self, ctx: &WorkerContext, stream: &mut TcpStream, max: usize) -> io::Result<usize> {
         self.make_room(ctx, max)?;
         let n = stream.read(&mut self.data[self.end..]).await?;
+        self.end += n;
+        Ok(n)
+    }
+
+    /// Reads what is there now without waiting (`WouldBlock` when nothing is).
+    pub fn try_read_from(&mut self, ctx: &WorkerContext, stream: &TcpStream, max: usize) -> io::Result<usize> {
+        self.make_room(ctx, max)?;
+        let n = stream.try_read(&mut self.data[self.end..])?;
         self.end += n;
         Ok(n)
     }

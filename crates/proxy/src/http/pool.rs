@@ -1,6 +1,7 @@
 //! Each worker's idle keep-alive upstream connections ("hot pipes"), per target address.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -12,9 +13,34 @@ struct Idle {
     since: Instant,
 }
 
+/// A multiply-rotate hasher: target addresses are few and not attacker-chosen, so SipHash's
+/// flooding resistance buys nothing here and costs time on every request.
+#[derive(Default)]
+struct AddrHasher(u64);
+
+impl Hasher for AddrHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+
+    fn write_u16(&mut self, n: u16) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 #[derive(Default)]
 pub struct UpstreamPool {
-    idle: HashMap<SocketAddr, Vec<Idle>>,
+    idle: HashMap<SocketAddr, Vec<Idle>, BuildHasherDefault<AddrHasher>>,
 }
 
 impl UpstreamPool {

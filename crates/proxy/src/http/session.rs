@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use rampart_proto::h1::{parse_request, ChunkedDecoder, Field, Framing, H1Error, RequestHead, Version};
 use tokio::net::TcpStream;
@@ -46,16 +46,15 @@ pub async fn serve(
         listener_name: &listener.name,
         http,
         peer,
+        client_ip: peer.ip().to_string(),
         inbuf: IoBuf::default(),
         fields: Vec::new(),
-        out: ctx.take_out_buffer(),
-        head_out: ctx.take_out_buffer(),
+        out: Vec::new(),
+        head_out: Vec::new(),
         log_scratch: Vec::new(),
     };
     conn.run(&mut client).await;
-    conn.inbuf.release(ctx);
-    ctx.give_out_buffer(std::mem::take(&mut conn.out));
-    ctx.give_out_buffer(std::mem::take(&mut conn.head_out));
+    conn.release_idle();
     drop_by(&ctx.counters.open, 1);
 }
 
@@ -65,12 +64,25 @@ struct Connection<'a> {
     listener_name: &'a str,
     http: &'a HttpListener,
     peer: SocketAddr,
+    /// The client's address as text, for X-Forwarded-For.
+    client_ip: String,
     inbuf: IoBuf,
     fields: Vec<Field>,
     out: Vec<u8>,
     head_out: Vec<u8>,
     /// Copies of the request's method, target, host, referer and user agent for the access log.
     log_scratch: Vec<u8>,
+}
+
+/// How long a connection stays in its active state waiting for the next request before it
+/// gives its buffers back and waits as idle.
+const LINGER: Duration = Duration::from_secs(1);
+
+/// What a burst of requests ended with.
+enum Next {
+    /// The client paused; wait for it as an idle connection.
+    Idle,
+    Close,
 }
 
 /// The outcome of reading a request head.
@@ -88,47 +100,91 @@ impl<'a> Connection<'a> {
         let mut first = true;
         loop {
             if self.inbuf.is_empty() {
-                // Waiting for the next request holds no buffer.
-                self.inbuf.release(self.ctx);
+                // Idle: hand every buffer back and wait with the smallest possible task.
+                self.release_idle();
                 let wait = if first {
                     self.http.client_header_timeout
                 } else {
-                    self.http.keepalive_timeout
+                    self.http.keepalive_timeout.saturating_sub(LINGER).max(Duration::from_millis(1))
                 };
                 match tokio::time::timeout(wait, client.readable()).await {
                     Ok(Ok(())) => {}
                     _ => return,
                 }
             }
-            let started = Instant::now();
-            let started_wall = SystemTime::now();
-            let head = match self.read_head(client).await {
-                HeadRead::Head(h) => h,
-                HeadRead::Closed => return,
-                HeadRead::Timeout => {
-                    self.answer_error(client, 408, "client_header_timeout", started, started_wall)
-                        .await;
-                    return;
-                }
-                HeadRead::Invalid(e) => {
-                    let why = error_name(e);
-                    log::debug!("listener {}: bad request from {}: {e}", self.listener_name, self.peer);
-                    self.answer_error(client, e.status(), why, started, started_wall).await;
-                    return;
-                }
-            };
-            first = false;
-            bump(&self.ctx.counters.http_requests, 1);
-            let (outcome, route) = self.handle(client, &head).await;
-            self.log_access(&head, &outcome, route, started, started_wall);
-            if !outcome.keep_client {
-                return;
+            // Requests are handled in a boxed future that exists only while they keep coming
+            // (one allocation per burst, not per request), so an idle connection's task holds
+            // none of the request-handling state.
+            match Box::pin(self.active(client)).await {
+                Next::Idle => first = false,
+                Next::Close => return,
             }
         }
     }
 
+    /// Handles requests until the client pauses for [`LINGER`] or the connection must close.
+    async fn active(&mut self, client: &mut TcpStream) -> Next {
+        loop {
+            if self.out.capacity() == 0 {
+                self.out = self.ctx.take_out_buffer();
+                self.head_out = self.ctx.take_out_buffer();
+            }
+            let measure = self.wants_access_log();
+            let started = measure.then(|| (Instant::now(), SystemTime::now()));
+            let head = match self.read_head(client).await {
+                HeadRead::Head(h) => h,
+                HeadRead::Closed => return Next::Close,
+                HeadRead::Timeout => {
+                    self.answer_error(client, 408, "client_header_timeout", started).await;
+                    return Next::Close;
+                }
+                HeadRead::Invalid(e) => {
+                    log::debug!("listener {}: bad request from {}: {e}", self.listener_name, self.peer);
+                    self.answer_error(client, e.status(), error_name(e), started).await;
+                    return Next::Close;
+                }
+            };
+            bump(&self.ctx.counters.http_requests, 1);
+            let (outcome, route) = self.handle(client, &head).await;
+            if let Some(started) = started {
+                self.write_access(Some(&head), &outcome, route, started);
+            }
+            if !outcome.keep_client {
+                return Next::Close;
+            }
+            if self.inbuf.is_empty() {
+                // Between requests the buffers go back to the pools (no allocation either way).
+                self.release_buffers();
+                let linger = LINGER.min(self.http.keepalive_timeout);
+                match tokio::time::timeout(linger, client.readable()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(_)) => return Next::Close,
+                    Err(_) => return Next::Idle,
+                }
+            }
+        }
+    }
+
+    /// Gives the read and write buffers back to the worker's pools.
+    fn release_buffers(&mut self) {
+        self.inbuf.release_if_empty(self.ctx);
+        if self.out.capacity() > 0 {
+            self.ctx.give_out_buffer(std::mem::take(&mut self.out));
+            self.ctx.give_out_buffer(std::mem::take(&mut self.head_out));
+        }
+    }
+
+    /// Gives everything back before waiting as an idle connection.
+    fn release_idle(&mut self) {
+        self.inbuf.release(self.ctx);
+        self.release_buffers();
+        self.fields = Vec::new();
+        self.log_scratch = Vec::new();
+    }
+
     async fn read_head(&mut self, client: &mut TcpStream) -> HeadRead {
         let limits = self.http.limits;
+        let max = limits.max_head + 1;
         let mut deadline = None;
         loop {
             match parse_request(self.inbuf.filled(), &limits, &mut self.fields) {
@@ -136,18 +192,34 @@ impl<'a> Connection<'a> {
                 Ok(None) => {}
                 Err(e) => return HeadRead::Invalid(e),
             }
-            let got_some = !self.inbuf.is_empty();
-            let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
-            let read = tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, limits.max_head + 1)).await;
-            match read {
-                Ok(Ok(0)) | Ok(Err(_)) if !got_some => return HeadRead::Closed,
-                Ok(Ok(0)) => return HeadRead::Closed,
-                Ok(Err(e)) if e.kind() == std::io::ErrorKind::OutOfMemory => {
-                    return HeadRead::Invalid(H1Error::HeadTooLarge)
+            // The first read takes what is already there without arming a timer; only a head
+            // that needs more reads gets the header deadline.
+            let read = match deadline {
+                None => match self.inbuf.try_read_from(self.ctx, client, max) {
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
+                    other => Some(other),
+                },
+                Some(_) => None,
+            };
+            let read = match read {
+                Some(r) => {
+                    deadline = Some(tokio::time::Instant::now() + self.http.client_header_timeout);
+                    r
                 }
-                Ok(Err(_)) => return HeadRead::Closed,
-                Ok(Ok(_)) => {}
-                Err(_) => return HeadRead::Timeout,
+                None => {
+                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
+                    match tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, max)).await {
+                        Ok(r) => r,
+                        Err(_) if self.inbuf.is_empty() => return HeadRead::Closed,
+                        Err(_) => return HeadRead::Timeout,
+                    }
+                }
+            };
+            match read {
+                Ok(0) => return HeadRead::Closed,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => return HeadRead::Invalid(H1Error::HeadTooLarge),
+                Err(_) => return HeadRead::Closed,
             }
         }
     }
@@ -256,7 +328,7 @@ impl<'a> Connection<'a> {
                 upgrade: head.upgrade,
                 host: head.host.map(slice),
                 default_host: &self.snapshot.upstreams[upstream].name,
-                client_ip: self.peer.ip(),
+                client_ip: &self.client_ip,
                 forwarded: self.http.forwarded,
                 ops: &filters.request_headers,
             },
@@ -277,6 +349,7 @@ impl<'a> Connection<'a> {
             max_body_size: filters.max_body_size,
             response_ops: &filters.response_headers,
             client_body_timeout: self.http.client_header_timeout,
+            measure: self.wants_access_log(),
         };
         self.inbuf.consume(head.len);
         let head_out = std::mem::take(&mut self.head_out);
@@ -312,13 +385,12 @@ impl<'a> Connection<'a> {
         client: &mut TcpStream,
         status: u16,
         why: &'static str,
-        started: Instant,
-        wall: SystemTime,
+        started: Option<(Instant, SystemTime)>,
     ) {
         self.out.clear();
         super::local::write_error(&mut self.out, status, true, false);
         let ok = write_all(client, &self.out).await.is_ok();
-        if self.wants_access_log() {
+        if let Some(started) = started {
             self.log_scratch.clear();
             let outcome = Outcome {
                 status,
@@ -328,7 +400,7 @@ impl<'a> Connection<'a> {
                 bytes_out: if ok { self.out.len() as u64 } else { 0 },
                 error: Some(why),
             };
-            self.write_access(None, &outcome, None, started, wall);
+            self.write_access(None, &outcome, None, started);
         }
         // Let the client read the answer rather than meet a reset from unread bytes.
         let _ = socket2::SockRef::from(&*client).shutdown(std::net::Shutdown::Write);
@@ -339,26 +411,12 @@ impl<'a> Connection<'a> {
         self.http.access_log.is_some()
     }
 
-    fn log_access(
-        &mut self,
-        head: &RequestHead,
-        outcome: &Outcome,
-        route: Option<&Route>,
-        started: Instant,
-        wall: SystemTime,
-    ) {
-        if self.wants_access_log() {
-            self.write_access(Some(head), outcome, route, started, wall);
-        }
-    }
-
     fn write_access(
         &self,
         head: Option<&RequestHead>,
         outcome: &Outcome,
         route: Option<&Route>,
-        started: Instant,
-        wall: SystemTime,
+        (started, wall): (Instant, SystemTime),
     ) {
         let Some((path, format)) = &self.http.access_log else {
             return;

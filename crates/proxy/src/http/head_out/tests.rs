@@ -18,7 +18,7 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
             upgrade: head.upgrade,
             host: head.host.map(slice),
             default_host: "app",
-            client_ip: "192.0.2.7".parse().unwrap(),
+            client_ip: "192.0.2.7",
             forwarded,
             ops,
         },
