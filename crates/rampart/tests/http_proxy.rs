@@ -97,8 +97,8 @@ fn pipelined_requests_are_answered_in_order() {
     }
     client.write_all(&all).unwrap();
     for i in 0..5 {
-        let (status, _, body) = read_response(&mut client);
-        assert_eq!(status, 200);
+        let (status, head, body) = read_response(&mut client);
+        assert_eq!(status, 200, "response {i}: {head}");
         assert!(
             String::from_utf8_lossy(&body).starts_with(&format!("GET /p{i} ")),
             "response {i} out of order"

@@ -240,10 +240,7 @@ async fn send_request(
         Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(SendFailure::UpstreamTimeout),
         Err(_) => Err(SendFailure::Upstream { body_sent }),
     };
-    up_write(
-        write_all_within(conn, head_out, write_timeout).await,
-        false,
-    )?;
+    up_write(write_all_within(conn, head_out, write_timeout).await, false)?;
     match req.framing {
         Framing::None | Framing::UntilClose => Ok(()),
         Framing::Length(total) => {

@@ -105,7 +105,10 @@ impl<'a> Connection<'a> {
                 let wait = if first {
                     self.http.client_header_timeout
                 } else {
-                    self.http.keepalive_timeout.saturating_sub(LINGER).max(Duration::from_millis(1))
+                    self.http
+                        .keepalive_timeout
+                        .saturating_sub(LINGER)
+                        .max(Duration::from_millis(1))
                 };
                 match tokio::time::timeout(wait, client.readable()).await {
                     Ok(Ok(())) => {}
@@ -207,7 +210,8 @@ impl<'a> Connection<'a> {
                     r
                 }
                 None => {
-                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
+                    let at =
+                        *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
                     match tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, max)).await {
                         Ok(r) => r,
                         Err(_) if self.inbuf.is_empty() => return HeadRead::Closed,
@@ -218,7 +222,9 @@ impl<'a> Connection<'a> {
             match read {
                 Ok(0) => return HeadRead::Closed,
                 Ok(_) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => return HeadRead::Invalid(H1Error::HeadTooLarge),
+                Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
+                    return HeadRead::Invalid(H1Error::HeadTooLarge)
+                }
                 Err(_) => return HeadRead::Closed,
             }
         }

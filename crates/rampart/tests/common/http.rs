@@ -205,53 +205,64 @@ pub fn send(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, Vec<u8>) {
     read_response(stream)
 }
 
+/// Reads exactly one response (skipping interim 1xx ones) and nothing after it, so pipelined
+/// responses stay in the socket for the next call: heads are parsed from peeked bytes and then
+/// consumed to their exact length.
 pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 16 * 1024];
+    let mut peeked = vec![0u8; 128 * 1024];
     let mut fields = Vec::new();
+    // Bytes already consumed of a head that was not complete yet (all of them belong to it).
+    let mut prefix: Vec<u8> = Vec::new();
     loop {
-        if let Ok(Some(head)) = rampart_proto::h1::parse_response(&buf, &Limits::default(), false, &mut fields) {
-            if (100..200).contains(&head.status) && head.status != 101 {
-                buf.drain(..head.len);
+        let n = match stream.peek(&mut peeked) {
+            Ok(0) | Err(_) => return (0, String::from_utf8_lossy(&prefix).into_owned(), Vec::new()),
+            Ok(n) => n,
+        };
+        let mut joined = prefix.clone();
+        joined.extend_from_slice(&peeked[..n]);
+        let head = match rampart_proto::h1::parse_response(&joined, &Limits::default(), false, &mut fields) {
+            Ok(Some(head)) => head,
+            Ok(None) => {
+                let mut more = vec![0u8; n];
+                stream.read_exact(&mut more).unwrap();
+                prefix.extend_from_slice(&more);
                 continue;
             }
-            let head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
-            let mut body = buf[head.len..].to_vec();
-            match head.framing {
-                Framing::Length(n) => {
-                    while (body.len() as u64) < n {
-                        let k = stream.read(&mut chunk).unwrap();
-                        assert!(k > 0, "connection closed mid-body");
-                        body.extend_from_slice(&chunk[..k]);
-                    }
-                }
-                Framing::UntilClose => {
-                    let _ = stream.read_to_end(&mut body);
-                }
-                Framing::Chunked => {
-                    let mut d = ChunkedDecoder::new();
-                    let mut raw = std::mem::take(&mut body);
-                    loop {
-                        let (used, p) = d.advance(&raw).unwrap();
-                        body.extend_from_slice(&raw[..used]);
-                        raw.drain(..used);
-                        if p == ChunkedProgress::Done {
-                            break;
-                        }
-                        let k = stream.read(&mut chunk).unwrap();
-                        assert!(k > 0, "connection closed mid-body");
-                        raw.extend_from_slice(&chunk[..k]);
-                    }
-                }
-                Framing::None => {}
+            Err(_) => return (0, String::from_utf8_lossy(&joined).into_owned(), Vec::new()),
+        };
+        let head_text = String::from_utf8_lossy(&joined[..head.len]).into_owned();
+        let mut rest_of_head = vec![0u8; head.len - prefix.len()];
+        stream.read_exact(&mut rest_of_head).unwrap();
+        prefix.clear();
+        if (100..200).contains(&head.status) && head.status != 101 {
+            continue;
+        }
+        let mut body = Vec::new();
+        match head.framing {
+            Framing::Length(len) => {
+                body = vec![0u8; len as usize];
+                stream.read_exact(&mut body).expect("connection closed mid-body");
             }
-            return (head.status, head_text, body);
+            Framing::UntilClose => {
+                let _ = stream.read_to_end(&mut body);
+            }
+            Framing::Chunked => {
+                let mut d = ChunkedDecoder::new();
+                loop {
+                    let n = stream.peek(&mut peeked).expect("connection closed mid-body");
+                    assert!(n > 0, "connection closed mid-body");
+                    let (used, p) = d.advance(&peeked[..n]).unwrap();
+                    let start = body.len();
+                    body.resize(start + used, 0);
+                    stream.read_exact(&mut body[start..]).unwrap();
+                    if p == ChunkedProgress::Done {
+                        break;
+                    }
+                }
+            }
+            Framing::None => {}
         }
-        let k = stream.read(&mut chunk).unwrap_or(0);
-        if k == 0 {
-            return (0, String::from_utf8_lossy(&buf).into_owned(), Vec::new());
-        }
-        buf.extend_from_slice(&chunk[..k]);
+        return (head.status, head_text, body);
     }
 }
 
