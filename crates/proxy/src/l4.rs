@@ -158,7 +158,9 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
 /// Reads a PROXY header; leaves any bytes after it in `buf`. `Ok(None)` for a header without
 /// addresses (v1 UNKNOWN, v2 LOCAL).
 async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Option<ProxyAddresses>, ()> {
-    let mut chunk = [0u8; proxy_protocol::V2_MAX_LEN];
+    // On the heap: this path is taken only for trusted sources, and an array here would enlarge
+    // every connection's task.
+    let mut chunk = vec![0u8; proxy_protocol::V2_MAX_LEN];
     loop {
         client.readable().await.map_err(|_| ())?;
         let n = match client.try_read(&mut chunk) {

@@ -13,7 +13,7 @@ use crate::session_log::SessionLogSink;
 use crate::snapshot::Snapshot;
 
 /// Pooled buffers and pipes beyond this many are freed rather than kept.
-const POOL_MAX: usize = 4096;
+const POOL_MAX: usize = 1024;
 /// Session records are handed to the writer thread once a worker has this many bytes of them.
 const SESSION_LOG_BATCH: usize = 32 * 1024;
 

@@ -178,13 +178,18 @@ async fn accept_loop(
         let guard = TaskGuard(live.clone());
         let ctx = ctx.clone();
         let is_http = matches!(snapshot.listeners[index].protocol, ListenerProtocol::Http(_));
-        tokio::task::spawn_local(async move {
-            let _guard = guard;
-            if is_http {
+        // Two spawns, not one future with both paths: a task is as large as its future, and an
+        // idle HTTP connection should not pay for the L4 relay's state.
+        if is_http {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
                 http::session::serve(&ctx, snapshot, index, stream, peer).await;
-            } else {
+            });
+        } else {
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
                 l4::serve(&ctx, snapshot, index, stream, peer).await;
-            }
-        });
+            });
+        }
     }
 }

@@ -409,13 +409,14 @@ async fn respond(
         outcome.bytes_out = out.len() as u64;
         inbuf.release(ctx);
         upbuf.release(ctx);
-        let done = relay(
+        // Boxed: tunnels are rare, and the relay's state would otherwise enlarge every request.
+        let done = Box::pin(relay(
             ctx,
             client,
             conn,
             Duration::from_secs(3600),
             super::iobuf::HTTP_BUFFER_SIZE,
-        )
+        ))
         .await;
         outcome.bytes_out += done.bytes_down;
         outcome.keep_client = false;
@@ -529,6 +530,14 @@ pub async fn local(
 /// Reads whatever the client sent and discards it (used before closing after an error, so the
 /// client sees our answer rather than a reset).
 pub async fn drain_briefly(client: &mut TcpStream) {
-    let mut sink = [0u8; 4096];
-    let _ = tokio::time::timeout(Duration::from_millis(50), client.read(&mut sink)).await;
+    // Small on purpose: this buffer lives in every connection's future.
+    let mut sink = [0u8; 256];
+    let _ = tokio::time::timeout(Duration::from_millis(50), async {
+        while let Ok(n) = client.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }

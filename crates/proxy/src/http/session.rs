@@ -3,7 +3,9 @@
 //! Pipelined requests wait in the read buffer and are answered in order.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -114,40 +116,56 @@ impl<'a> Connection<'a> {
                     Ok(Ok(())) => {}
                     _ => return,
                 }
+                // `readable` may wake without data; only bytes make the connection active.
+                let max = self.http.limits.max_head + 1;
+                match self.inbuf.try_read_from(self.ctx, client, max) {
+                    Ok(0) => return,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        self.inbuf.release(self.ctx);
+                        continue;
+                    }
+                    Err(_) => return,
+                }
             }
             // Requests are handled in a boxed future that exists only while they keep coming
             // (one allocation per burst, not per request), so an idle connection's task holds
             // none of the request-handling state.
-            match Box::pin(self.active(client)).await {
+            match self.boxed_active(client).await {
                 Next::Idle => first = false,
                 Next::Close => return,
             }
         }
     }
 
+    /// [`Connection::active`], boxed in a plain function: built inside `run`, the future would
+    /// also take room in `run`'s own state, which every idle connection carries.
+    fn boxed_active<'c>(&'c mut self, client: &'c mut TcpStream) -> Pin<Box<dyn Future<Output = Next> + 'c>> {
+        Box::pin(self.active(client))
+    }
+
     /// Handles requests until the client pauses for [`LINGER`] or the connection must close.
     async fn active(&mut self, client: &mut TcpStream) -> Next {
         loop {
-            if self.out.capacity() == 0 {
-                self.out = self.ctx.take_out_buffer();
-                self.head_out = self.ctx.take_out_buffer();
-            }
             let measure = self.wants_access_log();
             let started = measure.then(|| (Instant::now(), SystemTime::now()));
             let head = match self.read_head(client).await {
                 HeadRead::Head(h) => h,
                 HeadRead::Closed => return Next::Close,
                 HeadRead::Timeout => {
+                    self.ensure_out();
                     self.answer_error(client, 408, "client_header_timeout", started).await;
                     return Next::Close;
                 }
                 HeadRead::Invalid(e) => {
                     log::debug!("listener {}: bad request from {}: {e}", self.listener_name, self.peer);
+                    self.ensure_out();
                     self.answer_error(client, e.status(), error_name(e), started).await;
                     return Next::Close;
                 }
             };
             bump(&self.ctx.counters.http_requests, 1);
+            self.ensure_out();
             let (outcome, route) = self.handle(client, &head).await;
             if let Some(started) = started {
                 self.write_access(Some(&head), &outcome, route, started);
@@ -165,6 +183,14 @@ impl<'a> Connection<'a> {
                     Err(_) => return Next::Idle,
                 }
             }
+        }
+    }
+
+    /// Takes output buffers from the pool once a request needs them.
+    fn ensure_out(&mut self) {
+        if self.out.capacity() == 0 {
+            self.out = self.ctx.take_out_buffer();
+            self.head_out = self.ctx.take_out_buffer();
         }
     }
 
