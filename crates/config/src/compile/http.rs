@@ -171,7 +171,6 @@ impl Checker<'_> {
                 request_headers: header_ops(&r.request_headers),
                 response_headers: header_ops(&r.response_headers),
                 max_body_size,
-                request_timeout: None,
             },
         })
     }

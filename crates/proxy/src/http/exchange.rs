@@ -184,6 +184,9 @@ pub async fn proxy(
             Err(SendFailure::TooLarge) => return local(ctx, client, out, 413, "body_too_large", req.head_method).await,
         }
 
+        // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
+        // (unless a pipelined request is waiting in it).
+        inbuf.release_if_empty(ctx);
         let mut upbuf = IoBuf::default();
         let result = respond(
             ctx,
@@ -356,7 +359,17 @@ async fn respond(
                 return Err(ResponseFailure::Malformed);
             }
         }
-        let read = tokio::time::timeout_at(deadline, upbuf.read_from(ctx, conn, limits.max_head + 1)).await;
+        // Wait for the response without holding a buffer: the wait is the long part.
+        // Wait for the response without holding a buffer: the wait is the long part. (A spurious
+        // wake-up still takes one until the bytes come; `try_read` would avoid that but leaves
+        // tokio's readiness set after a short read, which makes pooled connections look stale.)
+        let read = tokio::time::timeout_at(deadline, async {
+            if upbuf.is_empty() {
+                conn.readable().await?;
+            }
+            upbuf.read_from(ctx, conn, limits.max_head + 1).await
+        })
+        .await;
         match read {
             Ok(Ok(0)) | Ok(Err(_)) => {
                 return Err(if any_byte {

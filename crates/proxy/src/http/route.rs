@@ -2,8 +2,6 @@
 //! lower-cased at compile time and compared case-insensitively, paths are compared as bytes,
 //! regexes are compiled once.
 
-use std::time::Duration;
-
 use regex::bytes::Regex;
 
 /// One route: the first whose matcher accepts a request handles it.
@@ -105,8 +103,6 @@ pub struct RouteFilters {
     pub response_headers: HeaderOps,
     /// Largest request body accepted; past it, 413.
     pub max_body_size: Option<u64>,
-    /// Whole-request deadline, from the request head to the end of the response.
-    pub request_timeout: Option<Duration>,
 }
 
 /// Header edits, applied in the order remove, set (replace), add.

@@ -384,6 +384,9 @@ impl<'a> Connection<'a> {
             measure: self.wants_access_log(),
         };
         self.inbuf.consume(head.len);
+        // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
+        // to the pool before the (possibly slow) upstream connect.
+        self.inbuf.release_if_empty(self.ctx);
         let head_out = std::mem::take(&mut self.head_out);
         let outcome = exchange::proxy(self.ctx, &req, client, &mut self.inbuf, &head_out, &mut self.out).await;
         self.head_out = head_out;
