@@ -41,33 +41,9 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// A TCP load balancer from the command line alone.
-    Tcp {
-        /// Address to listen on, ADDR:PORT.
-        #[arg(long, value_name = "ADDR:PORT")]
-        listen: String,
-        /// A target, HOST:PORT; repeat for more.
-        #[arg(long = "to", value_name = "HOST:PORT", required = true)]
-        to: Vec<String>,
-        /// Balancing policy.
-        #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
-        balance: String,
-        #[command(flatten)]
-        engine: EngineArgs,
-    },
+    Tcp(FixedArgs),
     /// An HTTP/1.1 reverse proxy from the command line alone.
-    Http {
-        /// Address to listen on, ADDR:PORT.
-        #[arg(long, value_name = "ADDR:PORT")]
-        listen: String,
-        /// A target, HOST:PORT; repeat for more.
-        #[arg(long = "to", value_name = "HOST:PORT", required = true)]
-        to: Vec<String>,
-        /// Balancing policy.
-        #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
-        balance: String,
-        #[command(flatten)]
-        engine: EngineArgs,
-    },
+    Http(FixedArgs),
     /// Run from a TOML config file (SIGHUP reloads it).
     Run {
         /// The config file.
@@ -82,6 +58,22 @@ pub enum Command {
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
     },
+}
+
+/// A listener and its targets on the command line (`tcp` and `http`).
+#[derive(Debug, Args)]
+pub struct FixedArgs {
+    /// Address to listen on, ADDR:PORT.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// A target, HOST:PORT; repeat for more.
+    #[arg(long = "to", value_name = "HOST:PORT", required = true)]
+    pub to: Vec<String>,
+    /// Balancing policy.
+    #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
+    pub balance: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 /// Options every serving mode takes.
@@ -130,7 +122,7 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(cli.command, Some(Command::Tcp { ref to, engine: EngineArgs { pin: true, .. }, .. }) if to.len() == 2)
+            matches!(cli.command, Some(Command::Tcp(FixedArgs { ref to, engine: EngineArgs { pin: true, .. }, .. })) if to.len() == 2)
         );
         assert!(Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1"]).is_err());
         assert!(Cli::try_parse_from(["rampart", "7777", "--balance", "nope"]).is_err());

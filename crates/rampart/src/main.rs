@@ -13,7 +13,7 @@ use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{compile_toml, LiveState, SimpleL4};
 use rampart_proxy::balance::BalancePolicy;
 
-use cli::{Cli, Command, EngineArgs};
+use cli::{Cli, Command, FixedArgs};
 use source::{summary, Source};
 
 fn main() -> ExitCode {
@@ -22,22 +22,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
         Some(Command::Run { config, engine }) => control::serve(Source::File(config), &engine),
-        Some(Command::Tcp {
-            listen,
-            to,
-            balance,
-            engine,
-        }) => fixed_source(false, &listen, &to, &balance, &engine)
+        Some(Command::Tcp(args)) => fixed_source(false, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &engine)),
-        Some(Command::Http {
-            listen,
-            to,
-            balance,
-            engine,
-        }) => fixed_source(true, &listen, &to, &balance, &engine)
+            .and_then(|source| control::serve(source, &args.engine)),
+        Some(Command::Http(args)) => fixed_source(true, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &engine)),
+            .and_then(|source| control::serve(source, &args.engine)),
         None => {
             let listen = cli.listen.unwrap_or_default();
             let source = Source::Hosts {
@@ -63,7 +53,13 @@ fn policy(name: &str) -> BalancePolicy {
     BalancePolicy::from_name(name).unwrap_or(BalancePolicy::RoundRobin)
 }
 
-fn fixed_source(http: bool, listen: &str, to: &[String], balance: &str, engine: &EngineArgs) -> Result<Source, String> {
+fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
+    let FixedArgs {
+        listen,
+        to,
+        balance,
+        engine,
+    } = args;
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
     let targets = to
         .iter()

@@ -64,6 +64,14 @@ fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
     ALWAYS.iter().any(|h| name.eq_ignore_ascii_case(h)) || (!keep_upgrade && name.eq_ignore_ascii_case(b"upgrade"))
 }
 
+/// Whether a field crosses the proxy: not hop-by-hop (by name or named by `Connection`; `Upgrade`
+/// crosses into a tunnel) and not removed or replaced by the route's header edits.
+fn passes(buf: &[u8], named: &Named, name: &[u8], upgrade: bool, ops: &HeaderOps) -> bool {
+    let hop = is_hop_by_hop(name, upgrade)
+        || (named.contains(buf, name) && !(upgrade && name.eq_ignore_ascii_case(b"upgrade")));
+    !hop && !ops.drops(name)
+}
+
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
@@ -107,12 +115,7 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
     let (mut proto_seen, mut host_seen) = (false, false);
     for f in r.fields {
         let name = f.name(buf);
-        if is_hop_by_hop(name, r.upgrade)
-            || (named.contains(buf, name) && !(r.upgrade && name.eq_ignore_ascii_case(b"upgrade")))
-        {
-            continue;
-        }
-        if r.ops.drops(name) {
+        if !passes(buf, &named, name, r.upgrade, r.ops) {
             continue;
         }
         let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
@@ -199,12 +202,7 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     let named = Named::collect(buf, r.fields);
     for f in r.fields {
         let name = f.name(buf);
-        if is_hop_by_hop(name, r.upgrade)
-            || (named.contains(buf, name) && !(r.upgrade && name.eq_ignore_ascii_case(b"upgrade")))
-        {
-            continue;
-        }
-        if r.ops.drops(name) {
+        if !passes(buf, &named, name, r.upgrade, r.ops) {
             continue;
         }
         write_field(out, name, f.value(buf));
