@@ -359,17 +359,8 @@ async fn respond(
                 return Err(ResponseFailure::Malformed);
             }
         }
-        // Wait for the response without holding a buffer: the wait is the long part.
-        // Wait for the response without holding a buffer: the wait is the long part. (A spurious
-        // wake-up still takes one until the bytes come; `try_read` would avoid that but leaves
-        // tokio's readiness set after a short read, which makes pooled connections look stale.)
-        let read = tokio::time::timeout_at(deadline, async {
-            if upbuf.is_empty() {
-                conn.readable().await?;
-            }
-            upbuf.read_from(ctx, conn, limits.max_head + 1).await
-        })
-        .await;
+        // `read_from` holds no buffer while it waits, and the wait is the long part.
+        let read = tokio::time::timeout_at(deadline, upbuf.read_from(ctx, conn, limits.max_head + 1)).await;
         match read {
             Ok(Ok(0)) | Ok(Err(_)) => {
                 return Err(if any_byte {

@@ -4,7 +4,10 @@
 
 use std::io;
 
-use tokio::io::AsyncReadExt;
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::worker::WorkerContext;
@@ -43,21 +46,42 @@ impl IoBuf {
         }
     }
 
-    /// Reads once from `stream` into free space, taking storage from the pool if this buffer has
-    /// none, and growing it (up to `max`) when it is full. Returns the bytes read (0 at EOF).
+    /// Reads once from `stream` into free space (0 at EOF). No buffer is held while waiting: the
+    /// wait is for readiness, storage comes from the pool only when the socket says it is
+    /// readable, and goes back if that was a false alarm. It grows (up to `max`) when full.
+    /// Reading through tokio's `AsyncRead` clears readiness after a short read, so the next wait
+    /// is on epoll rather than on a read that would return EAGAIN.
     pub async fn read_from(&mut self, ctx: &WorkerContext, stream: &mut TcpStream, max: usize) -> io::Result<usize> {
-        self.make_room(ctx, max)?;
-        let n = stream.read(&mut self.data[self.end..]).await?;
-        self.end += n;
-        Ok(n)
+        std::future::poll_fn(|cx| self.poll_read_from(cx, ctx, stream, max)).await
     }
 
-    /// Reads what is there now without waiting (`WouldBlock` when nothing is).
-    pub fn try_read_from(&mut self, ctx: &WorkerContext, stream: &TcpStream, max: usize) -> io::Result<usize> {
-        self.make_room(ctx, max)?;
-        let n = stream.try_read(&mut self.data[self.end..])?;
-        self.end += n;
-        Ok(n)
+    /// [`IoBuf::read_from`] as a poll function.
+    pub fn poll_read_from(
+        &mut self,
+        cx: &mut Context<'_>,
+        ctx: &WorkerContext,
+        stream: &mut TcpStream,
+        max: usize,
+    ) -> Poll<io::Result<usize>> {
+        if let Err(e) = ready!(stream.poll_read_ready(cx)) {
+            return Poll::Ready(Err(e));
+        }
+        if let Err(e) = self.make_room(ctx, max) {
+            return Poll::Ready(Err(e));
+        }
+        let mut read_buf = ReadBuf::new(&mut self.data[self.end..]);
+        match Pin::new(&mut *stream).poll_read(cx, &mut read_buf) {
+            Poll::Ready(Ok(())) => {
+                let n = read_buf.filled().len();
+                self.end += n;
+                Poll::Ready(Ok(n))
+            }
+            Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
+            Poll::Pending => {
+                self.release_if_empty(ctx);
+                Poll::Pending
+            }
+        }
     }
 
     fn make_room(&mut self, ctx: &WorkerContext, max: usize) -> io::Result<()> {

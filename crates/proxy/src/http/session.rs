@@ -7,6 +7,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant, SystemTime};
 
 use rampart_proto::h1::{parse_request, ChunkedDecoder, Field, Framing, H1Error, RequestHead, Version};
@@ -116,16 +117,14 @@ impl<'a> Connection<'a> {
                     Ok(Ok(())) => {}
                     _ => return,
                 }
-                // `readable` may wake without data; only bytes make the connection active.
+                // `readable` may wake without data; only bytes make the connection active. One
+                // poll of a read: data or EOF now, or back to waiting (holding nothing).
                 let max = self.http.limits.max_head + 1;
-                match self.inbuf.try_read_from(self.ctx, client, max) {
-                    Ok(0) => return,
-                    Ok(_) => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                        self.inbuf.release(self.ctx);
-                        continue;
-                    }
-                    Err(_) => return,
+                let (ctx, inbuf) = (self.ctx, &mut self.inbuf);
+                match std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, ctx, client, max))).await {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return,
+                    Poll::Ready(Ok(_)) => {}
+                    Poll::Pending => continue,
                 }
             }
             // Requests are handled in a boxed future that exists only while they keep coming
@@ -222,20 +221,18 @@ impl<'a> Connection<'a> {
                 Err(e) => return HeadRead::Invalid(e),
             }
             // The first read takes what is already there without arming a timer; only a head
-            // that needs more reads gets the header deadline.
-            let read = match deadline {
-                None => match self.inbuf.try_read_from(self.ctx, client, max) {
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => None,
-                    other => Some(other),
-                },
-                Some(_) => None,
+            // that needs to wait for bytes gets the header deadline.
+            let (ctx, inbuf) = (self.ctx, &mut self.inbuf);
+            let now = match deadline {
+                None => std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, ctx, client, max))).await,
+                Some(_) => Poll::Pending,
             };
-            let read = match read {
-                Some(r) => {
+            let read = match now {
+                Poll::Ready(r) => {
                     deadline = Some(tokio::time::Instant::now() + self.http.client_header_timeout);
                     r
                 }
-                None => {
+                Poll::Pending => {
                     let at =
                         *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
                     match tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, max)).await {
