@@ -140,7 +140,7 @@ http {{
     access_log off;
     keepalive_timeout 60s;
     keepalive_requests 10000000;
-    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 64; }}
+    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 1024; }}
     server {{
         listen 127.0.0.1:{HTTP_PORTS['nginx']};
         location / {{

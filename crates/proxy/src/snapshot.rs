@@ -132,7 +132,7 @@ impl Default for HttpUpstream {
             response_header_timeout: Duration::from_secs(60),
             read_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(60),
-            pool_max_idle: 64,
+            pool_max_idle: 1024,
             pool_idle_timeout: Duration::from_secs(30),
             retries: 1,
         }
