@@ -211,7 +211,7 @@ impl WorkerContext {
     }
 
     /// Hands buffered log lines to the writer thread (called periodically and at exit).
-    pub fn flush_session_records(&self) {
+    pub fn flush_log_lines(&self) {
         if let Some(sink) = &self.session_log {
             for (path, buf) in self.log_buffers.borrow_mut().iter_mut() {
                 if !buf.is_empty() {

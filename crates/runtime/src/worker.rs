@@ -89,7 +89,7 @@ async fn serve(mut setup: WorkerSetup) {
         tokio::task::spawn_local(async move {
             loop {
                 tokio::time::sleep(SESSION_FLUSH_INTERVAL).await;
-                ctx.flush_session_records();
+                ctx.flush_log_lines();
                 // Close pooled upstream connections that went stale or idle too long.
                 let longest = current.load().upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
                 ctx.upstream_pool.borrow_mut().sweep(longest.unwrap_or_default());
@@ -128,7 +128,7 @@ async fn serve(mut setup: WorkerSetup) {
         );
     }
     flusher.abort();
-    ctx.flush_session_records();
+    ctx.flush_log_lines();
 }
 
 fn listen(

@@ -106,9 +106,9 @@ pub async fn proxy(
                     req.listener_name,
                     up.name
                 );
-                local(ctx, client, out, 503, "no_healthy_target", req.head_method).await
+                local(client, out, 503, "no_healthy_target", req.head_method).await
             } else {
-                local(ctx, client, out, 502, "upstream_unavailable", req.head_method).await
+                local(client, out, 502, "upstream_unavailable", req.head_method).await
             };
         };
         let pooled = ctx
@@ -137,13 +137,13 @@ pub async fn proxy(
                         (t, conn, false)
                     }
                     Err(ConnectFailure::NoHealthyTarget) => {
-                        return local(ctx, client, out, 503, "no_healthy_target", req.head_method).await
+                        return local(client, out, 503, "no_healthy_target", req.head_method).await
                     }
                     Err(ConnectFailure::Failed { timed_out: true }) => {
-                        return local(ctx, client, out, 504, "connect_timeout", req.head_method).await
+                        return local(client, out, 504, "connect_timeout", req.head_method).await
                     }
                     Err(ConnectFailure::Failed { timed_out: false }) => {
-                        return local(ctx, client, out, 502, "connect_failed", req.head_method).await
+                        return local(client, out, 502, "connect_failed", req.head_method).await
                     }
                 }
             }
@@ -169,19 +169,17 @@ pub async fn proxy(
                 continue;
             }
             Err(SendFailure::Upstream { .. }) => {
-                return local(ctx, client, out, 502, "upstream_write_failed", req.head_method).await
+                return local(client, out, 502, "upstream_write_failed", req.head_method).await
             }
             Err(SendFailure::UpstreamTimeout) => {
-                return local(ctx, client, out, 504, "upstream_write_timeout", req.head_method).await
+                return local(client, out, 504, "upstream_write_timeout", req.head_method).await
             }
             Err(SendFailure::Client) => return Outcome::local(400, "client_error"),
             Err(SendFailure::ClientTimeout) => {
-                return local(ctx, client, out, 408, "client_body_timeout", req.head_method).await
+                return local(client, out, 408, "client_body_timeout", req.head_method).await
             }
-            Err(SendFailure::BadBody) => {
-                return local(ctx, client, out, 400, "bad_request_body", req.head_method).await
-            }
-            Err(SendFailure::TooLarge) => return local(ctx, client, out, 413, "body_too_large", req.head_method).await,
+            Err(SendFailure::BadBody) => return local(client, out, 400, "bad_request_body", req.head_method).await,
+            Err(SendFailure::TooLarge) => return local(client, out, 413, "body_too_large", req.head_method).await,
         }
 
         // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
@@ -211,7 +209,7 @@ pub async fn proxy(
             }
             Err(failure) => {
                 let (status, why) = failure.status_and_reason();
-                let mut o = local(ctx, client, out, status, why, req.head_method).await;
+                let mut o = local(client, out, status, why, req.head_method).await;
                 o.target = Some(target);
                 return o;
             }
@@ -516,7 +514,6 @@ async fn stream_body(
 
 /// Sends an answer of our own and describes it. The client connection closes after it.
 pub async fn local(
-    _ctx: &WorkerContext,
     client: &mut TcpStream,
     out: &mut Vec<u8>,
     status: u16,

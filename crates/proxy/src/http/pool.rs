@@ -74,10 +74,6 @@ impl UpstreamPool {
         }
         self.idle.retain(|_, list| !list.is_empty());
     }
-
-    pub fn idle_count(&self) -> usize {
-        self.idle.values().map(Vec::len).sum()
-    }
 }
 
 /// Whether the event loop has seen the socket become readable: for an idle upstream connection

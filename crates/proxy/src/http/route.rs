@@ -115,10 +115,6 @@ pub struct HeaderOps {
 }
 
 impl HeaderOps {
-    pub fn is_empty(&self) -> bool {
-        self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()
-    }
-
     /// Whether a field called `name` from the original message is dropped (removed or replaced).
     pub fn drops(&self, name: &[u8]) -> bool {
         self.remove.iter().any(|r| name.eq_ignore_ascii_case(r.as_bytes()))

@@ -311,17 +311,23 @@ impl<'a> Connection<'a> {
                     .await;
                 (o, taken)
             }
-            RouteAction::Proxy { upstream } => (self.proxy(client, head, route, *upstream).await, taken),
+            RouteAction::Proxy { upstream } => (self.proxy(client, head, route, *upstream, head_only).await, taken),
         }
     }
 
-    async fn proxy(&mut self, client: &mut TcpStream, head: &RequestHead, route: &Route, upstream: usize) -> Outcome {
+    async fn proxy(
+        &mut self,
+        client: &mut TcpStream,
+        head: &RequestHead,
+        route: &Route,
+        upstream: usize,
+        head_only: bool,
+    ) -> Outcome {
         let filters: &RouteFilters = &route.filters;
-        let head_only = self.inbuf.filled()[head.method.0 as usize..head.method.1 as usize] == *b"HEAD";
         if let (Framing::Length(n), Some(max)) = (head.framing, filters.max_body_size) {
             if n > max {
                 self.inbuf.consume(head.len);
-                return exchange::local(self.ctx, client, &mut self.out, 413, "body_too_large", head_only).await;
+                return exchange::local(client, &mut self.out, 413, "body_too_large", head_only).await;
             }
         }
         if head.framing == Framing::Chunked {
@@ -337,7 +343,7 @@ impl<'a> Connection<'a> {
                 } else {
                     (400, "bad_request_body")
                 };
-                return exchange::local(self.ctx, client, &mut self.out, status, why, head_only).await;
+                return exchange::local(client, &mut self.out, status, why, head_only).await;
             }
         }
         let buf = self.inbuf.filled();
@@ -369,7 +375,7 @@ impl<'a> Connection<'a> {
             upstream,
             client_ip: self.peer.ip(),
             idempotent,
-            head_method: method == b"HEAD",
+            head_method: head_only,
             framing: head.framing,
             expect_continue: head.expect_continue,
             upgrade: head.upgrade,
