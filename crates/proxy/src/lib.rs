@@ -9,6 +9,7 @@
 //! - [`checker`]: active TCP health checks, run by the control plane.
 //! - [`balance`]: balancing policies and their per-worker state.
 //! - [`worker`]: what one worker owns: buffer and pipe pools, balancer state, counters, session log.
+//! - `free_list`: the shrinking free lists behind those pools.
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`http`]: the HTTP/1.1 reverse proxy: sessions, routes, upstream pools, access log.
 //! - [`l4`]: one TCP connection's life: PROXY header, target choice, connect, relay, record.
@@ -27,6 +28,7 @@ pub mod session_log;
 pub mod snapshot;
 pub mod worker;
 
+mod free_list;
 mod pipes;
 
 pub use snapshot::Snapshot;

@@ -8,11 +8,13 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::balance::{BalancerState, Tried};
+use crate::free_list::FreeList;
 use crate::pipes::Pipe;
 use crate::session_log::SessionLogSink;
 use crate::snapshot::Snapshot;
 
-/// Pooled buffers and pipes beyond this many are freed rather than kept.
+/// Pooled buffers and pipes beyond this many are freed rather than kept (and those unused for a
+/// housekeeping period are freed too, see [`WorkerContext::trim_pools`]).
 const POOL_MAX: usize = 1024;
 /// Session records are handed to the writer thread once a worker has this many bytes of them.
 const SESSION_LOG_BATCH: usize = 32 * 1024;
@@ -56,12 +58,14 @@ pub struct WorkerContext {
     pub counters: Arc<WorkerCounters>,
     /// Whether bulk transfers may switch to splice(2).
     pub splice: bool,
-    buffers: RefCell<Vec<Box<[u8]>>>,
-    http_buffers: RefCell<Vec<Vec<u8>>>,
-    out_buffers: RefCell<Vec<Vec<u8>>>,
-    pipes: RefCell<Vec<Pipe>>,
+    buffers: FreeList<Box<[u8]>>,
+    http_buffers: FreeList<Vec<u8>>,
+    out_buffers: FreeList<Vec<u8>>,
+    pipes: FreeList<Pipe>,
     /// Idle keep-alive upstream connections of this worker.
     pub upstream_pool: RefCell<crate::http::pool::UpstreamPool>,
+    /// Idle keep-alive HTTP client connections held outside any task.
+    pub parking: crate::http::park::ParkingLot,
     balancers: RefCell<Balancers>,
     session_log: Option<SessionLogSink>,
     /// Lines waiting to be handed to the writer, one buffer per file.
@@ -79,11 +83,12 @@ impl WorkerContext {
             id,
             counters,
             splice: cfg!(target_os = "linux"),
-            buffers: RefCell::new(Vec::new()),
-            http_buffers: RefCell::new(Vec::new()),
-            out_buffers: RefCell::new(Vec::new()),
-            pipes: RefCell::new(Vec::new()),
+            buffers: FreeList::new(POOL_MAX),
+            http_buffers: FreeList::new(POOL_MAX),
+            out_buffers: FreeList::new(POOL_MAX),
+            pipes: FreeList::new(POOL_MAX),
             upstream_pool: RefCell::new(Default::default()),
+            parking: Default::default(),
             balancers: RefCell::new(Balancers {
                 generation: u64::MAX,
                 states: Vec::new(),
@@ -96,9 +101,8 @@ impl WorkerContext {
     /// A relay buffer of `size` bytes from the pool; it goes back when the guard drops. Pooled
     /// buffers of another size (left from before a reload changed it) are freed.
     pub fn buffer(&self, size: usize) -> PooledBuffer<'_> {
-        let mut pool = self.buffers.borrow_mut();
         let buf = loop {
-            match pool.pop() {
+            match self.buffers.take() {
                 Some(b) if b.len() == size => break b,
                 Some(_) => continue,
                 None => break vec![0u8; size].into_boxed_slice(),
@@ -113,48 +117,39 @@ impl WorkerContext {
     /// An HTTP read buffer (initialised, [`HTTP_BUFFER_SIZE`](crate::http::iobuf::HTTP_BUFFER_SIZE) bytes).
     pub(crate) fn take_http_buffer(&self) -> Vec<u8> {
         self.http_buffers
-            .borrow_mut()
-            .pop()
+            .take()
             .unwrap_or_else(|| vec![0u8; crate::http::iobuf::HTTP_BUFFER_SIZE])
     }
 
     pub(crate) fn give_http_buffer(&self, mut buf: Vec<u8>) {
-        let mut pool = self.http_buffers.borrow_mut();
-        if pool.len() < POOL_MAX {
-            // A buffer grown for a large head goes back at the standard size.
-            buf.truncate(crate::http::iobuf::HTTP_BUFFER_SIZE);
-            buf.shrink_to(crate::http::iobuf::HTTP_BUFFER_SIZE);
-            pool.push(buf);
-        }
+        // A buffer grown for a large head goes back at the standard size.
+        buf.truncate(crate::http::iobuf::HTTP_BUFFER_SIZE);
+        buf.shrink_to(crate::http::iobuf::HTTP_BUFFER_SIZE);
+        self.http_buffers.give(buf);
     }
 
     /// An empty output buffer (for heads being written).
     pub(crate) fn take_out_buffer(&self) -> Vec<u8> {
-        self.out_buffers
-            .borrow_mut()
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(4096))
+        self.out_buffers.take().unwrap_or_else(|| Vec::with_capacity(4096))
     }
 
     pub(crate) fn give_out_buffer(&self, mut buf: Vec<u8>) {
-        let mut pool = self.out_buffers.borrow_mut();
-        if pool.len() < POOL_MAX && buf.capacity() <= 64 * 1024 {
+        if buf.capacity() <= 64 * 1024 {
             buf.clear();
-            pool.push(buf);
+            self.out_buffers.give(buf);
         }
     }
 
     pub(crate) fn take_pipe(&self) -> std::io::Result<Pipe> {
-        match self.pipes.borrow_mut().pop() {
+        match self.pipes.take() {
             Some(p) => Ok(p),
             None => Pipe::new(),
         }
     }
 
     pub(crate) fn return_pipe(&self, pipe: Pipe) {
-        let mut pipes = self.pipes.borrow_mut();
-        if pipe.is_empty() && pipes.len() < POOL_MAX {
-            pipes.push(pipe);
+        if pipe.is_empty() {
+            self.pipes.give(pipe);
         }
     }
 
@@ -190,6 +185,14 @@ impl WorkerContext {
             b.generation = snapshot.generation;
         }
         f(&mut b.states[upstream])
+    }
+
+    /// Frees pooled buffers and pipes that went unused since the last call (called periodically).
+    pub fn trim_pools(&self) {
+        self.buffers.trim();
+        self.http_buffers.trim();
+        self.out_buffers.trim();
+        self.pipes.trim();
     }
 
     /// Appends one line for the log file `path`; hands a full batch to the writer thread.
@@ -244,10 +247,7 @@ impl DerefMut for PooledBuffer<'_> {
 impl Drop for PooledBuffer<'_> {
     fn drop(&mut self) {
         if let Some(buf) = self.buf.take() {
-            let mut pool = self.ctx.buffers.borrow_mut();
-            if pool.len() < POOL_MAX {
-                pool.push(buf);
-            }
+            self.ctx.buffers.give(buf);
         }
     }
 }
@@ -256,6 +256,17 @@ impl Drop for PooledBuffer<'_> {
 pub struct OpenSlot<'a>(&'a std::sync::atomic::AtomicUsize);
 
 impl<'a> OpenSlot<'a> {
+    /// Keeps the place taken without this guard: whoever ends the connection releases it
+    /// later through [`OpenSlot::adopt`].
+    pub fn keep(self) {
+        std::mem::forget(self);
+    }
+
+    /// The guard of a place taken earlier and kept with [`OpenSlot::keep`].
+    pub fn adopt(open: &'a std::sync::atomic::AtomicUsize) -> Self {
+        OpenSlot(open)
+    }
+
     /// Takes a place, or `None` when `max` are taken.
     pub fn take(open: &'a std::sync::atomic::AtomicUsize, max: usize) -> Option<Self> {
         let before = open.fetch_add(1, Relaxed);

@@ -204,3 +204,15 @@ fn pin_current_thread(core: usize) -> std::io::Result<()> {
         Err(std::io::Error::last_os_error())
     }
 }
+
+/// Hands memory the allocator holds free back to the system. glibc keeps freed memory resident
+/// in its arenas (only the top of a heap shrinks by itself), so after a burst of connections a
+/// worker's RSS would stay at the burst's peak; `malloc_trim` releases the free pages in the
+/// middle of the heaps too. Other allocators return memory by themselves: nothing to do there.
+fn return_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}

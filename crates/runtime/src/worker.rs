@@ -41,10 +41,25 @@ pub(crate) struct WorkerSetup {
 #[derive(Default)]
 struct LiveTasks {
     count: Cell<usize>,
+    /// The most tasks alive at once since the last housekeeping round.
+    peak: Cell<usize>,
     idle: Notify,
 }
 
+/// Memory is handed back to the system when at least this many connection tasks ended (closed
+/// or parked) since the busiest moment of the last housekeeping period.
+const TRIM_AFTER_ENDED_TASKS: usize = 256;
+
 struct TaskGuard(Rc<LiveTasks>);
+
+impl TaskGuard {
+    fn new(live: &Rc<LiveTasks>) -> Self {
+        let n = live.count.get() + 1;
+        live.count.set(n);
+        live.peak.set(live.peak.get().max(n));
+        TaskGuard(live.clone())
+    }
+}
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
@@ -85,17 +100,32 @@ async fn serve(mut setup: WorkerSetup) {
         listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket);
     }
     let flusher = {
-        let (ctx, current) = (ctx.clone(), setup.current.clone());
+        let (ctx, current, live) = (ctx.clone(), setup.current.clone(), live.clone());
         tokio::task::spawn_local(async move {
+            let mut expired = Vec::new();
             loop {
                 tokio::time::sleep(SESSION_FLUSH_INTERVAL).await;
                 ctx.flush_log_lines();
-                // Close pooled upstream connections that went stale or idle too long.
+                // Close pooled upstream connections that went stale or idle too long, and parked
+                // client connections whose keep-alive time is over.
                 let longest = current.load().upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
                 ctx.upstream_pool.borrow_mut().sweep(longest.unwrap_or_default());
+                ctx.trim_pools();
+                // After a burst (many connections served at once, now closed or parked) the
+                // allocator keeps the freed memory resident; hand it back.
+                let ended = live.peak.get().saturating_sub(live.count.get());
+                live.peak.set(live.count.get());
+                if ended >= TRIM_AFTER_ENDED_TASKS {
+                    crate::return_free_memory();
+                }
+                ctx.parking.take_expired(Instant::now(), &mut expired);
+                for parked in expired.drain(..) {
+                    http::session::close_parked(&ctx, parked);
+                }
             }
         })
     };
+    let waker = tokio::task::spawn_local(wake_parked(ctx.clone(), live.clone()));
     let deadline = loop {
         match setup.commands.recv().await {
             Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket),
@@ -110,6 +140,13 @@ async fn serve(mut setup: WorkerSetup) {
     };
     for (_, task) in accept_loops.drain() {
         task.abort();
+    }
+    // Idle keep-alive connections close now; busy ones close after their current request.
+    waker.abort();
+    let mut parked = Vec::new();
+    ctx.parking.close(&mut parked);
+    for p in parked {
+        http::session::close_parked(&ctx, p);
     }
     let drained = async {
         while live.count.get() > 0 {
@@ -174,8 +211,7 @@ async fn accept_loop(
             // The listener was removed by a reload and is about to close.
             continue;
         };
-        live.count.set(live.count.get() + 1);
-        let guard = TaskGuard(live.clone());
+        let guard = TaskGuard::new(&live);
         let ctx = ctx.clone();
         let is_http = matches!(snapshot.listeners[index].protocol, ListenerProtocol::Http(_));
         // Two spawns, not one future with both paths: a task is as large as its future, and an
@@ -189,6 +225,25 @@ async fn accept_loop(
             tokio::task::spawn_local(async move {
                 let _guard = guard;
                 l4::serve(&ctx, snapshot, index, stream, peer).await;
+            });
+        }
+    }
+}
+
+/// Gives parked HTTP connections whose clients sent something (or closed) a task again.
+async fn wake_parked(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>) {
+    let mut woken = Vec::new();
+    loop {
+        if let Err(e) = ctx.parking.wait_woken(&mut woken).await {
+            log::error!("worker {}: parked connections cannot be watched: {e}", ctx.id);
+            return;
+        }
+        for parked in woken.drain(..) {
+            let guard = TaskGuard::new(&live);
+            let ctx = ctx.clone();
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                http::session::resume(&ctx, parked).await;
             });
         }
     }

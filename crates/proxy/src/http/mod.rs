@@ -7,6 +7,7 @@
 //! - [`head_out`]: writing heads: hop-by-hop fields dropped, forwarded headers, header edits.
 //! - [`route`]: compiled routes.
 //! - [`pool`]: each worker's idle upstream connections.
+//! - [`park`]: each worker's idle client connections, held outside any task.
 //! - [`local`]: answers of Rampart's own (errors, `respond`, redirects).
 //! - [`iobuf`]: the read buffer with cursors that these share.
 //! - [`access_log`]: access log lines (JSON or combined).
@@ -16,6 +17,7 @@ pub mod exchange;
 pub mod head_out;
 pub mod iobuf;
 pub mod local;
+pub mod park;
 pub mod pool;
 pub mod route;
 pub mod session;

@@ -18,6 +18,7 @@ use super::exchange::{self, Outcome, ProxyRequest};
 use super::head_out::{write_request_head, RequestOut};
 use super::iobuf::IoBuf;
 use super::local::write_response;
+use super::park::Parked;
 use super::route::{RequestView, Route, RouteAction, RouteFilters};
 use crate::relay::write_all;
 use crate::snapshot::{HttpListener, ListenerProtocol, Snapshot};
@@ -25,24 +26,53 @@ use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
 
 /// Serves one accepted client connection of HTTP listener `listener` (an index into
 /// `snapshot.listeners`).
-pub async fn serve(
-    ctx: &WorkerContext,
-    snapshot: Arc<Snapshot>,
-    listener: usize,
-    mut client: TcpStream,
-    peer: SocketAddr,
-) {
-    let listener = &snapshot.listeners[listener];
-    let ListenerProtocol::Http(http) = &listener.protocol else {
-        return;
-    };
+pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize, client: TcpStream, peer: SocketAddr) {
     bump(&ctx.counters.accepted, 1);
-    let Some(_slot) = OpenSlot::take(&listener.open_connections, listener.max_connections) else {
+    let Some(slot) = OpenSlot::take(
+        &snapshot.listeners[listener].open_connections,
+        snapshot.listeners[listener].max_connections,
+    ) else {
         bump(&ctx.counters.rejected_over_limit, 1);
         return;
     };
+    // From here the connection's place in the limit and in the `open` gauge is released by
+    // whoever ends it: this task, or the parking lot (see [`close_parked`]).
+    slot.keep();
     bump(&ctx.counters.open, 1);
     let _ = client.set_nodelay(true);
+    live(ctx, snapshot, listener, client, peer).await;
+}
+
+/// Serves a connection the parking lot woke up (its client sent something or closed).
+pub async fn resume(ctx: &WorkerContext, parked: Parked) {
+    let peer = parked.stream.peer_addr();
+    match (peer, TcpStream::from_std(parked.stream)) {
+        (Ok(peer), Ok(client)) => live(ctx, parked.snapshot, parked.listener as usize, client, peer).await,
+        _ => release(ctx, &parked.snapshot, parked.listener as usize),
+    }
+}
+
+/// Closes a parked connection (its keep-alive time is over, or the worker drains).
+pub fn close_parked(ctx: &WorkerContext, parked: Parked) {
+    release(ctx, &parked.snapshot, parked.listener as usize);
+}
+
+/// Gives back a connection's place in its listener's limit and in the `open` gauge.
+fn release(ctx: &WorkerContext, snapshot: &Snapshot, listener: usize) {
+    if let Some(l) = snapshot.listeners.get(listener) {
+        drop(OpenSlot::adopt(&l.open_connections));
+    }
+    drop_by(&ctx.counters.open, 1);
+}
+
+/// Runs a connection until it closes, or parks it once it goes idle.
+async fn live(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, mut client: TcpStream, peer: SocketAddr) {
+    let listener = &snapshot.listeners[index];
+    let ListenerProtocol::Http(http) = &listener.protocol else {
+        release(ctx, &snapshot, index);
+        return;
+    };
+    let keepalive = http.keepalive_timeout;
     let mut conn = Connection {
         ctx,
         snapshot: &snapshot,
@@ -56,9 +86,22 @@ pub async fn serve(
         head_out: Vec::new(),
         log_scratch: Vec::new(),
     };
-    conn.run(&mut client).await;
+    let end = conn.run(&mut client).await;
     conn.release_idle();
-    drop_by(&ctx.counters.open, 1);
+    drop(conn);
+    if end == Next::Idle {
+        log::debug!("listener {}: parking idle connection from {peer}", listener.name);
+        if let Ok(stream) = client.into_std() {
+            let parked = ctx
+                .parking
+                .entry(stream, snapshot, index as u32, keepalive.saturating_sub(LINGER));
+            if let Err(refused) = ctx.parking.park(parked) {
+                close_parked(ctx, refused);
+            }
+            return;
+        }
+    }
+    release(ctx, &snapshot, index);
 }
 
 struct Connection<'a> {
@@ -81,7 +124,8 @@ struct Connection<'a> {
 /// gives its buffers back and waits as idle.
 const LINGER: Duration = Duration::from_secs(1);
 
-/// What a burst of requests ended with.
+/// What a burst of requests (or a connection) ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
     /// The client paused; wait for it as an idle connection.
     Idle,
@@ -99,7 +143,9 @@ enum HeadRead {
 }
 
 impl<'a> Connection<'a> {
-    async fn run(&mut self, client: &mut TcpStream) {
+    /// Serves requests until the connection must close ([`Next::Close`]) or has been idle long
+    /// enough to be parked ([`Next::Idle`]). Without a parking lot it waits here instead.
+    async fn run(&mut self, client: &mut TcpStream) -> Next {
         let mut first = true;
         loop {
             if self.inbuf.is_empty() {
@@ -107,6 +153,11 @@ impl<'a> Connection<'a> {
                 self.release_idle();
                 let wait = if first {
                     self.http.client_header_timeout
+                } else if self.ctx.parking.is_closed() {
+                    // The worker drains: an idle connection closes.
+                    return Next::Close;
+                } else if self.ctx.parking.available() {
+                    return Next::Idle;
                 } else {
                     self.http
                         .keepalive_timeout
@@ -115,14 +166,14 @@ impl<'a> Connection<'a> {
                 };
                 match tokio::time::timeout(wait, client.readable()).await {
                     Ok(Ok(())) => {}
-                    _ => return,
+                    _ => return Next::Close,
                 }
                 // `readable` may wake without data; only bytes make the connection active. One
                 // poll of a read: data or EOF now, or back to waiting (holding nothing).
                 let max = self.http.limits.max_head + 1;
                 let (ctx, inbuf) = (self.ctx, &mut self.inbuf);
                 match std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, ctx, client, max))).await {
-                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return,
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Next::Close,
                     Poll::Ready(Ok(_)) => {}
                     Poll::Pending => continue,
                 }
@@ -132,7 +183,7 @@ impl<'a> Connection<'a> {
             // none of the request-handling state.
             match self.boxed_active(client).await {
                 Next::Idle => first = false,
-                Next::Close => return,
+                Next::Close => return Next::Close,
             }
         }
     }

@@ -38,12 +38,23 @@ impl Rampart {
         r
     }
 
+    /// Starts `rampart ARGS` logging at `level` (`RAMPART_LOG`) and waits for its "listening" line.
+    pub fn start_logging(dir: &Path, args: &[&str], level: &str) -> Rampart {
+        let mut r = Rampart::spawn_logging(dir, args, level);
+        r.wait_for("listening:");
+        r
+    }
+
     /// Starts `rampart ARGS` without waiting.
     pub fn spawn(dir: &Path, args: &[&str]) -> Rampart {
+        Rampart::spawn_logging(dir, args, "info")
+    }
+
+    fn spawn_logging(dir: &Path, args: &[&str], level: &str) -> Rampart {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
             .args(args)
             .current_dir(dir)
-            .env("RAMPART_LOG", "info")
+            .env("RAMPART_LOG", level)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
