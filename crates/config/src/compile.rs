@@ -7,19 +7,17 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rampart_proto::proxy_protocol::ProxyVersion;
 use rampart_proxy::balance::{BalancePolicy, Maglev};
 use rampart_proxy::health::TargetHealth;
 use rampart_proxy::http::route::{Route, RouteAction, RouteFilters, RouteMatcher};
 use rampart_proxy::net::IpNet;
 use rampart_proxy::snapshot::{
-    ForwardedHeaders, HealthCheck, HttpCheck, HttpListener, HttpUpstream, Listener, ListenerProtocol, PassiveHealth,
-    Snapshot, Target, Upstream,
+    ForwardedHeaders, HttpListener, HttpUpstream, Listener, ListenerProtocol, PassiveHealth, Snapshot, Target, Upstream,
 };
 use toml::Spanned;
 
 use crate::error::{ConfigError, ConfigErrors, SourceMap};
-use crate::raw::{RawConfig, RawListener, RawTarget, RawUpstream};
+use crate::raw::{RawConfig, RawListener};
 use crate::units::{parse_duration, parse_size};
 
 /// Defaults for every optional key (documented in docs/config.md).
@@ -176,6 +174,7 @@ pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
             policy: spec.policy,
             targets,
             maglev,
+            hash_key: Default::default(),
             connect_timeout: defaults::CONNECT_TIMEOUT,
             connect_attempts: defaults::CONNECT_ATTEMPTS,
             send_proxy_protocol: None,
@@ -227,6 +226,16 @@ impl Checker<'_> {
             .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
+        // Upstreams that hash on a request header or cookie, which TCP listeners do not have.
+        let request_keyed: Vec<bool> = raw
+            .upstreams
+            .values()
+            .map(|u| {
+                u.hash_key
+                    .as_ref()
+                    .is_some_and(|k| k.get_ref().trim() != "client_address")
+            })
+            .collect();
         let mut upstreams = Vec::new();
         for (name, up) in &raw.upstreams {
             if let Some(u) = self.upstream(name.get_ref(), up, live) {
@@ -241,7 +250,7 @@ impl Checker<'_> {
         }
         let mut listeners: Vec<Listener> = Vec::new();
         for (name, l) in &raw.listeners {
-            if let Some(listener) = self.listener(name, l, &upstream_names, live) {
+            if let Some(listener) = self.listener(name, l, &upstream_names, &request_keyed, live) {
                 if listeners.iter().any(|other| other.bind == listener.bind) {
                     self.error(
                         l.bind.span(),
@@ -276,6 +285,7 @@ impl Checker<'_> {
         name: &Spanned<String>,
         l: &RawListener,
         upstreams: &[&str],
+        request_keyed: &[bool],
         live: &mut LiveState,
     ) -> Option<Listener> {
         let bind = self.bind_address(&l.bind);
@@ -307,6 +317,18 @@ impl Checker<'_> {
                     None
                 }
                 Some(up) => match index(up.get_ref()) {
+                    Some(upstream) if request_keyed[upstream] => {
+                        self.error(
+                            up.span(),
+                            format!(
+                                "TCP listener `{}` uses upstream `{}`, which hashes on a request header or cookie; \
+                                 TCP listeners have neither (use hash_key = \"client_address\", or protocol = \"http\")",
+                                name.get_ref(),
+                                up.get_ref()
+                            ),
+                        );
+                        None
+                    }
                     Some(upstream) => Some(ListenerProtocol::Tcp { upstream }),
                     None => {
                         self.error(
@@ -346,151 +368,6 @@ impl Checker<'_> {
             buffer_size,
             proxy_protocol_from,
             proxy_header_timeout,
-        })
-    }
-
-    fn upstream(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> Option<Upstream> {
-        let policy = match &up.balance {
-            None => BalancePolicy::RoundRobin,
-            Some(b) => BalancePolicy::from_name(b.get_ref()).unwrap_or_else(|| {
-                self.error(
-                    b.span(),
-                    format!(
-                        "unknown balance policy `{}` (expected one of: {})",
-                        b.get_ref(),
-                        BalancePolicy::NAMES.join(", ")
-                    ),
-                );
-                BalancePolicy::RoundRobin
-            }),
-        };
-        if up.targets.get_ref().is_empty() {
-            self.error(up.targets.span(), format!("upstream `{name}` has no targets"));
-        }
-        let mut targets = Vec::new();
-        for t in up.targets.get_ref() {
-            let (address, weight) = match t.get_ref() {
-                RawTarget::Address(a) => (a.as_str(), 1),
-                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1)),
-            };
-            if !(1..=1000).contains(&weight) {
-                self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
-                continue;
-            }
-            match resolve(address) {
-                Ok(addr) => {
-                    if targets.iter().any(|x: &Target| x.addr == addr) {
-                        self.error(
-                            t.span(),
-                            format!("target `{address}` is listed twice in upstream `{name}`"),
-                        );
-                        continue;
-                    }
-                    targets.push(Target {
-                        name: address.to_string(),
-                        addr,
-                        weight: weight as u32,
-                        health: live.target_health(name, addr),
-                    })
-                }
-                Err(e) => self.error(t.span(), e),
-            }
-        }
-        let connect_timeout = self.duration(&up.connect_timeout, defaults::CONNECT_TIMEOUT);
-        let connect_attempts = up
-            .connect_attempts
-            .as_ref()
-            .map_or(Some(defaults::CONNECT_ATTEMPTS), |a| {
-                self.count(a, "connect_attempts", 1, 8)
-            });
-        let send_proxy_protocol = match &up.send_proxy_protocol {
-            None => None,
-            Some(v) => match v.get_ref().as_str() {
-                "v1" => Some(ProxyVersion::V1),
-                "v2" => Some(ProxyVersion::V2),
-                other => {
-                    self.error(
-                        v.span(),
-                        format!("unknown PROXY protocol version `{other}` (expected \"v1\" or \"v2\")"),
-                    );
-                    None
-                }
-            },
-        };
-        let passive_health = PassiveHealth {
-            base_backoff: self.duration(&up.passive_backoff, defaults::PASSIVE_BACKOFF),
-            max_backoff: self.duration(&up.passive_backoff_max, defaults::PASSIVE_BACKOFF_MAX),
-        };
-        let health_check = up.health_check.as_ref().map(|h| HealthCheck {
-            interval: self.duration(&h.interval, defaults::CHECK_INTERVAL),
-            timeout: self.duration(&h.timeout, defaults::CHECK_TIMEOUT),
-            rise: h
-                .rise
-                .as_ref()
-                .and_then(|r| self.count(r, "rise", 1, 100))
-                .unwrap_or(defaults::CHECK_RISE as usize) as u32,
-            fall: h
-                .fall
-                .as_ref()
-                .and_then(|f| self.count(f, "fall", 1, 100))
-                .unwrap_or(defaults::CHECK_FALL as usize) as u32,
-            http: h.http_path.as_ref().and_then(|path| {
-                if !path.get_ref().starts_with('/') {
-                    self.error(path.span(), format!("http_path `{}` must start with /", path.get_ref()));
-                    return None;
-                }
-                let expect_status = match &h.expect_status {
-                    None => (200, 399),
-                    Some(s) => match parse_status_range(s.get_ref()) {
-                        Some(r) => r,
-                        None => {
-                            self.error(
-                                s.span(),
-                                format!(
-                                    "`{}` is not a status range (expected \"200-399\" or \"204\")",
-                                    s.get_ref()
-                                ),
-                            );
-                            return None;
-                        }
-                    },
-                };
-                Some(HttpCheck {
-                    path: path.get_ref().clone(),
-                    host: h.http_host.clone().unwrap_or_else(|| name.to_string()),
-                    expect_status,
-                })
-            }),
-        });
-        let d = HttpUpstream::default();
-        let http = HttpUpstream {
-            response_header_timeout: self.duration(&up.response_header_timeout, d.response_header_timeout),
-            read_timeout: self.duration(&up.read_timeout, d.read_timeout),
-            write_timeout: self.duration(&up.write_timeout, d.write_timeout),
-            pool_max_idle: up
-                .pool_max_idle
-                .as_ref()
-                .map_or(Some(d.pool_max_idle), |p| self.count(p, "pool_max_idle", 0, 100_000))
-                .unwrap_or(d.pool_max_idle),
-            pool_idle_timeout: self.duration(&up.pool_idle_timeout, d.pool_idle_timeout),
-            retries: up
-                .retries
-                .as_ref()
-                .map_or(Some(d.retries), |r| self.count(r, "retries", 0, 8))
-                .unwrap_or(d.retries),
-        };
-        let maglev = build_maglev(policy, &targets);
-        Some(Upstream {
-            name: name.to_string(),
-            policy,
-            targets,
-            maglev,
-            connect_timeout,
-            connect_attempts: connect_attempts?,
-            send_proxy_protocol,
-            passive_health,
-            health_check,
-            http,
         })
     }
 
@@ -545,13 +422,6 @@ impl Checker<'_> {
     }
 }
 
-/// `"200-399"` or `"204"`.
-fn parse_status_range(s: &str) -> Option<(u16, u16)> {
-    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
-    let (lo, hi) = (lo.trim().parse::<u16>().ok()?, hi.trim().parse::<u16>().ok()?);
-    ((100..=599).contains(&lo) && (lo..=599).contains(&hi)).then_some((lo, hi))
-}
-
 /// Parses a listen address: `ADDR:PORT`, `[V6]:PORT`, `*:PORT`, `:PORT` or `PORT` (all addresses).
 pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
     let bad = || format!("`{s}` is not a listen address (expected ADDR:PORT such as 0.0.0.0:7777, or a port)");
@@ -589,6 +459,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 }
 
 mod http;
+mod upstream;
 
 #[cfg(test)]
 mod tests;

@@ -159,6 +159,8 @@ pub struct RawHeaderOps {
 pub struct RawUpstream {
     pub targets: Spanned<Vec<Spanned<RawTarget>>>,
     pub balance: Option<Spanned<String>>,
+    /// What `consistent_hash` hashes: `client_address`, `header:NAME` or `cookie:NAME`.
+    pub hash_key: Option<Spanned<String>>,
     pub connect_timeout: Option<Spanned<String>>,
     pub connect_attempts: Option<Spanned<i64>>,
     pub send_proxy_protocol: Option<Spanned<String>>,
@@ -172,6 +174,7 @@ pub struct RawUpstream {
     pub pool_max_idle: Option<Spanned<i64>>,
     pub pool_idle_timeout: Option<Spanned<String>>,
     pub retries: Option<Spanned<i64>>,
+    pub request_timeout: Option<Spanned<String>>,
 }
 
 /// A target: `"host:port"` or `{ address = "host:port", weight = 3 }`.

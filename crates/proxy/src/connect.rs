@@ -19,23 +19,33 @@ pub enum ConnectFailure {
     Failed { timed_out: bool },
 }
 
-/// Connects to a target of upstream `up_index` for a client at `client`, starting with `first`
-/// when the caller has already chosen one. `tried` holds targets that must not be chosen (and
-/// receives the ones tried here). `listener` names it in logs.
+/// Whom an upstream connection is for.
+#[derive(Clone, Copy)]
+pub struct ConnectFor<'a> {
+    /// The listener's name, for logs.
+    pub listener: &'a str,
+    pub client: IpAddr,
+    /// The consistent-hashing key of the connection or request.
+    pub key: u64,
+}
+
+/// Connects to a target of upstream `up_index` for `whom`, starting with `first` when the
+/// caller has already chosen one. `tried` holds targets that must not be chosen (and receives
+/// the ones tried here).
 pub async fn connect_upstream(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
     up_index: usize,
-    client: IpAddr,
+    whom: &ConnectFor<'_>,
     mut first: Option<usize>,
     tried: &mut Tried,
-    listener: &str,
 ) -> Result<(usize, TcpStream), ConnectFailure> {
+    let ConnectFor { listener, client, key } = *whom;
     let upstream = &snapshot.upstreams[up_index];
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut made = 0;
     loop {
-        let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, client, tried)) else {
+        let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, key, tried)) else {
             bump(&ctx.counters.no_healthy_target, 1);
             log::warn!(
                 "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",

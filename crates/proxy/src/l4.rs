@@ -9,8 +9,8 @@ use std::time::{Instant, SystemTime};
 use rampart_proto::proxy_protocol::{self, ProxyAddresses, ProxyVersion};
 use tokio::net::TcpStream;
 
-use crate::balance::Tried;
-use crate::connect::{connect_upstream, ConnectFailure};
+use crate::balance::{BalancePolicy, Tried};
+use crate::connect::{connect_upstream, ConnectFailure, ConnectFor};
 use crate::relay::{relay, write_all, RelayOutcome};
 use crate::session_log::{write_json_str, write_timestamp};
 use crate::snapshot::{Listener, Snapshot};
@@ -107,14 +107,18 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
     };
     let upstream_spec = &snapshot.upstreams[up_index];
     let mut tried = Tried::default();
+    let connect_started = Instant::now();
     let (target, mut upstream) = match connect_upstream(
         ctx,
         snapshot,
         up_index,
-        session.client.ip(),
+        &ConnectFor {
+            listener: &listener.name,
+            client: session.client.ip(),
+            key: upstream_spec.client_key(session.client.ip()),
+        },
         None,
         &mut tried,
-        &listener.name,
     )
     .await
     {
@@ -123,7 +127,11 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
         Err(ConnectFailure::Failed { .. }) => return Err(Refusal::ConnectFailed),
     };
     session.target = Some(target);
-    session.connected = Some(Instant::now());
+    let connected = Instant::now();
+    session.connected = Some(connected);
+    if upstream_spec.policy == BalancePolicy::P2cEwma {
+        ctx.observe_latency(snapshot, up_index, target, connected - connect_started);
+    }
 
     if let Some(version) = upstream_spec.send_proxy_protocol {
         let addresses = ProxyAddresses {

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rampart_proto::proxy_protocol::ProxyVersion;
 
-use crate::balance::{BalancePolicy, Maglev};
+use crate::balance::{client_hash, BalancePolicy, HashKey, Maglev};
 use crate::health::TargetHealth;
 use crate::net::IpNet;
 
@@ -123,6 +123,8 @@ pub struct HttpUpstream {
     /// response byte: connect failures always, resets only for idempotent requests whose
     /// body was not streamed.
     pub retries: usize,
+    /// Longest time for a whole exchange, from choosing a target to the end of the response.
+    pub request_timeout: Option<Duration>,
 }
 
 impl Default for HttpUpstream {
@@ -135,6 +137,7 @@ impl Default for HttpUpstream {
             pool_max_idle: 1024,
             pool_idle_timeout: Duration::from_secs(30),
             retries: 1,
+            request_timeout: None,
         }
     }
 }
@@ -147,6 +150,8 @@ pub struct Upstream {
     pub targets: Vec<Target>,
     /// Built for [`BalancePolicy::ConsistentHash`] only.
     pub maglev: Option<Maglev>,
+    /// What consistent hashing hashes.
+    pub hash_key: HashKey,
     pub connect_timeout: Duration,
     /// Connect attempts per client connection, each to a different target.
     pub connect_attempts: usize,
@@ -155,6 +160,18 @@ pub struct Upstream {
     pub passive_health: PassiveHealth,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
+}
+
+impl Upstream {
+    /// The consistent-hashing key of a connection from `client` (0 when the policy does not
+    /// hash, so nothing is computed).
+    pub fn client_key(&self, client: std::net::IpAddr) -> u64 {
+        if self.policy == BalancePolicy::ConsistentHash {
+            client_hash(client)
+        } else {
+            0
+        }
+    }
 }
 
 /// One backend address.

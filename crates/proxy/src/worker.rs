@@ -153,11 +153,17 @@ impl WorkerContext {
         }
     }
 
-    /// Chooses a target of `upstream` (see [`BalancerState::pick`]).
-    pub fn pick(&self, snapshot: &Snapshot, upstream: usize, client: std::net::IpAddr, tried: &Tried) -> Option<usize> {
+    /// Chooses a target of `upstream`; `key` is the consistent-hashing key (see
+    /// [`BalancerState::pick`]).
+    pub fn pick(&self, snapshot: &Snapshot, upstream: usize, key: u64, tried: &Tried) -> Option<usize> {
         self.with_balancer(snapshot, upstream, |b| {
-            b.pick(&snapshot.upstreams[upstream], client, tried)
+            b.pick(&snapshot.upstreams[upstream], key, tried)
         })
+    }
+
+    /// Tells a latency-aware balancer how long `target` took to answer.
+    pub fn observe_latency(&self, snapshot: &Snapshot, upstream: usize, target: usize, took: std::time::Duration) {
+        self.with_balancer(snapshot, upstream, |b| b.observe_latency(target, took));
     }
 
     /// Tells the balancer a connection to `target` opened (`true`) or closed (`false`).

@@ -1,4 +1,6 @@
 use super::*;
+use rampart_proto::proxy_protocol::ProxyVersion;
+use rampart_proxy::balance::HashKey;
 
 fn compile(src: &str) -> Result<Compiled, ConfigErrors> {
     compile_toml("test.toml", src, &mut LiveState::default())
@@ -256,4 +258,57 @@ fn http_health_check_and_upstream_settings_arrive() {
     assert_eq!((http.path.as_str(), http.expect_status), ("/healthz", (204, 204)));
     let bad = src.replace("\"204\"", "\"2xx\"");
     assert!(errors(&bad)[0].contains("`2xx` is not a status range"));
+}
+
+#[test]
+fn hash_keys_and_request_timeouts() {
+    let http = |extra: &str| {
+        format!(
+            "[listeners.gw]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+             [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n{extra}\n"
+        )
+    };
+    let c = compile(&http(
+        "balance = \"consistent_hash\"\nhash_key = \"header:X-User\"\nrequest_timeout = \"5s\"",
+    ))
+    .unwrap();
+    let u = &c.snapshot.upstreams[0];
+    assert_eq!(u.hash_key, HashKey::Header("x-user".into()));
+    assert_eq!(u.http.request_timeout, Some(Duration::from_secs(5)));
+    let c = compile(&http("balance = \"consistent_hash\"\nhash_key = \"cookie:sid\"")).unwrap();
+    assert_eq!(c.snapshot.upstreams[0].hash_key, HashKey::Cookie("sid".into()));
+    let c = compile(&http("balance = \"p2c_ewma\"")).unwrap();
+    assert_eq!(c.snapshot.upstreams[0].policy, BalancePolicy::P2cEwma);
+    assert_eq!(c.snapshot.upstreams[0].http.request_timeout, None);
+
+    let cases: &[(&str, &str)] = &[
+        (
+            "hash_key = \"header:a\"",
+            "test.toml:7:12: hash_key needs balance = \"consistent_hash\"",
+        ),
+        (
+            "balance = \"consistent_hash\"\nhash_key = \"path\"",
+            "test.toml:8:12: `path` is not a hash key",
+        ),
+        (
+            "balance = \"consistent_hash\"\nhash_key = \"cookie:\"",
+            "test.toml:8:12: `cookie:` is not a hash key",
+        ),
+        (
+            "request_timeout = \"0s\"",
+            "test.toml:7:19: duration must be greater than zero",
+        ),
+    ];
+    for (extra, want) in cases {
+        let got = errors(&http(extra));
+        assert!(got.iter().any(|e| e.starts_with(want)), "want {want:?}\n got {got:?}");
+    }
+    // A TCP listener has no headers or cookies to hash.
+    let tcp = "[listeners.l4]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n\
+               [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\nbalance = \"consistent_hash\"\nhash_key = \"header:x\"\n";
+    let got = errors(tcp);
+    assert!(
+        got[0].starts_with("test.toml:3:12: TCP listener `l4` uses upstream `app`, which hashes on a request header"),
+        "{got:?}"
+    );
 }

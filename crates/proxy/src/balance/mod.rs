@@ -6,6 +6,7 @@
 mod maglev;
 
 use std::net::IpAddr;
+use std::time::{Duration, Instant};
 
 pub use maglev::{hash_bytes, Maglev};
 
@@ -23,9 +24,27 @@ pub enum BalancePolicy {
     LeastConnections,
     /// Power of two random choices: two random targets, the one with fewer open connections wins.
     RandomTwo,
-    /// Maglev consistent hashing on the client's IP address: a client keeps its target, and adding
-    /// or removing one of N targets moves about 1/N of the clients.
+    /// Maglev consistent hashing on a key (the client's IP address, or for HTTP a request header
+    /// or cookie, see [`HashKey`]): a key keeps its target, and adding or removing one of N
+    /// targets moves about 1/N of the keys.
     ConsistentHash,
+    /// Power of two random choices on latency: of two random targets, the one with the lower
+    /// `peak EWMA latency x (open + 1) / weight` wins. The latency is each worker's moving average
+    /// (10 s decay) of the target's response times (HTTP: request sent to response head; TCP:
+    /// connect time), jumping up at once on a slower sample; a target that gets no traffic sees
+    /// its figure decay towards zero, so it is tried again.
+    P2cEwma,
+}
+
+/// What [`BalancePolicy::ConsistentHash`] hashes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum HashKey {
+    #[default]
+    ClientAddress,
+    /// The value of this request header (lowercase name); the client address without it.
+    Header(Box<str>),
+    /// The value of this cookie; the client address without it.
+    Cookie(Box<str>),
 }
 
 impl BalancePolicy {
@@ -36,6 +55,7 @@ impl BalancePolicy {
         "least_connections",
         "random_two",
         "consistent_hash",
+        "p2c_ewma",
     ];
 
     /// Parses a policy name as written in config files and on the command line.
@@ -46,8 +66,52 @@ impl BalancePolicy {
             "least_connections" => BalancePolicy::LeastConnections,
             "random_two" => BalancePolicy::RandomTwo,
             "consistent_hash" => BalancePolicy::ConsistentHash,
+            "p2c_ewma" => BalancePolicy::P2cEwma,
             _ => return None,
         })
+    }
+
+    /// Whether the policy looks at open connections (or requests in flight), so they must be
+    /// counted.
+    pub fn uses_load(self) -> bool {
+        matches!(
+            self,
+            BalancePolicy::LeastConnections | BalancePolicy::RandomTwo | BalancePolicy::P2cEwma
+        )
+    }
+}
+
+/// How fast a latency average forgets: a sample `DECAY` old weighs 1/e of a new one.
+const DECAY_SECS: f64 = 10.0;
+
+/// One target's moving average of latency, as seen by one worker.
+#[derive(Debug, Clone, Copy, Default)]
+struct Latency {
+    nanos: f64,
+    at: Option<Instant>,
+}
+
+impl Latency {
+    /// Peak EWMA: a slower sample replaces the average at once, faster ones pull it down with a
+    /// weight that grows with the time since the last sample.
+    fn observe(&mut self, sample: Duration, now: Instant) {
+        let sample = sample.as_nanos() as f64;
+        self.nanos = match self.at {
+            Some(at) if sample < self.nanos => {
+                let keep = (-now.saturating_duration_since(at).as_secs_f64() / DECAY_SECS).exp();
+                self.nanos * keep + sample * (1.0 - keep)
+            }
+            _ => sample,
+        };
+        self.at = Some(now);
+    }
+
+    /// The average as of `now`: without new samples it decays towards zero.
+    fn current(&self, now: Instant) -> f64 {
+        match self.at {
+            None => 0.0,
+            Some(at) => self.nanos * (-now.saturating_duration_since(at).as_secs_f64() / DECAY_SECS).exp(),
+        }
     }
 }
 
@@ -87,6 +151,7 @@ pub struct BalancerState {
     cursor: usize,
     smooth_current: Vec<i64>,
     open: Vec<u32>,
+    latency: Vec<Latency>,
     rng: u64,
 }
 
@@ -96,12 +161,14 @@ impl BalancerState {
             cursor: (seed as usize) % targets.max(1),
             smooth_current: vec![0; targets],
             open: vec![0; targets],
+            latency: vec![Latency::default(); targets],
             rng: seed | 1,
         }
     }
 
-    /// Chooses an available target not in `tried`, or `None` when there is none.
-    pub fn pick(&mut self, upstream: &Upstream, client: IpAddr, tried: &Tried) -> Option<usize> {
+    /// Chooses an available target not in `tried`, or `None` when there is none. `key` is the
+    /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies).
+    pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
         let usable = |i: usize| !tried.contains(i) && upstream.targets[i].health.is_available();
         let n = upstream.targets.len();
         match upstream.policy {
@@ -141,30 +208,32 @@ impl BalancerState {
                 Some(best)
             }
             BalancePolicy::RandomTwo => {
-                let available = (0..n).filter(|&i| usable(i)).count();
-                if available == 0 {
-                    return None;
-                }
-                let nth = |rank: usize| (0..n).filter(|&i| usable(i)).nth(rank);
-                let a = nth(self.next_random() as usize % available)?;
-                if available == 1 {
-                    return Some(a);
-                }
-                let mut rank_b = self.next_random() as usize % (available - 1);
-                let rank_a = (0..a).filter(|&i| usable(i)).count();
-                if rank_b >= rank_a {
-                    rank_b += 1;
-                }
-                let b = nth(rank_b)?;
+                let (a, b) = self.two_random(n, usable)?;
                 let load = |i: usize| u64::from(self.open[i]) * 1024 / u64::from(upstream.targets[i].weight.max(1));
-                Some(if load(b) < load(a) { b } else { a })
+                Some(b.filter(|&b| load(b) < load(a)).unwrap_or(a))
+            }
+            BalancePolicy::P2cEwma => {
+                let (a, b) = self.two_random(n, usable)?;
+                let Some(b) = b else { return Some(a) };
+                let now = Instant::now();
+                let cost = |i: usize| {
+                    self.latency[i].current(now) * f64::from(self.open[i] + 1)
+                        / f64::from(upstream.targets[i].weight.max(1))
+                };
+                let (ca, cb) = (cost(a), cost(b));
+                // Equal costs (both never measured, say) fall back to fewer open.
+                Some(if cb < ca || (cb == ca && self.open[b] < self.open[a]) {
+                    b
+                } else {
+                    a
+                })
             }
             BalancePolicy::ConsistentHash => {
                 let maglev = upstream.maglev.as_ref()?;
                 if !(0..n).any(usable) {
                     return None;
                 }
-                maglev.lookup(client_hash(client), usable)
+                maglev.lookup(key, usable)
             }
         }
     }
@@ -181,6 +250,32 @@ impl BalancerState {
         if let Some(c) = self.open.get_mut(target) {
             *c = c.saturating_sub(1);
         }
+    }
+
+    /// A response time (or connect time) of `target`, for [`BalancePolicy::P2cEwma`].
+    pub fn observe_latency(&mut self, target: usize, sample: Duration) {
+        if let Some(l) = self.latency.get_mut(target) {
+            l.observe(sample, Instant::now());
+        }
+    }
+
+    /// Two distinct random usable targets (the second is `None` when only one is usable).
+    fn two_random(&mut self, n: usize, usable: impl Fn(usize) -> bool) -> Option<(usize, Option<usize>)> {
+        let available = (0..n).filter(|&i| usable(i)).count();
+        if available == 0 {
+            return None;
+        }
+        let nth = |rank: usize| (0..n).filter(|&i| usable(i)).nth(rank);
+        let a = nth(self.next_random() as usize % available)?;
+        if available == 1 {
+            return Some((a, None));
+        }
+        let mut rank_b = self.next_random() as usize % (available - 1);
+        let rank_a = (0..a).filter(|&i| usable(i)).count();
+        if rank_b >= rank_a {
+            rank_b += 1;
+        }
+        Some((a, nth(rank_b)))
     }
 
     fn next_random(&mut self) -> u64 {

@@ -1,5 +1,5 @@
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::*;
 use crate::health::TargetHealth;
@@ -22,6 +22,7 @@ fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
         name: "u".into(),
         policy,
         maglev,
+        hash_key: HashKey::ClientAddress,
         targets,
         connect_timeout: Duration::from_secs(1),
         connect_attempts: 3,
@@ -44,7 +45,7 @@ fn counts(policy: BalancePolicy, weights: &[u32], picks: usize) -> Vec<usize> {
     let mut state = BalancerState::new(weights.len(), 0);
     let mut counts = vec![0; weights.len()];
     for _ in 0..picks {
-        counts[state.pick(&up, client(), &Tried::default()).unwrap()] += 1;
+        counts[state.pick(&up, client_hash(client()), &Tried::default()).unwrap()] += 1;
     }
     counts
 }
@@ -63,7 +64,7 @@ fn smooth_weighted_round_robin_follows_weights_without_bursts() {
     let up = upstream(BalancePolicy::WeightedRoundRobin, &[5, 1, 1]);
     let mut state = BalancerState::new(3, 0);
     let seq: Vec<usize> = (0..7)
-        .map(|_| state.pick(&up, client(), &Tried::default()).unwrap())
+        .map(|_| state.pick(&up, client_hash(client()), &Tried::default()).unwrap())
         .collect();
     assert_eq!(seq, [0, 0, 1, 0, 2, 0, 0], "nginx's smooth sequence for 5,1,1");
 }
@@ -73,13 +74,13 @@ fn least_connections_prefers_the_idlest_relative_to_weight() {
     let up = upstream(BalancePolicy::LeastConnections, &[1, 1, 2]);
     let mut state = BalancerState::new(3, 0);
     for _ in 0..8 {
-        let t = state.pick(&up, client(), &Tried::default()).unwrap();
+        let t = state.pick(&up, client_hash(client()), &Tried::default()).unwrap();
         state.opened(t);
     }
     assert_eq!(state.open, [2, 2, 4]);
     state.closed(0);
     state.closed(0);
-    assert_eq!(state.pick(&up, client(), &Tried::default()), Some(0));
+    assert_eq!(state.pick(&up, client_hash(client()), &Tried::default()), Some(0));
 }
 
 #[test]
@@ -90,7 +91,7 @@ fn random_two_spreads_and_favours_the_less_loaded() {
     let mut state = BalancerState::new(2, 42);
     state.open = vec![10, 0];
     for _ in 0..50 {
-        assert_eq!(state.pick(&up, client(), &Tried::default()), Some(1));
+        assert_eq!(state.pick(&up, client_hash(client()), &Tried::default()), Some(1));
     }
 }
 
@@ -102,6 +103,7 @@ fn unavailable_and_tried_targets_are_skipped() {
         BalancePolicy::LeastConnections,
         BalancePolicy::RandomTwo,
         BalancePolicy::ConsistentHash,
+        BalancePolicy::P2cEwma,
     ] {
         let up = upstream(policy, &[1, 1, 1]);
         up.targets[0].health.set_active_up(false);
@@ -109,10 +111,10 @@ fn unavailable_and_tried_targets_are_skipped() {
         let mut tried = Tried::default();
         tried.push(1);
         for _ in 0..20 {
-            assert_eq!(state.pick(&up, client(), &tried), Some(2), "{policy:?}");
+            assert_eq!(state.pick(&up, client_hash(client()), &tried), Some(2), "{policy:?}");
         }
         tried.push(2);
-        assert_eq!(state.pick(&up, client(), &tried), None, "{policy:?}");
+        assert_eq!(state.pick(&up, client_hash(client()), &tried), None, "{policy:?}");
     }
 }
 
@@ -138,4 +140,59 @@ fn consistent_hash_keeps_clients_and_moves_about_one_nth() {
     let fraction = moved as f64 / ips.len() as f64;
     assert!((0.08..0.13).contains(&fraction), "moved {fraction}");
     assert!(per_target.iter().all(|&c| (1500..2500).contains(&c)), "{per_target:?}");
+}
+
+#[test]
+fn p2c_ewma_sends_most_requests_to_the_fastest_target() {
+    let up = upstream(BalancePolicy::P2cEwma, &[1, 1, 1]);
+    let mut state = BalancerState::new(3, 11);
+    // Target 1 answers in 1 ms, the others in 20 ms; each pick is answered before the next.
+    let mut counts = [0usize; 3];
+    for _ in 0..3000 {
+        let t = state.pick(&up, 0, &Tried::default()).unwrap();
+        counts[t] += 1;
+        let took = if t == 1 {
+            Duration::from_millis(1)
+        } else {
+            Duration::from_millis(20)
+        };
+        state.observe_latency(t, took);
+    }
+    // Two random choices: the fast one wins whenever it is one of the two (2 of 3 draws).
+    assert!(counts[1] > 1800, "{counts:?}");
+    assert!(
+        counts[0] > 0 && counts[2] > 0,
+        "slow targets still get their share: {counts:?}"
+    );
+}
+
+#[test]
+fn p2c_ewma_weighs_latency_by_requests_in_flight() {
+    let up = upstream(BalancePolicy::P2cEwma, &[1, 1]);
+    let mut state = BalancerState::new(2, 3);
+    state.observe_latency(0, Duration::from_millis(1));
+    state.observe_latency(1, Duration::from_millis(3));
+    assert_eq!(state.pick(&up, 0, &Tried::default()), Some(0));
+    // Five requests in flight on the faster target make it cost 6 ms against 3 ms.
+    (0..5).for_each(|_| state.opened(0));
+    assert_eq!(state.pick(&up, 0, &Tried::default()), Some(1));
+}
+
+#[test]
+fn peak_ewma_jumps_up_and_eases_down() {
+    let start = Instant::now();
+    let mut l = Latency::default();
+    l.observe(Duration::from_millis(10), start);
+    l.observe(Duration::from_millis(100), start + Duration::from_millis(1));
+    assert_eq!(
+        l.current(start + Duration::from_millis(1)) as u64,
+        100_000_000,
+        "a slower sample is taken at once"
+    );
+    l.observe(Duration::from_millis(10), start + Duration::from_secs(10));
+    let eased = l.current(start + Duration::from_secs(10)) / 1e6;
+    // 10 s after the peak the old value weighs 1/e: 100/e + 10(1 - 1/e) = 43.1 ms.
+    assert!((42.0..44.0).contains(&eased), "{eased}");
+    // Without samples the figure decays, so an unused target gets tried again.
+    assert!(l.current(start + Duration::from_secs(60)) < l.current(start + Duration::from_secs(10)) / 50.0);
 }

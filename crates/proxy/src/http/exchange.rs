@@ -1,6 +1,7 @@
 //! One proxied request: an upstream connection (pooled or new), the request out, the response
 //! back, and the decision whether both connections stay open.
 
+use std::cell::Cell;
 use std::io;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -12,8 +13,8 @@ use tokio::net::TcpStream;
 use super::head_out::{write_response_head, ResponseOut};
 use super::iobuf::IoBuf;
 use super::route::HeaderOps;
-use crate::balance::Tried;
-use crate::connect::{connect_upstream, ConnectFailure};
+use crate::balance::{BalancePolicy, Tried};
+use crate::connect::{connect_upstream, ConnectFailure, ConnectFor};
 use crate::relay::{relay, write_all, write_all_vectored_within, write_all_within};
 use crate::snapshot::Snapshot;
 use crate::worker::{bump, WorkerContext};
@@ -24,6 +25,8 @@ pub struct ProxyRequest<'a> {
     pub listener_name: &'a str,
     pub upstream: usize,
     pub client_ip: IpAddr,
+    /// The consistent-hashing key of this request (see [`crate::balance::HashKey`]).
+    pub hash_key: u64,
     pub idempotent: bool,
     pub head_method: bool,
     pub framing: Framing,
@@ -37,6 +40,8 @@ pub struct ProxyRequest<'a> {
     pub client_body_timeout: Duration,
     /// Measure the upstream time (for the access log); costs two clock reads.
     pub measure: bool,
+    /// The status of the response head once it is on its way to the client (0 before).
+    pub response_status: Cell<u16>,
 }
 
 /// How an exchange ended.
@@ -84,7 +89,36 @@ enum SendFailure {
 /// Proxies one request whose upstream head is `head_out` and whose body (if any) starts in
 /// `inbuf`. On return the request body has been consumed from `inbuf` unless the client
 /// connection must close anyway.
+///
+/// With a `request_timeout` on the upstream, the whole exchange (connect, request, response
+/// head and body) must end in time: a timeout before the response head got to the client is a
+/// 504, one after it closes the client connection. A WebSocket tunnel, once set up, is exempt.
 pub async fn proxy(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    client: &mut TcpStream,
+    inbuf: &mut IoBuf,
+    head_out: &[u8],
+    out: &mut Vec<u8>,
+) -> Outcome {
+    let Some(limit) = req.snapshot.upstreams[req.upstream].http.request_timeout else {
+        return exchange(ctx, req, client, inbuf, head_out, out).await;
+    };
+    let outcome = {
+        let mut exchange = std::pin::pin!(exchange(ctx, req, client, inbuf, head_out, out));
+        match tokio::time::timeout(limit, &mut exchange).await {
+            Ok(o) => Some(o),
+            Err(_) if req.response_status.get() == 101 => Some(exchange.await),
+            Err(_) => None,
+        }
+    };
+    outcome.unwrap_or(match req.response_status.get() {
+        0 => local(client, out, 504, "request_timeout", req.head_method).await,
+        status => Outcome::local(status, "request_timeout"),
+    })
+}
+
+async fn exchange(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     client: &mut TcpStream,
@@ -99,7 +133,7 @@ pub async fn proxy(
     let mut retries_left = settings.retries;
     loop {
         // An upstream connection: a pooled one to the chosen target, or a new one.
-        let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.client_ip, &tried) else {
+        let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried) else {
             return if tried.is_empty() {
                 log::warn!(
                     "listener {}: no healthy target in upstream {}",
@@ -125,10 +159,13 @@ pub async fn proxy(
                     ctx,
                     req.snapshot,
                     req.upstream,
-                    req.client_ip,
+                    &ConnectFor {
+                        listener: req.listener_name,
+                        client: req.client_ip,
+                        key: req.hash_key,
+                    },
                     Some(choice),
                     &mut tried,
-                    req.listener_name,
                 )
                 .await;
                 match connected {
@@ -156,7 +193,9 @@ pub async fn proxy(
             sent_continue = true;
         }
 
-        let started = req.measure.then(Instant::now);
+        let _in_flight = up.policy.uses_load().then(|| InFlight::new(ctx, req, target));
+        let latency_aware = up.policy == BalancePolicy::P2cEwma;
+        let started = (req.measure || latency_aware).then(Instant::now);
         let sent = send_request(ctx, req, &mut conn, client, inbuf, head_out, settings.write_timeout).await;
         let retryable = |body_sent: bool| !body_sent && req.idempotent && req.framing == Framing::None;
         match sent {
@@ -199,6 +238,14 @@ pub async fn proxy(
         )
         .await;
         upbuf.release(ctx);
+        if latency_aware {
+            let took = match &result {
+                Ok((o, _)) => o.upstream_time,
+                Err(_) => None,
+            };
+            let took = took.or_else(|| started.map(|s| s.elapsed())).unwrap_or_default();
+            ctx.observe_latency(req.snapshot, req.upstream, target, took);
+        }
         match result {
             Err(ResponseFailure::Reset) if retries_left > 0 && retryable(false) => {
                 retries_left -= 1;
@@ -223,6 +270,32 @@ pub async fn proxy(
                 return outcome;
             }
         }
+    }
+}
+
+/// Counts a request in flight to a target for the balancers that look at load.
+struct InFlight<'a> {
+    ctx: &'a WorkerContext,
+    snapshot: &'a Snapshot,
+    upstream: usize,
+    target: usize,
+}
+
+impl<'a> InFlight<'a> {
+    fn new(ctx: &'a WorkerContext, req: &ProxyRequest<'a>, target: usize) -> Self {
+        ctx.track_open(req.snapshot, req.upstream, target, true);
+        InFlight {
+            ctx,
+            snapshot: req.snapshot,
+            upstream: req.upstream,
+            target,
+        }
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
     }
 }
 
@@ -389,6 +462,7 @@ async fn respond(
         },
     );
     upbuf.consume(head.len);
+    req.response_status.set(head.status);
     let mut outcome = Outcome {
         status: head.status,
         keep_client: !close_client,

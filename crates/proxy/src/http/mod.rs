@@ -6,6 +6,7 @@
 //!   head and body out, response head and body back, retries before the first response byte.
 //! - [`head_out`]: writing heads: hop-by-hop fields dropped, forwarded headers, header edits.
 //! - [`route`]: compiled routes.
+//! - [`affinity`]: the consistent-hashing key of a request (header, cookie or client address).
 //! - [`pool`]: each worker's idle upstream connections.
 //! - [`park`]: each worker's idle client connections, held outside any task.
 //! - [`local`]: answers of Rampart's own (errors, `respond`, redirects).
@@ -13,6 +14,7 @@
 //! - [`access_log`]: access log lines (JSON or combined).
 
 pub mod access_log;
+pub mod affinity;
 pub mod exchange;
 pub mod head_out;
 pub mod iobuf;

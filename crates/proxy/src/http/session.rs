@@ -425,6 +425,12 @@ impl<'a> Connection<'a> {
             listener_name: self.listener_name,
             upstream,
             client_ip: self.peer.ip(),
+            hash_key: super::affinity::request_key(
+                &self.snapshot.upstreams[upstream],
+                self.peer.ip(),
+                buf,
+                &self.fields,
+            ),
             idempotent,
             head_method: head_only,
             framing: head.framing,
@@ -436,6 +442,7 @@ impl<'a> Connection<'a> {
             response_ops: &filters.response_headers,
             client_body_timeout: self.http.client_header_timeout,
             measure: self.wants_access_log(),
+            response_status: Default::default(),
         };
         self.inbuf.consume(head.len);
         // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back

@@ -1,0 +1,203 @@
+//! Compiling upstreams: targets, balancing, health checks, HTTP settings.
+
+use std::time::Duration;
+
+use rampart_proto::proxy_protocol::ProxyVersion;
+use rampart_proxy::balance::{BalancePolicy, HashKey};
+use rampart_proxy::snapshot::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream};
+
+use super::{build_maglev, defaults, resolve, Checker, LiveState};
+use crate::raw::{RawTarget, RawUpstream};
+
+impl Checker<'_> {
+    pub(super) fn upstream(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> Option<Upstream> {
+        let policy = match &up.balance {
+            None => BalancePolicy::RoundRobin,
+            Some(b) => BalancePolicy::from_name(b.get_ref()).unwrap_or_else(|| {
+                self.error(
+                    b.span(),
+                    format!(
+                        "unknown balance policy `{}` (expected one of: {})",
+                        b.get_ref(),
+                        BalancePolicy::NAMES.join(", ")
+                    ),
+                );
+                BalancePolicy::RoundRobin
+            }),
+        };
+        if up.targets.get_ref().is_empty() {
+            self.error(up.targets.span(), format!("upstream `{name}` has no targets"));
+        }
+        let mut targets = Vec::new();
+        for t in up.targets.get_ref() {
+            let (address, weight) = match t.get_ref() {
+                RawTarget::Address(a) => (a.as_str(), 1),
+                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1)),
+            };
+            if !(1..=1000).contains(&weight) {
+                self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
+                continue;
+            }
+            match resolve(address) {
+                Ok(addr) => {
+                    if targets.iter().any(|x: &Target| x.addr == addr) {
+                        self.error(
+                            t.span(),
+                            format!("target `{address}` is listed twice in upstream `{name}`"),
+                        );
+                        continue;
+                    }
+                    targets.push(Target {
+                        name: address.to_string(),
+                        addr,
+                        weight: weight as u32,
+                        health: live.target_health(name, addr),
+                    })
+                }
+                Err(e) => self.error(t.span(), e),
+            }
+        }
+        let connect_timeout = self.duration(&up.connect_timeout, defaults::CONNECT_TIMEOUT);
+        let connect_attempts = up
+            .connect_attempts
+            .as_ref()
+            .map_or(Some(defaults::CONNECT_ATTEMPTS), |a| {
+                self.count(a, "connect_attempts", 1, 8)
+            });
+        let send_proxy_protocol = match &up.send_proxy_protocol {
+            None => None,
+            Some(v) => match v.get_ref().as_str() {
+                "v1" => Some(ProxyVersion::V1),
+                "v2" => Some(ProxyVersion::V2),
+                other => {
+                    self.error(
+                        v.span(),
+                        format!("unknown PROXY protocol version `{other}` (expected \"v1\" or \"v2\")"),
+                    );
+                    None
+                }
+            },
+        };
+        let passive_health = PassiveHealth {
+            base_backoff: self.duration(&up.passive_backoff, defaults::PASSIVE_BACKOFF),
+            max_backoff: self.duration(&up.passive_backoff_max, defaults::PASSIVE_BACKOFF_MAX),
+        };
+        let health_check = up.health_check.as_ref().map(|h| HealthCheck {
+            interval: self.duration(&h.interval, defaults::CHECK_INTERVAL),
+            timeout: self.duration(&h.timeout, defaults::CHECK_TIMEOUT),
+            rise: h
+                .rise
+                .as_ref()
+                .and_then(|r| self.count(r, "rise", 1, 100))
+                .unwrap_or(defaults::CHECK_RISE as usize) as u32,
+            fall: h
+                .fall
+                .as_ref()
+                .and_then(|f| self.count(f, "fall", 1, 100))
+                .unwrap_or(defaults::CHECK_FALL as usize) as u32,
+            http: h.http_path.as_ref().and_then(|path| {
+                if !path.get_ref().starts_with('/') {
+                    self.error(path.span(), format!("http_path `{}` must start with /", path.get_ref()));
+                    return None;
+                }
+                let expect_status = match &h.expect_status {
+                    None => (200, 399),
+                    Some(s) => match parse_status_range(s.get_ref()) {
+                        Some(r) => r,
+                        None => {
+                            self.error(
+                                s.span(),
+                                format!(
+                                    "`{}` is not a status range (expected \"200-399\" or \"204\")",
+                                    s.get_ref()
+                                ),
+                            );
+                            return None;
+                        }
+                    },
+                };
+                Some(HttpCheck {
+                    path: path.get_ref().clone(),
+                    host: h.http_host.clone().unwrap_or_else(|| name.to_string()),
+                    expect_status,
+                })
+            }),
+        });
+        let d = HttpUpstream::default();
+        let http = HttpUpstream {
+            response_header_timeout: self.duration(&up.response_header_timeout, d.response_header_timeout),
+            read_timeout: self.duration(&up.read_timeout, d.read_timeout),
+            write_timeout: self.duration(&up.write_timeout, d.write_timeout),
+            pool_max_idle: up
+                .pool_max_idle
+                .as_ref()
+                .map_or(Some(d.pool_max_idle), |p| self.count(p, "pool_max_idle", 0, 100_000))
+                .unwrap_or(d.pool_max_idle),
+            pool_idle_timeout: self.duration(&up.pool_idle_timeout, d.pool_idle_timeout),
+            retries: up
+                .retries
+                .as_ref()
+                .map_or(Some(d.retries), |r| self.count(r, "retries", 0, 8))
+                .unwrap_or(d.retries),
+            request_timeout: up
+                .request_timeout
+                .is_some()
+                .then(|| self.duration(&up.request_timeout, Duration::ZERO)),
+        };
+        let hash_key = self.hash_key(up, policy);
+        let maglev = build_maglev(policy, &targets);
+        Some(Upstream {
+            name: name.to_string(),
+            policy,
+            targets,
+            maglev,
+            hash_key,
+            connect_timeout,
+            connect_attempts: connect_attempts?,
+            send_proxy_protocol,
+            passive_health,
+            health_check,
+            http,
+        })
+    }
+
+    /// `hash_key`: `"client_address"` (the default), `"header:NAME"` or `"cookie:NAME"`.
+    fn hash_key(&mut self, up: &RawUpstream, policy: BalancePolicy) -> HashKey {
+        let Some(key) = &up.hash_key else {
+            return HashKey::ClientAddress;
+        };
+        if policy != BalancePolicy::ConsistentHash {
+            self.error(key.span(), "hash_key needs balance = \"consistent_hash\"");
+            return HashKey::ClientAddress;
+        }
+        let text = key.get_ref().trim();
+        let parsed = match text.split_once(':') {
+            None if text == "client_address" => Some(HashKey::ClientAddress),
+            Some(("header", name)) if is_token(name) => Some(HashKey::Header(name.to_ascii_lowercase().into())),
+            Some(("cookie", name)) if is_token(name) => Some(HashKey::Cookie(name.into())),
+            _ => None,
+        };
+        parsed.unwrap_or_else(|| {
+            self.error(
+                key.span(),
+                format!("`{text}` is not a hash key (expected \"client_address\", \"header:NAME\" or \"cookie:NAME\")"),
+            );
+            HashKey::ClientAddress
+        })
+    }
+}
+
+/// A header or cookie name: visible ASCII without separators.
+fn is_token(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && !b"\"(),/:;<=>?@[\\]{}".contains(&b))
+}
+
+/// `"200-399"` or `"204"`.
+fn parse_status_range(s: &str) -> Option<(u16, u16)> {
+    let (lo, hi) = s.split_once('-').unwrap_or((s, s));
+    let (lo, hi) = (lo.trim().parse::<u16>().ok()?, hi.trim().parse::<u16>().ok()?);
+    ((100..=599).contains(&lo) && (lo..=599).contains(&hi)).then_some((lo, hi))
+}
