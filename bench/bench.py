@@ -37,10 +37,11 @@ def wait_port(port, timeout=10.0):
 
 
 def cpu_seconds(pid):
+    """(user, system) CPU seconds of the process, all threads."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 of the whole line; after the command they are 12, 13.
-    return (int(fields[11]) + int(fields[12])) / TICK
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
 def rss_kib(pid):
@@ -233,12 +234,14 @@ def run_one(name, pid, port, scenario, duration):
     url = f"http://127.0.0.1:{port}{path}"
     # Warm up pools and caches, unmeasured.
     subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", *extra, url], capture_output=True, check=True)
-    before = cpu_seconds(pid)
+    user0, sys0 = cpu_seconds(pid)
     out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", *extra, url],
                          capture_output=True, text=True, check=True).stdout
-    cpu = cpu_seconds(pid) - before
+    user1, sys1 = cpu_seconds(pid)
+    cpu = (user1 - user0) + (sys1 - sys0)
     res = parse_wrk(out)
     res["cpu_us_per_req"] = cpu * 1e6 / max(res["requests"], 1)
+    res["user_us_per_req"] = (user1 - user0) * 1e6 / max(res["requests"], 1)
     res["cpu_s"] = cpu
     res["rss_kib"] = rss_kib(pid)
     return res
@@ -284,7 +287,7 @@ def main():
                     r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration)
                     results.setdefault((scenario, p), []).append(r)
                     print(f"{scenario} round {rnd + 1} {p:8s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
-                          f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req  "
+                          f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}", flush=True)
         table = report(results, args, proxies)
         if "http" in modes and args.idle_connections > 0:

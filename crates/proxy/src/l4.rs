@@ -81,8 +81,7 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize
 async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpStream) -> Result<RelayOutcome, Refusal> {
     let listener = session.listener;
     let snapshot = session.snapshot;
-    let _ = client.set_nodelay(true);
-    let local = client.local_addr().unwrap_or(session.client);
+    // TCP_NODELAY comes from the listening socket (accepted sockets inherit it on Linux).
 
     // Bytes read past a PROXY header belong to the stream and go to the target first.
     let mut early = Vec::new();
@@ -136,7 +135,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, mut client: TcpSt
     if let Some(version) = upstream_spec.send_proxy_protocol {
         let addresses = ProxyAddresses {
             source: session.client,
-            destination: local,
+            destination: client.local_addr().unwrap_or(session.client),
         };
         let mut header = Vec::with_capacity(64 + early.len());
         match version {

@@ -64,6 +64,8 @@ pub struct WorkerContext {
     pipes: FreeList<Pipe>,
     /// Idle keep-alive upstream connections of this worker.
     pub upstream_pool: RefCell<crate::http::pool::UpstreamPool>,
+    /// A field list lent to whichever request is parsing a response head (empty while lent).
+    pub response_fields: std::cell::Cell<Vec<rampart_proto::h1::Field>>,
     /// Idle keep-alive HTTP client connections held outside any task.
     pub parking: crate::http::park::ParkingLot,
     balancers: RefCell<Balancers>,
@@ -88,6 +90,7 @@ impl WorkerContext {
             out_buffers: FreeList::new(POOL_MAX),
             pipes: FreeList::new(POOL_MAX),
             upstream_pool: RefCell::new(Default::default()),
+            response_fields: Default::default(),
             parking: Default::default(),
             balancers: RefCell::new(Balancers {
                 generation: u64::MAX,

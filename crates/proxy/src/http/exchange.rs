@@ -405,7 +405,8 @@ async fn respond(
 ) -> Result<(Outcome, bool), ResponseFailure> {
     let settings = req.snapshot.upstreams[req.upstream].http;
     let limits = Limits::default();
-    let mut fields = Vec::new();
+    // The worker's field list: parsing a response head allocates nothing.
+    let mut fields = ctx.response_fields.take();
     let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
     let mut any_byte = false;
     let head = loop {
@@ -461,6 +462,7 @@ async fn respond(
             keep_alive_10: req.client_http10 && req.client_keep_alive,
         },
     );
+    ctx.response_fields.set(fields);
     upbuf.consume(head.len);
     req.response_status.set(head.status);
     let mut outcome = Outcome {

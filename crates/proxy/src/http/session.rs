@@ -39,7 +39,7 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize
     // whoever ends it: this task, or the parking lot (see [`close_parked`]).
     slot.keep();
     bump(&ctx.counters.open, 1);
-    let _ = client.set_nodelay(true);
+    // TCP_NODELAY comes from the listening socket (accepted sockets inherit it on Linux).
     live(ctx, snapshot, listener, client, peer).await;
 }
 
