@@ -4,6 +4,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
+use rampart_proto::h1::{Field, RequestHead};
+
 use crate::session_log::{write_json_str, write_timestamp};
 use crate::snapshot::AccessLogFormat;
 
@@ -126,4 +128,43 @@ fn dash(s: &str) -> &str {
     } else {
         s
     }
+}
+
+/// Copies what the access log needs before the head's bytes are consumed: method, target, host,
+/// referer and user agent, each behind its length.
+pub fn capture_for_log(scratch: &mut Vec<u8>, fields: &[Field], buf: &[u8], head: &RequestHead) {
+    let field = |name: &[u8]| {
+        fields
+            .iter()
+            .find(|f| f.name(buf).eq_ignore_ascii_case(name))
+            .map_or(&b""[..], |f| f.value(buf))
+    };
+    let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+    scratch.clear();
+    for part in [
+        slice(head.method),
+        slice(head.target),
+        head.host.map(slice).unwrap_or(b""),
+        field(b"referer"),
+        field(b"user-agent"),
+    ] {
+        scratch.extend_from_slice(&(part.len() as u32).to_le_bytes());
+        scratch.extend_from_slice(part);
+    }
+}
+
+/// The five parts [`capture_for_log`] copied: method, target, host, referer, user agent.
+pub fn captured(scratch: &[u8]) -> [&[u8]; 5] {
+    let mut parts: [&[u8]; 5] = [b""; 5];
+    let mut rest = scratch;
+    for p in parts.iter_mut() {
+        if rest.len() < 4 {
+            break;
+        }
+        let n = u32::from_le_bytes([rest[0], rest[1], rest[2], rest[3]]) as usize;
+        let Some(part) = rest.get(4..4 + n) else { break };
+        *p = part;
+        rest = &rest[4 + n..];
+    }
+    parts
 }

@@ -10,6 +10,7 @@
 //! - [`pool`]: each worker's idle upstream connections.
 //! - [`park`]: each worker's idle client connections, held outside any task.
 //! - [`local`]: answers of Rampart's own (errors, `respond`, redirects).
+//! - [`target`]: request targets: path and query, host without port, path rewrites.
 //! - [`iobuf`]: the read buffer with cursors that these share.
 //! - [`access_log`]: access log lines (JSON or combined).
 
@@ -23,3 +24,4 @@ pub mod park;
 pub mod pool;
 pub mod route;
 pub mod session;
+pub mod target;

@@ -1,0 +1,100 @@
+//! Request targets: path and query, the host without its port, and the route's path rewrites.
+
+use std::borrow::Cow;
+
+use super::route::RouteFilters;
+
+/// The path and query of a request target (origin-form or absolute-form).
+pub fn split_target(target: &[u8]) -> (&[u8], &[u8]) {
+    let path_start = if target.first() == Some(&b'/') {
+        0
+    } else if let Some(scheme_end) = target.windows(3).position(|w| w == b"://") {
+        let authority = scheme_end + 3;
+        target[authority..]
+            .iter()
+            .position(|&b| b == b'/')
+            .map_or(target.len(), |p| authority + p)
+    } else {
+        0
+    };
+    let rest = &target[path_start..];
+    match rest.iter().position(|&b| b == b'?') {
+        Some(q) => (&rest[..q], &rest[q + 1..]),
+        None => (if rest.is_empty() { b"/" } else { rest }, b""),
+    }
+}
+
+/// `example.com:8080` → `example.com`; `[::1]:80` → `[::1]`.
+pub fn strip_port(host: &[u8]) -> &[u8] {
+    if host.first() == Some(&b'[') {
+        return host.iter().position(|&b| b == b']').map_or(host, |e| &host[..=e]);
+    }
+    match host.iter().rposition(|&b| b == b':') {
+        Some(c) if host[c + 1..].iter().all(u8::is_ascii_digit) => &host[..c],
+        _ => host,
+    }
+}
+
+/// The target to send upstream after the route's path rewrites (borrowed when unchanged).
+pub fn rewrite_target<'a>(target: &'a [u8], filters: &RouteFilters) -> Cow<'a, [u8]> {
+    if filters.prefix_rewrite.is_none() && filters.regex_rewrite.is_none() {
+        return Cow::Borrowed(target);
+    }
+    let (path, query) = split_target(target);
+    let mut path: Cow<'_, [u8]> = Cow::Borrowed(path);
+    if let Some((from, to)) = &filters.prefix_rewrite {
+        if path.starts_with(from.as_bytes()) {
+            let mut p = to.as_bytes().to_vec();
+            p.extend_from_slice(&path[from.len()..]);
+            if p.first() != Some(&b'/') {
+                p.insert(0, b'/');
+            }
+            path = Cow::Owned(p);
+        }
+    }
+    if let Some((re, replacement)) = &filters.regex_rewrite {
+        let replaced = re.replace(&path, replacement.as_bytes()).into_owned();
+        path = Cow::Owned(replaced);
+    }
+    let mut out = path.into_owned();
+    if !query.is_empty() {
+        out.push(b'?');
+        out.extend_from_slice(query);
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_split_into_path_and_query() {
+        assert_eq!(split_target(b"/a/b?x=1"), (&b"/a/b"[..], &b"x=1"[..]));
+        assert_eq!(split_target(b"/a"), (&b"/a"[..], &b""[..]));
+        assert_eq!(split_target(b"http://h:1/p?q"), (&b"/p"[..], &b"q"[..]));
+        assert_eq!(split_target(b"http://h"), (&b"/"[..], &b""[..]));
+        assert_eq!(strip_port(b"example.com:8080"), b"example.com");
+        assert_eq!(strip_port(b"[::1]:80"), b"[::1]");
+        assert_eq!(strip_port(b"example.com"), b"example.com");
+    }
+
+    #[test]
+    fn rewrites() {
+        let mut f = RouteFilters {
+            prefix_rewrite: Some(("/api".into(), "".into())),
+            ..Default::default()
+        };
+        assert_eq!(&*rewrite_target(b"/api/users?id=1", &f), b"/users?id=1");
+        assert_eq!(&*rewrite_target(b"/api", &f), b"/");
+        assert_eq!(&*rewrite_target(b"/other", &f), b"/other");
+        f.prefix_rewrite = Some(("/v1/".into(), "/v2/".into()));
+        assert_eq!(&*rewrite_target(b"/v1/x", &f), b"/v2/x");
+        f.prefix_rewrite = None;
+        f.regex_rewrite = Some((
+            regex::bytes::Regex::new("^/user/([0-9]+)$").unwrap(),
+            "/users?id=$1".into(),
+        ));
+        assert_eq!(&*rewrite_target(b"/user/42", &f), b"/users?id=42");
+    }
+}
