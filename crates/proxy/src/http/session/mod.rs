@@ -88,7 +88,8 @@ async fn live(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, mut cl
     let end = conn.run(&mut client).await;
     conn.release_idle();
     drop(conn);
-    if end == Next::Idle {
+    // A keep-alive time no longer than the linger is over by now.
+    if end == Next::Idle && keepalive > LINGER {
         log::debug!("listener {}: parking idle connection from {peer}", listener.name);
         if let Ok(stream) = client.into_std() {
             let parked = ctx
@@ -119,8 +120,8 @@ struct Connection<'a> {
     log_scratch: Vec<u8>,
 }
 
-/// How long a connection stays in its active state waiting for the next request before it
-/// gives its buffers back and waits as idle.
+/// How long a connection stays in its active state waiting for the next request before it is
+/// parked (see [`crate::http::park`]).
 const LINGER: Duration = Duration::from_secs(1);
 
 /// What a burst of requests (or a connection) ended with.
