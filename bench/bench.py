@@ -382,11 +382,12 @@ def report(results, args, proxies):
     med = lambda rs, k: statistics.median(r[k] for r in rs)
     lines = [f"Medians of {args.rounds} interleaved rounds of {args.duration} s; proxy on CPU 0, "
              f"backend and wrk on CPU 1 ({os.cpu_count()} CPUs).", "",
-             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | GB/s | errors |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | of which user | GB/s | errors |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for (scenario, p), rs in results.items():
         lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
-                     f"{med(rs, 'cpu_us_per_req'):.2f} | {med(rs, 'bytes_per_s') / 1e9:.2f} | "
+                     f"{med(rs, 'cpu_us_per_req'):.2f} | {med(rs, 'user_us_per_req'):.2f} | "
+                     f"{med(rs, 'bytes_per_s') / 1e9:.2f} | "
                      f"{sum(r['errors'] for r in rs)} |")
     return "\n".join(lines) + "\n"
 
