@@ -22,15 +22,8 @@ fn lettered() -> Vec<HttpBackend> {
 }
 
 fn gateway(dir: &std::path::Path, backends: &[&HttpBackend], upstream_extra: &str) -> (Rampart, u16) {
-    let port = free_port();
-    let list: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.target())).collect();
-    let cfg = format!(
-        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
-         [upstreams.app]\ntargets = [{}]\n{upstream_extra}\n",
-        list.join(", ")
-    );
-    let path = write_file(dir, "gw.toml", &cfg);
-    (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
+    let targets: Vec<String> = backends.iter().map(|b| b.target()).collect();
+    http_gateway(dir, &targets, upstream_extra)
 }
 
 /// Sends three requests per user, each on a new connection, with `header(user)` added, and

@@ -10,18 +10,6 @@ use std::time::{Duration, Instant};
 use common::http::{is_closed, send, HttpBackend, Reply};
 use common::*;
 
-fn gateway(dir: &std::path::Path, targets: &[String], upstream_extra: &str) -> (Rampart, u16) {
-    let port = free_port();
-    let list: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
-    let cfg = format!(
-        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
-         [upstreams.app]\ntargets = [{}]\n{upstream_extra}\n",
-        list.join(", ")
-    );
-    let path = write_file(dir, "gw.toml", &cfg);
-    (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
-}
-
 /// At least 40 malformed or smuggling-shaped requests, each with its status.
 fn malformed_requests() -> Vec<(Vec<u8>, u16)> {
     let mut cases: Vec<(Vec<u8>, u16)> = [
@@ -120,7 +108,7 @@ fn malformed_requests() -> Vec<(Vec<u8>, u16)> {
 fn malformed_requests_get_their_status_are_closed_and_never_reach_the_backend() {
     let backend = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[backend.target()], "");
+    let (_proxy, port) = http_gateway(dir.path(), &[backend.target()], "");
     let cases = malformed_requests();
     assert!(cases.len() >= 40);
     for (raw, want) in &cases {
@@ -146,7 +134,7 @@ fn malformed_requests_get_their_status_are_closed_and_never_reach_the_backend() 
 fn a_bad_chunked_body_ends_with_400_and_a_clean_close() {
     let backend = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[backend.target()], "");
+    let (_proxy, port) = http_gateway(dir.path(), &[backend.target()], "");
     let mut client = connect(port);
     let (status, _, _) = send(
         &mut client,
@@ -165,7 +153,7 @@ fn unanswered_and_garbled_upstream_responses_are_502() {
     ] {
         let backend = HttpBackend::start(reply);
         let dir = tempfile::tempdir().unwrap();
-        let (_proxy, port) = gateway(dir.path(), &[backend.target()], "retries = 0");
+        let (_proxy, port) = http_gateway(dir.path(), &[backend.target()], "retries = 0");
         let mut client = connect(port);
         let (status, head, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(status, 502, "{head}");
@@ -177,7 +165,7 @@ fn unanswered_and_garbled_upstream_responses_are_502() {
 fn a_slow_upstream_is_504() {
     let backend = HttpBackend::start(Reply::Slow(Duration::from_secs(3)));
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[backend.target()], "response_header_timeout = \"300ms\"");
+    let (_proxy, port) = http_gateway(dir.path(), &[backend.target()], "response_header_timeout = \"300ms\"");
     let mut client = connect(port);
     let start = Instant::now();
     let (status, _, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
@@ -196,7 +184,7 @@ fn no_healthy_target_is_503_and_a_dead_target_is_skipped() {
             .to_string()
     };
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[dead(), dead()], "passive_backoff = \"1m\"");
+    let (_proxy, port) = http_gateway(dir.path(), &[dead(), dead()], "passive_backoff = \"1m\"");
     let mut client = connect(port);
     assert_eq!(
         send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").0,
@@ -210,7 +198,7 @@ fn no_healthy_target_is_503_and_a_dead_target_is_skipped() {
 
     let live = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[dead(), live.target(), dead()], "");
+    let (_proxy, port) = http_gateway(dir.path(), &[dead(), live.target(), dead()], "");
     for _ in 0..10 {
         let mut client = connect(port);
         assert_eq!(send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").0, 200);
@@ -222,7 +210,7 @@ fn an_idempotent_request_reset_before_any_response_byte_is_retried_elsewhere() {
     let closer = HttpBackend::start(Reply::Close);
     let good = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
-    let (_proxy, port) = gateway(dir.path(), &[closer.target(), good.target()], "retries = 1");
+    let (_proxy, port) = http_gateway(dir.path(), &[closer.target(), good.target()], "retries = 1");
     for i in 0..6 {
         let mut client = connect(port);
         let (status, _, body) = send(&mut client, format!("GET /r{i} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
@@ -253,7 +241,7 @@ fn http_health_checks_take_targets_down_and_bring_them_back() {
     let well = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
     let checks = "[upstreams.app.health_check]\ninterval = \"50ms\"\ntimeout = \"500ms\"\nrise = 1\nfall = 1\nhttp_path = \"/healthz\"\nexpect_status = \"200-299\"\n";
-    let (mut proxy, port) = gateway(dir.path(), &[sick.target(), well.target()], checks);
+    let (mut proxy, port) = http_gateway(dir.path(), &[sick.target(), well.target()], checks);
     let line = proxy.wait_for("is down");
     assert!(
         line.contains(&sick.target()) && line.contains("status 500 outside 200-299"),

@@ -348,3 +348,17 @@ pub fn config(port: u16, targets: &[String], extra_listener: &str, extra_upstrea
         list.join(", ")
     )
 }
+
+/// A config-file HTTP listener (`web`) proxying everything to upstream `app` over `targets`, with
+/// `upstream_extra` lines in the upstream; one worker. Returns the proxy and its port.
+pub fn http_gateway(dir: &Path, targets: &[String], upstream_extra: &str) -> (Rampart, u16) {
+    let port = free_port();
+    let list: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [{}]\n{upstream_extra}\n",
+        list.join(", ")
+    );
+    let path = write_file(dir, "gw.toml", &cfg);
+    (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
+}
