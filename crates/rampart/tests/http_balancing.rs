@@ -133,3 +133,20 @@ fn request_timeout_is_504_before_the_response_and_a_close_after_it() {
     );
     assert!(start.elapsed() < Duration::from_secs(3), "{:?}", start.elapsed());
 }
+
+#[test]
+fn request_timeout_adds_nothing_to_an_answer_of_the_proxy_itself() {
+    // A dead target: the exchange ends at once with Rampart's own 502, well inside the timeout.
+    let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = dead.local_addr().unwrap().to_string();
+    drop(dead);
+    let dir = tempfile::tempdir().unwrap();
+    let (_proxy, port) = http_gateway(dir.path(), &[target], "request_timeout = \"5s\"\nconnect_attempts = 1");
+    let mut client = connect(port);
+    let (status, _, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(status, 502);
+    assert_eq!(body, b"502 Bad Gateway\n");
+    client.set_read_timeout(Some(WAIT)).unwrap();
+    // Nothing follows the 502: no second answer, just the close.
+    assert!(is_closed(&mut client));
+}

@@ -107,7 +107,7 @@ pub async fn proxy(
     let Some(limit) = req.snapshot.upstreams[req.upstream].http.request_timeout else {
         return exchange(ctx, req, client, inbuf, head_out, out).await;
     };
-    let outcome = {
+    let finished = {
         let mut exchange = std::pin::pin!(exchange(ctx, req, client, inbuf, head_out, out));
         match tokio::time::timeout(limit, &mut exchange).await {
             Ok(o) => Some(o),
@@ -115,10 +115,13 @@ pub async fn proxy(
             Err(_) => None,
         }
     };
-    outcome.unwrap_or(match req.response_status.get() {
-        0 => local(client, out, 504, "request_timeout", req.head_method).await,
-        status => Outcome::local(status, "request_timeout"),
-    })
+    // Only a timed-out exchange gets an answer here (an eager `unwrap_or` would also write one
+    // after exchanges that ended with an answer of their own).
+    match (finished, req.response_status.get()) {
+        (Some(o), _) => o,
+        (None, 0) => local(client, out, 504, "request_timeout", req.head_method).await,
+        (None, status) => Outcome::local(status, "request_timeout"),
+    }
 }
 
 async fn exchange(
