@@ -4,7 +4,9 @@
 Each proxy runs one worker pinned to CPU 0; the backend (nginx) and the load generator (wrk) run
 on CPU 1. Rounds are interleaved (R, H, N, R, H, N, ...) so drift hits every proxy alike. For each
 run we record wrk's requests/s, p50/p99 latency and errors, and the proxy's own CPU time
-(utime+stime of every thread, from /proc/PID/stat) divided by the requests served.
+(utime+stime of every thread, from /proc/PID/stat) divided by the requests served. With
+--baseline BIN, a fourth proxy, rampart-before, runs BIN with Rampart's command lines, so that a
+change can be compared with the binary from before it in the same rounds.
 """
 import argparse
 import os
@@ -20,8 +22,8 @@ import time
 
 BACKEND_PORT = 18080
 # L4 ports, then HTTP ports (proxy name -> port), per mode.
-PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003}
-HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013}
+PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003, "rampart-before": 18004}
+HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013, "rampart-before": 18014}
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -94,14 +96,14 @@ http {{
     return start(["nginx", "-c", conf, "-p", workdir], workdir, "backend")
 
 
-def proxy_rampart(workdir, binary):
-    return start(["taskset", "-c", "0", os.path.abspath(binary), "tcp", "--listen", f"127.0.0.1:{PORTS['rampart']}",
-                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, "rampart")
+def proxy_rampart(workdir, binary, name="rampart"):
+    return start(["taskset", "-c", "0", os.path.abspath(binary), "tcp", "--listen", f"127.0.0.1:{PORTS[name]}",
+                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, name)
 
 
-def http_rampart(workdir, binary):
-    return start(["taskset", "-c", "0", os.path.abspath(binary), "http", "--listen", f"127.0.0.1:{HTTP_PORTS['rampart']}",
-                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, "rampart-http")
+def http_rampart(workdir, binary, name="rampart"):
+    return start(["taskset", "-c", "0", os.path.abspath(binary), "http", "--listen", f"127.0.0.1:{HTTP_PORTS[name]}",
+                  "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, f"{name}-http")
 
 
 def http_haproxy(workdir):
@@ -250,14 +252,20 @@ def run_one(name, pid, port, scenario, duration):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rampart", required=True)
+    ap.add_argument("--baseline", metavar="BIN", help="also run BIN as rampart-before (Rampart from before a change)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    ap.add_argument("--proxies", default="rampart,haproxy,nginx")
+    ap.add_argument("--proxies", help="comma-separated, from rampart, rampart-before, haproxy, nginx "
+                    "(default: all of them, rampart-before only with --baseline)")
     ap.add_argument("--out", default="bench/out")
     ap.add_argument("--idle-connections", type=int, default=5000,
                     help="idle keep-alive connections for the HTTP memory measurement (0 skips it)")
     args = ap.parse_args()
+    default = "rampart,rampart-before,haproxy,nginx" if args.baseline else "rampart,haproxy,nginx"
+    proxies = (args.proxies or default).split(",")
+    if "rampart-before" in proxies and not args.baseline:
+        sys.exit("rampart-before needs --baseline BIN")
     for tool in ("nginx", "haproxy", "wrk", "taskset"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: run bench/run.sh, which installs it")
@@ -270,9 +278,10 @@ def main():
         starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),
                     ("l4", "haproxy"): lambda: proxy_haproxy(workdir), ("l4", "nginx"): lambda: proxy_nginx(workdir),
                     ("http", "rampart"): lambda: http_rampart(workdir, args.rampart),
-                    ("http", "haproxy"): lambda: http_haproxy(workdir), ("http", "nginx"): lambda: http_nginx(workdir)}
+                    ("http", "haproxy"): lambda: http_haproxy(workdir), ("http", "nginx"): lambda: http_nginx(workdir),
+                    ("l4", "rampart-before"): lambda: proxy_rampart(workdir, args.baseline, "rampart-before"),
+                    ("http", "rampart-before"): lambda: http_rampart(workdir, args.baseline, "rampart-before")}
         ports = {"l4": PORTS, "http": HTTP_PORTS}
-        proxies = args.proxies.split(",")
         scenarios = args.scenarios.split(",")
         modes = sorted({SCENARIOS[s][0] for s in scenarios})
         for mode in modes:
@@ -291,7 +300,7 @@ def main():
                 for p in proxies:
                     r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration)
                     results.setdefault((scenario, p), []).append(r)
-                    print(f"{scenario} round {rnd + 1} {p:8s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
+                    print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}", flush=True)
         table = report(results, args, proxies) + idle
@@ -380,13 +389,20 @@ def chart(results, proxies, path):
 
 def report(results, args, proxies):
     med = lambda rs, k: statistics.median(r[k] for r in rs)
+    # With a baseline, "vs before" is rampart's CPU per request over rampart-before's.
+    before = "rampart-before" in proxies
     lines = [f"Medians of {args.rounds} interleaved rounds of {args.duration} s; proxy on CPU 0, "
              f"backend and wrk on CPU 1 ({os.cpu_count()} CPUs).", "",
-             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | of which user | GB/s | errors |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | of which user | "
+             + ("vs before | " if before else "") + "GB/s | errors |",
+             "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|"]
     for (scenario, p), rs in results.items():
+        vs = ""
+        if before:
+            base = results.get((scenario, "rampart-before")) if p == "rampart" else None
+            vs = f"{med(rs, 'cpu_us_per_req') / med(base, 'cpu_us_per_req'):.2f} | " if base else " | "
         lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
-                     f"{med(rs, 'cpu_us_per_req'):.2f} | {med(rs, 'user_us_per_req'):.2f} | "
+                     f"{med(rs, 'cpu_us_per_req'):.2f} | {med(rs, 'user_us_per_req'):.2f} | {vs}"
                      f"{med(rs, 'bytes_per_s') / 1e9:.2f} | "
                      f"{sum(r['errors'] for r in rs)} |")
     return "\n".join(lines) + "\n"

@@ -7,11 +7,12 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rampart_proxy::balance::{BalancePolicy, Maglev};
-use rampart_proxy::health::TargetHealth;
-use rampart_proxy::http::route::{Route, RouteAction, RouteFilters, RouteMatcher};
-use rampart_proxy::net::IpNet;
-use rampart_proxy::snapshot::{
+use rampart_model::balance::{BalancePolicy, Maglev};
+use rampart_model::defaults;
+use rampart_model::health::TargetHealth;
+use rampart_model::net::IpNet;
+use rampart_model::route::{Route, RouteAction, RouteFilters, RouteMatcher};
+use rampart_model::{
     ForwardedHeaders, HttpListener, HttpUpstream, Listener, ListenerProtocol, PassiveHealth, Snapshot, Target, Upstream,
 };
 use toml::Spanned;
@@ -19,26 +20,6 @@ use toml::Spanned;
 use crate::error::{ConfigError, ConfigErrors, SourceMap};
 use crate::raw::{RawConfig, RawListener};
 use crate::units::{parse_duration, parse_size};
-
-/// Defaults for every optional key (documented in docs/config.md).
-pub mod defaults {
-    use std::time::Duration;
-    pub const MAX_CONNECTIONS: usize = 10_000;
-    pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
-    pub const BUFFER_SIZE: usize = 16 * 1024;
-    pub const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-    pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-    pub const CONNECT_ATTEMPTS: usize = 3;
-    pub const PASSIVE_BACKOFF: Duration = Duration::from_secs(1);
-    pub const PASSIVE_BACKOFF_MAX: Duration = Duration::from_secs(30);
-    pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
-    pub const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
-    pub const CHECK_RISE: u32 = 2;
-    pub const CHECK_FALL: u32 = 3;
-    pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const CLIENT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-    pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
-}
 
 /// A compiled config: the snapshot plus process settings that only apply at start.
 #[derive(Debug)]

@@ -1,7 +1,7 @@
 //! Rampart configuration.
 //!
 //! Text goes in (a TOML file, a hosts file, or command-line targets) and a data-plane
-//! [`Snapshot`](rampart_proxy::Snapshot) comes out, or a list of errors each pointing at
+//! [`Snapshot`](rampart_model::Snapshot) comes out, or a list of errors each pointing at
 //! `file:line:col`. The stages are:
 //!
 //! - [`raw`]: serde structs that mirror the file (`RawXxx`); unknown keys are errors.

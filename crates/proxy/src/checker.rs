@@ -1,7 +1,7 @@
 //! Active health checks, run by the control plane: every interval, a TCP connect (or, for
 //! `http` checks, a `GET` whose status must fall in the expected range); `fall` consecutive
 //! failures take a target down, `rise` consecutive successes bring it back. Workers see the
-//! verdict through the shared [`TargetHealth`](crate::health::TargetHealth).
+//! verdict through the shared [`TargetHealth`](rampart_model::health::TargetHealth).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
-use crate::health::TargetHealth;
-use crate::snapshot::{HealthCheck, HttpCheck, Snapshot};
+use rampart_model::health::TargetHealth;
+use rampart_model::{HealthCheck, HttpCheck, Snapshot};
 
 /// Starts one checking task per target of every upstream that has a health check. Dropping (or
 /// aborting) the returned set stops them all, as a reload does before starting the new set.

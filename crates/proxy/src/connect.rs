@@ -7,8 +7,8 @@ use std::net::{IpAddr, SocketAddr};
 use tokio::net::{TcpSocket, TcpStream};
 
 use crate::balance::Tried;
-use crate::snapshot::Snapshot;
 use crate::worker::{bump, WorkerContext};
+use rampart_model::Snapshot;
 
 /// Why no upstream connection could be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,8 +13,8 @@ use crate::balance::{BalancePolicy, Tried};
 use crate::connect::{connect_upstream, ConnectFailure, ConnectFor};
 use crate::relay::{relay, write_all, RelayOutcome};
 use crate::session_log::{write_json_str, write_timestamp};
-use crate::snapshot::{Listener, Snapshot};
 use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
+use rampart_model::{Listener, Snapshot};
 
 /// Why a connection ended before or instead of a relay.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,16 +19,13 @@
 pub mod balance;
 pub mod checker;
 pub mod connect;
-pub mod health;
 pub mod http;
 pub mod l4;
-pub mod net;
 pub mod relay;
 pub mod session_log;
-pub mod snapshot;
 pub mod worker;
 
 mod free_list;
 mod pipes;
 
-pub use snapshot::Snapshot;
+pub use rampart_model::{self as model, Snapshot};

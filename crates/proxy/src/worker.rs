@@ -11,7 +11,7 @@ use crate::balance::{BalancerState, Tried};
 use crate::free_list::FreeList;
 use crate::pipes::Pipe;
 use crate::session_log::SessionLogSink;
-use crate::snapshot::Snapshot;
+use rampart_model::Snapshot;
 
 /// Pooled buffers and pipes beyond this many are freed rather than kept (and those unused for a
 /// housekeeping period are freed too, see [`WorkerContext::trim_pools`]).

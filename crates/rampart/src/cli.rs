@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::builder::PossibleValuesParser;
 use clap::{Args, Parser, Subcommand};
-use rampart_proxy::balance::BalancePolicy;
+use rampart_model::balance::BalancePolicy;
 
 /// Rampart: a reverse proxy and load balancer.
 ///

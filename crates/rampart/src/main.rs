@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::Parser;
 use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{compile_toml, LiveState, SimpleL4};
-use rampart_proxy::balance::BalancePolicy;
+use rampart_model::balance::BalancePolicy;
 
 use cli::{Cli, Command, FixedArgs};
 use source::{summary, Source};

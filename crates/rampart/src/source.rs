@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use rampart_config::compile::parse_bind;
 use rampart_config::{compile_toml, hosts, simple_l4, LiveState, SimpleL4};
-use rampart_proxy::balance::BalancePolicy;
-use rampart_proxy::snapshot::ListenerProtocol;
-use rampart_proxy::Snapshot;
+use rampart_model::balance::BalancePolicy;
+use rampart_model::ListenerProtocol;
+use rampart_model::Snapshot;
 
 /// A config source; SIGHUP loads it again.
 #[derive(Debug, Clone)]

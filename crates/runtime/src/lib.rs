@@ -17,9 +17,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use rampart_model::Snapshot;
 use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::WorkerCounters;
-use rampart_proxy::Snapshot;
 use tokio::sync::mpsc;
 
 pub use listener::bind_reuseport;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use rampart_model::ListenerProtocol;
 use rampart_proxy::session_log::SessionLogSink;
-use rampart_proxy::snapshot::ListenerProtocol;
 use rampart_proxy::worker::{WorkerContext, WorkerCounters};
 use rampart_proxy::{http, l4, Snapshot};
 use tokio::net::TcpListener;

@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use rampart_proto::h1::Limits;
-use rampart_proxy::http::route::{
+use rampart_model::route::{
     HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, Route, RouteAction, RouteFilters, RouteMatcher,
 };
-use rampart_proxy::snapshot::{AccessLogFormat, ForwardedHeaders, HttpListener};
+use rampart_model::{AccessLogFormat, ForwardedHeaders, HttpListener};
+use rampart_proto::h1::Limits;
 use regex::bytes::Regex;
 use toml::Spanned;
 
-use super::{defaults, Checker};
+use super::Checker;
 use crate::raw::{RawHeaderOps, RawListener, RawMatch, RawRoute};
+use rampart_model::defaults;
 
 impl Checker<'_> {
     /// Compiles the HTTP side of listener `name`. `upstream_index` finds an upstream by name.

@@ -1,6 +1,6 @@
 use super::*;
+use rampart_model::balance::HashKey;
 use rampart_proto::proxy_protocol::ProxyVersion;
-use rampart_proxy::balance::HashKey;
 
 fn compile(src: &str) -> Result<Compiled, ConfigErrors> {
     compile_toml("test.toml", src, &mut LiveState::default())

@@ -2,12 +2,13 @@
 
 use std::time::Duration;
 
+use rampart_model::balance::{BalancePolicy, HashKey};
+use rampart_model::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream};
 use rampart_proto::proxy_protocol::ProxyVersion;
-use rampart_proxy::balance::{BalancePolicy, HashKey};
-use rampart_proxy::snapshot::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream};
 
-use super::{build_maglev, defaults, resolve, Checker, LiveState};
+use super::{build_maglev, resolve, Checker, LiveState};
 use crate::raw::{RawTarget, RawUpstream};
+use rampart_model::defaults;
 
 impl Checker<'_> {
     pub(super) fn upstream(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> Option<Upstream> {

@@ -1,9 +1,10 @@
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use crate::health::TargetHealth;
-use crate::snapshot::{PassiveHealth, Target};
+use rampart_model::health::TargetHealth;
+use rampart_model::{PassiveHealth, Target};
 
 fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
     let targets: Vec<Target> = weights

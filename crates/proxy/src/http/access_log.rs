@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 use rampart_proto::h1::{Field, RequestHead};
 
 use crate::session_log::{write_json_str, write_timestamp};
-use crate::snapshot::AccessLogFormat;
+use rampart_model::AccessLogFormat;
 
 /// The facts of one request, borrowed from the session.
 pub struct AccessRecord<'a> {

@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use rampart_proto::h1::Field;
 
 use crate::balance::{client_hash, hash_bytes, BalancePolicy, HashKey};
-use crate::snapshot::Upstream;
+use rampart_model::Upstream;
 
 /// The key `upstream` hashes for this request (0 when it does not hash).
 pub fn request_key(upstream: &Upstream, client: IpAddr, buf: &[u8], fields: &[Field]) -> u64 {

@@ -6,8 +6,8 @@
 
 use rampart_proto::h1::{Field, Framing, ResponseHead};
 
-use super::route::HeaderOps;
-use crate::snapshot::ForwardedHeaders;
+use rampart_model::route::HeaderOps;
+use rampart_model::ForwardedHeaders;
 
 /// The fields a `Connection` header names (at most 16 are honoured), as byte ranges.
 struct Named {

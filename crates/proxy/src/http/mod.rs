@@ -22,6 +22,5 @@ pub mod iobuf;
 pub mod local;
 pub mod park;
 pub mod pool;
-pub mod route;
 pub mod session;
 pub mod target;

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
 
-use crate::snapshot::Snapshot;
+use rampart_model::Snapshot;
 
 /// One parked client connection: 24 bytes. (Its peer address is asked of the kernel again when
 /// it wakes rather than stored.)

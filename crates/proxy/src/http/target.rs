@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use super::route::RouteFilters;
+use rampart_model::route::RouteFilters;
 
 /// The path and query of a request target (origin-form or absolute-form).
 pub fn split_target(target: &[u8]) -> (&[u8], &[u8]) {

@@ -11,12 +11,12 @@ use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 
 use super::iobuf::IoBuf;
-use super::route::HeaderOps;
 use crate::balance::{BalancePolicy, Tried};
 use crate::connect::{connect_upstream, ConnectFailure, ConnectFor};
 use crate::relay::{write_all, write_all_within};
-use crate::snapshot::Snapshot;
 use crate::worker::{bump, WorkerContext};
+use rampart_model::route::HeaderOps;
+use rampart_model::Snapshot;
 
 mod response;
 

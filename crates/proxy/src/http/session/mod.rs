@@ -16,10 +16,10 @@ use super::access_log::{captured, write_line, AccessRecord};
 use super::exchange::{self, Outcome};
 use super::iobuf::IoBuf;
 use super::park::Parked;
-use super::route::{Route, RouteAction};
 use crate::relay::write_all;
-use crate::snapshot::{HttpListener, ListenerProtocol, Snapshot};
 use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
+use rampart_model::route::{Route, RouteAction};
+use rampart_model::{HttpListener, ListenerProtocol, Snapshot};
 
 mod request;
 

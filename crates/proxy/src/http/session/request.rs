@@ -8,9 +8,9 @@ use crate::http::access_log::capture_for_log;
 use crate::http::exchange::{self, Outcome, ProxyRequest};
 use crate::http::head_out::{write_request_head, RequestOut};
 use crate::http::local::write_response;
-use crate::http::route::{RequestView, Route, RouteAction, RouteFilters};
 use crate::http::target::{rewrite_target, split_target, strip_port};
 use crate::relay::write_all;
+use rampart_model::route::{RequestView, Route, RouteAction, RouteFilters};
 
 impl<'a> Connection<'a> {
     /// Routes and answers one request; returns the outcome and the route taken.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use rampart_proto::proxy_protocol::ProxyVersion;
 
 use crate::balance::{client_hash, BalancePolicy, HashKey, Maglev};
+use crate::defaults;
 use crate::health::TargetHealth;
 use crate::net::IpNet;
 
@@ -87,7 +88,7 @@ pub enum ForwardedHeaders {
 /// Settings of an HTTP listener.
 #[derive(Debug)]
 pub struct HttpListener {
-    pub routes: Vec<crate::http::route::Route>,
+    pub routes: Vec<crate::route::Route>,
     pub forwarded: ForwardedHeaders,
     pub limits: rampart_proto::h1::Limits,
     /// Time a client has to send a whole request head once its first byte arrived.
@@ -131,12 +132,12 @@ impl Default for HttpUpstream {
     /// The defaults documented in docs/config.md.
     fn default() -> Self {
         HttpUpstream {
-            response_header_timeout: Duration::from_secs(60),
-            read_timeout: Duration::from_secs(60),
-            write_timeout: Duration::from_secs(60),
-            pool_max_idle: 1024,
-            pool_idle_timeout: Duration::from_secs(30),
-            retries: 1,
+            response_header_timeout: defaults::RESPONSE_HEADER_TIMEOUT,
+            read_timeout: defaults::READ_TIMEOUT,
+            write_timeout: defaults::WRITE_TIMEOUT,
+            pool_max_idle: defaults::POOL_MAX_IDLE,
+            pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
+            retries: defaults::RETRIES,
             request_timeout: None,
         }
     }

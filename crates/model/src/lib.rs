@@ -1,0 +1,26 @@
+//! Rampart's model: the compiled configuration that the data plane runs on.
+//!
+//! The control plane compiles a config file (or a command line) into a [`Snapshot`]: listeners,
+//! routes with precompiled matchers, upstreams with their targets and balancing policies, indices
+//! instead of names. A snapshot is immutable once built; per-target health and per-listener
+//! connection counts are shared state that a reload carries over. This crate has no runtime and
+//! knows no file format: `rampart-config` builds snapshots, `rampart-proxy` runs them.
+//!
+//! - [`snapshot`]: the snapshot, its listeners, upstreams and targets.
+//! - [`route`]: HTTP routes: matchers, actions, filters.
+//! - [`balance`]: balancing policies, hash keys, Maglev tables.
+//! - [`health`]: per-target health shared between checkers and workers.
+//! - [`net`]: IP networks (`10.0.0.0/8`).
+//! - [`defaults`]: the default of every optional setting.
+#![forbid(unsafe_code)]
+
+pub mod balance;
+pub mod defaults;
+pub mod health;
+pub mod net;
+pub mod route;
+pub mod snapshot;
+
+mod maglev;
+
+pub use snapshot::*;
