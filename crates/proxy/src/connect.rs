@@ -4,7 +4,10 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use rampart_proto::proxy_protocol::{self, ProxyAddresses, ProxyVersion};
 use tokio::net::{TcpSocket, TcpStream};
+
+use crate::stream::Stream;
 
 use crate::balance::Tried;
 use crate::worker::{bump, WorkerContext};
@@ -39,7 +42,7 @@ pub async fn connect_upstream(
     whom: &ConnectFor<'_>,
     mut first: Option<usize>,
     tried: &mut Tried,
-) -> Result<(usize, TcpStream), ConnectFailure> {
+) -> Result<(usize, Stream), ConnectFailure> {
     let ConnectFor { listener, client, key } = *whom;
     let upstream = &snapshot.upstreams[up_index];
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
@@ -63,7 +66,7 @@ pub async fn connect_upstream(
         match tokio::time::timeout(upstream.connect_timeout, connect(target.addr)).await {
             Ok(Ok(stream)) => {
                 target.health.record_connect_success();
-                return Ok((t, stream));
+                return Ok((t, Stream::Tcp(stream)));
             }
             failure => {
                 bump(&ctx.counters.connect_failures, 1);
@@ -88,6 +91,17 @@ pub async fn connect_upstream(
             }
         }
     }
+}
+
+/// A PROXY protocol header of `version` for a connection from `source` to `destination`.
+pub fn proxy_header(version: ProxyVersion, source: SocketAddr, destination: SocketAddr) -> Vec<u8> {
+    let addresses = ProxyAddresses { source, destination };
+    let mut header = Vec::with_capacity(64);
+    match version {
+        ProxyVersion::V1 => proxy_protocol::encode_v1(&addresses, &mut header),
+        ProxyVersion::V2 => proxy_protocol::encode_v2(&addresses, &mut header),
+    }
+    header
 }
 
 /// A TCP connect with TCP_NODELAY set.

@@ -18,11 +18,13 @@
 
 pub mod balance;
 pub mod checker;
+pub mod conn;
 pub mod connect;
 pub mod http;
 pub mod l4;
 pub mod relay;
 pub mod session_log;
+pub mod stream;
 pub mod worker;
 
 mod free_list;

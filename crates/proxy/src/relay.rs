@@ -13,6 +13,7 @@ use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
+use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
 /// Which side of the proxy an error came from.
@@ -77,6 +78,21 @@ impl Flow {
 /// Relays between `client` and `upstream` until both directions end, one side fails, or nothing
 /// moves for `idle_timeout`.
 pub async fn relay(
+    ctx: &WorkerContext,
+    client: &mut Stream,
+    upstream: &mut Stream,
+    idle_timeout: Duration,
+    buffer_size: usize,
+) -> RelayOutcome {
+    match (client, upstream) {
+        (Stream::Tcp(client), Stream::Tcp(upstream)) => {
+            relay_tcp(ctx, client, upstream, idle_timeout, buffer_size).await
+        }
+    }
+}
+
+/// [`relay`] between two plain TCP sockets, which may splice.
+async fn relay_tcp(
     ctx: &WorkerContext,
     client: &mut TcpStream,
     upstream: &mut TcpStream,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 enum Command {
     Records(Arc<Path>, Vec<u8>),
@@ -129,6 +129,67 @@ fn write_loop(mut files: HashMap<PathBuf, File>, rx: mpsc::Receiver<Command>) {
                 let _ = done.send(());
             }
         }
+    }
+}
+
+/// One connection's session record.
+pub struct SessionRecord<'a> {
+    pub client: std::net::SocketAddr,
+    pub listener: &'a str,
+    pub upstream: Option<&'a str>,
+    pub target: Option<&'a str>,
+    pub accepted: Instant,
+    /// The wall-clock time of `accepted`; the other times are derived from it.
+    pub accepted_wall: SystemTime,
+    pub connected: Option<Instant>,
+    pub first_byte_up: Option<Instant>,
+    pub first_byte_down: Option<Instant>,
+    pub bytes_up: u64,
+    pub bytes_down: u64,
+    /// Why the connection ended (`completed`, `idle_timeout`, `connection_limit`, ...).
+    pub close: &'a str,
+}
+
+impl SessionRecord<'_> {
+    /// Appends the record as one JSON line; `closed` is now.
+    pub fn write(&self, out: &mut Vec<u8>) {
+        let closed = Instant::now();
+        let wall = |t: Instant| self.accepted_wall + t.saturating_duration_since(self.accepted);
+        let text_or_null = |out: &mut Vec<u8>, v: Option<&str>| match v {
+            Some(v) => write_json_str(out, v),
+            None => out.extend_from_slice(b"null"),
+        };
+        out.extend_from_slice(b"{\"client\":");
+        write_json_str(out, &self.client.to_string());
+        out.extend_from_slice(b",\"listener\":");
+        write_json_str(out, self.listener);
+        out.extend_from_slice(b",\"upstream\":");
+        text_or_null(out, self.upstream);
+        out.extend_from_slice(b",\"target\":");
+        text_or_null(out, self.target);
+        let times = [
+            ("accepted", Some(self.accepted)),
+            ("connected", self.connected),
+            ("first_byte_up", self.first_byte_up),
+            ("first_byte_down", self.first_byte_down),
+            ("closed", Some(closed)),
+        ];
+        for (name, t) in times {
+            let _ = write!(out, ",\"{name}\":");
+            match t {
+                Some(t) => {
+                    out.push(b'"');
+                    write_timestamp(out, wall(t));
+                    out.push(b'"');
+                }
+                None => out.extend_from_slice(b"null"),
+            }
+        }
+        let _ = writeln!(
+            out,
+            ",\"bytes_up\":{},\"bytes_down\":{},\"close\":\"{}\"}}",
+            self.bytes_up, self.bytes_down, self.close
+        );
     }
 }
 

@@ -1,14 +1,24 @@
-//! What one worker owns. A worker is one thread running a single-threaded runtime, so its context
-//! is shared among its own tasks through `Rc` and mutated through short `RefCell` borrows that are
-//! never held across an `.await`.
+//! What one worker owns, split by concern: relay buffers and pipes, balancer state, log buffers
+//! and counters here; everything HTTP in [`HttpWorkerState`]. A worker is one thread running a
+//! single-threaded runtime, so its context is shared among its own tasks through `Rc` and mutated
+//! through short `RefCell` borrows that are never held across an `.await`.
+//!
+//! The runtime sees only [`WorkerContext::new`], [`crate::conn::serve`] for each accepted or
+//! woken connection, [`WorkerContext::housekeeping`] once a second, and
+//! [`WorkerContext::begin_drain`]: it knows no protocol.
 
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
+use std::rc::Rc;
+
+use arc_swap::ArcSwap;
+
 use crate::balance::{BalancerState, Tried};
 use crate::free_list::FreeList;
+use crate::http::HttpWorkerState;
 use crate::pipes::Pipe;
 use crate::session_log::SessionLogSink;
 use rampart_model::Snapshot;
@@ -38,6 +48,8 @@ pub struct WorkerCounters {
     pub upstream_connects: AtomicU64,
     /// HTTP requests sent on a pooled (reused) upstream connection.
     pub upstream_reuses: AtomicU64,
+    /// Connections still open when the drain deadline passed (and so cut).
+    pub cut_at_drain: AtomicU64,
 }
 
 /// Adds `n` to a counter that only this thread writes.
@@ -59,15 +71,11 @@ pub struct WorkerContext {
     /// Whether bulk transfers may switch to splice(2).
     pub splice: bool,
     buffers: FreeList<Box<[u8]>>,
-    http_buffers: FreeList<Vec<u8>>,
-    out_buffers: FreeList<Vec<u8>>,
     pipes: FreeList<Pipe>,
-    /// Idle keep-alive upstream connections of this worker.
-    pub upstream_pool: RefCell<crate::http::pool::UpstreamPool>,
-    /// A field list lent to whichever request is parsing a response head (empty while lent).
-    pub response_fields: std::cell::Cell<Vec<rampart_proto::h1::Field>>,
-    /// Idle keep-alive HTTP client connections held outside any task.
-    pub parking: crate::http::park::ParkingLot,
+    /// The current snapshot as this worker last saw it.
+    snapshots: SnapshotCache,
+    /// Upstream pools, parked connections and HTTP buffers.
+    pub http: HttpWorkerState,
     balancers: RefCell<Balancers>,
     session_log: Option<SessionLogSink>,
     /// Lines waiting to be handed to the writer, one buffer per file.
@@ -80,18 +88,20 @@ struct Balancers {
 }
 
 impl WorkerContext {
-    pub fn new(id: usize, counters: Arc<WorkerCounters>, session_log: Option<SessionLogSink>) -> Self {
+    pub fn new(
+        id: usize,
+        counters: Arc<WorkerCounters>,
+        current: Arc<ArcSwap<Snapshot>>,
+        session_log: Option<SessionLogSink>,
+    ) -> Self {
         WorkerContext {
             id,
             counters,
             splice: cfg!(target_os = "linux"),
             buffers: FreeList::new(POOL_MAX),
-            http_buffers: FreeList::new(POOL_MAX),
-            out_buffers: FreeList::new(POOL_MAX),
             pipes: FreeList::new(POOL_MAX),
-            upstream_pool: RefCell::new(Default::default()),
-            response_fields: Default::default(),
-            parking: Default::default(),
+            snapshots: SnapshotCache::new(current),
+            http: HttpWorkerState::new(POOL_MAX),
             balancers: RefCell::new(Balancers {
                 generation: u64::MAX,
                 states: Vec::new(),
@@ -114,32 +124,6 @@ impl WorkerContext {
         PooledBuffer {
             ctx: self,
             buf: Some(buf),
-        }
-    }
-
-    /// An HTTP read buffer (initialised, [`HTTP_BUFFER_SIZE`](crate::http::iobuf::HTTP_BUFFER_SIZE) bytes).
-    pub(crate) fn take_http_buffer(&self) -> Vec<u8> {
-        self.http_buffers
-            .take()
-            .unwrap_or_else(|| vec![0u8; crate::http::iobuf::HTTP_BUFFER_SIZE])
-    }
-
-    pub(crate) fn give_http_buffer(&self, mut buf: Vec<u8>) {
-        // A buffer grown for a large head goes back at the standard size.
-        buf.truncate(crate::http::iobuf::HTTP_BUFFER_SIZE);
-        buf.shrink_to(crate::http::iobuf::HTTP_BUFFER_SIZE);
-        self.http_buffers.give(buf);
-    }
-
-    /// An empty output buffer (for heads being written).
-    pub(crate) fn take_out_buffer(&self) -> Vec<u8> {
-        self.out_buffers.take().unwrap_or_else(|| Vec::with_capacity(4096))
-    }
-
-    pub(crate) fn give_out_buffer(&self, mut buf: Vec<u8>) {
-        if buf.capacity() <= 64 * 1024 {
-            buf.clear();
-            self.out_buffers.give(buf);
         }
     }
 
@@ -196,12 +180,32 @@ impl WorkerContext {
         f(&mut b.states[upstream])
     }
 
-    /// Frees pooled buffers and pipes that went unused since the last call (called periodically).
-    pub fn trim_pools(&self) {
+    /// The snapshot current now. Cheap enough for every request: it compares one pointer with
+    /// the shared one and clones an `Rc`, writing no shared memory.
+    pub fn snapshot(&self) -> Rc<SharedSnapshot> {
+        self.snapshots.current()
+    }
+
+    /// Once a second: hands buffered log lines to the writer, closes stale pooled upstream
+    /// connections (and those to targets a reload removed), closes parked connections whose
+    /// keep-alive time is over, and frees pooled buffers and pipes that went unused.
+    pub fn housekeeping(&self) {
+        self.flush_log_lines();
+        let snapshot = self.snapshot();
+        self.http.housekeeping(&snapshot);
         self.buffers.trim();
-        self.http_buffers.trim();
-        self.out_buffers.trim();
         self.pipes.trim();
+    }
+
+    /// The worker drains: idle connections close now (busy ones after their current request).
+    pub fn begin_drain(&self) {
+        self.http.begin_drain();
+    }
+
+    /// Waits until parked connections have something to read and moves them into `woken`, each
+    /// to be served again with [`crate::conn::serve_woken`].
+    pub async fn wait_woken(&self, woken: &mut Vec<crate::http::park::Parked>) -> std::io::Result<()> {
+        self.http.parking.wait_woken(woken).await
     }
 
     /// Appends one line for the log file `path`; hands a full batch to the writer thread.
@@ -234,6 +238,46 @@ impl WorkerContext {
     }
 }
 
+/// A worker's view of the shared current snapshot: an `Rc` of the `Arc` it last loaded, swapped
+/// when the shared one changes, so that taking the current snapshot per request never touches the
+/// `Arc`'s reference count, which every worker would contend on.
+struct SnapshotCache {
+    shared: RefCell<arc_swap::Cache<Arc<ArcSwap<Snapshot>>, Arc<Snapshot>>>,
+    seen: RefCell<Rc<SharedSnapshot>>,
+}
+
+/// A snapshot as a worker's tasks share it: an `Rc` of this is cloned per request, the `Arc`
+/// inside only when the shared snapshot changes (deliberately two pointers deep).
+#[derive(Debug)]
+pub struct SharedSnapshot(pub Arc<Snapshot>);
+
+impl Deref for SharedSnapshot {
+    type Target = Snapshot;
+    fn deref(&self) -> &Snapshot {
+        &self.0
+    }
+}
+
+impl SnapshotCache {
+    fn new(shared: Arc<ArcSwap<Snapshot>>) -> Self {
+        let seen = RefCell::new(Rc::new(SharedSnapshot(shared.load_full())));
+        SnapshotCache {
+            shared: RefCell::new(arc_swap::Cache::new(shared)),
+            seen,
+        }
+    }
+
+    fn current(&self) -> Rc<SharedSnapshot> {
+        let mut shared = self.shared.borrow_mut();
+        let latest = shared.load();
+        let mut seen = self.seen.borrow_mut();
+        if !Arc::ptr_eq(latest, &seen.0) {
+            *seen = Rc::new(SharedSnapshot(Arc::clone(latest)));
+        }
+        seen.clone()
+    }
+}
+
 /// A buffer borrowed from a worker's pool.
 pub struct PooledBuffer<'a> {
     ctx: &'a WorkerContext,
@@ -258,37 +302,5 @@ impl Drop for PooledBuffer<'_> {
         if let Some(buf) = self.buf.take() {
             self.ctx.buffers.give(buf);
         }
-    }
-}
-
-/// Holds one place in a listener's connection limit (shared by all workers).
-pub struct OpenSlot<'a>(&'a std::sync::atomic::AtomicUsize);
-
-impl<'a> OpenSlot<'a> {
-    /// Keeps the place taken without this guard: whoever ends the connection releases it
-    /// later through [`OpenSlot::adopt`].
-    pub fn keep(self) {
-        std::mem::forget(self);
-    }
-
-    /// The guard of a place taken earlier and kept with [`OpenSlot::keep`].
-    pub fn adopt(open: &'a std::sync::atomic::AtomicUsize) -> Self {
-        OpenSlot(open)
-    }
-
-    /// Takes a place, or `None` when `max` are taken.
-    pub fn take(open: &'a std::sync::atomic::AtomicUsize, max: usize) -> Option<Self> {
-        let before = open.fetch_add(1, Relaxed);
-        if before >= max {
-            open.fetch_sub(1, Relaxed);
-            return None;
-        }
-        Some(OpenSlot(open))
-    }
-}
-
-impl Drop for OpenSlot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
     }
 }

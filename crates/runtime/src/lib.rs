@@ -147,7 +147,7 @@ impl Engine {
         let mut cut = 0;
         for w in self.workers {
             let _ = w.thread.join();
-            cut += w.counters.open.load(std::sync::atomic::Ordering::Relaxed);
+            cut += w.counters.cut_at_drain.load(std::sync::atomic::Ordering::Relaxed);
         }
         cut
     }

@@ -8,16 +8,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use rampart_model::ListenerProtocol;
+use rampart_proxy::conn::{self, BoundListener};
 use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::{WorkerContext, WorkerCounters};
-use rampart_proxy::{http, l4, Snapshot};
+use rampart_proxy::Snapshot;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
-/// How often a worker hands its buffered log lines to the writer and sweeps its upstream pool.
-const SESSION_FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a worker does its housekeeping (log lines to the writer, pool sweeps, expiries).
+const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Messages from the control plane.
 pub(crate) enum Command {
@@ -92,25 +92,20 @@ async fn serve(mut setup: WorkerSetup) {
     let ctx = Rc::new(WorkerContext::new(
         setup.id,
         setup.counters.clone(),
+        setup.current.clone(),
         Some(setup.session_log.clone()),
     ));
     let live = Rc::new(LiveTasks::default());
     let mut accept_loops: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
     for (addr, socket) in std::mem::take(&mut setup.sockets) {
-        listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket);
+        listen(&mut accept_loops, &ctx, &live, addr, socket);
     }
-    let flusher = {
-        let (ctx, current, live) = (ctx.clone(), setup.current.clone(), live.clone());
+    let housekeeper = {
+        let (ctx, live) = (ctx.clone(), live.clone());
         tokio::task::spawn_local(async move {
-            let mut expired = Vec::new();
             loop {
-                tokio::time::sleep(SESSION_FLUSH_INTERVAL).await;
-                ctx.flush_log_lines();
-                // Close pooled upstream connections that went stale or idle too long, and parked
-                // client connections whose keep-alive time is over.
-                let longest = current.load().upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
-                ctx.upstream_pool.borrow_mut().sweep(longest.unwrap_or_default());
-                ctx.trim_pools();
+                tokio::time::sleep(HOUSEKEEPING_INTERVAL).await;
+                ctx.housekeeping();
                 // After a burst (many connections served at once, now closed or parked) the
                 // allocator keeps the freed memory resident; hand it back.
                 let ended = live.peak.get().saturating_sub(live.count.get());
@@ -118,17 +113,13 @@ async fn serve(mut setup: WorkerSetup) {
                 if ended >= TRIM_AFTER_ENDED_TASKS {
                     crate::return_free_memory();
                 }
-                ctx.parking.take_expired(Instant::now(), &mut expired);
-                for parked in expired.drain(..) {
-                    http::session::close_parked(&ctx, parked);
-                }
             }
         })
     };
     let waker = tokio::task::spawn_local(wake_parked(ctx.clone(), live.clone()));
     let deadline = loop {
         match setup.commands.recv().await {
-            Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, &setup.current, addr, socket),
+            Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, addr, socket),
             Some(Command::Unlisten(addr)) => {
                 if let Some(task) = accept_loops.remove(&addr) {
                     task.abort();
@@ -143,11 +134,7 @@ async fn serve(mut setup: WorkerSetup) {
     }
     // Idle keep-alive connections close now; busy ones close after their current request.
     waker.abort();
-    let mut parked = Vec::new();
-    ctx.parking.close(&mut parked);
-    for p in parked {
-        http::session::close_parked(&ctx, p);
-    }
+    ctx.begin_drain();
     let drained = async {
         while live.count.get() > 0 {
             let idle = live.idle.notified();
@@ -158,13 +145,14 @@ async fn serve(mut setup: WorkerSetup) {
         }
     };
     if tokio::time::timeout_at(deadline.into(), drained).await.is_err() {
+        let open = ctx.counters.open.load(std::sync::atomic::Ordering::Relaxed);
+        rampart_proxy::worker::bump(&ctx.counters.cut_at_drain, open);
         log::warn!(
-            "worker {}: drain deadline passed with {} connection(s) open; closing them",
+            "worker {}: drain deadline passed with {open} connection(s) open; closing them",
             ctx.id,
-            live.count.get()
         );
     }
-    flusher.abort();
+    housekeeper.abort();
     ctx.flush_log_lines();
 }
 
@@ -172,10 +160,13 @@ fn listen(
     loops: &mut HashMap<SocketAddr, JoinHandle<()>>,
     ctx: &Rc<WorkerContext>,
     live: &Rc<LiveTasks>,
-    current: &Arc<ArcSwap<Snapshot>>,
     addr: SocketAddr,
     socket: std::net::TcpListener,
 ) {
+    let Some(bound) = BoundListener::new(ctx, &ctx.snapshot(), addr) else {
+        log::error!("worker {}: no listener for {addr} in the current config", ctx.id);
+        return;
+    };
     let listener = match TcpListener::from_std(socket) {
         Ok(l) => l,
         Err(e) => {
@@ -183,58 +174,37 @@ fn listen(
             return;
         }
     };
-    let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), current.clone(), addr, listener));
+    let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), bound, listener));
     if let Some(old) = loops.insert(addr, task) {
         old.abort();
     }
 }
 
-async fn accept_loop(
-    ctx: Rc<WorkerContext>,
-    live: Rc<LiveTasks>,
-    current: Arc<ArcSwap<Snapshot>>,
-    bind: SocketAddr,
-    listener: TcpListener,
-) {
+async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, bound: Rc<BoundListener>, listener: TcpListener) {
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors or memory: back off briefly rather than spin.
-                log::error!("worker {}: accept on {bind} failed: {e}", ctx.id);
+                log::error!("worker {}: accept on {} failed: {e}", ctx.id, bound.bind);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
         };
-        let snapshot = current.load_full();
-        let Some(index) = snapshot.listeners.iter().position(|l| l.bind == bind) else {
-            // The listener was removed by a reload and is about to close.
-            continue;
-        };
         let guard = TaskGuard::new(&live);
-        let ctx = ctx.clone();
-        let is_http = matches!(snapshot.listeners[index].protocol, ListenerProtocol::Http(_));
-        // Two spawns, not one future with both paths: a task is as large as its future, and an
-        // idle HTTP connection should not pay for the L4 relay's state.
-        if is_http {
-            tokio::task::spawn_local(async move {
-                let _guard = guard;
-                http::session::serve(&ctx, snapshot, index, stream, peer).await;
-            });
-        } else {
-            tokio::task::spawn_local(async move {
-                let _guard = guard;
-                l4::serve(&ctx, snapshot, index, stream, peer).await;
-            });
-        }
+        let (ctx, bound) = (ctx.clone(), bound.clone());
+        tokio::task::spawn_local(async move {
+            let _guard = guard;
+            conn::serve(&ctx, bound, stream, peer).await;
+        });
     }
 }
 
-/// Gives parked HTTP connections whose clients sent something (or closed) a task again.
+/// Gives parked connections whose clients sent something (or closed) a task again.
 async fn wake_parked(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>) {
     let mut woken = Vec::new();
     loop {
-        if let Err(e) = ctx.parking.wait_woken(&mut woken).await {
+        if let Err(e) = ctx.wait_woken(&mut woken).await {
             log::error!("worker {}: parked connections cannot be watched: {e}", ctx.id);
             return;
         }
@@ -243,7 +213,7 @@ async fn wake_parked(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>) {
             let ctx = ctx.clone();
             tokio::task::spawn_local(async move {
                 let _guard = guard;
-                http::session::resume(&ctx, parked).await;
+                conn::serve_woken(&ctx, parked).await;
             });
         }
     }

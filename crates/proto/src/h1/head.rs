@@ -247,7 +247,17 @@ fn valid_target(method: &[u8], target: &[u8]) -> bool {
         return true;
     }
     let lower = |prefix: &[u8]| target.len() > prefix.len() && target[..prefix.len()].eq_ignore_ascii_case(prefix);
-    lower(b"http://") || lower(b"https://")
+    let scheme = if lower(b"http://") {
+        7
+    } else if lower(b"https://") {
+        8
+    } else {
+        return false;
+    };
+    // The authority is the request's host: it must be one (no user info, not empty).
+    let rest = &target[scheme..];
+    let authority = &rest[..rest.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(rest.len())];
+    !authority.is_empty() && valid_host(authority)
 }
 
 fn valid_host(v: &[u8]) -> bool {

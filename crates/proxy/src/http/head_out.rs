@@ -85,26 +85,32 @@ fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
     }
 }
 
-/// What a request head toward an upstream is written from.
-pub struct RequestOut<'a> {
+/// A request head on its way upstream: the client's head (HTTP/1 keeps its fields as byte ranges
+/// into the bytes it was read into), the target after rewrites, and the route's header edits.
+pub struct RequestHeader<'a> {
     pub buf: &'a [u8],
     pub fields: &'a [Field],
     pub method: &'a [u8],
-    /// The target to send (rewritten or as received).
+    /// The target to send, in origin-form (rewritten or as received).
     pub target: &'a [u8],
     pub framing: Framing,
     pub upgrade: bool,
+    /// The request's host: the `Host` field, or the authority of an absolute-form target.
     pub host: Option<&'a [u8]>,
+    /// `host` came from the target: the client's `Host` field is replaced by it.
+    pub replace_host: bool,
     /// Sent as `Host` when the client sent none (HTTP/1.0): the upstream's name, as nginx does.
     pub default_host: &'a str,
     /// The client's address as text (formatted once per connection).
     pub client_ip: &'a str,
+    /// The scheme the client used (`X-Forwarded-Proto`).
+    pub scheme: &'a str,
     pub forwarded: ForwardedHeaders,
-    pub ops: &'a HeaderOps,
+    pub edits: &'a HeaderOps,
 }
 
-/// Writes the request head to send upstream.
-pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
+/// Writes the request head to send upstream (HTTP/1.1).
+pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     let buf = r.buf;
     out.extend_from_slice(r.method);
     out.push(b' ');
@@ -115,7 +121,7 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
     let (mut proto_seen, mut host_seen) = (false, false);
     for f in r.fields {
         let name = f.name(buf);
-        if !passes(buf, &named, name, r.upgrade, r.ops) {
+        if !passes(buf, &named, name, r.upgrade, r.edits) || (r.replace_host && name.eq_ignore_ascii_case(b"host")) {
             continue;
         }
         let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
@@ -154,14 +160,16 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
         out.extend_from_slice(r.client_ip.as_bytes());
         out.extend_from_slice(b"\r\n");
         if !proto_seen {
-            out.extend_from_slice(b"x-forwarded-proto: http\r\n");
+            write_field(out, b"x-forwarded-proto", r.scheme.as_bytes());
         }
         if let (false, Some(host)) = (host_seen, r.host) {
             write_field(out, b"x-forwarded-host", host);
         }
     }
-    if r.host.is_none() {
-        write_field(out, b"host", r.default_host.as_bytes());
+    match (r.host, r.replace_host) {
+        (Some(host), true) => write_field(out, b"host", host),
+        (None, _) => write_field(out, b"host", r.default_host.as_bytes()),
+        (Some(_), false) => {}
     }
     if r.framing == Framing::Chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
@@ -169,7 +177,7 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestOut<'_>) {
     if r.upgrade {
         out.extend_from_slice(b"connection: upgrade\r\n");
     }
-    write_ops(out, r.ops);
+    write_ops(out, r.edits);
     out.extend_from_slice(b"\r\n");
 }
 

@@ -8,13 +8,9 @@ use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{AsyncRead, ReadBuf};
-use tokio::net::TcpStream;
 
-use crate::worker::WorkerContext;
-
-/// Initial size of an HTTP read buffer; it grows (up to the head limit) only for large heads.
-/// Upstream responses are read into one too: 32 KiB takes a head and a 16 KiB body in one read.
-pub const HTTP_BUFFER_SIZE: usize = 32 * 1024;
+use super::state::HttpWorkerState;
+use crate::stream::Stream;
 
 #[derive(Default)]
 pub struct IoBuf {
@@ -51,7 +47,7 @@ impl IoBuf {
     /// readable, and goes back if that was a false alarm. It grows (up to `max`) when full.
     /// Reading through tokio's `AsyncRead` clears readiness after a short read, so the next wait
     /// is on epoll rather than on a read that would return EAGAIN.
-    pub async fn read_from(&mut self, ctx: &WorkerContext, stream: &mut TcpStream, max: usize) -> io::Result<usize> {
+    pub async fn read_from(&mut self, ctx: &HttpWorkerState, stream: &mut Stream, max: usize) -> io::Result<usize> {
         std::future::poll_fn(|cx| self.poll_read_from(cx, ctx, stream, max)).await
     }
 
@@ -59,8 +55,8 @@ impl IoBuf {
     pub fn poll_read_from(
         &mut self,
         cx: &mut Context<'_>,
-        ctx: &WorkerContext,
-        stream: &mut TcpStream,
+        ctx: &HttpWorkerState,
+        stream: &mut Stream,
         max: usize,
     ) -> Poll<io::Result<usize>> {
         if let Err(e) = ready!(stream.poll_read_ready(cx)) {
@@ -84,9 +80,9 @@ impl IoBuf {
         }
     }
 
-    fn make_room(&mut self, ctx: &WorkerContext, max: usize) -> io::Result<()> {
+    fn make_room(&mut self, ctx: &HttpWorkerState, max: usize) -> io::Result<()> {
         if self.data.is_empty() {
-            self.data = ctx.take_http_buffer();
+            self.data = ctx.take_read_buffer();
         }
         if self.end == self.data.len() {
             if self.start > 0 {
@@ -103,15 +99,30 @@ impl IoBuf {
         Ok(())
     }
 
+    /// Appends `bytes` (received before this buffer existed, such as those behind a PROXY header).
+    pub fn extend_from(&mut self, ctx: &HttpWorkerState, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if self.data.is_empty() {
+            self.data = ctx.take_read_buffer();
+        }
+        if self.data.len() < self.end + bytes.len() {
+            self.data.resize(self.end + bytes.len(), 0);
+        }
+        self.data[self.end..self.end + bytes.len()].copy_from_slice(bytes);
+        self.end += bytes.len();
+    }
+
     /// Gives the storage back to the pool if no bytes are waiting in it.
-    pub fn release_if_empty(&mut self, ctx: &WorkerContext) {
+    pub fn release_if_empty(&mut self, ctx: &HttpWorkerState) {
         if self.is_empty() && !self.data.is_empty() {
-            ctx.give_http_buffer(std::mem::take(&mut self.data));
+            ctx.give_read_buffer(std::mem::take(&mut self.data));
         }
     }
 
     /// Gives the storage back to the pool, dropping any bytes in it.
-    pub fn release(&mut self, ctx: &WorkerContext) {
+    pub fn release(&mut self, ctx: &HttpWorkerState) {
         self.start = 0;
         self.end = 0;
         self.release_if_empty(ctx);

@@ -64,8 +64,7 @@ pub fn write_response(
     }
 }
 
-/// An error answer: `NNN Reason` as its body.
-pub fn write_error(out: &mut Vec<u8>, status: u16, close: bool, head_only: bool) {
-    let body = format!("{status} {}\n", reason(status));
-    write_response(out, status, &[], body.as_bytes(), close, head_only);
+/// The body of an error answer: `NNN Reason`.
+pub fn error_body(status: u16) -> String {
+    format!("{status} {}\n", reason(status))
 }

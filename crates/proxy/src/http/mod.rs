@@ -1,21 +1,33 @@
-//! The HTTP/1.1 reverse proxy.
+//! The HTTP/1.1 reverse proxy, in the order a request meets it:
 //!
-//! - [`session`]: one client connection: read a request head, route it, answer it locally or
-//!   proxy it, repeat while keep-alive lasts (pipelined requests are answered in order).
+//! - [`session`]: one client connection past the connection stage: read a request head, take the
+//!   current snapshot, route it, answer it locally or proxy it, log it, repeat while keep-alive
+//!   lasts (pipelined requests are answered in order), park when idle.
+//! - [`downstream`]: the seam between the client side and the exchange: [`downstream::Downstream`]
+//!   (request body in; interim responses, response head, body, local answers out), implemented
+//!   for HTTP/1 by [`downstream::H1Downstream`].
+//! - [`context`]: the per-request context (route, target, timings, status, bytes, error) that the
+//!   access log reads.
+//! - [`error`]: [`error::HttpError`], every way a request can fail: its source, status, log
+//!   name and whether it may be retried.
 //! - [`exchange`]: one proxied request: upstream connection from the pool or a new one, request
 //!   head and body out, response head and body back, retries before the first response byte.
 //! - [`head_out`]: writing heads: hop-by-hop fields dropped, forwarded headers, header edits.
-//! - [`route`]: compiled routes.
+//! - [`target`]: request targets: origin- or absolute-form, path and query, host, rewrites.
 //! - [`affinity`]: the consistent-hashing key of a request (header, cookie or client address).
-//! - [`pool`]: each worker's idle upstream connections.
-//! - [`park`]: each worker's idle client connections, held outside any task.
-//! - [`local`]: answers of Rampart's own (errors, `respond`, redirects).
-//! - [`target`]: request targets: path and query, host without port, path rewrites.
+//! - [`local`]: the bytes of Rampart's own answers (errors, `respond`, redirects).
+//! - [`state`]: what a worker keeps for HTTP: [`pool`] (idle upstream connections), [`park`]
+//!   (idle client connections held outside any task), buffers.
 //! - [`iobuf`]: the read buffer with cursors that these share.
 //! - [`access_log`]: access log lines (JSON or combined).
+//!
+//! Routes themselves are compiled data in `rampart_model::route`.
 
 pub mod access_log;
 pub mod affinity;
+pub mod context;
+pub mod downstream;
+pub mod error;
 pub mod exchange;
 pub mod head_out;
 pub mod iobuf;
@@ -23,4 +35,7 @@ pub mod local;
 pub mod park;
 pub mod pool;
 pub mod session;
+pub mod state;
 pub mod target;
+
+pub use state::HttpWorkerState;

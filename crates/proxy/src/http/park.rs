@@ -10,23 +10,44 @@
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio::io::unix::AsyncFd;
+use tokio::net::TcpStream;
 
-use rampart_model::Snapshot;
+use crate::conn::{Conn, ConnSlot};
+use crate::stream::Stream;
 
-/// One parked client connection: 24 bytes. (Its peer address is asked of the kernel again when
-/// it wakes rather than stored.)
+/// One parked client connection: 24 bytes. Its peer address is asked of the kernel again when
+/// it wakes rather than stored, unless a PROXY header gave the client's address. Dropping it
+/// closes the connection and gives back its place in the listener's limit.
 pub struct Parked {
-    pub stream: std::net::TcpStream,
-    /// The listener's index in `snapshot`, the configuration the connection was accepted under.
-    pub listener: u32,
-    pub snapshot: Arc<Snapshot>,
+    stream: std::net::TcpStream,
     /// When the keep-alive timeout closes it, in whole seconds after the lot's epoch.
     expires: u32,
+    slot: ConnSlot,
+    /// The client's address when a PROXY header named it.
+    client: Option<Box<SocketAddr>>,
+}
+
+impl Parked {
+    /// The connection again, for a new task.
+    pub fn into_conn(self) -> Option<Conn> {
+        let client_from_header = self.client.is_some();
+        let client = match self.client {
+            Some(c) => *c,
+            None => self.stream.peer_addr().ok()?,
+        };
+        Some(Conn {
+            stream: Stream::Tcp(TcpStream::from_std(self.stream).ok()?),
+            client,
+            client_from_header,
+            early: Vec::new(),
+            slot: self.slot,
+        })
+    }
 }
 
 /// A worker's parked connections.
@@ -56,22 +77,24 @@ impl Default for ParkingLot {
 }
 
 impl ParkingLot {
-    /// An entry for `stream`, to be closed `keepalive` from now unless it wakes first (rounded
-    /// up to a whole second: the worker looks for expired entries once a second).
-    pub fn entry(
-        &self,
-        stream: std::net::TcpStream,
-        snapshot: Arc<Snapshot>,
-        listener: u32,
-        keepalive: Duration,
-    ) -> Parked {
+    /// An entry for `conn`'s socket, to be closed `keepalive` from now unless it wakes first
+    /// (rounded up to a whole second: the worker looks for expired entries once a second). `None`
+    /// if the socket cannot leave the runtime (it is then closed).
+    pub fn entry(&self, conn: Conn, keepalive: Duration) -> Option<Parked> {
         let at = self.epoch.elapsed() + keepalive;
-        Parked {
+        let Conn {
             stream,
-            listener,
-            snapshot,
+            client,
+            client_from_header,
+            slot,
+            ..
+        } = conn;
+        Some(Parked {
+            stream: stream.into_tcp().into_std().ok()?,
             expires: u32::try_from(at.as_secs().saturating_add(1)).unwrap_or(u32::MAX),
-        }
+            slot,
+            client: client_from_header.then(|| Box::new(client)),
+        })
     }
 
     /// How many connections are parked.

@@ -1,4 +1,6 @@
-//! Each worker's idle keep-alive upstream connections ("hot pipes"), per target address.
+//! Each worker's idle keep-alive upstream connections ("hot pipes"), keyed by what makes a
+//! connection reusable for a request: the target address and, when the upstream is sent PROXY
+//! headers, the client the header named (later also the TLS name and protocol).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -6,10 +8,28 @@ use std::net::SocketAddr;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use crate::stream::Stream;
+
+/// What an idle connection must match to carry a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PoolKey {
+    pub target: SocketAddr,
+    /// The client named in the PROXY header this connection began with, if it began with one:
+    /// such a connection speaks for that client only.
+    pub proxied_client: Option<SocketAddr>,
+}
+
+impl PoolKey {
+    pub fn new(target: SocketAddr) -> Self {
+        PoolKey {
+            target,
+            proxied_client: None,
+        }
+    }
+}
 
 struct Idle {
-    stream: TcpStream,
+    stream: Stream,
     since: Instant,
 }
 
@@ -40,14 +60,14 @@ impl Hasher for AddrHasher {
 
 #[derive(Default)]
 pub struct UpstreamPool {
-    idle: HashMap<SocketAddr, Vec<Idle>, BuildHasherDefault<AddrHasher>>,
+    idle: HashMap<PoolKey, Vec<Idle>, BuildHasherDefault<AddrHasher>>,
 }
 
 impl UpstreamPool {
-    /// The most recently parked live connection to `addr` no older than `max_idle`, if any.
+    /// The most recently parked live connection for `key` no older than `max_idle`, if any.
     /// Connections the upstream has closed (or that hold unexpected bytes) are dropped.
-    pub fn take(&mut self, addr: SocketAddr, max_idle: Duration) -> Option<TcpStream> {
-        let list = self.idle.get_mut(&addr)?;
+    pub fn take(&mut self, key: &PoolKey, max_idle: Duration) -> Option<Stream> {
+        let list = self.idle.get_mut(key)?;
         while let Some(conn) = list.pop() {
             if conn.since.elapsed() <= max_idle && !readable_now(&conn.stream) {
                 return Some(conn.stream);
@@ -56,9 +76,9 @@ impl UpstreamPool {
         None
     }
 
-    /// Parks a connection after a complete exchange, unless `addr` already has `max` parked.
-    pub fn put(&mut self, addr: SocketAddr, stream: TcpStream, max: usize) {
-        let list = self.idle.entry(addr).or_default();
+    /// Parks a connection after a complete exchange, unless `key` already has `max` parked.
+    pub fn put(&mut self, key: PoolKey, stream: Stream, max: usize) {
+        let list = self.idle.entry(key).or_default();
         if list.len() < max {
             list.push(Idle {
                 stream,
@@ -76,10 +96,22 @@ impl UpstreamPool {
     }
 }
 
+impl UpstreamPool {
+    /// Closes the idle connections to targets for which `keep` says no (after a reload).
+    pub fn retain_targets(&mut self, keep: impl Fn(SocketAddr) -> bool) {
+        self.idle.retain(|key, _| keep(key.target));
+    }
+
+    /// How many idle connections are kept for `key`.
+    pub fn idle_count(&self, key: &PoolKey) -> usize {
+        self.idle.get(key).map_or(0, Vec::len)
+    }
+}
+
 /// Whether the event loop has seen the socket become readable: for an idle upstream connection
 /// that means it was closed (EOF) or sent something unasked; either way it cannot be reused.
 /// Costs no system call.
-fn readable_now(stream: &TcpStream) -> bool {
+fn readable_now(stream: &Stream) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
     matches!(stream.poll_read_ready(&mut cx), Poll::Ready(_))
 }

@@ -1,33 +1,39 @@
 //! One proxied request: an upstream connection (pooled or new), the request out, the response
-//! back, and the decision whether both connections stay open.
+//! back through the [`Downstream`] side, and the decision whether the upstream connection goes
+//! back to the pool. Failures are [`HttpError`]s; the ones that allow it are retried on another
+//! connection before any response byte.
 
-use std::cell::Cell;
-use std::io;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
-
-use super::iobuf::IoBuf;
-use crate::balance::{BalancePolicy, Tried};
-use crate::connect::{connect_upstream, ConnectFailure, ConnectFor};
-use crate::relay::{write_all, write_all_within};
-use crate::worker::{bump, WorkerContext};
 use rampart_model::route::HeaderOps;
-use rampart_model::Snapshot;
+use rampart_model::{Snapshot, Upstream};
+use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
+
+use super::context::RequestContext;
+use super::downstream::{Downstream, LocalAnswer};
+use super::error::HttpError;
+use super::iobuf::IoBuf;
+use super::local::error_body;
+use super::pool::PoolKey;
+use crate::balance::{BalancePolicy, Tried};
+use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
+use crate::stream::Stream;
+use crate::worker::{bump, WorkerContext};
 
 mod response;
 
-use response::{respond, ResponseFailure};
+use response::{respond, Responded};
 
 /// What the session knows about the request being proxied.
 pub struct ProxyRequest<'a> {
     pub snapshot: &'a Snapshot,
     pub listener_name: &'a str,
     pub upstream: usize,
-    pub client_ip: IpAddr,
+    /// The client (from a PROXY header when one named it).
+    pub client: SocketAddr,
+    /// The address the client connected to, for PROXY headers to the upstream.
+    pub local: Option<SocketAddr>,
     /// The consistent-hashing key of this request (see [`crate::balance::HashKey`]).
     pub hash_key: u64,
     pub idempotent: bool,
@@ -35,104 +41,80 @@ pub struct ProxyRequest<'a> {
     pub framing: Framing,
     pub expect_continue: bool,
     pub upgrade: bool,
-    pub client_keep_alive: bool,
-    pub client_http10: bool,
     pub max_body_size: Option<u64>,
     pub response_ops: &'a HeaderOps,
-    /// Idle wait for more request body bytes from the client.
-    pub client_body_timeout: Duration,
     /// Measure the upstream time (for the access log); costs two clock reads.
     pub measure: bool,
-    /// The status of the response head once it is on its way to the client (0 before).
-    pub response_status: Cell<u16>,
 }
 
-/// How an exchange ended.
-#[derive(Debug, Clone, Copy)]
-pub struct Outcome {
-    /// The status the client got (from the upstream or our own).
-    pub status: u16,
-    /// Whether the client connection can take another request.
-    pub keep_client: bool,
-    pub target: Option<usize>,
-    /// From sending the request to having the response head.
-    pub upstream_time: Option<Duration>,
-    /// Response bytes written to the client.
-    pub bytes_out: u64,
-    /// What went wrong, for the access log.
-    pub error: Option<&'static str>,
-}
+impl ProxyRequest<'_> {
+    /// Whether the request may be sent again after a failure that allows it: an idempotent
+    /// request without a body.
+    fn repeatable(&self) -> bool {
+        self.idempotent && self.framing == Framing::None
+    }
 
-impl Outcome {
-    fn local(status: u16, error: &'static str) -> Outcome {
-        Outcome {
-            status,
-            keep_client: false,
-            target: None,
-            upstream_time: None,
-            bytes_out: 0,
-            error: Some(error),
-        }
+    fn upstream(&self) -> &Upstream {
+        &self.snapshot.upstreams[self.upstream]
     }
 }
 
-/// A failure while sending the request.
-enum SendFailure {
-    /// The upstream connection broke; `body_sent` says whether request body bytes had left.
-    Upstream {
-        body_sent: bool,
-    },
-    UpstreamTimeout,
-    Client,
-    ClientTimeout,
-    BadBody,
-    TooLarge,
-}
-
-/// Proxies one request whose upstream head is `head_out` and whose body (if any) starts in
-/// `inbuf`. On return the request body has been consumed from `inbuf` unless the client
-/// connection must close anyway.
+/// Proxies one request whose upstream head is `head_out` and whose body (if any) starts in the
+/// downstream's buffer. Returns the upstream connection when the response was a `101` that
+/// turned both connections into a tunnel, which the caller runs.
 ///
-/// With a `request_timeout` on the upstream, the whole exchange (connect, request, response
-/// head and body) must end in time: a timeout before the response head got to the client is a
-/// 504, one after it closes the client connection. A WebSocket tunnel, once set up, is exempt.
-pub async fn proxy(
+/// With a `request_timeout` on the upstream, the whole exchange (connect, request, response head
+/// and body) must end in time: a timeout before the response head got to the client is a 504,
+/// one after it closes the client connection. A tunnel runs outside it.
+pub async fn proxy<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
-    client: &mut TcpStream,
-    inbuf: &mut IoBuf,
+    down: &mut D,
     head_out: &[u8],
-    out: &mut Vec<u8>,
-) -> Outcome {
-    let Some(limit) = req.snapshot.upstreams[req.upstream].http.request_timeout else {
-        return exchange(ctx, req, client, inbuf, head_out, out).await;
+    rctx: &mut RequestContext,
+) -> Option<Stream> {
+    let Some(limit) = req.upstream().http.request_timeout else {
+        return exchange(ctx, req, down, head_out, rctx).await;
     };
-    let finished = {
-        let mut exchange = std::pin::pin!(exchange(ctx, req, client, inbuf, head_out, out));
-        match tokio::time::timeout(limit, &mut exchange).await {
-            Ok(o) => Some(o),
-            Err(_) if req.response_status.get() == 101 => Some(exchange.await),
-            Err(_) => None,
+    let finished = tokio::time::timeout(limit, exchange(ctx, req, down, head_out, rctx)).await;
+    match finished {
+        Ok(tunnel) => tunnel,
+        Err(_) => {
+            // The exchange is gone; what it recorded in the context is still there.
+            answer_error(down, rctx, HttpError::RequestTimeout).await;
+            None
         }
-    };
-    // Only a timed-out exchange gets an answer here (an eager `unwrap_or` would also write one
-    // after exchanges that ended with an answer of their own).
-    match (finished, req.response_status.get()) {
-        (Some(o), _) => o,
-        (None, 0) => local(client, out, 504, "request_timeout", req.head_method).await,
-        (None, status) => Outcome::local(status, "request_timeout"),
     }
 }
 
-async fn exchange(
+/// Fails the request with `error`: answered with its status when nothing of the response has
+/// left yet (and the client can still be written to), the client connection closed after.
+pub(crate) async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut RequestContext, error: HttpError) {
+    rctx.fail(error);
+    if rctx.responded() {
+        return;
+    }
+    rctx.status = error.status();
+    if error.answerable() {
+        let body = error_body(error.status());
+        let answer = LocalAnswer {
+            status: error.status(),
+            headers: &[],
+            body: body.as_bytes(),
+            close: true,
+        };
+        let _ = down.send_local(&answer).await;
+    }
+}
+
+async fn exchange<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
-    client: &mut TcpStream,
-    inbuf: &mut IoBuf,
+    down: &mut D,
     head_out: &[u8],
-    out: &mut Vec<u8>,
-) -> Outcome {
-    let up = &req.snapshot.upstreams[req.upstream];
+    rctx: &mut RequestContext,
+) -> Option<Stream> {
+    let up = req.upstream();
     let settings = up.http;
     let mut tried = Tried::default();
     let mut sent_continue = false;
@@ -140,61 +122,43 @@ async fn exchange(
     loop {
         // An upstream connection: a pooled one to the chosen target, or a new one.
         let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried) else {
-            return if tried.is_empty() {
+            let error = if tried.is_empty() {
                 log::warn!(
                     "listener {}: no healthy target in upstream {}",
                     req.listener_name,
                     up.name
                 );
-                local(client, out, 503, "no_healthy_target", req.head_method).await
+                HttpError::NoHealthyTarget
             } else {
-                local(client, out, 502, "upstream_unavailable", req.head_method).await
+                HttpError::UpstreamUnavailable
             };
+            answer_error(down, rctx, error).await;
+            return None;
         };
         let pooled = ctx
-            .upstream_pool
+            .http
+            .pool
             .borrow_mut()
-            .take(up.targets[choice].addr, settings.pool_idle_timeout);
+            .take(&pool_key(req, choice), settings.pool_idle_timeout);
         let (target, mut conn, reused) = match pooled {
             Some(conn) => {
                 bump(&ctx.counters.upstream_reuses, 1);
                 (choice, conn, true)
             }
-            None => {
-                let connected = connect_upstream(
-                    ctx,
-                    req.snapshot,
-                    req.upstream,
-                    &ConnectFor {
-                        listener: req.listener_name,
-                        client: req.client_ip,
-                        key: req.hash_key,
-                    },
-                    Some(choice),
-                    &mut tried,
-                )
-                .await;
-                match connected {
-                    Ok((t, conn)) => {
-                        bump(&ctx.counters.upstream_connects, 1);
-                        (t, conn, false)
-                    }
-                    Err(ConnectFailure::NoHealthyTarget) => {
-                        return local(client, out, 503, "no_healthy_target", req.head_method).await
-                    }
-                    Err(ConnectFailure::Failed { timed_out: true }) => {
-                        return local(client, out, 504, "connect_timeout", req.head_method).await
-                    }
-                    Err(ConnectFailure::Failed { timed_out: false }) => {
-                        return local(client, out, 502, "connect_failed", req.head_method).await
-                    }
+            None => match connect(ctx, req, choice, &mut tried).await {
+                Ok((target, conn)) => (target, conn, false),
+                Err(error) => {
+                    answer_error(down, rctx, error).await;
+                    return None;
                 }
-            }
+            },
         };
+        rctx.target = Some(target);
 
-        if req.expect_continue && !sent_continue && req.framing != Framing::None && inbuf.is_empty() {
-            if write_all(client, b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
-                return Outcome::local(100, "client_error");
+        if req.expect_continue && !sent_continue && req.framing != Framing::None && down.body().is_empty() {
+            if let Err(error) = down.send_continue().await {
+                answer_error(down, rctx, error).await;
+                return None;
             }
             sent_continue = true;
         }
@@ -202,81 +166,81 @@ async fn exchange(
         let _in_flight = up.policy.uses_load().then(|| InFlight::new(ctx, req, target));
         let latency_aware = up.policy == BalancePolicy::P2cEwma;
         let started = (req.measure || latency_aware).then(Instant::now);
-        let sent = send_request(ctx, req, &mut conn, client, inbuf, head_out, settings.write_timeout).await;
-        let retryable = |body_sent: bool| !body_sent && req.idempotent && req.framing == Framing::None;
-        match sent {
-            Ok(()) => {}
-            Err(SendFailure::Upstream { body_sent }) if retries_left > 0 && retryable(body_sent) => {
-                retries_left -= 1;
-                if !reused {
-                    tried.push(target);
+        let sent = send_request(req, &mut conn, down, head_out, settings.write_timeout).await;
+        let result = match sent {
+            Ok(()) => {
+                // Nothing of the client's is needed while the upstream thinks: its buffer goes
+                // back now (unless a pipelined request is waiting in it).
+                down.body().release_if_empty(&ctx.http);
+                let mut upbuf = IoBuf::default();
+                let responded = respond(ctx, req, &mut conn, down, &mut upbuf, sent_continue, started, rctx).await;
+                upbuf.release(&ctx.http);
+                if latency_aware {
+                    let took = rctx.upstream_time.or_else(|| started.map(|s| s.elapsed()));
+                    ctx.observe_latency(req.snapshot, req.upstream, target, took.unwrap_or_default());
                 }
-                continue;
+                responded
             }
-            Err(SendFailure::Upstream { .. }) => {
-                return local(client, out, 502, "upstream_write_failed", req.head_method).await
-            }
-            Err(SendFailure::UpstreamTimeout) => {
-                return local(client, out, 504, "upstream_write_timeout", req.head_method).await
-            }
-            Err(SendFailure::Client) => return Outcome::local(400, "client_error"),
-            Err(SendFailure::ClientTimeout) => {
-                return local(client, out, 408, "client_body_timeout", req.head_method).await
-            }
-            Err(SendFailure::BadBody) => return local(client, out, 400, "bad_request_body", req.head_method).await,
-            Err(SendFailure::TooLarge) => return local(client, out, 413, "body_too_large", req.head_method).await,
-        }
-
-        // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
-        // (unless a pipelined request is waiting in it).
-        inbuf.release_if_empty(ctx);
-        let mut upbuf = IoBuf::default();
-        let result = respond(
-            ctx,
-            req,
-            &mut conn,
-            client,
-            inbuf,
-            &mut upbuf,
-            out,
-            sent_continue,
-            started,
-        )
-        .await;
-        upbuf.release(ctx);
-        if latency_aware {
-            let took = match &result {
-                Ok((o, _)) => o.upstream_time,
-                Err(_) => None,
-            };
-            let took = took.or_else(|| started.map(|s| s.elapsed())).unwrap_or_default();
-            ctx.observe_latency(req.snapshot, req.upstream, target, took);
-        }
+            Err(error) => Err(error),
+        };
         match result {
-            Err(ResponseFailure::Reset) if retries_left > 0 && retryable(false) => {
+            Err(error) if error.retryable() && req.repeatable() && retries_left > 0 => {
                 retries_left -= 1;
                 if !reused {
                     tried.push(target);
                 }
-                continue;
             }
-            Err(failure) => {
-                let (status, why) = failure.status_and_reason();
-                let mut o = local(client, out, status, why, req.head_method).await;
-                o.target = Some(target);
-                return o;
+            Err(error) => {
+                answer_error(down, rctx, error).await;
+                return None;
             }
-            Ok((mut outcome, reusable)) => {
-                outcome.target = Some(target);
+            Ok(Responded::Tunnel) => return Some(conn),
+            Ok(Responded::Complete { reusable }) => {
                 if reusable {
-                    ctx.upstream_pool
-                        .borrow_mut()
-                        .put(up.targets[target].addr, conn, settings.pool_max_idle);
+                    let max = settings.pool_max_idle;
+                    ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
                 }
-                return outcome;
+                return None;
             }
         }
     }
+}
+
+/// The pool key of a connection to `target` for this request.
+fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
+    let up = req.upstream();
+    PoolKey {
+        target: up.targets[target].addr,
+        proxied_client: up.send_proxy_protocol.map(|_| req.client),
+    }
+}
+
+/// A new upstream connection, starting with target `first`; it begins with a PROXY header when
+/// the upstream wants one.
+async fn connect(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    first: usize,
+    tried: &mut Tried,
+) -> Result<(usize, Stream), HttpError> {
+    let whom = ConnectFor {
+        listener: req.listener_name,
+        client: req.client.ip(),
+        key: req.hash_key,
+    };
+    let (target, mut conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
+        .await
+        .map_err(|failure| match failure {
+            ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
+            ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
+            ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
+        })?;
+    bump(&ctx.counters.upstream_connects, 1);
+    if let Some(version) = req.upstream().send_proxy_protocol {
+        let header = proxy_header(version, req.client, req.local.unwrap_or(req.client));
+        conn.write_all(&header).await.map_err(|_| HttpError::ConnectFailed)?;
+    }
+    Ok((target, conn))
 }
 
 /// Counts a request in flight to a target for the balancers that look at load.
@@ -306,35 +270,33 @@ impl Drop for InFlight<'_> {
 }
 
 /// Writes the head and streams the body to the upstream.
-async fn send_request(
-    ctx: &WorkerContext,
+async fn send_request<D: Downstream>(
     req: &ProxyRequest<'_>,
-    conn: &mut TcpStream,
-    client: &mut TcpStream,
-    inbuf: &mut IoBuf,
+    conn: &mut Stream,
+    down: &mut D,
     head_out: &[u8],
     write_timeout: Duration,
-) -> Result<(), SendFailure> {
-    let up_write = |result: io::Result<()>, body_sent: bool| match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::TimedOut => Err(SendFailure::UpstreamTimeout),
-        Err(_) => Err(SendFailure::Upstream { body_sent }),
-    };
-    up_write(write_all_within(conn, head_out, write_timeout).await, false)?;
+) -> Result<(), HttpError> {
+    async fn up_write(conn: &mut Stream, bytes: &[u8], limit: Duration, body_sent: bool) -> Result<(), HttpError> {
+        match conn.write_all_within(bytes, &[], limit).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(HttpError::UpstreamWriteTimeout),
+            Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
+        }
+    }
+    up_write(conn, head_out, write_timeout, false).await?;
     match req.framing {
         Framing::None | Framing::UntilClose => Ok(()),
         Framing::Length(total) => {
             let mut left = total;
             while left > 0 {
-                if inbuf.is_empty() {
-                    read_client(ctx, client, inbuf, req.client_body_timeout).await?;
+                if down.body().is_empty() {
+                    down.read_body().await?;
                 }
-                let take = (inbuf.len() as u64).min(left) as usize;
-                up_write(
-                    write_all_within(conn, &inbuf.filled()[..take], write_timeout).await,
-                    true,
-                )?;
-                inbuf.consume(take);
+                let body = down.body();
+                let take = (body.len() as u64).min(left) as usize;
+                up_write(conn, &body.filled()[..take], write_timeout, true).await?;
+                body.consume(take);
                 left -= take as u64;
             }
             Ok(())
@@ -342,66 +304,20 @@ async fn send_request(
         Framing::Chunked => {
             let mut decoder = ChunkedDecoder::new();
             loop {
-                if inbuf.is_empty() {
-                    read_client(ctx, client, inbuf, req.client_body_timeout).await?;
+                if down.body().is_empty() {
+                    down.read_body().await?;
                 }
-                let (used, progress) = decoder.advance(inbuf.filled()).map_err(|_| SendFailure::BadBody)?;
+                let body = down.body();
+                let (used, progress) = decoder.advance(body.filled()).map_err(|_| HttpError::BadRequestBody)?;
                 if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
-                    return Err(SendFailure::TooLarge);
+                    return Err(HttpError::BodyTooLarge);
                 }
-                up_write(
-                    write_all_within(conn, &inbuf.filled()[..used], write_timeout).await,
-                    true,
-                )?;
-                inbuf.consume(used);
+                up_write(conn, &body.filled()[..used], write_timeout, true).await?;
+                body.consume(used);
                 if progress == ChunkedProgress::Done {
                     return Ok(());
                 }
             }
         }
     }
-}
-
-async fn read_client(
-    ctx: &WorkerContext,
-    client: &mut TcpStream,
-    inbuf: &mut IoBuf,
-    wait: Duration,
-) -> Result<(), SendFailure> {
-    match tokio::time::timeout(wait, inbuf.read_from(ctx, client, super::iobuf::HTTP_BUFFER_SIZE)).await {
-        Ok(Ok(0)) | Ok(Err(_)) => Err(SendFailure::Client),
-        Ok(Ok(_)) => Ok(()),
-        Err(_) => Err(SendFailure::ClientTimeout),
-    }
-}
-
-/// Sends an answer of our own and describes it. The client connection closes after it.
-pub async fn local(
-    client: &mut TcpStream,
-    out: &mut Vec<u8>,
-    status: u16,
-    why: &'static str,
-    head_only: bool,
-) -> Outcome {
-    out.clear();
-    super::local::write_error(out, status, true, head_only);
-    let written = write_all(client, out).await.is_ok();
-    let mut o = Outcome::local(status, why);
-    o.bytes_out = if written { out.len() as u64 } else { 0 };
-    o
-}
-
-/// Reads whatever the client sent and discards it (used before closing after an error, so the
-/// client sees our answer rather than a reset).
-pub async fn drain_briefly(client: &mut TcpStream) {
-    // Small on purpose: this buffer lives in every connection's future.
-    let mut sink = [0u8; 256];
-    let _ = tokio::time::timeout(Duration::from_millis(50), async {
-        while let Ok(n) = client.read(&mut sink).await {
-            if n == 0 {
-                break;
-            }
-        }
-    })
-    .await;
 }

@@ -1,236 +1,229 @@
 //! The response side of an exchange: the head (interim responses relayed), then the body as
-//! framed, or a WebSocket tunnel after a 101.
+//! framed, or the hand-over to a tunnel after a 101.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
-use tokio::net::TcpStream;
 
-use super::{Outcome, ProxyRequest};
-use crate::http::head_out::{write_response_head, ResponseOut};
+use super::ProxyRequest;
+use crate::http::context::RequestContext;
+use crate::http::downstream::{Downstream, ResponseHeader};
+use crate::http::error::HttpError;
 use crate::http::iobuf::IoBuf;
-use crate::relay::{relay, write_all, write_all_vectored_within};
+use crate::http::state::HTTP_BUFFER_SIZE;
+use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
-/// A failure while reading the response, before anything of it reached the client.
-pub(super) enum ResponseFailure {
-    /// The upstream closed or reset before sending any response byte.
-    Reset,
-    Broken,
-    Malformed,
-    Timeout,
+/// How a response that reached the client ended.
+pub(super) enum Responded {
+    /// The whole response went through (or failed after its head; the context says so).
+    Complete {
+        /// The upstream connection can carry another request.
+        reusable: bool,
+    },
+    /// A 101 for an upgrade request: both connections now carry a tunnel.
+    Tunnel,
 }
 
-impl ResponseFailure {
-    pub(super) fn status_and_reason(&self) -> (u16, &'static str) {
-        match self {
-            ResponseFailure::Reset => (502, "upstream_reset"),
-            ResponseFailure::Broken => (502, "upstream_closed_early"),
-            ResponseFailure::Malformed => (502, "upstream_bad_response"),
-            ResponseFailure::Timeout => (504, "upstream_timeout"),
-        }
-    }
-}
-
-/// Reads the response head (relaying 1xx), sends it on with the body. Returns the outcome and
-/// whether the upstream connection may be pooled.
+/// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
+/// the response reached the client; failures after the head are recorded in `rctx`.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn respond(
+pub(super) async fn respond<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
-    conn: &mut TcpStream,
-    client: &mut TcpStream,
-    inbuf: &mut IoBuf,
+    conn: &mut Stream,
+    down: &mut D,
     upbuf: &mut IoBuf,
-    out: &mut Vec<u8>,
     sent_continue: bool,
     started: Option<Instant>,
-) -> Result<(Outcome, bool), ResponseFailure> {
-    let settings = req.snapshot.upstreams[req.upstream].http;
+    rctx: &mut RequestContext,
+) -> Result<Responded, HttpError> {
+    let settings = req.upstream().http;
     let limits = Limits::default();
     // The worker's field list: parsing a response head allocates nothing.
-    let mut fields = ctx.response_fields.take();
-    let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
-    let mut any_byte = false;
-    let head = loop {
-        match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
-            Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
-                // Interim responses go through as they are, except a 100 we already sent.
-                if !(head.status == 100 && sent_continue)
-                    && write_all(client, &upbuf.filled()[..head.len]).await.is_err()
-                {
-                    return Err(ResponseFailure::Broken);
+    let mut fields = ctx.http.response_fields.take();
+    let result = async {
+        let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
+        let mut any_byte = false;
+        loop {
+            match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
+                Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
+                    // Interim responses go through, except a 100 we already sent.
+                    if !(head.status == 100 && sent_continue) {
+                        let interim = ResponseHeader {
+                            head: &head,
+                            buf: upbuf.filled(),
+                            fields: &fields,
+                            edits: req.response_ops,
+                            upgrade: false,
+                        };
+                        down.send_informational(&interim).await?;
+                    }
+                    upbuf.consume(head.len);
+                    continue;
                 }
-                upbuf.consume(head.len);
-                continue;
+                Ok(Some(head)) => return Ok(head),
+                Ok(None) => {}
+                Err(e) => {
+                    log::warn!("upstream {}: bad response head: {e}", req.upstream().name);
+                    return Err(HttpError::UpstreamBadResponse);
+                }
             }
-            Ok(Some(head)) => break head,
-            Ok(None) => {}
-            Err(e) => {
-                log::warn!(
-                    "upstream {}: bad response head: {e}",
-                    req.snapshot.upstreams[req.upstream].name
-                );
-                return Err(ResponseFailure::Malformed);
+            // `read_from` holds no buffer while it waits, and the wait is the long part.
+            let read = tokio::time::timeout_at(deadline, upbuf.read_from(&ctx.http, conn, limits.max_head + 1));
+            match read.await {
+                Ok(Ok(0)) | Ok(Err(_)) if any_byte => return Err(HttpError::UpstreamClosedEarly),
+                Ok(Ok(0)) | Ok(Err(_)) => return Err(HttpError::UpstreamReset),
+                Ok(Ok(_)) => any_byte = true,
+                Err(_) => return Err(HttpError::UpstreamTimeout),
             }
         }
-        // `read_from` holds no buffer while it waits, and the wait is the long part.
-        let read = tokio::time::timeout_at(deadline, upbuf.read_from(ctx, conn, limits.max_head + 1)).await;
-        match read {
-            Ok(Ok(0)) | Ok(Err(_)) => {
-                return Err(if any_byte {
-                    ResponseFailure::Broken
-                } else {
-                    ResponseFailure::Reset
-                })
-            }
-            Ok(Ok(_)) => any_byte = true,
-            Err(_) => return Err(ResponseFailure::Timeout),
+    }
+    .await;
+    let head = match result {
+        Ok(head) => head,
+        Err(e) => {
+            ctx.http.response_fields.set(fields);
+            return Err(e);
         }
     };
-    let upstream_time = started.map(|s| s.elapsed());
+    rctx.upstream_time = started.map(|s| s.elapsed());
 
     let tunnel = head.status == 101 && req.upgrade;
-    let close_client = !req.client_keep_alive || head.framing == Framing::UntilClose || (head.status == 101 && !tunnel);
-    out.clear();
-    write_response_head(
-        out,
-        &ResponseOut {
-            buf: upbuf.filled(),
-            fields: &fields,
-            head: &head,
-            ops: req.response_ops,
-            close: close_client,
-            upgrade: tunnel,
-            keep_alive_10: req.client_http10 && req.client_keep_alive,
-        },
-    );
-    ctx.response_fields.set(fields);
-    upbuf.consume(head.len);
-    req.response_status.set(head.status);
-    let mut outcome = Outcome {
-        status: head.status,
-        keep_client: !close_client,
-        target: None,
-        upstream_time,
-        bytes_out: 0,
-        error: None,
+    let mut body = BodyFraming::new(head.framing);
+    let after_head = &upbuf.filled()[head.len..];
+    // The body bytes that came with the head leave with it (all of them into a tunnel).
+    let first = if tunnel {
+        Ok(after_head.len())
+    } else {
+        body.advance(after_head)
     };
-
-    if tunnel {
-        out.extend_from_slice(upbuf.filled());
-        upbuf.consume(upbuf.len());
-        let early = inbuf.filled().to_vec();
-        inbuf.consume(early.len());
-        if write_all(client, out).await.is_err() || (!early.is_empty() && write_all(conn, &early).await.is_err()) {
-            outcome.error = Some("client_error");
-            outcome.keep_client = false;
-            return Ok((outcome, false));
-        }
-        outcome.bytes_out = out.len() as u64;
-        inbuf.release(ctx);
-        upbuf.release(ctx);
-        // Boxed: tunnels are rare, and the relay's state would otherwise enlarge every request.
-        let done = Box::pin(relay(
-            ctx,
-            client,
-            conn,
-            Duration::from_secs(3600),
-            crate::http::iobuf::HTTP_BUFFER_SIZE,
-        ))
+    let Ok(first) = first else {
+        ctx.http.response_fields.set(fields);
+        return Err(HttpError::UpstreamBadBody);
+    };
+    let header = ResponseHeader {
+        head: &head,
+        buf: upbuf.filled(),
+        fields: &fields,
+        edits: req.response_ops,
+        upgrade: tunnel,
+    };
+    rctx.status = head.status;
+    let sent = down
+        .send_response_head(&header, &after_head[..first], settings.read_timeout)
         .await;
-        outcome.bytes_out += done.bytes_down;
-        outcome.keep_client = false;
-        return Ok((outcome, false));
+    ctx.http.response_fields.set(fields);
+    upbuf.consume(head.len + first);
+    if let Err(e) = sent {
+        rctx.fail(e);
+        return Ok(Responded::Complete { reusable: false });
     }
-
-    let body = stream_body(ctx, conn, client, upbuf, out, head.framing, settings.read_timeout).await;
-    match body {
-        Ok(sent) => {
-            outcome.bytes_out = sent;
-            let reusable = head.keep_alive && head.framing != Framing::UntilClose && upbuf.is_empty();
-            Ok((outcome, reusable))
-        }
-        Err((sent, why)) => {
-            outcome.bytes_out = sent;
-            outcome.error = Some(why);
-            outcome.keep_client = false;
-            Ok((outcome, false))
+    if tunnel {
+        return Ok(Responded::Tunnel);
+    }
+    match stream_body(ctx, conn, down, upbuf, &mut body, settings.read_timeout).await {
+        Ok(()) => Ok(Responded::Complete {
+            reusable: head.keep_alive && head.framing != Framing::UntilClose && upbuf.is_empty(),
+        }),
+        Err(e) => {
+            rctx.fail(e);
+            Ok(Responded::Complete { reusable: false })
         }
     }
 }
 
-/// Sends `out` (the response head) followed by the body as framed, reading more from the
-/// upstream as needed. Small bodies already read go out in the same write as the head.
-async fn stream_body(
-    ctx: &WorkerContext,
-    conn: &mut TcpStream,
-    client: &mut TcpStream,
-    upbuf: &mut IoBuf,
-    out: &mut Vec<u8>,
+/// Where a response body ends.
+struct BodyFraming {
     framing: Framing,
-    read_timeout: Duration,
-) -> Result<u64, (u64, &'static str)> {
-    let mut sent = 0u64;
-    let mut decoder = ChunkedDecoder::new();
-    let mut left = match framing {
-        Framing::Length(n) => n,
-        _ => u64::MAX,
-    };
-    let mut done = framing == Framing::None;
-    // First piece: whatever body bytes came with the head.
-    let mut first = true;
-    loop {
-        let available = upbuf.len();
-        let take = match framing {
-            Framing::None => 0,
-            Framing::Length(_) => (available as u64).min(left) as usize,
-            Framing::Chunked => {
-                let (used, progress) = decoder
-                    .advance(upbuf.filled())
-                    .map_err(|_| (sent, "upstream_bad_body"))?;
-                done = progress == ChunkedProgress::Done;
-                used
-            }
-            Framing::UntilClose => available,
-        };
-        if let Framing::Length(_) = framing {
-            left -= take as u64;
-            done = left == 0;
+    decoder: ChunkedDecoder,
+    /// Bytes still due of a `Length` body.
+    left: u64,
+    done: bool,
+}
+
+impl BodyFraming {
+    fn new(framing: Framing) -> Self {
+        BodyFraming {
+            framing,
+            decoder: ChunkedDecoder::new(),
+            left: match framing {
+                Framing::Length(n) => n,
+                _ => 0,
+            },
+            done: matches!(framing, Framing::None | Framing::Length(0)),
         }
-        if first {
-            // The head and the body bytes read with it leave in one system call: small bodies are
-            // copied behind the head, larger ones go as a second slice of one vectored write.
-            let body = &upbuf.filled()[..take];
-            let written = if body.len() <= 2048 {
-                out.extend_from_slice(body);
-                write_all(client, out).await
-            } else {
-                write_all_vectored_within(client, out, body, read_timeout).await
-            };
-            written.map_err(|_| (sent, "client_error"))?;
-            sent += (out.len() + if body.len() <= 2048 { 0 } else { body.len() }) as u64;
-            first = false;
-        } else if take > 0 {
-            write_all(client, &upbuf.filled()[..take])
-                .await
-                .map_err(|_| (sent, "client_error"))?;
-            sent += take as u64;
+    }
+
+    /// How many of `available` bytes belong to the body; notes when it is complete.
+    fn advance(&mut self, available: &[u8]) -> Result<usize, ()> {
+        match self.framing {
+            Framing::None => Ok(0),
+            Framing::Length(_) => {
+                let take = (available.len() as u64).min(self.left);
+                self.left -= take;
+                self.done = self.left == 0;
+                Ok(take as usize)
+            }
+            Framing::Chunked => {
+                let (used, progress) = self.decoder.advance(available).map_err(|_| ())?;
+                self.done = progress == ChunkedProgress::Done;
+                Ok(used)
+            }
+            Framing::UntilClose => Ok(available.len()),
+        }
+    }
+}
+
+/// Sends the rest of the body as framed, reading more from the upstream as needed.
+async fn stream_body<D: Downstream>(
+    ctx: &WorkerContext,
+    conn: &mut Stream,
+    down: &mut D,
+    upbuf: &mut IoBuf,
+    body: &mut BodyFraming,
+    read_timeout: std::time::Duration,
+) -> Result<(), HttpError> {
+    while !body.done {
+        let read = tokio::time::timeout(read_timeout, upbuf.read_from(&ctx.http, conn, HTTP_BUFFER_SIZE));
+        match read.await {
+            Ok(Ok(0)) if body.framing == Framing::UntilClose => return Ok(()),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
+            Ok(Ok(_)) => {}
+            Err(_) => return Err(HttpError::UpstreamReadTimeout),
+        }
+        let take = body.advance(upbuf.filled()).map_err(|_| HttpError::UpstreamBadBody)?;
+        if take > 0 {
+            down.send_body(&upbuf.filled()[..take]).await?;
         }
         upbuf.consume(take);
-        if done {
-            return Ok(sent);
-        }
-        let read = tokio::time::timeout(
-            read_timeout,
-            upbuf.read_from(ctx, conn, crate::http::iobuf::HTTP_BUFFER_SIZE),
-        )
-        .await;
-        match read {
-            Ok(Ok(0)) if framing == Framing::UntilClose => return Ok(sent),
-            Ok(Ok(0)) | Ok(Err(_)) => return Err((sent, "upstream_closed_early")),
-            Ok(Ok(_)) => {}
-            Err(_) => return Err((sent, "upstream_read_timeout")),
-        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn body_framing_finds_the_end() {
+        let mut length = BodyFraming::new(Framing::Length(5));
+        assert_eq!(length.advance(b"abc"), Ok(3));
+        assert!(!length.done);
+        assert_eq!(length.advance(b"defgh"), Ok(2));
+        assert!(length.done);
+
+        let mut chunked = BodyFraming::new(Framing::Chunked);
+        assert_eq!(chunked.advance(b"3\r\nabc\r\n"), Ok(8));
+        assert!(!chunked.done);
+        assert_eq!(chunked.advance(b"0\r\n\r\nNEXT"), Ok(5));
+        assert!(chunked.done);
+        assert!(BodyFraming::new(Framing::Chunked).advance(b"zz\r\n").is_err());
+
+        assert!(BodyFraming::new(Framing::None).done);
+        assert!(BodyFraming::new(Framing::Length(0)).done);
+        let mut until_close = BodyFraming::new(Framing::UntilClose);
+        assert_eq!(until_close.advance(b"anything"), Ok(8));
+        assert!(!until_close.done);
     }
 }

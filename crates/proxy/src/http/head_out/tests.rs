@@ -9,7 +9,7 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
     let mut out = Vec::new();
     write_request_head(
         &mut out,
-        &RequestOut {
+        &RequestHeader {
             buf: raw,
             fields: &fields,
             method: slice(head.method),
@@ -17,10 +17,12 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
             framing: head.framing,
             upgrade: head.upgrade,
             host: head.host.map(slice),
+            replace_host: false,
             default_host: "app",
             client_ip: "192.0.2.7",
+            scheme: "http",
             forwarded,
-            ops,
+            edits: ops,
         },
     );
     String::from_utf8(out).unwrap()

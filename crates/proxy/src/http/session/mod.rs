@@ -1,117 +1,61 @@
-//! One HTTP client connection: wait for a request without holding a buffer, read its head,
-//! route it, answer it (locally or by proxying), log it, and go on while keep-alive lasts.
-//! Pipelined requests wait in the read buffer and are answered in order.
+//! One HTTP/1 client connection past the connection stage: wait for a request without holding a
+//! buffer, read its head, route it with the snapshot current at that moment, answer it (locally
+//! or by proxying), log it, and go on while keep-alive lasts. Pipelined requests wait in the read
+//! buffer and are answered in order. An idle connection leaves its task for the parking lot.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::rc::Rc;
 use std::task::Poll;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead, Version};
-use tokio::net::TcpStream;
+use rampart_model::{HttpListener, ListenerProtocol};
+use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
 
 use super::access_log::{captured, write_line, AccessRecord};
-use super::exchange::{self, Outcome};
+use super::context::RequestContext;
+use super::downstream::{Downstream, H1Downstream};
+use super::error::HttpError;
+use super::exchange::answer_error;
 use super::iobuf::IoBuf;
-use super::park::Parked;
-use crate::relay::write_all;
-use crate::worker::{bump, drop_by, OpenSlot, WorkerContext};
-use rampart_model::route::{Route, RouteAction};
-use rampart_model::{HttpListener, ListenerProtocol, Snapshot};
+use crate::conn::{Conn, ConnSlot};
+use crate::stream::Stream;
+use crate::worker::{bump, SharedSnapshot, WorkerContext};
 
 mod request;
 
-/// Serves one accepted client connection of HTTP listener `listener` (an index into
-/// `snapshot.listeners`).
-pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, listener: usize, client: TcpStream, peer: SocketAddr) {
-    bump(&ctx.counters.accepted, 1);
-    let Some(slot) = OpenSlot::take(
-        &snapshot.listeners[listener].open_connections,
-        snapshot.listeners[listener].max_connections,
-    ) else {
-        bump(&ctx.counters.rejected_over_limit, 1);
+/// Serves a connection until it closes or parks.
+pub async fn serve(ctx: &WorkerContext, conn: Conn) {
+    let Some(mut connection) = Connection::new(ctx, conn) else {
         return;
     };
-    // From here the connection's place in the limit and in the `open` gauge is released by
-    // whoever ends it: this task, or the parking lot (see [`close_parked`]).
-    slot.keep();
-    bump(&ctx.counters.open, 1);
-    // TCP_NODELAY comes from the listening socket (accepted sockets inherit it on Linux).
-    live(ctx, snapshot, listener, client, peer).await;
-}
-
-/// Serves a connection the parking lot woke up (its client sent something or closed).
-pub async fn resume(ctx: &WorkerContext, parked: Parked) {
-    let peer = parked.stream.peer_addr();
-    match (peer, TcpStream::from_std(parked.stream)) {
-        (Ok(peer), Ok(client)) => live(ctx, parked.snapshot, parked.listener as usize, client, peer).await,
-        _ => release(ctx, &parked.snapshot, parked.listener as usize),
-    }
-}
-
-/// Closes a parked connection (its keep-alive time is over, or the worker drains).
-pub fn close_parked(ctx: &WorkerContext, parked: Parked) {
-    release(ctx, &parked.snapshot, parked.listener as usize);
-}
-
-/// Gives back a connection's place in its listener's limit and in the `open` gauge.
-fn release(ctx: &WorkerContext, snapshot: &Snapshot, listener: usize) {
-    if let Some(l) = snapshot.listeners.get(listener) {
-        drop(OpenSlot::adopt(&l.open_connections));
-    }
-    drop_by(&ctx.counters.open, 1);
-}
-
-/// Runs a connection until it closes, or parks it once it goes idle.
-async fn live(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, mut client: TcpStream, peer: SocketAddr) {
-    let listener = &snapshot.listeners[index];
-    let ListenerProtocol::Http(http) = &listener.protocol else {
-        release(ctx, &snapshot, index);
-        return;
-    };
-    let keepalive = http.keepalive_timeout;
-    let mut conn = Connection {
-        ctx,
-        snapshot: &snapshot,
-        listener_name: &listener.name,
-        http,
-        peer,
-        client_ip: peer.ip().to_string(),
-        inbuf: IoBuf::default(),
-        fields: Vec::new(),
-        out: Vec::new(),
-        head_out: Vec::new(),
-        log_scratch: Vec::new(),
-    };
-    let end = conn.run(&mut client).await;
-    conn.release_idle();
-    drop(conn);
+    let end = connection.run().await;
+    connection.release_idle();
+    let keepalive = connection.http().keepalive_timeout;
     // A keep-alive time no longer than the linger is over by now.
     if end == Next::Idle && keepalive > LINGER {
-        log::debug!("listener {}: parking idle connection from {peer}", listener.name);
-        if let Ok(stream) = client.into_std() {
-            let parked = ctx
-                .parking
-                .entry(stream, snapshot, index as u32, keepalive.saturating_sub(LINGER));
-            if let Err(refused) = ctx.parking.park(parked) {
-                close_parked(ctx, refused);
-            }
-            return;
+        log::debug!("parking idle connection from {}", connection.client);
+        let conn = connection.into_conn();
+        if let Some(parked) = ctx.http.parking.entry(conn, keepalive.saturating_sub(LINGER)) {
+            // A refused entry is dropped: the connection closes.
+            let _ = ctx.http.parking.park(parked);
         }
     }
-    release(ctx, &snapshot, index);
 }
 
 struct Connection<'a> {
     ctx: &'a WorkerContext,
-    snapshot: &'a Snapshot,
-    listener_name: &'a str,
-    http: &'a HttpListener,
-    peer: SocketAddr,
+    stream: Stream,
+    client: SocketAddr,
+    client_from_header: bool,
+    slot: ConnSlot,
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
+    /// The snapshot the current (or last) request is routed with, and this connection's listener
+    /// in it.
+    snapshot: Rc<SharedSnapshot>,
+    listener: usize,
     inbuf: IoBuf,
     fields: Vec<Field>,
     out: Vec<u8>,
@@ -137,42 +81,105 @@ enum HeadRead {
     Head(RequestHead),
     /// The client closed (or reset) between requests.
     Closed,
-    /// Bytes came but not a whole head in time.
-    Timeout,
-    Invalid(H1Error),
+    Failed(HttpError),
 }
 
 impl<'a> Connection<'a> {
+    /// The connection's state, or `None` when its listener is no longer an HTTP listener.
+    fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
+        let snapshot = ctx.snapshot();
+        let listener = conn.slot.listener().index_in(&snapshot)?;
+        if !matches!(snapshot.listeners[listener].protocol, ListenerProtocol::Http(_)) {
+            return None;
+        }
+        let mut inbuf = IoBuf::default();
+        inbuf.extend_from(&ctx.http, &conn.early);
+        Some(Connection {
+            ctx,
+            stream: conn.stream,
+            client: conn.client,
+            client_from_header: conn.client_from_header,
+            slot: conn.slot,
+            client_ip: conn.client.ip().to_string(),
+            snapshot,
+            listener,
+            inbuf,
+            fields: Vec::new(),
+            out: Vec::new(),
+            head_out: Vec::new(),
+            log_scratch: Vec::new(),
+        })
+    }
+
+    /// The connection again, for the parking lot.
+    fn into_conn(self) -> Conn {
+        Conn {
+            stream: self.stream,
+            client: self.client,
+            client_from_header: self.client_from_header,
+            early: Vec::new(),
+            slot: self.slot,
+        }
+    }
+
+    /// The HTTP settings of this connection's listener in the current snapshot.
+    fn http(&self) -> &HttpListener {
+        match &self.snapshot.listeners[self.listener].protocol {
+            ListenerProtocol::Http(http) => http,
+            // `new` and `follow_reload` only keep snapshots where the listener speaks HTTP.
+            ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
+        }
+    }
+
+    /// Takes the snapshot current now for the next request. When a reload removed this
+    /// connection's listener (or made it a TCP listener), the previous snapshot stays and `false`
+    /// says the connection must close after this request.
+    fn follow_reload(&mut self) -> bool {
+        let current = self.ctx.snapshot();
+        if Rc::ptr_eq(&current, &self.snapshot) {
+            return true;
+        }
+        match self.slot.listener().index_in(&current) {
+            Some(i) if matches!(current.listeners[i].protocol, ListenerProtocol::Http(_)) => {
+                self.snapshot = current;
+                self.listener = i;
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Serves requests until the connection must close ([`Next::Close`]) or has been idle long
     /// enough to be parked ([`Next::Idle`]). Without a parking lot it waits here instead.
-    async fn run(&mut self, client: &mut TcpStream) -> Next {
+    async fn run(&mut self) -> Next {
         let mut first = true;
         loop {
             if self.inbuf.is_empty() {
                 // Idle: hand every buffer back and wait with the smallest possible task.
                 self.release_idle();
+                let parking = &self.ctx.http.parking;
                 let wait = if first {
-                    self.http.client_header_timeout
-                } else if self.ctx.parking.is_closed() {
+                    self.http().client_header_timeout
+                } else if parking.is_closed() {
                     // The worker drains: an idle connection closes.
                     return Next::Close;
-                } else if self.ctx.parking.available() {
+                } else if parking.available() {
                     return Next::Idle;
                 } else {
-                    self.http
+                    self.http()
                         .keepalive_timeout
                         .saturating_sub(LINGER)
                         .max(Duration::from_millis(1))
                 };
-                match tokio::time::timeout(wait, client.readable()).await {
+                match tokio::time::timeout(wait, self.stream.readable()).await {
                     Ok(Ok(())) => {}
                     _ => return Next::Close,
                 }
                 // `readable` may wake without data; only bytes make the connection active. One
                 // poll of a read: data or EOF now, or back to waiting (holding nothing).
-                let max = self.http.limits.max_head + 1;
-                let (ctx, inbuf) = (self.ctx, &mut self.inbuf);
-                match std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, ctx, client, max))).await {
+                let max = self.http().limits.max_head + 1;
+                let (state, inbuf, stream) = (&self.ctx.http, &mut self.inbuf, &mut self.stream);
+                match std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, state, stream, max))).await {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Next::Close,
                     Poll::Ready(Ok(_)) => {}
                     Poll::Pending => continue,
@@ -181,7 +188,7 @@ impl<'a> Connection<'a> {
             // Requests are handled in a boxed future that exists only while they keep coming
             // (one allocation per burst, not per request), so an idle connection's task holds
             // none of the request-handling state.
-            match self.boxed_active(client).await {
+            match self.boxed_active().await {
                 Next::Idle => first = false,
                 Next::Close => return Next::Close,
             }
@@ -190,44 +197,36 @@ impl<'a> Connection<'a> {
 
     /// [`Connection::active`], boxed in a plain function: built inside `run`, the future would
     /// also take room in `run`'s own state, which every idle connection carries.
-    fn boxed_active<'c>(&'c mut self, client: &'c mut TcpStream) -> Pin<Box<dyn Future<Output = Next> + 'c>> {
-        Box::pin(self.active(client))
+    fn boxed_active(&mut self) -> Pin<Box<dyn Future<Output = Next> + '_>> {
+        Box::pin(self.active())
     }
 
     /// Handles requests until the client pauses for [`LINGER`] or the connection must close.
-    async fn active(&mut self, client: &mut TcpStream) -> Next {
+    async fn active(&mut self) -> Next {
         loop {
-            let measure = self.wants_access_log();
-            let started = measure.then(|| (Instant::now(), SystemTime::now()));
-            let head = match self.read_head(client).await {
+            let mut rctx = RequestContext::new(self.http().access_log.is_some());
+            let head = match self.read_head().await {
                 HeadRead::Head(h) => h,
                 HeadRead::Closed => return Next::Close,
-                HeadRead::Timeout => {
-                    self.ensure_out();
-                    self.answer_error(client, 408, "client_header_timeout", started).await;
-                    return Next::Close;
-                }
-                HeadRead::Invalid(e) => {
-                    log::debug!("listener {}: bad request from {}: {e}", self.listener_name, self.peer);
-                    self.ensure_out();
-                    self.answer_error(client, e.status(), error_name(e), started).await;
+                HeadRead::Failed(error) => {
+                    log::debug!("bad request from {}: {error}", self.client);
+                    self.answer_bad_request(&mut rctx, error).await;
                     return Next::Close;
                 }
             };
             bump(&self.ctx.counters.http_requests, 1);
             self.ensure_out();
-            let (outcome, route) = self.handle(client, &head).await;
-            if let Some(started) = started {
-                self.write_access(Some(&head), &outcome, route, started);
-            }
-            if !outcome.keep_client {
+            let follows = self.follow_reload();
+            self.handle(&head, &mut rctx, follows).await;
+            self.write_access(Some(&head), &rctx);
+            if !rctx.keep_client {
                 return Next::Close;
             }
             if self.inbuf.is_empty() {
                 // Between requests the buffers go back to the pools (no allocation either way).
                 self.release_buffers();
-                let linger = LINGER.min(self.http.keepalive_timeout);
-                match tokio::time::timeout(linger, client.readable()).await {
+                let linger = LINGER.min(self.http().keepalive_timeout);
+                match tokio::time::timeout(linger, self.stream.readable()).await {
                     Ok(Ok(())) => {}
                     Ok(Err(_)) => return Next::Close,
                     Err(_) => return Next::Idle,
@@ -239,57 +238,57 @@ impl<'a> Connection<'a> {
     /// Takes output buffers from the pool once a request needs them.
     fn ensure_out(&mut self) {
         if self.out.capacity() == 0 {
-            self.out = self.ctx.take_out_buffer();
-            self.head_out = self.ctx.take_out_buffer();
+            self.out = self.ctx.http.take_write_buffer();
+            self.head_out = self.ctx.http.take_write_buffer();
         }
     }
 
     /// Gives the read and write buffers back to the worker's pools.
     fn release_buffers(&mut self) {
-        self.inbuf.release_if_empty(self.ctx);
+        self.inbuf.release_if_empty(&self.ctx.http);
         if self.out.capacity() > 0 {
-            self.ctx.give_out_buffer(std::mem::take(&mut self.out));
-            self.ctx.give_out_buffer(std::mem::take(&mut self.head_out));
+            self.ctx.http.give_write_buffer(std::mem::take(&mut self.out));
+            self.ctx.http.give_write_buffer(std::mem::take(&mut self.head_out));
         }
     }
 
     /// Gives everything back before waiting as an idle connection.
     fn release_idle(&mut self) {
-        self.inbuf.release(self.ctx);
+        self.inbuf.release(&self.ctx.http);
         self.release_buffers();
         self.fields = Vec::new();
         self.log_scratch = Vec::new();
     }
 
-    async fn read_head(&mut self, client: &mut TcpStream) -> HeadRead {
-        let limits = self.http.limits;
+    async fn read_head(&mut self) -> HeadRead {
+        let limits = self.http().limits;
+        let header_timeout = self.http().client_header_timeout;
         let max = limits.max_head + 1;
         let mut deadline = None;
         loop {
             match parse_request(self.inbuf.filled(), &limits, &mut self.fields) {
                 Ok(Some(head)) => return HeadRead::Head(head),
                 Ok(None) => {}
-                Err(e) => return HeadRead::Invalid(e),
+                Err(e) => return HeadRead::Failed(HttpError::BadRequest(e)),
             }
             // The first read takes what is already there without arming a timer; only a head
             // that needs to wait for bytes gets the header deadline.
-            let (ctx, inbuf) = (self.ctx, &mut self.inbuf);
+            let (state, inbuf, stream) = (&self.ctx.http, &mut self.inbuf, &mut self.stream);
             let now = match deadline {
-                None => std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, ctx, client, max))).await,
+                None => std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, state, stream, max))).await,
                 Some(_) => Poll::Pending,
             };
             let read = match now {
                 Poll::Ready(r) => {
-                    deadline = Some(tokio::time::Instant::now() + self.http.client_header_timeout);
+                    deadline = Some(tokio::time::Instant::now() + header_timeout);
                     r
                 }
                 Poll::Pending => {
-                    let at =
-                        *deadline.get_or_insert_with(|| tokio::time::Instant::now() + self.http.client_header_timeout);
-                    match tokio::time::timeout_at(at, self.inbuf.read_from(self.ctx, client, max)).await {
+                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + header_timeout);
+                    match tokio::time::timeout_at(at, inbuf.read_from(state, stream, max)).await {
                         Ok(r) => r,
-                        Err(_) if self.inbuf.is_empty() => return HeadRead::Closed,
-                        Err(_) => return HeadRead::Timeout,
+                        Err(_) if inbuf.is_empty() => return HeadRead::Closed,
+                        Err(_) => return HeadRead::Failed(HttpError::ClientHeaderTimeout),
                     }
                 }
             };
@@ -297,90 +296,88 @@ impl<'a> Connection<'a> {
                 Ok(0) => return HeadRead::Closed,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
-                    return HeadRead::Invalid(H1Error::HeadTooLarge)
+                    return HeadRead::Failed(HttpError::BadRequest(H1Error::HeadTooLarge))
                 }
                 Err(_) => return HeadRead::Closed,
             }
         }
     }
 
-    async fn answer_error(
-        &mut self,
-        client: &mut TcpStream,
-        status: u16,
-        why: &'static str,
-        started: Option<(Instant, SystemTime)>,
-    ) {
-        self.out.clear();
-        super::local::write_error(&mut self.out, status, true, false);
-        let ok = write_all(client, &self.out).await.is_ok();
-        if let Some(started) = started {
-            self.log_scratch.clear();
-            let outcome = Outcome {
-                status,
-                keep_client: false,
-                target: None,
-                upstream_time: None,
-                bytes_out: if ok { self.out.len() as u64 } else { 0 },
-                error: Some(why),
-            };
-            self.write_access(None, &outcome, None, started);
-        }
-        // Let the client read the answer rather than meet a reset from unread bytes.
-        let _ = socket2::SockRef::from(&*client).shutdown(std::net::Shutdown::Write);
-        exchange::drain_briefly(client).await;
+    /// A downstream side for one request on this connection.
+    fn downstream(&mut self, keep_alive: bool, http10: bool, head_only: bool) -> H1Downstream<'_> {
+        let body_timeout = self.http().client_header_timeout;
+        H1Downstream::new(
+            &mut self.stream,
+            &mut self.inbuf,
+            &mut self.out,
+            &self.ctx.http,
+            body_timeout,
+            keep_alive,
+            http10,
+            head_only,
+        )
     }
 
-    fn wants_access_log(&self) -> bool {
-        self.http.access_log.is_some()
+    /// Answers a request whose head could not be read, then lets the client read the answer
+    /// before the connection closes (rather than meet a reset from unread bytes).
+    async fn answer_bad_request(&mut self, rctx: &mut RequestContext, error: HttpError) {
+        self.ensure_out();
+        self.log_scratch.clear();
+        let mut down = self.downstream(false, false, false);
+        answer_error(&mut down, rctx, error).await;
+        rctx.bytes_out = down.bytes_sent();
+        self.write_access(None, rctx);
+        self.stream.shutdown_write();
+        drain_briefly(&mut self.stream).await;
     }
 
-    fn write_access(
-        &self,
-        head: Option<&RequestHead>,
-        outcome: &Outcome,
-        route: Option<&Route>,
-        (started, wall): (Instant, SystemTime),
-    ) {
-        let Some((path, format)) = &self.http.access_log else {
+    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext) {
+        let (Some((path, format)), Some((started, wall))) = (&self.http().access_log, rctx.started) else {
             return;
         };
         let parts = captured(&self.log_scratch);
-        let upstream_target = match (route.map(|r| &r.action), outcome.target) {
-            (Some(RouteAction::Proxy { upstream }), Some(t)) => self.snapshot.upstreams[*upstream]
-                .targets
-                .get(t)
-                .map(|t| t.name.as_str()),
-            _ => None,
-        };
+        let route = rctx.route.and_then(|r| self.http().routes.get(r));
+        let upstream_target = rctx
+            .upstream
+            .zip(rctx.target)
+            .and_then(|(u, t)| self.snapshot.upstreams[u].targets.get(t))
+            .map(|t| t.name.as_str());
         let record = AccessRecord {
             time: wall,
-            client: self.peer,
+            client: self.client,
             method: parts[0],
             target: parts[1],
             version: match head.map(|h| h.version) {
-                Some(Version::Http10) => "HTTP/1.0",
+                Some(rampart_proto::h1::Version::Http10) => "HTTP/1.0",
                 _ => "HTTP/1.1",
             },
             host: parts[2],
             referer: parts[3],
             user_agent: parts[4],
-            status: outcome.status,
-            bytes: outcome.bytes_out,
+            status: rctx.status,
+            bytes: rctx.bytes_out,
             route: route.map_or("", |r| r.name.as_str()),
             upstream_target,
-            upstream_time: outcome.upstream_time,
+            upstream_time: rctx.upstream_time,
             total_time: started.elapsed(),
-            error: outcome.error,
+            error: rctx.error.map(HttpError::reason),
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }
 }
 
-fn error_name(e: H1Error) -> &'static str {
-    match e.status() {
-        414 => "request_line_too_long",
-        431 => "header_too_large",
-        _ => "bad_request",
-    }
+/// Reads whatever the client sent and discards it (used before closing after an error, so the
+/// client sees our answer rather than a reset).
+async fn drain_briefly(client: &mut Stream) {
+    use tokio::io::AsyncReadExt;
+    // Small on purpose: this buffer lives in the request's future.
+    let mut sink = [0u8; 256];
+    let _ = tokio::time::timeout(Duration::from_millis(50), async {
+        while let Ok(n) = client.read(&mut sink).await {
+            if n == 0 {
+                break;
+            }
+        }
+    })
+    .await;
 }

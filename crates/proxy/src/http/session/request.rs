@@ -1,59 +1,76 @@
-//! Answering one request: route it, then answer locally (respond, redirect, 404) or proxy it.
+//! Answering one request, phase by phase: route it; answer it locally (respond, redirect, 404) or
+//! check its body against the route's limit, write the upstream request head, and exchange it with
+//! an upstream; run the tunnel a 101 opens. The access log is written by the caller from the
+//! request context.
 
+use std::borrow::Cow;
+
+use rampart_model::route::{RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
-use tokio::net::TcpStream;
 
 use super::Connection;
 use crate::http::access_log::capture_for_log;
-use crate::http::exchange::{self, Outcome, ProxyRequest};
-use crate::http::head_out::{write_request_head, RequestOut};
-use crate::http::local::write_response;
-use crate::http::target::{rewrite_target, split_target, strip_port};
-use crate::relay::write_all;
-use rampart_model::route::{RequestView, Route, RouteAction, RouteFilters};
+use crate::http::context::RequestContext;
+use crate::http::downstream::{Downstream, LocalAnswer};
+use crate::http::error::HttpError;
+use crate::http::exchange::{self, answer_error, ProxyRequest};
+use crate::http::head_out::{write_request_head, RequestHeader};
+use crate::http::target::{request_target, rewrite_target};
+use crate::relay::relay;
 
-impl<'a> Connection<'a> {
-    /// Routes and answers one request; returns the outcome and the route taken.
-    pub(super) async fn handle(&mut self, client: &mut TcpStream, head: &RequestHead) -> (Outcome, Option<&'a Route>) {
-        if self.wants_access_log() {
+impl Connection<'_> {
+    /// Routes and answers one request, recording what happened in `rctx`. `follows` is false when
+    /// a reload removed this connection's listener: the request is answered under the previous
+    /// config and the connection closes after it.
+    pub(super) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, follows: bool) {
+        if rctx.started.is_some() {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
+        let snapshot = self.snapshot.clone();
+        let http = match &snapshot.listeners[self.listener].protocol {
+            rampart_model::ListenerProtocol::Http(http) => http,
+            rampart_model::ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
+        };
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
-        let target = slice(head.target);
-        let (path, query) = split_target(target);
-        let host = head.host.map(|h| strip_port(slice(h))).unwrap_or(b"");
+        let target = request_target(slice(head.target), head.host.map(slice));
         let view = RequestView {
             method,
-            host,
-            path,
-            query,
+            host: target.host,
+            path: target.path,
+            query: target.query,
             buf,
             fields: &self.fields,
         };
-        let routes: &'a [Route] = &self.http.routes;
-        let route = routes.iter().find(|r| r.matcher.matches(&view));
+        let route = http.routes.iter().position(|r| r.matcher.matches(&view));
+        rctx.route = route;
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
-        let keep = head.keep_alive && head.framing == Framing::None;
-        let Some(route) = route else {
+        let keep = follows && head.keep_alive;
+        let http10 = head.version == Version::Http10;
+        let keep_after_local = keep && head.framing == Framing::None;
+        let Some(route) = route.map(|r| &http.routes[r]) else {
             self.inbuf.consume(head.len);
-            return (
-                self.answer_local(client, 404, &[], b"404 Not Found\n", keep, head_only)
-                    .await,
-                None,
-            );
+            let answer = LocalAnswer {
+                status: 404,
+                headers: &[],
+                body: b"404 Not Found\n",
+                close: !keep_after_local,
+            };
+            return self.answer_local(rctx, &answer, http10, head_only).await;
         };
-        let taken = Some(route);
         match &route.action {
             RouteAction::Respond { status, headers, body } => {
                 let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
                 self.inbuf.consume(head.len);
-                let o = self
-                    .answer_local(client, *status, &headers, body, keep, head_only)
-                    .await;
-                (o, taken)
+                let answer = LocalAnswer {
+                    status: *status,
+                    headers: &headers,
+                    body,
+                    close: !keep_after_local,
+                };
+                self.answer_local(rctx, &answer, http10, head_only).await
             }
             RouteAction::Redirect {
                 status,
@@ -62,126 +79,176 @@ impl<'a> Connection<'a> {
             } => {
                 let mut to = location.clone();
                 if *keep_path {
-                    to.push_str(&String::from_utf8_lossy(target));
+                    to.push_str(&String::from_utf8_lossy(&target.origin_form));
                 }
                 self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
-                let o = self
-                    .answer_local(client, *status, &[("location", &to)], body.as_bytes(), keep, head_only)
-                    .await;
-                (o, taken)
+                let answer = LocalAnswer {
+                    status: *status,
+                    headers: &[("location", &to)],
+                    body: body.as_bytes(),
+                    close: !keep_after_local,
+                };
+                self.answer_local(rctx, &answer, http10, head_only).await
             }
-            RouteAction::Proxy { upstream } => (self.proxy(client, head, route, *upstream, head_only).await, taken),
+            RouteAction::Proxy { upstream } => {
+                rctx.upstream = Some(*upstream);
+                self.proxy(head, &route.filters, *upstream, rctx, keep, head_only).await
+            }
+        }
+    }
+
+    async fn answer_local(
+        &mut self,
+        rctx: &mut RequestContext,
+        answer: &LocalAnswer<'_>,
+        http10: bool,
+        head_only: bool,
+    ) {
+        let mut down = self.downstream(!answer.close, http10, head_only);
+        let sent = down.send_local(answer).await;
+        rctx.status = answer.status;
+        rctx.bytes_out = down.bytes_sent();
+        rctx.keep_client = down.keeps_alive();
+        if let Err(e) = sent {
+            rctx.fail(e);
         }
     }
 
     async fn proxy(
         &mut self,
-        client: &mut TcpStream,
         head: &RequestHead,
-        route: &Route,
+        filters: &RouteFilters,
         upstream: usize,
+        rctx: &mut RequestContext,
+        keep: bool,
         head_only: bool,
-    ) -> Outcome {
-        let filters: &RouteFilters = &route.filters;
-        if let (Framing::Length(n), Some(max)) = (head.framing, filters.max_body_size) {
-            if n > max {
-                self.inbuf.consume(head.len);
-                return exchange::local(client, &mut self.out, 413, "body_too_large", head_only).await;
-            }
+    ) {
+        let http10 = head.version == Version::Http10;
+        if let Some(error) = self.early_body_error(head, filters) {
+            self.inbuf.consume(head.len);
+            let mut down = self.downstream(false, http10, head_only);
+            answer_error(&mut down, rctx, error).await;
+            rctx.bytes_out = down.bytes_sent();
+            return;
         }
-        if head.framing == Framing::Chunked {
-            // Check the body bytes that came with the head before anything goes upstream, so a
-            // malformed or oversized chunked body sent in one piece never reaches a backend.
-            let mut decoder = ChunkedDecoder::new();
-            let early = decoder.advance(&self.inbuf.filled()[head.len..]);
-            let too_large = filters.max_body_size.is_some_and(|max| decoder.declared_size() > max);
-            if early.is_err() || too_large {
-                self.inbuf.consume(head.len);
-                let (status, why) = if too_large {
-                    (413, "body_too_large")
-                } else {
-                    (400, "bad_request_body")
-                };
-                return exchange::local(client, &mut self.out, status, why, head_only).await;
-            }
-        }
+        let snapshot = self.snapshot.clone();
+        let http = match &snapshot.listeners[self.listener].protocol {
+            rampart_model::ListenerProtocol::Http(http) => http,
+            rampart_model::ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
+        };
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
-        let target = slice(head.target);
-        let rewritten = rewrite_target(target, filters);
+        let target = request_target(slice(head.target), head.host.map(slice));
+        let rewritten = rewrite_target(&target.origin_form, filters);
+        // An absolute-form request names its host in the target, which wins over `Host`.
+        let host = if target.from_authority {
+            Some(Cow::Borrowed(target.authority))
+        } else {
+            head.host.map(|h| Cow::Borrowed(slice(h)))
+        };
         self.head_out.clear();
         write_request_head(
             &mut self.head_out,
-            &RequestOut {
+            &RequestHeader {
                 buf,
                 fields: &self.fields,
                 method,
                 target: &rewritten,
                 framing: head.framing,
                 upgrade: head.upgrade,
-                host: head.host.map(slice),
-                default_host: &self.snapshot.upstreams[upstream].name,
+                host: host.as_deref(),
+                replace_host: target.from_authority,
+                default_host: &snapshot.upstreams[upstream].name,
                 client_ip: &self.client_ip,
-                forwarded: self.http.forwarded,
-                ops: &filters.request_headers,
+                scheme: self.stream.scheme(),
+                forwarded: http.forwarded,
+                edits: &filters.request_headers,
             },
         );
-        let idempotent = matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE");
+        let up = &snapshot.upstreams[upstream];
         let req = ProxyRequest {
-            snapshot: self.snapshot,
-            listener_name: self.listener_name,
+            snapshot: &snapshot,
+            listener_name: &snapshot.listeners[self.listener].name,
             upstream,
-            client_ip: self.peer.ip(),
-            hash_key: crate::http::affinity::request_key(
-                &self.snapshot.upstreams[upstream],
-                self.peer.ip(),
-                buf,
-                &self.fields,
-            ),
-            idempotent,
+            client: self.client,
+            local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
+            hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),
+            idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
             head_method: head_only,
             framing: head.framing,
             expect_continue: head.expect_continue,
             upgrade: head.upgrade,
-            client_keep_alive: head.keep_alive,
-            client_http10: head.version == Version::Http10,
             max_body_size: filters.max_body_size,
             response_ops: &filters.response_headers,
-            client_body_timeout: self.http.client_header_timeout,
-            measure: self.wants_access_log(),
-            response_status: Default::default(),
+            measure: rctx.started.is_some(),
         };
         self.inbuf.consume(head.len);
         // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
         // to the pool before the (possibly slow) upstream connect.
-        self.inbuf.release_if_empty(self.ctx);
+        self.inbuf.release_if_empty(&self.ctx.http);
         let head_out = std::mem::take(&mut self.head_out);
-        let outcome = exchange::proxy(self.ctx, &req, client, &mut self.inbuf, &head_out, &mut self.out).await;
+        let ctx = self.ctx;
+        let mut down = self.downstream(keep, http10, head_only);
+        let tunnel = exchange::proxy(ctx, &req, &mut down, &head_out, rctx).await;
+        rctx.bytes_out = down.bytes_sent();
+        if !rctx.responded() || rctx.error.is_some() {
+            rctx.keep_client = false;
+        } else {
+            rctx.keep_client &= down.keeps_alive();
+        }
         self.head_out = head_out;
-        outcome
+        if let Some(upstream) = tunnel {
+            rctx.keep_client = false;
+            let listener = &snapshot.listeners[self.listener];
+            self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
+                .await;
+        }
     }
 
-    async fn answer_local(
-        &mut self,
-        client: &mut TcpStream,
-        status: u16,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        keep: bool,
-        head_only: bool,
-    ) -> Outcome {
-        self.out.clear();
-        write_response(&mut self.out, status, headers, body, !keep, head_only);
-        let ok = write_all(client, &self.out).await.is_ok();
-        Outcome {
-            status,
-            keep_client: keep && ok,
-            target: None,
-            upstream_time: None,
-            bytes_out: if ok { self.out.len() as u64 } else { 0 },
-            error: if ok { None } else { Some("client_error") },
+    /// Checks what the head says about the body, and the body bytes that came with it, before
+    /// anything goes upstream, so a malformed or oversized body sent in one piece never reaches
+    /// a backend.
+    fn early_body_error(&self, head: &RequestHead, filters: &RouteFilters) -> Option<HttpError> {
+        match (head.framing, filters.max_body_size) {
+            (Framing::Length(n), Some(max)) if n > max => Some(HttpError::BodyTooLarge),
+            (Framing::Chunked, max) => {
+                let mut decoder = ChunkedDecoder::new();
+                let early = decoder.advance(&self.inbuf.filled()[head.len..]);
+                if max.is_some_and(|max| decoder.declared_size() > max) {
+                    Some(HttpError::BodyTooLarge)
+                } else {
+                    early.err().map(|_| HttpError::BadRequestBody)
+                }
+            }
+            _ => None,
         }
+    }
+
+    /// Runs the tunnel a 101 opened until either side ends it or it idles out.
+    async fn tunnel(
+        &mut self,
+        mut upstream: crate::stream::Stream,
+        idle_timeout: std::time::Duration,
+        buffer_size: usize,
+        rctx: &mut RequestContext,
+    ) {
+        // Bytes the client sent right behind its request belong to the tunnel.
+        if !self.inbuf.is_empty() && upstream.write_all(self.inbuf.filled()).await.is_err() {
+            rctx.fail(HttpError::UpstreamClosedEarly);
+            return;
+        }
+        self.inbuf.release(&self.ctx.http);
+        // Boxed: tunnels are rare, and the relay's state would otherwise enlarge every request.
+        let done = Box::pin(relay(
+            self.ctx,
+            &mut self.stream,
+            &mut upstream,
+            idle_timeout,
+            buffer_size,
+        ))
+        .await;
+        rctx.bytes_out += done.bytes_down;
     }
 }

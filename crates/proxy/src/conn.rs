@@ -1,0 +1,227 @@
+//! The connection stage, one for every listener: a place in the listener's connection limit, then
+//! the PROXY header when the client is trusted to send one, then (with TLS, next) the handshake,
+//! and a [`Conn`] handed to the protocol: the L4 relay or the HTTP session. A connection refused
+//! here leaves a session record whatever the listener speaks.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use rampart_model::{Listener, ListenerProtocol, Snapshot};
+use rampart_proto::proxy_protocol::{self, ProxyAddresses};
+use tokio::net::TcpStream;
+
+use crate::http::park::Parked;
+use crate::session_log::SessionRecord;
+use crate::stream::Stream;
+use crate::worker::{bump, drop_by, WorkerContext, WorkerCounters};
+
+/// One worker's accepting socket for one listener address, shared by the connections it accepted.
+pub struct BoundListener {
+    pub bind: SocketAddr,
+    /// Open connections of this listener across all workers (kept across reloads).
+    open: Arc<AtomicUsize>,
+    counters: Arc<WorkerCounters>,
+}
+
+impl BoundListener {
+    /// The listener of `snapshot` bound to `bind`, as seen by the worker of `ctx`.
+    pub fn new(ctx: &WorkerContext, snapshot: &Snapshot, bind: SocketAddr) -> Option<Rc<BoundListener>> {
+        let listener = snapshot.listeners.iter().find(|l| l.bind == bind)?;
+        Some(Rc::new(BoundListener {
+            bind,
+            open: listener.open_connections.clone(),
+            counters: ctx.counters.clone(),
+        }))
+    }
+
+    /// This listener's index in `snapshot`, if the snapshot still has it.
+    pub fn index_in(&self, snapshot: &Snapshot) -> Option<usize> {
+        snapshot.listeners.iter().position(|l| l.bind == self.bind)
+    }
+}
+
+/// A connection's place in its listener's limit and in the worker's `open` gauge, given back when
+/// the connection ends, whichever part of the worker ends it (a task, or the parking lot).
+pub struct ConnSlot(Rc<BoundListener>);
+
+impl ConnSlot {
+    /// Takes a place, or `None` when `max` are taken.
+    fn take(listener: &Rc<BoundListener>, max: usize) -> Option<ConnSlot> {
+        if listener.open.fetch_add(1, Relaxed) >= max {
+            listener.open.fetch_sub(1, Relaxed);
+            return None;
+        }
+        bump(&listener.counters.open, 1);
+        Some(ConnSlot(listener.clone()))
+    }
+
+    /// The listener the connection came in on.
+    pub fn listener(&self) -> &BoundListener {
+        &self.0
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Relaxed);
+        drop_by(&self.0.counters.open, 1);
+    }
+}
+
+/// A connection past the connection stage.
+pub struct Conn {
+    pub stream: Stream,
+    /// The client: the peer, or the source address a trusted PROXY header named.
+    pub client: SocketAddr,
+    /// Whether `client` came from a PROXY header (and so cannot be asked of the socket again).
+    pub client_from_header: bool,
+    /// Bytes that arrived behind a PROXY header: the start of the protocol's stream.
+    pub early: Vec<u8>,
+    pub slot: ConnSlot,
+}
+
+/// Why a connection ended in the connection stage (the names used in session records).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StageRefusal {
+    OverConnectionLimit,
+    ProxyHeaderInvalid,
+    ProxyHeaderTimeout,
+}
+
+impl StageRefusal {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StageRefusal::OverConnectionLimit => "connection_limit",
+            StageRefusal::ProxyHeaderInvalid => "proxy_header_invalid",
+            StageRefusal::ProxyHeaderTimeout => "proxy_header_timeout",
+        }
+    }
+}
+
+/// Serves one accepted connection of `listener`: the stage, then its protocol. The listener's
+/// settings come from the snapshot current now; an L4 connection keeps that snapshot for its
+/// life, an HTTP connection takes the current one for each request.
+pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: TcpStream, peer: SocketAddr) {
+    let accepted = (Instant::now(), SystemTime::now());
+    bump(&ctx.counters.accepted, 1);
+    let snapshot = ctx.snapshot();
+    let Some(index) = listener.index_in(&snapshot) else {
+        // The listener was removed by a reload and its socket is about to close.
+        return;
+    };
+    let spec = &snapshot.listeners[index];
+    let Some(slot) = ConnSlot::take(&listener, spec.max_connections) else {
+        bump(&ctx.counters.rejected_over_limit, 1);
+        record_refusal(ctx, &snapshot, spec, peer, accepted, StageRefusal::OverConnectionLimit);
+        return;
+    };
+    let mut conn = Conn {
+        stream: Stream::Tcp(stream),
+        client: peer,
+        client_from_header: false,
+        early: Vec::new(),
+        slot,
+    };
+    if spec.expects_proxy_header(peer.ip()) {
+        let read = tokio::time::timeout(
+            spec.proxy_header_timeout,
+            read_proxy_header(&conn.stream, &mut conn.early),
+        );
+        let refusal = match read.await {
+            Ok(Ok(Some(addresses))) => {
+                conn.client = addresses.source;
+                conn.client_from_header = true;
+                None
+            }
+            Ok(Ok(None)) => None,
+            Ok(Err(())) => Some(StageRefusal::ProxyHeaderInvalid),
+            Err(_) => Some(StageRefusal::ProxyHeaderTimeout),
+        };
+        if let Some(refusal) = refusal {
+            bump(&ctx.counters.proxy_header_errors, 1);
+            record_refusal(ctx, &snapshot, spec, peer, accepted, refusal);
+            return;
+        }
+    }
+    match &spec.protocol {
+        // Boxed: the relay's state would otherwise enlarge every HTTP connection's task too.
+        ListenerProtocol::Tcp { .. } => {
+            Box::pin(crate::l4::serve(ctx, Arc::clone(&snapshot.0), index, conn, accepted)).await
+        }
+        ListenerProtocol::Http(_) => {
+            drop(snapshot);
+            crate::http::session::serve(ctx, conn).await
+        }
+    }
+}
+
+/// Serves a connection the parking lot woke up (its client sent something or closed).
+pub async fn serve_woken(ctx: &WorkerContext, parked: Parked) {
+    if let Some(conn) = parked.into_conn() {
+        crate::http::session::serve(ctx, conn).await;
+    }
+}
+
+/// Reads a PROXY header; leaves any bytes after it in `buf`. `Ok(None)` for a header without
+/// addresses (v1 UNKNOWN, v2 LOCAL).
+async fn read_proxy_header(client: &Stream, buf: &mut Vec<u8>) -> Result<Option<ProxyAddresses>, ()> {
+    let Stream::Tcp(client) = client;
+    // On the heap: this path is taken only for trusted sources, and an array here would enlarge
+    // every connection's task.
+    let mut chunk = vec![0u8; proxy_protocol::V2_MAX_LEN];
+    loop {
+        client.readable().await.map_err(|_| ())?;
+        let n = match client.try_read(&mut chunk) {
+            Ok(0) => return Err(()),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => return Err(()),
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        match proxy_protocol::decode(buf) {
+            Ok(Some((header, used))) => {
+                buf.drain(..used);
+                return Ok(header.addresses);
+            }
+            Ok(None) => continue,
+            Err(e) => {
+                log::warn!(
+                    "PROXY header from {}: {e}",
+                    client.peer_addr().map(|a| a.to_string()).unwrap_or_default()
+                );
+                return Err(());
+            }
+        }
+    }
+}
+
+/// The session record of a connection refused in the stage.
+fn record_refusal(
+    ctx: &WorkerContext,
+    snapshot: &Snapshot,
+    listener: &Listener,
+    client: SocketAddr,
+    (accepted, accepted_wall): (Instant, SystemTime),
+    refusal: StageRefusal,
+) {
+    let Some(path) = &snapshot.session_log else { return };
+    let upstream = listener.tcp_upstream().map(|u| snapshot.upstreams[u].name.as_str());
+    let record = SessionRecord {
+        client,
+        listener: &listener.name,
+        upstream,
+        target: None,
+        accepted,
+        accepted_wall,
+        connected: None,
+        first_byte_up: None,
+        first_byte_down: None,
+        bytes_up: 0,
+        bytes_down: 0,
+        close: refusal.as_str(),
+    };
+    ctx.push_log_line(path, |out| record.write(out));
+}

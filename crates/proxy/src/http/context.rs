@@ -1,0 +1,51 @@
+//! What is known about one request as it goes through the phases (route, pick, send, respond,
+//! stream, log): the per-request context that the access log reads and that survives a
+//! cancellation by the whole-request timeout.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use super::error::HttpError;
+
+/// One request's facts.
+#[derive(Debug, Clone, Default)]
+pub struct RequestContext {
+    /// When the request began (monotonic and wall clock); set only when it is logged.
+    pub started: Option<(Instant, SystemTime)>,
+    /// The route taken: an index into the listener's routes.
+    pub route: Option<usize>,
+    /// The upstream and target chosen (indices into the snapshot the request was routed with).
+    pub upstream: Option<usize>,
+    pub target: Option<usize>,
+    /// The status the client got; 0 until a response head has left.
+    pub status: u16,
+    /// Response bytes written to the client.
+    pub bytes_out: u64,
+    /// From sending the request to having the response head.
+    pub upstream_time: Option<Duration>,
+    /// What went wrong, if anything.
+    pub error: Option<HttpError>,
+    /// Whether the client connection can take another request.
+    pub keep_client: bool,
+}
+
+impl RequestContext {
+    /// A context for a request that is logged when `measure`.
+    pub fn new(measure: bool) -> Self {
+        RequestContext {
+            started: measure.then(|| (Instant::now(), SystemTime::now())),
+            keep_client: true,
+            ..Default::default()
+        }
+    }
+
+    /// Whether a response head has gone to the client (after which no other answer can).
+    pub fn responded(&self) -> bool {
+        self.status != 0
+    }
+
+    /// Records a failure that ends the client connection.
+    pub fn fail(&mut self, error: HttpError) {
+        self.error = Some(error);
+        self.keep_client = false;
+    }
+}

@@ -1,0 +1,213 @@
+//! The downstream side of an exchange: everything the exchange says to the client goes through
+//! [`Downstream`] (interim responses, the response head, body bytes, answers of Rampart's own),
+//! and request body bytes come from it. HTTP/1 implements it here ([`H1Downstream`]); HTTP/2
+//! implements it next, as a stream of a multiplexed connection.
+//!
+//! Bodies cross the seam in HTTP/1 framing, as the heads declare them (a chunked body with its
+//! chunk lines): HTTP/1 on both sides forwards them verbatim; another protocol frames or unframes
+//! them at its side of the seam.
+
+use std::time::Duration;
+
+use rampart_model::route::HeaderOps;
+use rampart_proto::h1::{Field, Framing, ResponseHead};
+
+use super::error::HttpError;
+use super::head_out::{write_response_head, ResponseOut};
+use super::iobuf::IoBuf;
+use super::local::write_response;
+use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
+use crate::stream::Stream;
+
+/// A response head on its way to the client: the upstream's parsed head (HTTP/1 keeps its fields
+/// as byte ranges into the bytes it was read into) and the route's edits.
+pub struct ResponseHeader<'a> {
+    pub head: &'a ResponseHead,
+    /// The bytes the head was parsed from (it starts at 0).
+    pub buf: &'a [u8],
+    pub fields: &'a [Field],
+    pub edits: &'a HeaderOps,
+    /// A 101 that turns the connection into a tunnel.
+    pub upgrade: bool,
+}
+
+/// An answer of Rampart's own: an error, a `respond` route, a redirect, a 404.
+pub struct LocalAnswer<'a> {
+    pub status: u16,
+    pub headers: &'a [(&'a str, &'a str)],
+    pub body: &'a [u8],
+    /// The client connection closes after it.
+    pub close: bool,
+}
+
+/// The client side of one request.
+// Workers are single-threaded: the futures need not be `Send`, so `async fn` is fine here.
+#[allow(async_fn_in_trait)]
+pub trait Downstream {
+    /// Request body bytes received and not yet forwarded.
+    fn body(&mut self) -> &mut IoBuf;
+    /// Reads more request body bytes into [`Downstream::body`].
+    async fn read_body(&mut self) -> Result<(), HttpError>;
+    /// Our own `100 Continue`.
+    async fn send_continue(&mut self) -> Result<(), HttpError>;
+    /// An interim (1xx) response from the upstream.
+    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError>;
+    /// The response head, with the first body bytes when they came with it; once the client
+    /// stops taking bytes, the rest must go within `limit`.
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseHeader<'_>,
+        body: &[u8],
+        limit: Duration,
+    ) -> Result<(), HttpError>;
+    /// More response body bytes.
+    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError>;
+    /// An answer of Rampart's own.
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError>;
+    /// Response bytes written so far.
+    fn bytes_sent(&self) -> u64;
+    /// Whether the connection can take another request after the response sent.
+    fn keeps_alive(&self) -> bool;
+}
+
+/// The downstream side of one request on an HTTP/1 connection.
+pub struct H1Downstream<'a> {
+    pub stream: &'a mut Stream,
+    pub inbuf: &'a mut IoBuf,
+    pub out: &'a mut Vec<u8>,
+    pub state: &'a HttpWorkerState,
+    /// Idle wait for more request body bytes.
+    pub body_timeout: Duration,
+    /// The client lets the connection stay open after this request.
+    pub client_keep_alive: bool,
+    pub http10: bool,
+    /// A HEAD request: answers of our own carry no body.
+    pub head_only: bool,
+    sent: u64,
+    keep: bool,
+}
+
+impl<'a> H1Downstream<'a> {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        stream: &'a mut Stream,
+        inbuf: &'a mut IoBuf,
+        out: &'a mut Vec<u8>,
+        state: &'a HttpWorkerState,
+        body_timeout: Duration,
+        client_keep_alive: bool,
+        http10: bool,
+        head_only: bool,
+    ) -> Self {
+        H1Downstream {
+            stream,
+            inbuf,
+            out,
+            state,
+            body_timeout,
+            client_keep_alive,
+            http10,
+            head_only,
+            sent: 0,
+            keep: false,
+        }
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        self.stream.write_all(bytes).await.map_err(|_| HttpError::ClientGone)?;
+        self.sent += bytes.len() as u64;
+        Ok(())
+    }
+}
+
+/// Response head and body bytes up to this size leave in one copy behind the head; larger bodies
+/// go as a second slice of one vectored write.
+const COPY_BEHIND_HEAD: usize = 2048;
+
+impl Downstream for H1Downstream<'_> {
+    fn body(&mut self) -> &mut IoBuf {
+        self.inbuf
+    }
+
+    async fn read_body(&mut self) -> Result<(), HttpError> {
+        let read = self.inbuf.read_from(self.state, self.stream, HTTP_BUFFER_SIZE);
+        match tokio::time::timeout(self.body_timeout, read).await {
+            Ok(Ok(0)) | Ok(Err(_)) => Err(HttpError::ClientGone),
+            Ok(Ok(_)) => Ok(()),
+            Err(_) => Err(HttpError::ClientBodyTimeout),
+        }
+    }
+
+    async fn send_continue(&mut self) -> Result<(), HttpError> {
+        self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await
+    }
+
+    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+        // Relayed as received.
+        self.write(&head.buf[..head.head.len]).await
+    }
+
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseHeader<'_>,
+        body: &[u8],
+        limit: Duration,
+    ) -> Result<(), HttpError> {
+        let h = head.head;
+        // A body delimited by the upstream's close cannot be delimited for the client either.
+        let close = !self.client_keep_alive || h.framing == Framing::UntilClose || (h.status == 101 && !head.upgrade);
+        self.keep = !close;
+        self.out.clear();
+        write_response_head(
+            self.out,
+            &ResponseOut {
+                buf: head.buf,
+                fields: head.fields,
+                head: h,
+                ops: head.edits,
+                close,
+                upgrade: head.upgrade,
+                keep_alive_10: self.http10 && self.client_keep_alive,
+            },
+        );
+        let behind = if body.len() <= COPY_BEHIND_HEAD {
+            self.out.extend_from_slice(body);
+            &[][..]
+        } else {
+            body
+        };
+        let written = self.stream.write_all_within(self.out, behind, limit).await;
+        written.map_err(|_| HttpError::ClientGone)?;
+        self.sent += (self.out.len() + behind.len()) as u64;
+        Ok(())
+    }
+
+    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        self.write(bytes).await
+    }
+
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        let mut out = std::mem::take(self.out);
+        out.clear();
+        write_response(
+            &mut out,
+            answer.status,
+            answer.headers,
+            answer.body,
+            answer.close,
+            self.head_only,
+        );
+        let written = self.write(&out).await;
+        *self.out = out;
+        self.keep = !answer.close && written.is_ok();
+        written
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.sent
+    }
+
+    fn keeps_alive(&self) -> bool {
+        self.keep
+    }
+}

@@ -1,0 +1,163 @@
+//! One error type for everything that can go wrong with an HTTP request: where it came from, the
+//! status the client gets when nothing of the response has left yet, the name the access log
+//! records, and whether trying again on another connection is allowed.
+
+use rampart_proto::h1::H1Error;
+
+/// Which side of the proxy a failure came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorSource {
+    /// The client: a malformed or oversized request, a timeout, a closed connection.
+    Downstream,
+    /// The upstream: no target, a failed connect, a broken or malformed response, a timeout.
+    Upstream,
+}
+
+/// A failed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HttpError {
+    #[error("malformed request head: {0}")]
+    BadRequest(H1Error),
+    #[error("request head not complete in time")]
+    ClientHeaderTimeout,
+    #[error("malformed request body")]
+    BadRequestBody,
+    #[error("request body over the route's limit")]
+    BodyTooLarge,
+    #[error("request body not sent in time")]
+    ClientBodyTimeout,
+    #[error("client connection closed or failed")]
+    ClientGone,
+    #[error("no healthy target")]
+    NoHealthyTarget,
+    #[error("every target tried failed")]
+    UpstreamUnavailable,
+    #[error("connect timed out")]
+    ConnectTimeout,
+    #[error("connect failed")]
+    ConnectFailed,
+    #[error("upstream connection failed while sending the request")]
+    UpstreamWriteFailed {
+        /// Whether request body bytes had left (no retry then).
+        body_sent: bool,
+    },
+    #[error("upstream did not take the request in time")]
+    UpstreamWriteTimeout,
+    #[error("upstream closed before answering")]
+    UpstreamReset,
+    #[error("upstream closed in the middle of the response")]
+    UpstreamClosedEarly,
+    #[error("malformed response head")]
+    UpstreamBadResponse,
+    #[error("no response head in time")]
+    UpstreamTimeout,
+    #[error("malformed response body")]
+    UpstreamBadBody,
+    #[error("response body stalled")]
+    UpstreamReadTimeout,
+    #[error("whole-request time limit reached")]
+    RequestTimeout,
+}
+
+impl HttpError {
+    /// Where the failure came from.
+    pub fn source(self) -> ErrorSource {
+        use HttpError::*;
+        match self {
+            BadRequest(_) | ClientHeaderTimeout | BadRequestBody | BodyTooLarge | ClientBodyTimeout | ClientGone => {
+                ErrorSource::Downstream
+            }
+            _ => ErrorSource::Upstream,
+        }
+    }
+
+    /// The status the client is answered with (when no response byte has left yet).
+    pub fn status(self) -> u16 {
+        use HttpError::*;
+        match self {
+            BadRequest(e) => e.status(),
+            ClientHeaderTimeout | ClientBodyTimeout => 408,
+            BadRequestBody | ClientGone => 400,
+            BodyTooLarge => 413,
+            NoHealthyTarget => 503,
+            ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
+            UpstreamUnavailable
+            | ConnectFailed
+            | UpstreamWriteFailed { .. }
+            | UpstreamReset
+            | UpstreamClosedEarly
+            | UpstreamBadResponse
+            | UpstreamBadBody => 502,
+        }
+    }
+
+    /// The name the access log records.
+    pub fn reason(self) -> &'static str {
+        use HttpError::*;
+        match self {
+            BadRequest(e) => match e.status() {
+                414 => "request_line_too_long",
+                431 => "header_too_large",
+                _ => "bad_request",
+            },
+            ClientHeaderTimeout => "client_header_timeout",
+            BadRequestBody => "bad_request_body",
+            BodyTooLarge => "body_too_large",
+            ClientBodyTimeout => "client_body_timeout",
+            ClientGone => "client_error",
+            NoHealthyTarget => "no_healthy_target",
+            UpstreamUnavailable => "upstream_unavailable",
+            ConnectTimeout => "connect_timeout",
+            ConnectFailed => "connect_failed",
+            UpstreamWriteFailed { .. } => "upstream_write_failed",
+            UpstreamWriteTimeout => "upstream_write_timeout",
+            UpstreamReset => "upstream_reset",
+            UpstreamClosedEarly => "upstream_closed_early",
+            UpstreamBadResponse => "upstream_bad_response",
+            UpstreamTimeout => "upstream_timeout",
+            UpstreamBadBody => "upstream_bad_body",
+            UpstreamReadTimeout => "upstream_read_timeout",
+            RequestTimeout => "request_timeout",
+        }
+    }
+
+    /// Whether the request may go again on another connection: the upstream failed before it can
+    /// have acted on the request (a reset before any response byte, a write that failed before
+    /// any body byte left). The request itself must also be safe to repeat, which the exchange
+    /// decides.
+    pub fn retryable(self) -> bool {
+        matches!(
+            self,
+            HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { body_sent: false }
+        )
+    }
+
+    /// Whether the client is answered at all: not when its connection is what failed.
+    pub fn answerable(self) -> bool {
+        self != HttpError::ClientGone
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_its_status_source_and_reason() {
+        assert_eq!(HttpError::BadRequest(H1Error::RequestLineTooLong).status(), 414);
+        assert_eq!(
+            HttpError::BadRequest(H1Error::RequestLineTooLong).reason(),
+            "request_line_too_long"
+        );
+        assert_eq!(HttpError::BadRequest(H1Error::TooManyFields).status(), 431);
+        assert_eq!(HttpError::ClientHeaderTimeout.source(), ErrorSource::Downstream);
+        assert_eq!(HttpError::NoHealthyTarget.status(), 503);
+        assert_eq!(HttpError::ConnectTimeout.status(), 504);
+        assert_eq!(HttpError::UpstreamReset.source(), ErrorSource::Upstream);
+        assert!(HttpError::UpstreamReset.retryable());
+        assert!(HttpError::UpstreamWriteFailed { body_sent: false }.retryable());
+        assert!(!HttpError::UpstreamWriteFailed { body_sent: true }.retryable());
+        assert!(!HttpError::UpstreamTimeout.retryable());
+        assert!(!HttpError::ClientGone.answerable());
+    }
+}

@@ -1,0 +1,97 @@
+//! What one worker keeps for HTTP: its upstream connection pool, its parked client connections,
+//! its read and write buffers, and the field list lent to response-head parsing.
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use rampart_model::Snapshot;
+use rampart_proto::h1::Field;
+
+use super::park::{Parked, ParkingLot};
+use super::pool::UpstreamPool;
+use crate::free_list::FreeList;
+
+/// Initial size of an HTTP read buffer; it grows (up to the head limit) only for large heads.
+/// Upstream responses are read into one too: 32 KiB takes a head and a 16 KiB body in one read.
+pub const HTTP_BUFFER_SIZE: usize = 32 * 1024;
+
+/// A worker's HTTP state.
+pub struct HttpWorkerState {
+    /// Idle keep-alive upstream connections.
+    pub pool: RefCell<UpstreamPool>,
+    /// Idle keep-alive client connections held outside any task.
+    pub parking: ParkingLot,
+    /// A field list lent to whichever request is parsing a response head (empty while lent).
+    pub response_fields: Cell<Vec<Field>>,
+    read_buffers: FreeList<Vec<u8>>,
+    write_buffers: FreeList<Vec<u8>>,
+    /// The snapshot generation whose targets the pool was last checked against.
+    pool_generation: Cell<u64>,
+}
+
+impl HttpWorkerState {
+    pub fn new(max_pooled_buffers: usize) -> Self {
+        HttpWorkerState {
+            pool: RefCell::default(),
+            parking: ParkingLot::default(),
+            response_fields: Cell::default(),
+            read_buffers: FreeList::new(max_pooled_buffers),
+            write_buffers: FreeList::new(max_pooled_buffers),
+            pool_generation: Cell::new(0),
+        }
+    }
+
+    /// A read buffer (initialised, [`HTTP_BUFFER_SIZE`] bytes).
+    pub(crate) fn take_read_buffer(&self) -> Vec<u8> {
+        self.read_buffers.take().unwrap_or_else(|| vec![0u8; HTTP_BUFFER_SIZE])
+    }
+
+    pub(crate) fn give_read_buffer(&self, mut buf: Vec<u8>) {
+        // A buffer grown for a large head goes back at the standard size.
+        buf.truncate(HTTP_BUFFER_SIZE);
+        buf.shrink_to(HTTP_BUFFER_SIZE);
+        self.read_buffers.give(buf);
+    }
+
+    /// An empty write buffer (for heads being written).
+    pub(crate) fn take_write_buffer(&self) -> Vec<u8> {
+        self.write_buffers.take().unwrap_or_else(|| Vec::with_capacity(4096))
+    }
+
+    pub(crate) fn give_write_buffer(&self, mut buf: Vec<u8>) {
+        if buf.capacity() <= 64 * 1024 {
+            buf.clear();
+            self.write_buffers.give(buf);
+        }
+    }
+
+    /// Closes stale pooled connections, and after a reload those to targets no upstream has any
+    /// more; frees buffers unused since the last call; moves parked connections whose keep-alive
+    /// time is over into `expired`.
+    pub(crate) fn housekeeping(&self, snapshot: &Snapshot) {
+        let longest = snapshot.upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
+        let mut pool = self.pool.borrow_mut();
+        if self.pool_generation.replace(snapshot.generation) != snapshot.generation {
+            pool.retain_targets(|addr| {
+                snapshot
+                    .upstreams
+                    .iter()
+                    .any(|u| u.targets.iter().any(|t| t.addr == addr))
+            });
+        }
+        pool.sweep(longest.unwrap_or_default());
+        drop(pool);
+        self.read_buffers.trim();
+        self.write_buffers.trim();
+        let mut expired = Vec::new();
+        self.parking.take_expired(Instant::now(), &mut expired);
+        // Dropping a parked connection closes it and gives back its place in the limit.
+        drop(expired);
+    }
+
+    /// Closes every parked connection and refuses parking from now on.
+    pub(crate) fn begin_drain(&self) {
+        let mut parked: Vec<Parked> = Vec::new();
+        self.parking.close(&mut parked);
+    }
+}
