@@ -137,6 +137,7 @@ fn bad_command_lines_are_refused() {
     assert!(err.contains("possible values"), "{err}");
 }
 
+
 #[test]
 fn a_port_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -144,5 +145,49 @@ fn a_port_in_use_is_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
     assert_eq!(code, 1);
-    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert!(
+        err.contains(&format!("rampart: {addr}: already in use by another process")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bind_error_says_its_reason_once() {
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine.
+    let addr = format!("192.0.2.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("rampart: cannot listen on {addr}: ")), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}
+
+/// SO_REUSEPORT would let a second Rampart of the same user share the first one's address (and
+/// take part of its connections); it is refused instead, also where one of the two addresses is
+/// the wildcard over the other.
+#[test]
+fn a_second_rampart_on_a_held_address_exits_one() {
+    let backend = Backend::start("first", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    for (first, second) in [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0.0.0.0", "127.0.0.1"),
+        ("127.0.0.1", "0.0.0.0"),
+    ] {
+        let port = free_port();
+        let (a_listen, b_listen) = (format!("{first}:{port}"), format!("{second}:{port}"));
+        let target = backend.target();
+        let mut a = Rampart::start(
+            dir.path(),
+            &["tcp", "--listen", &a_listen, "--to", &target, "--workers", "2"],
+        );
+        let mut b = Rampart::spawn(dir.path(), &["tcp", "--listen", &b_listen, "--to", &target]);
+        assert_eq!(b.wait_exit(), 1, "{:?}", b.log);
+        let want = format!("rampart: {b_listen}: already in use by another process");
+        assert!(b.log.iter().any(|l| l == &want), "want {want:?}, got {:?}", b.log);
+        for _ in 0..4 {
+            assert_eq!(which_backend(port), "first");
+        }
+        assert_eq!(a.stop(), 0);
+    }
 }
