@@ -8,7 +8,6 @@ mod source;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
 use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{compile_toml, LiveState, SimpleL4};
 use rampart_proxy::balance::BalancePolicy;
@@ -17,7 +16,7 @@ use cli::{Cli, Command, FixedArgs};
 use source::{summary, Source};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     logger::init();
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),

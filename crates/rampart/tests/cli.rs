@@ -137,6 +137,20 @@ fn bad_command_lines_are_refused() {
     assert!(err.contains("possible values"), "{err}");
 }
 
+#[test]
+fn a_mistyped_subcommand_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["chek", "-c", "x.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unrecognized subcommand 'chek'"), "{err}");
+    assert!(err.contains("a similar subcommand exists: 'check'"), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["tcpp", "--listen", "127.0.0.1:1", "--to", "127.0.0.1:2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a similar subcommand exists: 'tcp'"), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["nowhere"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'nowhere' is neither [ADDR:]PORT"), "{err}");
+}
 
 #[test]
 fn a_port_in_use_is_a_clear_error() {
