@@ -19,4 +19,4 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install --quiet matplotlib
 cargo build --release -p rampart --bin rampart
-exec python3 bench/bench.py --rampart target/release/rampart "$@"
+exec python3 bench/bench.py --rampart "${CARGO_TARGET_DIR:-target}/release/rampart" "$@"

@@ -205,3 +205,27 @@ fn a_second_rampart_on_a_held_address_exits_one() {
         assert_eq!(a.stop(), 0);
     }
 }
+
+/// The scripts find the binaries where cargo put them, `CARGO_TARGET_DIR` included.
+#[test]
+fn scripts_run_binaries_from_the_cargo_target_dir() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for script in ["scripts/quickstart", "bench/run.sh"] {
+        let text = std::fs::read_to_string(format!("{root}/{script}")).unwrap();
+        let mut runs = 0;
+        for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            for (at, _) in line.match_indices("/release/") {
+                let before = &line[..at];
+                assert!(
+                    before.ends_with("${CARGO_TARGET_DIR:-target}") || before.ends_with("$target"),
+                    "{script}: `{line}` does not honour CARGO_TARGET_DIR"
+                );
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "{script}: no release binary run found");
+        if text.contains("$target/") {
+            assert!(text.contains("target=\"${CARGO_TARGET_DIR:-target}\""), "{script}");
+        }
+    }
+}
