@@ -282,6 +282,7 @@ impl Checker<'_> {
         }
         let mut listeners: Vec<Listener> = Vec::new();
         for (name, l) in &raw.listeners {
+            self.tcp_listener_keys(name.get_ref(), l);
             if let Some(listener) = self.listener(name, l, &upstream_names, &request_keyed, live) {
                 if listeners.iter().any(|other| other.bind == listener.bind) {
                     self.error(
@@ -296,6 +297,7 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
+        self.tcp_upstream_keys(&raw);
         if !self.errors.is_empty() {
             return None;
         }
@@ -490,6 +492,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
     }
 }
 
+mod checks;
 mod http;
 mod upstream;
 

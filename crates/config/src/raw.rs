@@ -57,7 +57,7 @@ pub struct RawListener {
     pub client_header_timeout: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub keepalive_timeout: Option<Spanned<String>>,
-    pub access_log: Option<RawAccessLog>,
+    pub access_log: Option<Spanned<RawAccessLog>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
 }

@@ -313,7 +313,6 @@ fn hash_keys_and_request_timeouts() {
     );
 }
 
-
 /// Values of the wrong type are told what the key takes, in the config's terms.
 #[test]
 fn type_errors_say_what_the_key_takes() {
