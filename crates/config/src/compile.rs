@@ -284,19 +284,10 @@ impl Checker<'_> {
         for (name, l) in &raw.listeners {
             self.tcp_listener_keys(name.get_ref(), l);
             if let Some(listener) = self.listener(name, l, &upstream_names, &request_keyed, live) {
-                if listeners.iter().any(|other| other.bind == listener.bind) {
-                    self.error(
-                        l.bind.span(),
-                        format!(
-                            "listener `{}` binds {} like another listener",
-                            name.get_ref(),
-                            listener.bind
-                        ),
-                    );
-                }
                 listeners.push(listener);
             }
         }
+        self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
         if !self.errors.is_empty() {
             return None;

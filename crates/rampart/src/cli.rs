@@ -206,14 +206,20 @@ mod tests {
     #[test]
     fn a_mistyped_subcommand_is_a_usage_error_with_a_suggestion() {
         for (args, similar) in [
-            (&["rampart", "tcpp", "--listen", "127.0.0.1:1", "--to", "a:1"][..], "tcp"),
+            (
+                &["rampart", "tcpp", "--listen", "127.0.0.1:1", "--to", "a:1"][..],
+                "tcp",
+            ),
             (&["rampart", "chek", "-c", "x.toml"][..], "check"),
         ] {
             let err = Cli::parse_args(args).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidSubcommand, "{err}");
             assert_eq!(err.exit_code(), 2);
             let text = err.to_string();
-            assert!(text.contains(&format!("similar subcommand exists: '{similar}'")), "{text}");
+            assert!(
+                text.contains(&format!("similar subcommand exists: '{similar}'")),
+                "{text}"
+            );
         }
         let err = Cli::parse_args(["rampart", "elsewhere"]).unwrap_err();
         assert_eq!((err.kind(), err.exit_code()), (ErrorKind::ValueValidation, 2));

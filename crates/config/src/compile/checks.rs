@@ -1,11 +1,13 @@
 //! Checks across keys and listeners that compile no value of their own: keys that do nothing for
-//! a listener's or an upstream's kind.
+//! a listener's or an upstream's kind, and listen addresses that overlap.
 
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
 use std::ops::Range;
 
 use toml::Spanned;
 
-use super::Checker;
+use super::{parse_bind, Checker};
 use crate::raw::{RawConfig, RawListener};
 
 /// Whether a listener speaks HTTP; `None` for an unknown protocol (reported elsewhere).
@@ -90,6 +92,43 @@ impl Checker<'_> {
             }
         }
     }
+
+    /// Two listeners that would take connections for the same address: the same port, and equal
+    /// addresses or a wildcard of the other's family among them. The later one in the file is
+    /// the error.
+    pub(super) fn overlapping_binds(&mut self, listeners: &BTreeMap<Spanned<String>, RawListener>) {
+        let mut binds: Vec<(&str, Range<usize>, SocketAddr)> = listeners
+            .iter()
+            .filter_map(|(name, l)| {
+                let addr = parse_bind(l.bind.get_ref()).ok()?;
+                Some((name.get_ref().as_str(), l.bind.span(), addr))
+            })
+            .collect();
+        binds.sort_by_key(|(_, span, _)| span.start);
+        for (i, (name, span, addr)) in binds.iter().enumerate() {
+            let Some((other, _, other_addr)) = binds[..i].iter().find(|(_, _, a)| overlaps(*a, *addr)) else {
+                continue;
+            };
+            let message = if other_addr == addr {
+                format!("listener `{name}` binds {addr} like listener `{other}`")
+            } else {
+                format!("listener `{name}` binds {addr}, which overlaps listener `{other}` on {other_addr}")
+            };
+            self.error(span.clone(), message);
+        }
+    }
+}
+
+/// Whether listening on `a` and on `b` takes connections for the same addresses (`[::]` takes
+/// IPv4 clients too). The runtime's bind probe has the same rule.
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    if a.port() != b.port() {
+        return false;
+    }
+    let (a, b) = (a.ip(), b.ip());
+    a == b
+        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
+        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
 }
 
 #[cfg(test)]

@@ -142,10 +142,7 @@ fn every_error_of_a_file_is_reported() {
 fn duplicate_binds_are_rejected() {
     let src = "[listeners.a]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[listeners.b]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[upstreams.u]\ntargets = [\"127.0.0.1:2\"]\n";
     let got = errors(src);
-    assert_eq!(
-        got,
-        ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like another listener"]
-    );
+    assert_eq!(got, ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like listener `a`"]);
 }
 
 #[test]

@@ -76,3 +76,45 @@ fn connection_keys_stay_accepted_on_http_listeners_and_upstreams() {
                [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\nsend_proxy_protocol = \"v2\"\n";
     assert_eq!(errors(src), [""; 0]);
 }
+
+#[test]
+fn overlapping_binds_are_errors_at_the_later_listener() {
+    let two = |first: &str, second: &str| {
+        format!(
+            "[listeners.z]\nbind = \"{first}\"\nupstream = \"app\"\n\
+             [listeners.a]\nbind = \"{second}\"\nupstream = \"app\"\n{UP}"
+        )
+    };
+    let cases: &[(&str, &str, &str)] = &[
+        (
+            "*:8090",
+            "127.0.0.1:8090",
+            "test.toml:5:8: listener `a` binds 127.0.0.1:8090, which overlaps listener `z` on 0.0.0.0:8090",
+        ),
+        (
+            "127.0.0.1:8090",
+            "0.0.0.0:8090",
+            "test.toml:5:8: listener `a` binds 0.0.0.0:8090, which overlaps listener `z` on 127.0.0.1:8090",
+        ),
+        (
+            "[::]:8090",
+            "8090",
+            "test.toml:5:8: listener `a` binds 0.0.0.0:8090, which overlaps listener `z` on [::]:8090",
+        ),
+        (
+            "127.0.0.1:8090",
+            "127.0.0.1:8090",
+            "test.toml:5:8: listener `a` binds 127.0.0.1:8090 like listener `z`",
+        ),
+    ];
+    for (first, second, want) in cases {
+        assert_eq!(errors(&two(first, second)), [*want]);
+    }
+    for (first, second) in [
+        ("127.0.0.1:8090", "127.0.0.2:8090"),
+        ("0.0.0.0:8090", "0.0.0.0:8091"),
+        ("0.0.0.0:8090", "[::1]:8090"),
+    ] {
+        assert_eq!(errors(&two(first, second)), [""; 0], "{first} {second}");
+    }
+}
