@@ -251,6 +251,9 @@ impl Checker<'_> {
             .as_ref()
             .and_then(|w| self.count(w, "workers", 1, 1024));
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        if let Some(path) = &raw.global.session_log {
+            self.log_file("session log", path);
+        }
         let session_log = raw
             .global
             .session_log

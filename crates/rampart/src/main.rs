@@ -20,7 +20,13 @@ fn main() -> ExitCode {
     logger::init();
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
-        Some(Command::Run { config, engine }) => control::serve(Source::File(config), &engine),
+        Some(Command::Run { config, engine }) => {
+            let source = Source::File {
+                path: config,
+                session_log: engine.session_log.clone(),
+            };
+            control::serve(source, &engine)
+        }
         Some(Command::Tcp(args)) => fixed_source(false, &args)
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &args.engine)),

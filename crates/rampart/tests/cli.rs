@@ -206,6 +206,55 @@ fn a_second_rampart_on_a_held_address_exits_one() {
     }
 }
 
+/// A log file that cannot be opened is a config error with its place (`check` and `run`), or a
+/// command-line error for `--session-log`; never a failure at the first request.
+#[test]
+fn log_files_that_cannot_be_opened_are_refused_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let missing = dir.path().join("gone").join("x.log").display().to_string();
+    let reason = "No such file or directory (os error 2)";
+    let access = format!(
+        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+         access_log = {{ path = \"{missing}\" }}\n[upstreams.app]\ntargets = [\"127.0.0.1:1\"]\n"
+    );
+    let session = format!(
+        "[global]\nsession_log = \"{missing}\"\n{}",
+        config(port, &["127.0.0.1:1".into()], "", "")
+    );
+    for (name, cfg, at, what) in [
+        ("access.toml", access, "5:23", "access log"),
+        ("session.toml", session, "2:15", "session log"),
+    ] {
+        let path = write_file(dir.path(), name, &cfg);
+        let want = format!("{path}:{at}: cannot open {what} {missing}: {reason}");
+        let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
+        assert_eq!((code, err.trim()), (1, want.as_str()));
+        let mut run = Rampart::spawn(dir.path(), &["run", "-c", &path]);
+        assert_eq!(run.wait_exit(), 1, "{:?}", run.log);
+        assert!(run.log.iter().any(|l| l.contains(&want)), "{:?}", run.log);
+    }
+    let want = format!("rampart: --session-log {missing}: cannot open: {reason}");
+    let listen = format!("127.0.0.1:{port}");
+    let good = write_file(dir.path(), "good.toml", &config(port, &["127.0.0.1:1".into()], "", ""));
+    for args in [
+        &[
+            "tcp",
+            "--listen",
+            &listen,
+            "--to",
+            "127.0.0.1:1",
+            "--session-log",
+            &missing,
+        ][..],
+        &["run", "-c", &good, "--session-log", &missing][..],
+    ] {
+        let mut run = Rampart::spawn(dir.path(), args);
+        assert_eq!(run.wait_exit(), 1, "{args:?}: {:?}", run.log);
+        assert!(run.log.contains(&want), "{args:?}: {:?}", run.log);
+    }
+}
+
 /// The scripts find the binaries where cargo put them, `CARGO_TARGET_DIR` included.
 #[test]
 fn scripts_run_binaries_from_the_cargo_target_dir() {

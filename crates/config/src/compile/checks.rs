@@ -1,7 +1,9 @@
 //! Checks across keys and listeners that compile no value of their own: keys that do nothing for
-//! a listener's or an upstream's kind, and listen addresses that overlap.
+//! a listener's or an upstream's kind, listen addresses that overlap, and log files that cannot
+//! be opened.
 
 use std::collections::BTreeMap;
+use std::fs::OpenOptions;
 use std::net::SocketAddr;
 use std::ops::Range;
 
@@ -115,6 +117,14 @@ impl Checker<'_> {
                 format!("listener `{name}` binds {addr}, which overlaps listener `{other}` on {other_addr}")
             };
             self.error(span.clone(), message);
+        }
+    }
+
+    /// Opens a log file the way the writer will (append, create), so that a path that cannot be
+    /// opened is an error of the config rather than of its first line.
+    pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) {
+        if let Err(e) = OpenOptions::new().create(true).append(true).open(path.get_ref()) {
+            self.error(path.span(), format!("cannot open {what} {}: {e}", path.get_ref()));
         }
     }
 }

@@ -118,3 +118,33 @@ fn overlapping_binds_are_errors_at_the_later_listener() {
         assert_eq!(errors(&two(first, second)), [""; 0], "{first} {second}");
     }
 }
+
+#[test]
+fn log_files_that_cannot_be_opened_are_errors_at_their_path() {
+    let dir = std::env::temp_dir().join(format!("rampart-config-checks-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let missing = dir.join("no-such-dir").join("x.log");
+    let missing = missing.display();
+    let reason = "No such file or directory (os error 2)";
+    let src = format!("[global]\nsession_log = \"{missing}\"\n{TCP}{UP}");
+    assert_eq!(
+        errors(&src),
+        [format!("test.toml:2:15: cannot open session log {missing}: {reason}")]
+    );
+    let gw = "[listeners.gw]\nbind = \"127.0.0.1:3\"\nprotocol = \"http\"\nupstream = \"app\"\n";
+    let src = format!("{gw}access_log = {{ format = \"json\", path = \"{missing}\" }}\n{UP}");
+    assert_eq!(
+        errors(&src),
+        [format!("test.toml:5:40: cannot open access log {missing}: {reason}")]
+    );
+    // Paths that can be opened are created, as the writer would.
+    let (session, access) = (dir.join("s.jsonl"), dir.join("a.log"));
+    let src = format!(
+        "[global]\nsession_log = \"{}\"\n{gw}access_log = {{ path = \"{}\" }}\n{UP}",
+        session.display(),
+        access.display()
+    );
+    assert_eq!(errors(&src), [""; 0]);
+    assert!(session.exists() && access.exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
