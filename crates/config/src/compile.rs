@@ -86,12 +86,44 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
     Ok(compiled)
 }
 
+/// Says serde's messages in the config's own terms: `invalid type: string "2", expected i64`
+/// becomes `expected a whole number, not the string "2"`.
 fn friendly_toml_message(message: &str) -> String {
+    let message = message.trim();
     if message.contains("untagged enum RawTarget") {
-        "a target is \"host:port\" or { address = \"host:port\", weight = N }".to_string()
-    } else {
-        message.trim().to_string()
+        return "a target is \"host:port\" or { address = \"host:port\", weight = N }".to_string();
     }
+    let Some((found, expected)) = message
+        .strip_prefix("invalid type: ")
+        .and_then(|rest| rest.rsplit_once(", expected "))
+    else {
+        return message.to_string();
+    };
+    let expected = match expected {
+        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "isize" | "usize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a boolean" => "true or false",
+        "a borrowed string" | "a character" => "a string",
+        "a sequence" => "a list",
+        "a map" => "a table",
+        s if s.starts_with("struct ") => "a table",
+        other => other,
+    };
+    let quoted = |prefix: &str| found.strip_prefix(prefix).map(|v| v.trim_matches('`'));
+    let found = if found.starts_with("string ") {
+        format!("the {found}")
+    } else if let Some(n) = quoted("integer ").or_else(|| quoted("floating point ")) {
+        format!("the number {n}")
+    } else if let Some(b) = quoted("boolean ") {
+        b.to_string()
+    } else {
+        match found {
+            "sequence" => "a list".to_string(),
+            "map" => "a table".to_string(),
+            other => other.to_string(),
+        }
+    };
+    format!("expected {expected}, not {found}")
 }
 
 /// The command line's single-listener setup (`rampart PORT`, `rampart tcp`, `rampart http`).
@@ -200,6 +232,9 @@ impl Checker<'_> {
             .as_ref()
             .and_then(|w| self.count(w, "workers", 1, 1024));
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        if let Some(path) = &raw.global.session_log {
+            self.log_file("session log", path);
+        }
         let session_log = raw
             .global
             .session_log
@@ -231,20 +266,13 @@ impl Checker<'_> {
         }
         let mut listeners: Vec<Listener> = Vec::new();
         for (name, l) in &raw.listeners {
+            self.tcp_listener_keys(name.get_ref(), l);
             if let Some(listener) = self.listener(name, l, &upstream_names, &request_keyed, live) {
-                if listeners.iter().any(|other| other.bind == listener.bind) {
-                    self.error(
-                        l.bind.span(),
-                        format!(
-                            "listener `{}` binds {} like another listener",
-                            name.get_ref(),
-                            listener.bind
-                        ),
-                    );
-                }
                 listeners.push(listener);
             }
         }
+        self.overlapping_binds(&raw.listeners);
+        self.tcp_upstream_keys(&raw);
         if !self.errors.is_empty() {
             return None;
         }
@@ -439,6 +467,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
     }
 }
 
+mod checks;
 mod http;
 mod upstream;
 

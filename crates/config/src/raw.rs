@@ -1,10 +1,13 @@
 //! The config file as written, before validation. Every struct denies unknown keys, and every
-//! value that validation may reject keeps its location (`Spanned`).
+//! value that validation may reject keeps its location (`Spanned`). Durations and sizes are
+//! strings that name their kind in type errors ([`described`]).
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use toml::Spanned;
+
+pub mod described;
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -26,6 +29,7 @@ pub struct RawGlobal {
     pub workers: Option<Spanned<i64>>,
     /// Pin worker i to core i (the command line's `--pin` also turns it on).
     pub pin: Option<bool>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub drain_timeout: Option<Spanned<String>>,
     pub session_log: Option<Spanned<String>>,
 }
@@ -39,16 +43,21 @@ pub struct RawListener {
     /// Required for TCP; for HTTP, a catch-all route to it follows the listed routes.
     pub upstream: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub idle_timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::size")]
     pub buffer_size: Option<Spanned<String>>,
     #[serde(default)]
     pub proxy_protocol_from: Vec<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub proxy_header_timeout: Option<Spanned<String>>,
     // HTTP listeners only.
     pub forwarded_headers: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub client_header_timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub keepalive_timeout: Option<Spanned<String>>,
-    pub access_log: Option<RawAccessLog>,
+    pub access_log: Option<Spanned<RawAccessLog>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
 }
@@ -80,6 +89,7 @@ pub struct RawRoute {
     pub request_headers: RawHeaderOps,
     #[serde(default)]
     pub response_headers: RawHeaderOps,
+    #[serde(default, deserialize_with = "described::size")]
     pub max_body_size: Option<Spanned<String>>,
 }
 
@@ -161,19 +171,27 @@ pub struct RawUpstream {
     pub balance: Option<Spanned<String>>,
     /// What `consistent_hash` hashes: `client_address`, `header:NAME` or `cookie:NAME`.
     pub hash_key: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub connect_timeout: Option<Spanned<String>>,
     pub connect_attempts: Option<Spanned<i64>>,
     pub send_proxy_protocol: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub passive_backoff: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub passive_backoff_max: Option<Spanned<String>>,
     pub health_check: Option<RawHealthCheck>,
     // HTTP only.
+    #[serde(default, deserialize_with = "described::duration")]
     pub response_header_timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub read_timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub write_timeout: Option<Spanned<String>>,
     pub pool_max_idle: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub pool_idle_timeout: Option<Spanned<String>>,
     pub retries: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
 }
 
@@ -196,7 +214,9 @@ pub struct RawTargetTable {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawHealthCheck {
+    #[serde(default, deserialize_with = "described::duration")]
     pub interval: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
     pub timeout: Option<Spanned<String>>,
     pub rise: Option<Spanned<i64>>,
     pub fall: Option<Spanned<i64>>,

@@ -1,9 +1,12 @@
 //! The command line.
 
+use std::ffi::OsStr;
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
+use rampart_config::compile::parse_bind;
 use rampart_model::balance::BalancePolicy;
 
 /// Rampart: a reverse proxy and load balancer.
@@ -23,7 +26,7 @@ pub struct Cli {
 
     /// Listen on [ADDR:]PORT (address 0.0.0.0 when only a port is given) and balance over the
     /// targets in the hosts file.
-    #[arg(value_name = "[ADDR:]PORT")]
+    #[arg(value_name = "[ADDR:]PORT", value_parser = ListenAddress)]
     pub listen: Option<String>,
 
     /// The hosts file: one host:port per line; blank lines and # comments allowed.
@@ -36,6 +39,29 @@ pub struct Cli {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl Cli {
+    /// Parses the command line. A mistyped subcommand followed by its options (`rampart chek -c
+    /// x`) stops clap at the first option (`-c`), before the word itself is checked; the error
+    /// then names the word and the subcommand it is near, which is what went wrong.
+    pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+        Cli::try_parse_from(&args).map_err(|e| {
+            let word = args.get(1).filter(|w| !w.to_string_lossy().starts_with('-'));
+            match (e.kind(), word) {
+                (ErrorKind::UnknownArgument, Some(word)) => {
+                    let cmd = <Cli as clap::CommandFactory>::command();
+                    ListenAddress.parse_ref(&cmd, None, word).err().unwrap_or(e)
+                }
+                _ => e,
+            }
+        })
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -94,6 +120,47 @@ fn policy_parser() -> PossibleValuesParser {
     PossibleValuesParser::new(BalancePolicy::NAMES)
 }
 
+/// The `[ADDR:]PORT` positional. A word that is no listen address is refused while parsing, so
+/// that a mistyped subcommand (`rampart chek -c x`) is a usage error (exit 2), with clap's
+/// "a similar subcommand exists" tip when one is near, rather than a start-up error (exit 1).
+#[derive(Debug, Clone, Copy)]
+struct ListenAddress;
+
+impl TypedValueParser for ListenAddress {
+    type Value = String;
+
+    fn parse_ref(&self, cmd: &clap::Command, _arg: Option<&clap::Arg>, value: &OsStr) -> Result<String, clap::Error> {
+        let text = value.to_string_lossy();
+        if parse_bind(&text).is_ok() {
+            return Ok(text.into_owned());
+        }
+        let mut cmd = cmd.clone();
+        let usage = cmd.render_usage();
+        if let Some(similar) = similar_subcommand(&cmd, &text) {
+            let mut err = clap::Error::new(ErrorKind::InvalidSubcommand).with_cmd(&cmd);
+            err.insert(ContextKind::InvalidSubcommand, ContextValue::String(text.into_owned()));
+            err.insert(ContextKind::SuggestedSubcommand, ContextValue::Strings(vec![similar]));
+            err.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+            return Err(err);
+        }
+        let subcommands: Vec<&str> = cmd.get_subcommands().map(|c| c.get_name()).collect();
+        let message = format!(
+            "'{text}' is neither [ADDR:]PORT (such as 7777 or 127.0.0.1:7777) nor a subcommand ({})\n\n{usage}\n\nFor more information, try '--help'.\n",
+            subcommands.join(", ")
+        );
+        Err(clap::Error::raw(ErrorKind::ValueValidation, message).with_cmd(&cmd))
+    }
+}
+
+/// The subcommand `word` is most likely a typo of, by clap's own measure (Jaro similarity above 0.7).
+fn similar_subcommand(cmd: &clap::Command, word: &str) -> Option<String> {
+    cmd.get_subcommands()
+        .map(|c| (strsim::jaro(word, c.get_name()), c.get_name()))
+        .filter(|(score, _)| *score > 0.7)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, name)| name.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -126,5 +193,36 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1"]).is_err());
         assert!(Cli::try_parse_from(["rampart", "7777", "--balance", "nope"]).is_err());
+    }
+
+    #[test]
+    fn listen_forms_parse() {
+        for listen in ["7777", "127.0.0.1:7777", "*:7777", ":7777", "[::1]:7777"] {
+            let cli = Cli::parse_args(["rampart", listen, "--workers", "1"]).unwrap();
+            assert_eq!(cli.listen.as_deref(), Some(listen));
+        }
+    }
+
+    #[test]
+    fn a_mistyped_subcommand_is_a_usage_error_with_a_suggestion() {
+        for (args, similar) in [
+            (
+                &["rampart", "tcpp", "--listen", "127.0.0.1:1", "--to", "a:1"][..],
+                "tcp",
+            ),
+            (&["rampart", "chek", "-c", "x.toml"][..], "check"),
+        ] {
+            let err = Cli::parse_args(args).unwrap_err();
+            assert_eq!(err.kind(), ErrorKind::InvalidSubcommand, "{err}");
+            assert_eq!(err.exit_code(), 2);
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("similar subcommand exists: '{similar}'")),
+                "{text}"
+            );
+        }
+        let err = Cli::parse_args(["rampart", "elsewhere"]).unwrap_err();
+        assert_eq!((err.kind(), err.exit_code()), (ErrorKind::ValueValidation, 2));
+        assert!(err.to_string().contains("'elsewhere' is neither [ADDR:]PORT"), "{err}");
     }
 }

@@ -2,6 +2,8 @@
 //! SIGTERM/SIGINT drain and exit). It runs on the main thread's own small runtime; workers never
 //! wait on it.
 
+use std::path::Path;
+
 use anyhow::Context;
 use rampart_config::LiveState;
 use rampart_proxy::checker::spawn_checks;
@@ -15,6 +17,9 @@ use crate::source::{summary, Source};
 /// Serves `source` until SIGTERM or SIGINT. Returns an error (exit code 1) only when the first
 /// load or the start fails.
 pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
+    if let Some(path) = &args.session_log {
+        check_log_file(path).with_context(|| format!("--session-log {}: cannot open", path.display()))?;
+    }
     raise_open_files_limit();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -34,8 +39,11 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         .or(loaded.workers)
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let pin = args.pin || loaded.pin;
-    let session_log = SessionLogWriter::start(loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf))
-        .with_context(|| format!("cannot open session log {:?}", loaded.snapshot.session_log))?;
+    let session_path = loaded.snapshot.session_log.as_deref().map(Path::to_path_buf);
+    let session_log = SessionLogWriter::start(session_path.clone()).with_context(|| {
+        let shown = session_path.as_deref().unwrap_or(Path::new(""));
+        format!("cannot open session log {}", shown.display())
+    })?;
     let line = summary(&loaded.snapshot);
     let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
     log::info!(
@@ -108,6 +116,15 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
         log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
     }
     log::info!("reloaded: {line}");
+}
+
+/// Opens a log file the way the log writer does (append, create), to refuse a bad path at once.
+fn check_log_file(path: &Path) -> std::io::Result<()> {
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(drop)
 }
 
 /// Each connection takes two descriptors; take the hard limit rather than the usual 1024.

@@ -8,7 +8,6 @@ mod source;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::Parser;
 use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{compile_toml, LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
@@ -17,11 +16,17 @@ use cli::{Cli, Command, FixedArgs};
 use source::{summary, Source};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     logger::init();
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
-        Some(Command::Run { config, engine }) => control::serve(Source::File(config), &engine),
+        Some(Command::Run { config, engine }) => {
+            let source = Source::File {
+                path: config,
+                session_log: engine.session_log.clone(),
+            };
+            control::serve(source, &engine)
+        }
         Some(Command::Tcp(args)) => fixed_source(false, &args)
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &args.engine)),

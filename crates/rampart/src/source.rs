@@ -1,6 +1,7 @@
 //! Where the running config comes from, and how to (re)load it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use rampart_config::compile::parse_bind;
 use rampart_config::{compile_toml, hosts, simple_l4, LiveState, SimpleL4};
@@ -11,8 +12,11 @@ use rampart_model::Snapshot;
 /// A config source; SIGHUP loads it again.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// `rampart run -c FILE`.
-    File(PathBuf),
+    /// `rampart run -c FILE`, and `--session-log` for when the file names no session log.
+    File {
+        path: PathBuf,
+        session_log: Option<PathBuf>,
+    },
     /// `rampart [ADDR:]PORT`: a listen address plus a hosts file.
     Hosts {
         path: PathBuf,
@@ -36,10 +40,13 @@ impl Source {
     /// per line where the problem has a place.
     pub fn load(&self, live: &mut LiveState) -> Result<Loaded, String> {
         match self {
-            Source::File(path) => {
+            Source::File { path, session_log } => {
                 let name = path.display().to_string();
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
-                let compiled = compile_toml(&name, &text, live).map_err(|e| e.to_string())?;
+                let mut compiled = compile_toml(&name, &text, live).map_err(|e| e.to_string())?;
+                if compiled.snapshot.session_log.is_none() {
+                    compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
+                }
                 Ok(Loaded {
                     snapshot: compiled.snapshot,
                     workers: compiled.workers,

@@ -138,11 +138,144 @@ fn bad_command_lines_are_refused() {
 }
 
 #[test]
+fn a_mistyped_subcommand_is_a_usage_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["chek", "-c", "x.toml"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("unrecognized subcommand 'chek'"), "{err}");
+    assert!(err.contains("a similar subcommand exists: 'check'"), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["tcpp", "--listen", "127.0.0.1:1", "--to", "127.0.0.1:2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("a similar subcommand exists: 'tcp'"), "{err}");
+    let (code, _, err) = rampart(dir.path(), &["nowhere"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("'nowhere' is neither [ADDR:]PORT"), "{err}");
+}
+
+#[test]
 fn a_port_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
     let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
     assert_eq!(code, 1);
-    assert!(err.contains(&format!("cannot listen on {addr}")), "{err}");
+    assert!(
+        err.contains(&format!("rampart: {addr}: already in use by another process")),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_bind_error_says_its_reason_once() {
+    // 192.0.2.1 (TEST-NET-1) is no address of this machine.
+    let addr = format!("192.0.2.1:{}", free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("rampart: cannot listen on {addr}: ")), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+}
+
+/// SO_REUSEPORT would let a second Rampart of the same user share the first one's address (and
+/// take part of its connections); it is refused instead, also where one of the two addresses is
+/// the wildcard over the other.
+#[test]
+fn a_second_rampart_on_a_held_address_exits_one() {
+    let backend = Backend::start("first", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    for (first, second) in [
+        ("127.0.0.1", "127.0.0.1"),
+        ("0.0.0.0", "127.0.0.1"),
+        ("127.0.0.1", "0.0.0.0"),
+    ] {
+        let port = free_port();
+        let (a_listen, b_listen) = (format!("{first}:{port}"), format!("{second}:{port}"));
+        let target = backend.target();
+        let mut a = Rampart::start(
+            dir.path(),
+            &["tcp", "--listen", &a_listen, "--to", &target, "--workers", "2"],
+        );
+        let mut b = Rampart::spawn(dir.path(), &["tcp", "--listen", &b_listen, "--to", &target]);
+        assert_eq!(b.wait_exit(), 1, "{:?}", b.log);
+        let want = format!("rampart: {b_listen}: already in use by another process");
+        assert!(b.log.iter().any(|l| l == &want), "want {want:?}, got {:?}", b.log);
+        for _ in 0..4 {
+            assert_eq!(which_backend(port), "first");
+        }
+        assert_eq!(a.stop(), 0);
+    }
+}
+
+/// A log file that cannot be opened is a config error with its place (`check` and `run`), or a
+/// command-line error for `--session-log`; never a failure at the first request.
+#[test]
+fn log_files_that_cannot_be_opened_are_refused_before_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let missing = dir.path().join("gone").join("x.log").display().to_string();
+    let reason = "No such file or directory (os error 2)";
+    let access = format!(
+        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+         access_log = {{ path = \"{missing}\" }}\n[upstreams.app]\ntargets = [\"127.0.0.1:1\"]\n"
+    );
+    let session = format!(
+        "[global]\nsession_log = \"{missing}\"\n{}",
+        config(port, &["127.0.0.1:1".into()], "", "")
+    );
+    for (name, cfg, at, what) in [
+        ("access.toml", access, "5:23", "access log"),
+        ("session.toml", session, "2:15", "session log"),
+    ] {
+        let path = write_file(dir.path(), name, &cfg);
+        let want = format!("{path}:{at}: cannot open {what} {missing}: {reason}");
+        let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
+        assert_eq!((code, err.trim()), (1, want.as_str()));
+        let mut run = Rampart::spawn(dir.path(), &["run", "-c", &path]);
+        assert_eq!(run.wait_exit(), 1, "{:?}", run.log);
+        assert!(run.log.iter().any(|l| l.contains(&want)), "{:?}", run.log);
+    }
+    let want = format!("rampart: --session-log {missing}: cannot open: {reason}");
+    let listen = format!("127.0.0.1:{port}");
+    let good = write_file(dir.path(), "good.toml", &config(port, &["127.0.0.1:1".into()], "", ""));
+    for args in [
+        &[
+            "tcp",
+            "--listen",
+            &listen,
+            "--to",
+            "127.0.0.1:1",
+            "--session-log",
+            &missing,
+        ][..],
+        &["run", "-c", &good, "--session-log", &missing][..],
+    ] {
+        let mut run = Rampart::spawn(dir.path(), args);
+        assert_eq!(run.wait_exit(), 1, "{args:?}: {:?}", run.log);
+        assert!(run.log.contains(&want), "{args:?}: {:?}", run.log);
+    }
+}
+
+/// The scripts find the binaries where cargo put them, `CARGO_TARGET_DIR` included.
+#[test]
+fn scripts_run_binaries_from_the_cargo_target_dir() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    // (bench/run.sh asks cargo where it put the binary.)
+    for script in ["scripts/quickstart"] {
+        let text = std::fs::read_to_string(format!("{root}/{script}")).unwrap();
+        let mut runs = 0;
+        for line in text.lines().filter(|l| !l.trim_start().starts_with('#')) {
+            for (at, _) in line.match_indices("/release/") {
+                let before = &line[..at];
+                assert!(
+                    before.ends_with("${CARGO_TARGET_DIR:-target}") || before.ends_with("$target"),
+                    "{script}: `{line}` does not honour CARGO_TARGET_DIR"
+                );
+                runs += 1;
+            }
+        }
+        assert!(runs > 0, "{script}: no release binary run found");
+        if text.contains("$target/") {
+            assert!(text.contains("target=\"${CARGO_TARGET_DIR:-target}\""), "{script}");
+        }
+    }
 }

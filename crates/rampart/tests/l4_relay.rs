@@ -229,3 +229,22 @@ fn session_records_have_every_field() {
         assert!(line.contains(&key), "{ts} missing from {line}");
     }
 }
+
+/// `run -c` takes `--session-log` when the config names no session log (the file's wins).
+#[test]
+fn run_takes_the_session_log_from_the_command_line() {
+    let backend = Backend::start("echo", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let log = dir.path().join("cli.jsonl");
+    let log_arg = log.display().to_string();
+    let path = write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
+    let mut proxy = Rampart::start(
+        dir.path(),
+        &["run", "-c", &path, "--workers", "1", "--session-log", &log_arg],
+    );
+    assert_eq!(which_backend(port), "echo");
+    assert_eq!(proxy.stop(), 0);
+    let records = std::fs::read_to_string(&log).unwrap();
+    assert!(records.contains("\"listener\":\"main\""), "{records}");
+}

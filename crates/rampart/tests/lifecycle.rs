@@ -73,6 +73,85 @@ fn reload_adds_and_removes_listeners() {
     assert_eq!(which_backend(p1), "b");
 }
 
+/// Only addresses new to a reload are checked for other holders; one held elsewhere (even with
+/// SO_REUSEPORT, which would let both share it) fails the reload.
+#[test]
+fn a_reload_onto_an_address_another_process_holds_is_refused() {
+    let backend = Backend::start("b", Behavior::TagEcho);
+    let holder = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    holder.set_reuse_address(true).unwrap();
+    holder.set_reuse_port(true).unwrap();
+    holder
+        .bind(&std::net::SocketAddr::from(([127, 0, 0, 1], 0)).into())
+        .unwrap();
+    holder.listen(16).unwrap();
+    let held = holder.local_addr().unwrap().as_socket().unwrap().port();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    let two = format!(
+        "{}[listeners.second]\nbind = \"127.0.0.1:{held}\"\nupstream = \"app\"\n",
+        config(port, &[backend.target()], "", "")
+    );
+    write_file(dir.path(), "r.toml", &two);
+    let outcome = proxy.reload();
+    assert!(
+        outcome.contains("reload failed")
+            && outcome.contains(&format!("127.0.0.1:{held}: already in use by another process")),
+        "{outcome}"
+    );
+    assert_eq!(which_backend(port), "b");
+    // The running address itself is not probed: a reload that keeps it goes through.
+    write_file(dir.path(), "r.toml", &config(port, &[backend.target()], "", ""));
+    assert!(proxy.reload().contains("reloaded"));
+    assert_eq!(which_backend(port), "b");
+}
+
+/// A log file that cannot be opened fails the reload (with its place in the file) rather than
+/// the first request after it.
+#[test]
+fn a_reload_with_a_log_file_that_cannot_be_opened_keeps_the_running_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let good = dir.path().join("access.log").display().to_string();
+    let missing = dir.path().join("gone").join("x.log").display().to_string();
+    let cfg = |global: &str, access_log: &str, body: &str| {
+        format!(
+            "[global]\n{global}\n[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+             access_log = {{ path = \"{access_log}\" }}\n[[listeners.gw.routes]]\nrespond = {{ body = \"{body}\" }}\n"
+        )
+    };
+    let body = || {
+        let mut client = connect(port);
+        let (status, _, body) = common::http::send(&mut client, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        (status, String::from_utf8_lossy(&body).into_owned())
+    };
+    let path = write_file(dir.path(), "r.toml", &cfg("", &good, "old"));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    assert_eq!(body(), (200, "old".to_string()));
+    let reason = "No such file or directory (os error 2)";
+    let cases = [
+        (
+            cfg("", &missing, "new"),
+            format!("{path}:6:23: cannot open access log {missing}: {reason}"),
+        ),
+        (
+            cfg(&format!("session_log = \"{missing}\""), &good, "new"),
+            format!("{path}:2:15: cannot open session log {missing}: {reason}"),
+        ),
+    ];
+    for (bad, want) in cases {
+        write_file(dir.path(), "r.toml", &bad);
+        let outcome = proxy.reload();
+        assert!(
+            outcome.contains("reload failed") && outcome.contains(&want),
+            "{outcome}"
+        );
+        assert_eq!(body(), (200, "old".to_string()));
+    }
+}
+
 #[test]
 fn hosts_file_mode_reloads_the_hosts_file() {
     let a = Backend::start("a", Behavior::TagEcho);

@@ -22,14 +22,19 @@ use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::WorkerCounters;
 use tokio::sync::mpsc;
 
-pub use listener::bind_reuseport;
+pub use listener::{bind_reuseport, probe_unused};
 use worker::{Command, WorkerSetup};
 
 /// Why the engine could not start or apply a config.
+///
+/// Each variant says its reason in its own message and exposes no `source()`, so that printing
+/// the error chain (anyhow's `{:#}`) does not repeat the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("cannot listen on {addr}: {source}")]
-    Bind { addr: SocketAddr, source: std::io::Error },
+    #[error("{addr}: already in use by another process")]
+    InUse { addr: SocketAddr },
+    #[error("cannot listen on {addr}: {error}")]
+    Bind { addr: SocketAddr, error: std::io::Error },
     #[error("cannot start worker thread: {0}")]
     Spawn(std::io::Error),
 }
@@ -63,7 +68,7 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         let workers = options.workers.max(1);
         let binds: Vec<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
-        let mut sockets = bind_all(&binds, workers)?;
+        let mut sockets = bind_all(&binds, workers, &HashSet::new())?;
         let current = Arc::new(ArcSwap::from_pointee(snapshot));
         let cores = available_cores();
         let mut handles = Vec::with_capacity(workers);
@@ -121,7 +126,7 @@ impl Engine {
         let wanted: HashSet<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
         let added: Vec<SocketAddr> = wanted.difference(&self.listening).copied().collect();
         let removed: Vec<SocketAddr> = self.listening.difference(&wanted).copied().collect();
-        let mut sockets = bind_all(&added, self.workers.len())?;
+        let mut sockets = bind_all(&added, self.workers.len(), &self.listening)?;
         self.current.store(Arc::new(snapshot));
         for (addr, per_worker) in sockets.iter_mut() {
             for (worker, socket) in self.workers.iter().zip(per_worker.drain(..)) {
@@ -153,20 +158,48 @@ impl Engine {
     }
 }
 
-/// Binds `workers` SO_REUSEPORT sockets for each address; all or nothing.
+/// Binds `workers` SO_REUSEPORT sockets for each address; all or nothing. `held` are the
+/// addresses this process listens on already.
+///
+/// Each address is first probed without SO_REUSEPORT ([`probe_unused`]), so that an address
+/// another process listens on is refused instead of shared. The probe is skipped for an address
+/// that overlaps one in `held` (such as `127.0.0.1:P` under our own `0.0.0.0:P` during a reload
+/// that moves between them), because our own socket would fail it.
 fn bind_all(
     addrs: &[SocketAddr],
     workers: usize,
+    held: &HashSet<SocketAddr>,
 ) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
+    for &addr in addrs {
+        if held.iter().any(|h| overlaps(*h, addr)) {
+            continue;
+        }
+        probe_unused(addr).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AddrInUse => EngineError::InUse { addr },
+            _ => EngineError::Bind { addr, error },
+        })?;
+    }
     addrs
         .iter()
         .map(|&addr| {
             let per_worker = (0..workers)
-                .map(|_| bind_reuseport(addr).map_err(|source| EngineError::Bind { addr, source }))
+                .map(|_| bind_reuseport(addr).map_err(|error| EngineError::Bind { addr, error }))
                 .collect::<Result<Vec<_>, _>>()?;
             Ok((addr, per_worker))
         })
         .collect()
+}
+
+/// Whether listening on `a` and on `b` would take connections for the same addresses: the same
+/// port, and equal addresses or a wildcard among them (`[::]` takes IPv4 clients too).
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    if a.port() != b.port() {
+        return false;
+    }
+    let (a, b) = (a.ip(), b.ip());
+    a == b
+        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
+        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
 }
 
 /// The cores this process may run on, in order.
@@ -214,5 +247,36 @@ fn return_free_memory() {
     // SAFETY: malloc_trim only walks the allocator's own free lists.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_listen_addresses() {
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        assert!(overlaps(a("0.0.0.0:80"), a("127.0.0.1:80")));
+        assert!(overlaps(a("127.0.0.1:80"), a("0.0.0.0:80")));
+        assert!(overlaps(a("[::]:80"), a("127.0.0.1:80")));
+        assert!(overlaps(a("127.0.0.1:80"), a("127.0.0.1:80")));
+        assert!(!overlaps(a("127.0.0.1:80"), a("127.0.0.2:80")));
+        assert!(!overlaps(a("0.0.0.0:80"), a("0.0.0.0:81")));
+        assert!(!overlaps(a("0.0.0.0:80"), a("[::1]:80")));
+    }
+
+    #[test]
+    fn a_bind_error_says_its_reason_once() {
+        let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = held.local_addr().unwrap();
+        let err = bind_all(&[addr], 2, &HashSet::new()).unwrap_err();
+        assert_eq!(err.to_string(), format!("{addr}: already in use by another process"));
+        // Not an address of this machine: the reason is in the message, and no source repeats it.
+        let addr: SocketAddr = "192.0.2.1:1".parse().unwrap();
+        let err = bind_all(&[addr], 1, &HashSet::new()).unwrap_err();
+        let text = err.to_string();
+        assert!(text.starts_with("cannot listen on 192.0.2.1:1: "), "{text}");
+        assert!(std::error::Error::source(&err).is_none(), "{text}");
     }
 }

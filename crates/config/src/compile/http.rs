@@ -35,7 +35,8 @@ impl Checker<'_> {
                 ForwardedHeaders::Append
             }
         };
-        let access_log = l.access_log.as_ref().and_then(|a| {
+        let access_log = l.access_log.as_ref().map(Spanned::get_ref).and_then(|a| {
+            self.log_file("access log", &a.path);
             let format = match a.format.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
                 None | Some(("json", _)) => AccessLogFormat::Json,
                 Some(("combined", _)) => AccessLogFormat::Combined,

@@ -142,10 +142,7 @@ fn every_error_of_a_file_is_reported() {
 fn duplicate_binds_are_rejected() {
     let src = "[listeners.a]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[listeners.b]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n[upstreams.u]\ntargets = [\"127.0.0.1:2\"]\n";
     let got = errors(src);
-    assert_eq!(
-        got,
-        ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like another listener"]
-    );
+    assert_eq!(got, ["test.toml:5:8: listener `b` binds 127.0.0.1:1 like listener `a`"]);
 }
 
 #[test]
@@ -311,4 +308,56 @@ fn hash_keys_and_request_timeouts() {
         got[0].starts_with("test.toml:3:12: TCP listener `l4` uses upstream `app`, which hashes on a request header"),
         "{got:?}"
     );
+}
+
+/// Values of the wrong type are told what the key takes, in the config's terms.
+#[test]
+fn type_errors_say_what_the_key_takes() {
+    let l = "[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n";
+    let u = "[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n";
+    let cases: &[(String, &str)] = &[
+        (
+            format!("[global]\nworkers = \"2\"\n{l}{u}"),
+            "test.toml:2:11: expected a whole number, not the string \"2\"",
+        ),
+        (
+            format!("{l}max_connections = 1.5\n{u}"),
+            "test.toml:4:19: expected a whole number, not the number 1.5",
+        ),
+        (
+            format!("{l}idle_timeout = 30\n{u}"),
+            "test.toml:4:16: expected a duration such as \"5s\", not the number 30",
+        ),
+        (
+            format!("{l}{u}[upstreams.app.health_check]\ninterval = true\n"),
+            "test.toml:7:12: expected a duration such as \"5s\", not true",
+        ),
+        (
+            format!("{l}buffer_size = 65536\n{u}"),
+            "test.toml:4:15: expected a size such as \"64KiB\", not the number 65536",
+        ),
+        (
+            format!("[global]\npin = \"yes\"\n{l}{u}"),
+            "test.toml:2:7: expected true or false, not the string \"yes\"",
+        ),
+        (
+            "[listeners.web]\nbind = 7777\nupstream = \"app\"\n".to_string() + u,
+            "test.toml:2:8: expected a string, not the number 7777",
+        ),
+        (
+            format!("{l}[upstreams.app]\ntargets = \"127.0.0.1:2\"\n"),
+            "test.toml:5:11: expected a list, not the string \"127.0.0.1:2\"",
+        ),
+        (
+            format!("{l}proxy_protocol_from = \"10.0.0.0/8\"\n{u}"),
+            "test.toml:4:23: expected a list, not the string \"10.0.0.0/8\"",
+        ),
+        (
+            format!("{l}access_log = \"/tmp/a.log\"\n{u}"),
+            "test.toml:4:14: expected a table, not the string \"/tmp/a.log\"",
+        ),
+    ];
+    for (src, want) in cases {
+        assert_eq!(errors(src), [*want], "for:\n{src}");
+    }
 }

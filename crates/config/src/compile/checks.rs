@@ -1,0 +1,145 @@
+//! Checks across keys and listeners that compile no value of their own: keys that do nothing for
+//! a listener's or an upstream's kind, listen addresses that overlap, and log files that cannot
+//! be opened.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::net::SocketAddr;
+use std::ops::Range;
+
+use toml::Spanned;
+
+use super::{parse_bind, Checker};
+use crate::raw::{RawConfig, RawListener};
+
+/// Whether a listener speaks HTTP; `None` for an unknown protocol (reported elsewhere).
+pub(super) fn is_http(l: &RawListener) -> Option<bool> {
+    match l.protocol.as_ref().map(|p| p.get_ref().as_str()) {
+        None | Some("tcp") => Some(false),
+        Some("http") => Some(true),
+        Some(_) => None,
+    }
+}
+
+impl Checker<'_> {
+    /// HTTP-only keys on a TCP listener are errors: they would be silently ignored.
+    pub(super) fn tcp_listener_keys(&mut self, name: &str, l: &RawListener) {
+        if is_http(l) != Some(false) {
+            return;
+        }
+        let keys: [(&str, Option<Range<usize>>); 5] = [
+            ("forwarded_headers", l.forwarded_headers.as_ref().map(Spanned::span)),
+            (
+                "client_header_timeout",
+                l.client_header_timeout.as_ref().map(Spanned::span),
+            ),
+            ("keepalive_timeout", l.keepalive_timeout.as_ref().map(Spanned::span)),
+            ("access_log", l.access_log.as_ref().map(Spanned::span)),
+            ("routes", l.routes.first().map(Spanned::span)),
+        ];
+        for (key, span) in keys {
+            if let Some(span) = span {
+                self.error(
+                    span,
+                    format!("`{key}` is for HTTP listeners; listener `{name}` is tcp (set protocol = \"http\")"),
+                );
+            }
+        }
+    }
+
+    /// HTTP-only keys on an upstream that only TCP listeners use are errors.
+    pub(super) fn tcp_upstream_keys(&mut self, raw: &RawConfig) {
+        for (name, up) in &raw.upstreams {
+            let name = name.get_ref();
+            let mut tcp_users = Vec::new();
+            let mut http_used = false;
+            for (listener, l) in &raw.listeners {
+                let uses = l.upstream.as_ref().is_some_and(|u| u.get_ref() == name);
+                match is_http(l) {
+                    Some(false) if uses => tcp_users.push(format!("`{}`", listener.get_ref())),
+                    Some(true) => {
+                        http_used |= uses
+                            || l.routes
+                                .iter()
+                                .any(|r| r.get_ref().upstream.as_ref().is_some_and(|u| u.get_ref() == name));
+                    }
+                    _ => {}
+                }
+            }
+            if http_used || tcp_users.is_empty() {
+                continue;
+            }
+            let keys: [(&str, Option<Range<usize>>); 7] = [
+                (
+                    "response_header_timeout",
+                    up.response_header_timeout.as_ref().map(Spanned::span),
+                ),
+                ("read_timeout", up.read_timeout.as_ref().map(Spanned::span)),
+                ("write_timeout", up.write_timeout.as_ref().map(Spanned::span)),
+                ("pool_max_idle", up.pool_max_idle.as_ref().map(Spanned::span)),
+                ("pool_idle_timeout", up.pool_idle_timeout.as_ref().map(Spanned::span)),
+                ("retries", up.retries.as_ref().map(Spanned::span)),
+                ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
+            ];
+            let users = tcp_users.join(", ");
+            for (key, span) in keys {
+                if let Some(span) = span {
+                    self.error(
+                        span,
+                        format!(
+                            "`{key}` is for HTTP upstreams; upstream `{name}` is used only by TCP listener(s) {users}"
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    /// Two listeners that would take connections for the same address: the same port, and equal
+    /// addresses or a wildcard of the other's family among them. The later one in the file is
+    /// the error.
+    pub(super) fn overlapping_binds(&mut self, listeners: &BTreeMap<Spanned<String>, RawListener>) {
+        let mut binds: Vec<(&str, Range<usize>, SocketAddr)> = listeners
+            .iter()
+            .filter_map(|(name, l)| {
+                let addr = parse_bind(l.bind.get_ref()).ok()?;
+                Some((name.get_ref().as_str(), l.bind.span(), addr))
+            })
+            .collect();
+        binds.sort_by_key(|(_, span, _)| span.start);
+        for (i, (name, span, addr)) in binds.iter().enumerate() {
+            let Some((other, _, other_addr)) = binds[..i].iter().find(|(_, _, a)| overlaps(*a, *addr)) else {
+                continue;
+            };
+            let message = if other_addr == addr {
+                format!("listener `{name}` binds {addr} like listener `{other}`")
+            } else {
+                format!("listener `{name}` binds {addr}, which overlaps listener `{other}` on {other_addr}")
+            };
+            self.error(span.clone(), message);
+        }
+    }
+
+    /// Opens a log file the way the writer will (append, create), so that a path that cannot be
+    /// opened is an error of the config rather than of its first line.
+    pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) {
+        if let Err(e) = OpenOptions::new().create(true).append(true).open(path.get_ref()) {
+            self.error(path.span(), format!("cannot open {what} {}: {e}", path.get_ref()));
+        }
+    }
+}
+
+/// Whether listening on `a` and on `b` takes connections for the same addresses (`[::]` takes
+/// IPv4 clients too). The runtime's bind probe has the same rule.
+fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
+    if a.port() != b.port() {
+        return false;
+    }
+    let (a, b) = (a.ip(), b.ip());
+    a == b
+        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
+        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
+}
+
+#[cfg(test)]
+mod tests;
