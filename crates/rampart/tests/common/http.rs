@@ -32,6 +32,8 @@ pub struct HttpBackend {
     pub addr: SocketAddr,
     pub heads: Receiver<String>,
     pub connections: Arc<AtomicUsize>,
+    /// Connections that ended (closed by either side).
+    pub closed: Arc<AtomicUsize>,
 }
 
 impl HttpBackend {
@@ -40,18 +42,23 @@ impl HttpBackend {
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = channel();
         let connections = Arc::new(AtomicUsize::new(0));
-        let count = connections.clone();
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (count, ended) = (connections.clone(), closed.clone());
         thread::spawn(move || {
             for conn in listener.incoming().flatten() {
                 count.fetch_add(1, Ordering::SeqCst);
-                let (tx, reply) = (tx.clone(), reply.clone());
-                thread::spawn(move || serve(conn, tx, reply));
+                let (tx, reply, ended) = (tx.clone(), reply.clone(), ended.clone());
+                thread::spawn(move || {
+                    serve(conn, tx, reply);
+                    ended.fetch_add(1, Ordering::SeqCst);
+                });
             }
         });
         HttpBackend {
             addr,
             heads: rx,
             connections,
+            closed,
         }
     }
 

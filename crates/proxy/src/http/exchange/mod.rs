@@ -321,3 +321,6 @@ async fn send_request<D: Downstream>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

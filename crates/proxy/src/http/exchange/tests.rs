@@ -1,0 +1,168 @@
+//! The exchange against a recording downstream side: no client socket, only what the exchange
+//! says to the client through the seam. The upstream is a real server on 127.0.0.1.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rampart_config::{compile_toml, LiveState};
+
+use super::*;
+use crate::http::downstream::ResponseHeader;
+
+/// A downstream side that records what the exchange sent.
+#[derive(Default)]
+struct Recording {
+    body_in: IoBuf,
+    sent: Vec<String>,
+    bytes: u64,
+}
+
+impl Downstream for Recording {
+    fn body(&mut self) -> &mut IoBuf {
+        &mut self.body_in
+    }
+    async fn read_body(&mut self) -> Result<(), HttpError> {
+        Err(HttpError::ClientGone)
+    }
+    async fn send_continue(&mut self) -> Result<(), HttpError> {
+        self.sent.push("continue".into());
+        Ok(())
+    }
+    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+        self.sent.push(format!("interim {}", head.head.status));
+        Ok(())
+    }
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseHeader<'_>,
+        body: &[u8],
+        _: Duration,
+    ) -> Result<(), HttpError> {
+        self.bytes += body.len() as u64;
+        self.sent
+            .push(format!("head {} {}", head.head.status, String::from_utf8_lossy(body)));
+        Ok(())
+    }
+    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        self.bytes += bytes.len() as u64;
+        self.sent.push(format!("body {}", String::from_utf8_lossy(bytes)));
+        Ok(())
+    }
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        self.sent.push(format!("local {}", answer.status));
+        Ok(())
+    }
+    fn bytes_sent(&self) -> u64 {
+        self.bytes
+    }
+    fn keeps_alive(&self) -> bool {
+        true
+    }
+}
+
+/// An upstream that answers each request on a connection with the next of `replies`, then
+/// closes.
+fn upstream(replies: &'static [&'static [u8]]) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else { return };
+        let mut buf = [0u8; 4096];
+        for reply in replies {
+            let mut got = Vec::new();
+            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                match conn.read(&mut buf) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+            }
+            if conn.write_all(reply).is_err() {
+                return;
+            }
+        }
+    });
+    addr.to_string()
+}
+
+/// Runs one GET through the exchange to upstream `target` (with `retries`), returning what the
+/// downstream side saw and the request's context.
+fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestContext) {
+    let text = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{target}\"]\n{upstream_extra}\n"
+    );
+    let snapshot = compile_toml("t.toml", &text, &mut LiveState::default())
+        .unwrap()
+        .snapshot;
+    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let ctx = WorkerContext::new(0, Default::default(), shared.clone(), None);
+        let snapshot = shared.load_full();
+        let ops = HeaderOps::default();
+        let req = ProxyRequest {
+            snapshot: &snapshot,
+            listener_name: "web",
+            upstream: 0,
+            client: "192.0.2.1:1000".parse().unwrap(),
+            local: None,
+            hash_key: 0,
+            idempotent: true,
+            head_method: false,
+            framing: Framing::None,
+            expect_continue: false,
+            upgrade: false,
+            max_body_size: None,
+            response_ops: &ops,
+            measure: true,
+        };
+        let mut down = Recording::default();
+        let mut rctx = RequestContext::new(true);
+        let tunnel = proxy(&ctx, &req, &mut down, b"GET / HTTP/1.1\r\nhost: t\r\n\r\n", &mut rctx).await;
+        assert!(tunnel.is_none());
+        (down.sent, rctx)
+    })
+}
+
+#[test]
+fn a_response_goes_through_the_downstream_side_head_then_body() {
+    let target = upstream(&[b"HTTP/1.1 103 Early Hints\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: 5\r\n\r\nhello"]);
+    let (sent, rctx) = exchange_once(&target, "");
+    assert_eq!(sent, ["interim 103", "head 200 hello"]);
+    assert_eq!((rctx.status, rctx.target, rctx.error), (200, Some(0), None));
+    assert!(rctx.upstream_time.is_some());
+}
+
+#[test]
+fn an_upstream_that_closes_before_answering_is_a_502_answered_locally() {
+    let target = upstream(&[]);
+    let (sent, rctx) = exchange_once(&target, "retries = 0");
+    assert_eq!(sent, ["local 502"]);
+    assert_eq!(rctx.status, 502);
+    assert_eq!(rctx.error, Some(HttpError::UpstreamReset));
+    assert!(!rctx.keep_client);
+}
+
+#[test]
+fn a_refused_connect_is_answered_502_and_a_body_error_after_the_head_is_only_recorded() {
+    // Nothing listens on this port once the listener is dropped.
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let (sent, rctx) = exchange_once(&closed, "connect_attempts = 1");
+    assert_eq!(sent, ["local 502"]);
+    assert_eq!(rctx.error, Some(HttpError::ConnectFailed));
+
+    let target = upstream(&[b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"]);
+    let (sent, rctx) = exchange_once(&target, "");
+    assert_eq!(sent, ["head 200 short"]);
+    assert_eq!((rctx.status, rctx.error), (200, Some(HttpError::UpstreamClosedEarly)));
+    assert!(!rctx.keep_client);
+}
