@@ -11,10 +11,7 @@ use rampart_model::balance::{BalancePolicy, Maglev};
 use rampart_model::defaults;
 use rampart_model::health::TargetHealth;
 use rampart_model::net::IpNet;
-use rampart_model::route::{Route, RouteAction, RouteFilters, RouteMatcher};
-use rampart_model::{
-    ForwardedHeaders, HttpListener, HttpUpstream, Listener, ListenerProtocol, PassiveHealth, Snapshot, Target, Upstream,
-};
+use rampart_model::{Listener, ListenerProtocol, Snapshot, Target};
 use toml::Spanned;
 
 use crate::error::{ConfigError, ConfigErrors, SourceMap};
@@ -139,70 +136,48 @@ pub struct SimpleL4 {
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
-/// is proxied to the targets.
-pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Snapshot {
-    let upstream_name = "default";
-    let targets: Vec<Target> = spec
-        .targets
-        .iter()
-        .map(|(name, addr)| Target {
-            name: name.clone(),
-            addr: *addr,
-            weight: 1,
-            health: live.target_health(upstream_name, *addr),
-        })
-        .collect();
-    let maglev = build_maglev(spec.policy, &targets);
-    let snapshot = Snapshot {
-        generation: live.next_generation(),
-        listeners: vec![Listener {
-            name: "default".to_string(),
-            bind: spec.bind,
-            protocol: if spec.http {
-                ListenerProtocol::Http(Box::new(HttpListener {
-                    routes: vec![Route {
-                        name: "default".to_string(),
-                        matcher: RouteMatcher::default(),
-                        action: RouteAction::Proxy { upstream: 0 },
-                        filters: RouteFilters::default(),
-                    }],
-                    forwarded: ForwardedHeaders::Append,
-                    limits: Default::default(),
-                    client_header_timeout: defaults::CLIENT_HEADER_TIMEOUT,
-                    keepalive_timeout: defaults::KEEPALIVE_TIMEOUT,
-                    access_log: None,
-                }))
-            } else {
-                ListenerProtocol::Tcp { upstream: 0 }
-            },
-            max_connections: defaults::MAX_CONNECTIONS,
-            open_connections: live.open_connections(spec.bind),
-            idle_timeout: defaults::IDLE_TIMEOUT,
-            buffer_size: defaults::BUFFER_SIZE,
-            proxy_protocol_from: Vec::new(),
-            proxy_header_timeout: defaults::PROXY_HEADER_TIMEOUT,
-        }],
-        upstreams: vec![Upstream {
-            name: upstream_name.to_string(),
-            policy: spec.policy,
-            targets,
-            maglev,
-            hash_key: Default::default(),
-            connect_timeout: defaults::CONNECT_TIMEOUT,
-            connect_attempts: defaults::CONNECT_ATTEMPTS,
-            send_proxy_protocol: None,
-            passive_health: PassiveHealth {
-                base_backoff: defaults::PASSIVE_BACKOFF,
-                max_backoff: defaults::PASSIVE_BACKOFF_MAX,
-            },
-            health_check: None,
-            http: HttpUpstream::default(),
-        }],
-        session_log: spec.session_log.as_deref().map(Arc::from),
-        drain_timeout: defaults::DRAIN_TIMEOUT,
-    };
-    live.keep_only(&snapshot);
-    snapshot
+/// is proxied to the targets. It goes through the same compiler as a config file (as the config
+/// file its settings would make, named `command line` in errors).
+pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Snapshot, ConfigErrors> {
+    compile_toml("command line", &spec.to_toml(), live).map(|c| c.snapshot)
+}
+
+impl SimpleL4 {
+    /// The config file these settings stand for.
+    pub fn to_toml(&self) -> String {
+        let targets: Vec<String> = self.targets.iter().map(|(name, _)| toml_string(name)).collect();
+        let global = match &self.session_log {
+            Some(path) => format!(
+                "[global]\nsession_log = {}\n\n",
+                toml_string(&path.display().to_string())
+            ),
+            None => String::new(),
+        };
+        format!(
+            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n\n\
+             [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n",
+            toml_string(&self.bind.to_string()),
+            if self.http { "http" } else { "tcp" },
+            targets.join(", "),
+            self.policy.name(),
+        )
+    }
+}
+
+/// `s` as a TOML basic string.
+fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {

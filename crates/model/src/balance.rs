@@ -51,6 +51,18 @@ impl BalancePolicy {
         "p2c_ewma",
     ];
 
+    /// The policy's name as written in config files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            BalancePolicy::RoundRobin => "round_robin",
+            BalancePolicy::WeightedRoundRobin => "weighted_round_robin",
+            BalancePolicy::LeastConnections => "least_connections",
+            BalancePolicy::RandomTwo => "random_two",
+            BalancePolicy::ConsistentHash => "consistent_hash",
+            BalancePolicy::P2cEwma => "p2c_ewma",
+        }
+    }
+
     /// Parses a policy name as written in config files and on the command line.
     pub fn from_name(name: &str) -> Option<Self> {
         Some(match name {

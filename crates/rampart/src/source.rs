@@ -71,13 +71,13 @@ impl Source {
                     session_log: session_log.clone(),
                 };
                 Ok(Loaded {
-                    snapshot: simple_l4(&spec, live),
+                    snapshot: simple_l4(&spec, live).map_err(|e| e.to_string())?,
                     workers: None,
                     pin: false,
                 })
             }
             Source::Fixed(spec) => Ok(Loaded {
-                snapshot: simple_l4(spec, live),
+                snapshot: simple_l4(spec, live).map_err(|e| e.to_string())?,
                 workers: None,
                 pin: false,
             }),

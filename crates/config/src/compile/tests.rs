@@ -361,3 +361,42 @@ fn type_errors_say_what_the_key_takes() {
         assert_eq!(errors(src), [*want], "for:\n{src}");
     }
 }
+
+#[test]
+fn the_command_line_modes_go_through_the_config_compiler() {
+    let spec = SimpleL4 {
+        http: true,
+        bind: "127.0.0.1:8080".parse().unwrap(),
+        targets: vec![
+            ("app.invalid:3000".to_string(), "127.0.0.1:3000".parse().unwrap()),
+            ("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap()),
+        ],
+        policy: BalancePolicy::ConsistentHash,
+        session_log: None,
+    };
+    let text = spec.to_toml();
+    assert!(
+        text.contains("targets = [\"app.invalid:3000\", \"127.0.0.1:3001\"]"),
+        "{text}"
+    );
+    // A name that cannot resolve is the compiler's error, pointing into the settings' config.
+    let errors = simple_l4(&spec, &mut LiveState::default()).unwrap_err().to_string();
+    assert!(
+        errors.starts_with("command line:") && errors.contains("app.invalid"),
+        "{errors}"
+    );
+
+    let spec = SimpleL4 {
+        targets: vec![("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap())],
+        ..spec
+    };
+    let snapshot = simple_l4(&spec, &mut LiveState::default()).unwrap();
+    let ListenerProtocol::Http(http) = &snapshot.listeners[0].protocol else {
+        panic!("an HTTP listener");
+    };
+    assert_eq!(http.routes.len(), 1);
+    assert_eq!(snapshot.upstreams[0].policy, BalancePolicy::ConsistentHash);
+    assert!(snapshot.upstreams[0].maglev.is_some());
+    assert_eq!(snapshot.listeners[0].max_connections, defaults::MAX_CONNECTIONS);
+    assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+}
