@@ -1,20 +1,21 @@
 //! Rampart's data plane.
 //!
 //! Workers call into this crate for every accepted connection. It never reads a config file: the
-//! control plane compiles one into a [`Snapshot`] (an immutable value built from the types in
-//! [`snapshot`]) and workers read whatever snapshot was current when a connection was accepted.
+//! control plane compiles one into a [`Snapshot`] (the types of `rampart-model`) and workers read
+//! the current one per accepted connection (L4 keeps it) and per HTTP request.
 //!
-//! - [`snapshot`]: the compiled configuration the data plane runs on.
-//! - [`health`]: per-target health shared between health checkers and workers.
-//! - [`checker`]: active TCP health checks, run by the control plane.
-//! - [`balance`]: balancing policies and their per-worker state.
-//! - [`worker`]: what one worker owns: buffer and pipe pools, balancer state, counters, session log.
-//! - `free_list`: the shrinking free lists behind those pools.
+//! - [`conn`]: the connection stage every listener shares: connection slot, PROXY header, then
+//!   the L4 relay or the HTTP session.
+//! - [`stream`]: the byte stream under both (plain TCP now, TLS next).
+//! - [`l4`]: one TCP connection past the stage: target choice, connect, relay, session record.
+//! - [`http`]: the HTTP/1.1 reverse proxy: session, the downstream seam, exchange, pools.
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
-//! - [`http`]: the HTTP/1.1 reverse proxy: sessions, routes, upstream pools, access log.
-//! - [`l4`]: one TCP connection's life: PROXY header, target choice, connect, relay, record.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
-//! - [`session_log`]: JSON-lines session records, buffered per worker, written by one thread.
+//! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
+//! - [`checker`]: active health checks, run by the control plane.
+//! - [`worker`]: what one worker owns, and the calls the runtime makes.
+//! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
+//! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
 
 pub mod balance;
 pub mod checker;
