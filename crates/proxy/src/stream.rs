@@ -59,9 +59,11 @@ impl Stream {
         }
     }
 
-    pub async fn readable(&self) -> io::Result<()> {
+    /// Resolves when the stream may have bytes to read (the socket's own future, no extra
+    /// layer: this is awaited between every two requests).
+    pub fn readable(&self) -> impl std::future::Future<Output = io::Result<()>> + '_ {
         match self {
-            Stream::Tcp(s) => s.readable().await,
+            Stream::Tcp(s) => s.readable(),
         }
     }
 

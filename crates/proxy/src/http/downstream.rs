@@ -170,15 +170,19 @@ impl Downstream for H1Downstream<'_> {
                 keep_alive_10: self.http10 && self.client_keep_alive,
             },
         );
-        let behind = if body.len() <= COPY_BEHIND_HEAD {
+        let written = if body.len() <= COPY_BEHIND_HEAD {
             self.out.extend_from_slice(body);
-            &[][..]
+            self.stream.write_all(self.out).await
         } else {
-            body
+            self.stream.write_all_within(self.out, body, limit).await
         };
-        let written = self.stream.write_all_within(self.out, behind, limit).await;
         written.map_err(|_| HttpError::ClientGone)?;
-        self.sent += (self.out.len() + behind.len()) as u64;
+        self.sent += self.out.len() as u64
+            + if body.len() <= COPY_BEHIND_HEAD {
+                0
+            } else {
+                body.len() as u64
+            };
         Ok(())
     }
 

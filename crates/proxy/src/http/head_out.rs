@@ -160,7 +160,10 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
         out.extend_from_slice(r.client_ip.as_bytes());
         out.extend_from_slice(b"\r\n");
         if !proto_seen {
-            write_field(out, b"x-forwarded-proto", r.scheme.as_bytes());
+            out.extend_from_slice(match r.scheme {
+                "https" => b"x-forwarded-proto: https\r\n",
+                _ => b"x-forwarded-proto: http\r\n",
+            });
         }
         if let (false, Some(host)) = (host_seen, r.host) {
             write_field(out, b"x-forwarded-host", host);

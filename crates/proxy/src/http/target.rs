@@ -25,11 +25,8 @@ pub struct RequestTarget<'a> {
 /// Reads a request target with the `Host` field the request had.
 pub fn request_target<'a>(target: &'a [u8], host_field: Option<&'a [u8]>) -> RequestTarget<'a> {
     let (path, query) = split_target(target);
-    let Some(scheme_end) = target
-        .windows(3)
-        .position(|w| w == b"://")
-        .filter(|_| target.first() != Some(&b'/'))
-    else {
+    let absolute = target.first() != Some(&b'/');
+    let Some(scheme_end) = absolute.then(|| target.windows(3).position(|w| w == b"://")).flatten() else {
         return RequestTarget {
             origin_form: Cow::Borrowed(target),
             path,

@@ -277,14 +277,12 @@ async fn send_request<D: Downstream>(
     head_out: &[u8],
     write_timeout: Duration,
 ) -> Result<(), HttpError> {
-    async fn up_write(conn: &mut Stream, bytes: &[u8], limit: Duration, body_sent: bool) -> Result<(), HttpError> {
-        match conn.write_all_within(bytes, &[], limit).await {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(HttpError::UpstreamWriteTimeout),
-            Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
-        }
-    }
-    up_write(conn, head_out, write_timeout, false).await?;
+    let up_write = |result: std::io::Result<()>, body_sent: bool| match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(HttpError::UpstreamWriteTimeout),
+        Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
+    };
+    up_write(conn.write_all_within(head_out, &[], write_timeout).await, false)?;
     match req.framing {
         Framing::None | Framing::UntilClose => Ok(()),
         Framing::Length(total) => {
@@ -295,7 +293,10 @@ async fn send_request<D: Downstream>(
                 }
                 let body = down.body();
                 let take = (body.len() as u64).min(left) as usize;
-                up_write(conn, &body.filled()[..take], write_timeout, true).await?;
+                up_write(
+                    conn.write_all_within(&body.filled()[..take], &[], write_timeout).await,
+                    true,
+                )?;
                 body.consume(take);
                 left -= take as u64;
             }
@@ -312,7 +313,10 @@ async fn send_request<D: Downstream>(
                 if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
                     return Err(HttpError::BodyTooLarge);
                 }
-                up_write(conn, &body.filled()[..used], write_timeout, true).await?;
+                up_write(
+                    conn.write_all_within(&body.filled()[..used], &[], write_timeout).await,
+                    true,
+                )?;
                 body.consume(used);
                 if progress == ChunkedProgress::Done {
                     return Ok(());

@@ -3,8 +3,6 @@
 //! an upstream; run the tunnel a 101 opens. The access log is written by the caller from the
 //! request context.
 
-use std::borrow::Cow;
-
 use rampart_model::route::{RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
@@ -92,8 +90,61 @@ impl Connection<'_> {
                 self.answer_local(rctx, &answer, http10, head_only).await
             }
             RouteAction::Proxy { upstream } => {
-                rctx.upstream = Some(*upstream);
-                self.proxy(head, &route.filters, *upstream, rctx, keep, head_only).await
+                let upstream = *upstream;
+                rctx.upstream = Some(upstream);
+                let filters = &route.filters;
+                if let Some(error) = self.early_body_error(head, filters) {
+                    self.inbuf.consume(head.len);
+                    let mut down = self.downstream(false, http10, head_only);
+                    answer_error(&mut down, rctx, error).await;
+                    rctx.bytes_out = down.bytes_sent();
+                    return;
+                }
+                // The request head the upstream gets: the route's rewrites and header edits.
+                let rewritten = rewrite_target(&target.origin_form, filters);
+                // An absolute-form request names its host in the target, which wins over `Host`.
+                let host = match target.from_authority {
+                    true => Some(target.authority),
+                    false => head.host.map(slice),
+                };
+                self.head_out.clear();
+                write_request_head(
+                    &mut self.head_out,
+                    &RequestHeader {
+                        buf,
+                        fields: &self.fields,
+                        method,
+                        target: &rewritten,
+                        framing: head.framing,
+                        upgrade: head.upgrade,
+                        host,
+                        replace_host: target.from_authority,
+                        default_host: &snapshot.upstreams[upstream].name,
+                        client_ip: &self.client_ip,
+                        scheme: self.stream.scheme(),
+                        forwarded: http.forwarded,
+                        edits: &filters.request_headers,
+                    },
+                );
+                let up = &snapshot.upstreams[upstream];
+                let req = ProxyRequest {
+                    snapshot: &snapshot,
+                    listener_name: &snapshot.listeners[self.listener].name,
+                    upstream,
+                    client: self.client,
+                    local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
+                    hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),
+                    idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
+                    head_method: head_only,
+                    framing: head.framing,
+                    expect_continue: head.expect_continue,
+                    upgrade: head.upgrade,
+                    max_body_size: filters.max_body_size,
+                    response_ops: &filters.response_headers,
+                    measure: rctx.started.is_some(),
+                };
+                self.inbuf.consume(head.len);
+                self.exchange(&req, rctx, keep, http10).await;
             }
         }
     }
@@ -115,83 +166,16 @@ impl Connection<'_> {
         }
     }
 
-    async fn proxy(
-        &mut self,
-        head: &RequestHead,
-        filters: &RouteFilters,
-        upstream: usize,
-        rctx: &mut RequestContext,
-        keep: bool,
-        head_only: bool,
-    ) {
-        let http10 = head.version == Version::Http10;
-        if let Some(error) = self.early_body_error(head, filters) {
-            self.inbuf.consume(head.len);
-            let mut down = self.downstream(false, http10, head_only);
-            answer_error(&mut down, rctx, error).await;
-            rctx.bytes_out = down.bytes_sent();
-            return;
-        }
-        let snapshot = self.snapshot.clone();
-        let http = match &snapshot.listeners[self.listener].protocol {
-            rampart_model::ListenerProtocol::Http(http) => http,
-            rampart_model::ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
-        };
-        let buf = self.inbuf.filled();
-        let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
-        let method = slice(head.method);
-        let target = request_target(slice(head.target), head.host.map(slice));
-        let rewritten = rewrite_target(&target.origin_form, filters);
-        // An absolute-form request names its host in the target, which wins over `Host`.
-        let host = if target.from_authority {
-            Some(Cow::Borrowed(target.authority))
-        } else {
-            head.host.map(|h| Cow::Borrowed(slice(h)))
-        };
-        self.head_out.clear();
-        write_request_head(
-            &mut self.head_out,
-            &RequestHeader {
-                buf,
-                fields: &self.fields,
-                method,
-                target: &rewritten,
-                framing: head.framing,
-                upgrade: head.upgrade,
-                host: host.as_deref(),
-                replace_host: target.from_authority,
-                default_host: &snapshot.upstreams[upstream].name,
-                client_ip: &self.client_ip,
-                scheme: self.stream.scheme(),
-                forwarded: http.forwarded,
-                edits: &filters.request_headers,
-            },
-        );
-        let up = &snapshot.upstreams[upstream];
-        let req = ProxyRequest {
-            snapshot: &snapshot,
-            listener_name: &snapshot.listeners[self.listener].name,
-            upstream,
-            client: self.client,
-            local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
-            hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),
-            idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
-            head_method: head_only,
-            framing: head.framing,
-            expect_continue: head.expect_continue,
-            upgrade: head.upgrade,
-            max_body_size: filters.max_body_size,
-            response_ops: &filters.response_headers,
-            measure: rctx.started.is_some(),
-        };
-        self.inbuf.consume(head.len);
+    /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
+    /// tunnel a 101 may have opened.
+    async fn exchange(&mut self, req: &ProxyRequest<'_>, rctx: &mut RequestContext, keep: bool, http10: bool) {
         // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
         // to the pool before the (possibly slow) upstream connect.
         self.inbuf.release_if_empty(&self.ctx.http);
         let head_out = std::mem::take(&mut self.head_out);
         let ctx = self.ctx;
-        let mut down = self.downstream(keep, http10, head_only);
-        let tunnel = exchange::proxy(ctx, &req, &mut down, &head_out, rctx).await;
+        let mut down = self.downstream(keep, http10, req.head_method);
+        let tunnel = exchange::proxy(ctx, req, &mut down, &head_out, rctx).await;
         rctx.bytes_out = down.bytes_sent();
         if !rctx.responded() || rctx.error.is_some() {
             rctx.keep_client = false;
@@ -201,7 +185,7 @@ impl Connection<'_> {
         self.head_out = head_out;
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
-            let listener = &snapshot.listeners[self.listener];
+            let listener = &req.snapshot.listeners[self.listener];
             self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
                 .await;
         }
