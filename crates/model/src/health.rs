@@ -5,12 +5,19 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use crate::snapshot::PassiveHealth;
-
 /// Milliseconds since the first call in this process: a cheap monotonic clock for backoffs.
 pub fn now_ms() -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+}
+
+/// How failed connects mark a target down.
+#[derive(Debug, Clone, Copy)]
+pub struct PassiveHealth {
+    /// Down time after the first failure; doubles with each further consecutive failure.
+    pub base_backoff: Duration,
+    /// Upper bound of the down time.
+    pub max_backoff: Duration,
 }
 
 /// The health of one target.

@@ -65,9 +65,35 @@ impl fmt::Display for IpNet {
     }
 }
 
+/// Whether listening on `a` and on `b` takes connections for the same addresses: the same
+/// address and port, or a wildcard beside any address of its family on the same port (`[::]`
+/// takes IPv4 clients too, since listeners bind it dual-stack). The config checker and the
+/// runtime's bind probe both follow this rule.
+pub fn binds_overlap(a: std::net::SocketAddr, b: std::net::SocketAddr) -> bool {
+    if a.port() != b.port() {
+        return false;
+    }
+    let (a, b) = (a.ip(), b.ip());
+    a == b
+        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
+        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overlapping_listen_addresses() {
+        let a = |s: &str| s.parse::<std::net::SocketAddr>().unwrap();
+        assert!(binds_overlap(a("0.0.0.0:80"), a("127.0.0.1:80")));
+        assert!(binds_overlap(a("127.0.0.1:80"), a("0.0.0.0:80")));
+        assert!(binds_overlap(a("[::]:80"), a("127.0.0.1:80")));
+        assert!(binds_overlap(a("127.0.0.1:80"), a("127.0.0.1:80")));
+        assert!(!binds_overlap(a("127.0.0.1:80"), a("127.0.0.2:80")));
+        assert!(!binds_overlap(a("0.0.0.0:80"), a("0.0.0.0:81")));
+        assert!(!binds_overlap(a("0.0.0.0:80"), a("[::1]:80")));
+    }
 
     #[test]
     fn membership() {

@@ -13,7 +13,7 @@ use rampart_proto::proxy_protocol::ProxyVersion;
 
 use crate::balance::{client_hash, BalancePolicy, HashKey, Maglev};
 use crate::defaults;
-use crate::health::TargetHealth;
+pub use crate::health::{PassiveHealth, TargetHealth};
 use crate::net::IpNet;
 
 /// Everything the data plane needs, compiled from one config file (or command line).
@@ -184,15 +184,6 @@ pub struct Target {
     pub weight: u32,
     /// Shared with the health checker; kept across reloads for the same upstream and address.
     pub health: Arc<TargetHealth>,
-}
-
-/// How failed connects mark a target down.
-#[derive(Debug, Clone, Copy)]
-pub struct PassiveHealth {
-    /// Down time after the first failure; doubles with each further consecutive failure.
-    pub base_backoff: Duration,
-    /// Upper bound of the down time.
-    pub max_backoff: Duration,
 }
 
 /// Active TCP health checking of every target of an upstream.

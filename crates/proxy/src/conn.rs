@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -15,73 +14,9 @@ use tokio::net::TcpStream;
 
 use crate::http::park::Parked;
 use crate::session_log::SessionRecord;
+pub use crate::slot::{BoundListener, Conn, ConnSlot};
 use crate::stream::Stream;
-use crate::worker::{bump, drop_by, WorkerContext, WorkerCounters};
-
-/// One worker's accepting socket for one listener address, shared by the connections it accepted.
-pub struct BoundListener {
-    pub bind: SocketAddr,
-    /// Open connections of this listener across all workers (kept across reloads).
-    open: Arc<AtomicUsize>,
-    counters: Arc<WorkerCounters>,
-}
-
-impl BoundListener {
-    /// The listener of `snapshot` bound to `bind`, as seen by the worker of `ctx`.
-    pub fn new(ctx: &WorkerContext, snapshot: &Snapshot, bind: SocketAddr) -> Option<Rc<BoundListener>> {
-        let listener = snapshot.listeners.iter().find(|l| l.bind == bind)?;
-        Some(Rc::new(BoundListener {
-            bind,
-            open: listener.open_connections.clone(),
-            counters: ctx.counters.clone(),
-        }))
-    }
-
-    /// This listener's index in `snapshot`, if the snapshot still has it.
-    pub fn index_in(&self, snapshot: &Snapshot) -> Option<usize> {
-        snapshot.listeners.iter().position(|l| l.bind == self.bind)
-    }
-}
-
-/// A connection's place in its listener's limit and in the worker's `open` gauge, given back when
-/// the connection ends, whichever part of the worker ends it (a task, or the parking lot).
-pub struct ConnSlot(Rc<BoundListener>);
-
-impl ConnSlot {
-    /// Takes a place, or `None` when `max` are taken.
-    fn take(listener: &Rc<BoundListener>, max: usize) -> Option<ConnSlot> {
-        if listener.open.fetch_add(1, Relaxed) >= max {
-            listener.open.fetch_sub(1, Relaxed);
-            return None;
-        }
-        bump(&listener.counters.open, 1);
-        Some(ConnSlot(listener.clone()))
-    }
-
-    /// The listener the connection came in on.
-    pub fn listener(&self) -> &BoundListener {
-        &self.0
-    }
-}
-
-impl Drop for ConnSlot {
-    fn drop(&mut self) {
-        self.0.open.fetch_sub(1, Relaxed);
-        drop_by(&self.0.counters.open, 1);
-    }
-}
-
-/// A connection past the connection stage.
-pub struct Conn {
-    pub stream: Stream,
-    /// The client: the peer, or the source address a trusted PROXY header named.
-    pub client: SocketAddr,
-    /// Whether `client` came from a PROXY header (and so cannot be asked of the socket again).
-    pub client_from_header: bool,
-    /// Bytes that arrived behind a PROXY header: the start of the protocol's stream.
-    pub early: Vec<u8>,
-    pub slot: ConnSlot,
-}
+use crate::worker::{bump, WorkerContext};
 
 /// Why a connection ended in the connection stage (the names used in session records).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

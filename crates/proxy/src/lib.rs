@@ -6,14 +6,15 @@
 //!
 //! - [`conn`]: the connection stage every listener shares: connection slot, PROXY header, then
 //!   the L4 relay or the HTTP session.
-//! - [`stream`]: the byte stream under both (plain TCP now, TLS next).
+//! - [`slot`]: what an accepted connection holds: its place in the limit, stream and client.
+//! - [`stream`]: the byte stream under both (plain TCP now, TLS next), and socket writes.
 //! - [`l4`]: one TCP connection past the stage: target choice, connect, relay, session record.
 //! - [`http`]: the HTTP/1.1 reverse proxy: session, the downstream seam, exchange, pools.
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
 //! - [`checker`]: active health checks, run by the control plane.
-//! - [`worker`]: what one worker owns, and the calls the runtime makes.
+//! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
 //! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
 
@@ -21,10 +22,12 @@ pub mod balance;
 pub mod checker;
 pub mod conn;
 pub mod connect;
+pub mod counters;
 pub mod http;
 pub mod l4;
 pub mod relay;
 pub mod session_log;
+pub mod slot;
 pub mod stream;
 pub mod worker;
 

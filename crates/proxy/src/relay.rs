@@ -13,7 +13,7 @@ use tokio::io::{AsyncReadExt, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
-use crate::stream::Stream;
+use crate::stream::{write_all, Stream};
 use crate::worker::WorkerContext;
 
 /// Which side of the proxy an error came from.
@@ -225,55 +225,6 @@ async fn splice_pump(
     ctx.return_pipe(pipe);
     result?;
     half_close(to);
-    Ok(())
-}
-
-/// Writes all of `data`, waiting for the socket to drain when its buffer is full.
-pub async fn write_all(to: &TcpStream, mut data: &[u8]) -> io::Result<()> {
-    while !data.is_empty() {
-        match to.try_write(data) {
-            Ok(n) => data = &data[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Writes all of `data`; a timer is armed only if the socket blocks, and the whole write must
-/// finish within `limit` of that moment (error kind `TimedOut` otherwise).
-pub async fn write_all_within(to: &TcpStream, data: &[u8], limit: Duration) -> io::Result<()> {
-    write_all_vectored_within(to, data, &[], limit).await
-}
-
-/// Writes `a` then `b` with vectored writes (one system call when the socket takes both), with
-/// the same lazy timeout as [`write_all_within`].
-pub async fn write_all_vectored_within(to: &TcpStream, mut a: &[u8], mut b: &[u8], limit: Duration) -> io::Result<()> {
-    let mut deadline = None;
-    while !a.is_empty() || !b.is_empty() {
-        let result = if b.is_empty() {
-            to.try_write(a)
-        } else if a.is_empty() {
-            to.try_write(b)
-        } else {
-            to.try_write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])
-        };
-        match result {
-            Ok(n) => {
-                let from_a = n.min(a.len());
-                a = &a[from_a..];
-                b = &b[n - from_a..];
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
-                match tokio::time::timeout_at(at, to.writable()).await {
-                    Ok(ready) => ready?,
-                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
-                }
-            }
-            Err(e) => return Err(e),
-        }
-    }
     Ok(())
 }
 

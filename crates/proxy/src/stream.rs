@@ -14,8 +14,6 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::relay;
-
 /// A connection's byte stream.
 #[derive(Debug)]
 pub enum Stream {
@@ -70,7 +68,7 @@ impl Stream {
     /// Writes all of `data`, waiting for the peer to take it.
     pub async fn write_all(&mut self, data: &[u8]) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => relay::write_all(s, data).await,
+            Stream::Tcp(s) => write_all(s, data).await,
         }
     }
 
@@ -78,7 +76,7 @@ impl Stream {
     /// the rest must go within `limit` (error kind `TimedOut` otherwise).
     pub async fn write_all_within(&mut self, a: &[u8], b: &[u8], limit: Duration) -> io::Result<()> {
         match self {
-            Stream::Tcp(s) => relay::write_all_vectored_within(s, a, b, limit).await,
+            Stream::Tcp(s) => write_all_vectored_within(s, a, b, limit).await,
         }
     }
 
@@ -118,4 +116,53 @@ impl AsyncWrite for Stream {
             Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
         }
     }
+}
+
+/// Writes all of `data`, waiting for the socket to drain when its buffer is full.
+pub async fn write_all(to: &TcpStream, mut data: &[u8]) -> io::Result<()> {
+    while !data.is_empty() {
+        match to.try_write(data) {
+            Ok(n) => data = &data[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => to.writable().await?,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Writes all of `data`; a timer is armed only if the socket blocks, and the whole write must
+/// finish within `limit` of that moment (error kind `TimedOut` otherwise).
+pub async fn write_all_within(to: &TcpStream, data: &[u8], limit: Duration) -> io::Result<()> {
+    write_all_vectored_within(to, data, &[], limit).await
+}
+
+/// Writes `a` then `b` with vectored writes (one system call when the socket takes both), with
+/// the same lazy timeout as [`write_all_within`].
+pub async fn write_all_vectored_within(to: &TcpStream, mut a: &[u8], mut b: &[u8], limit: Duration) -> io::Result<()> {
+    let mut deadline = None;
+    while !a.is_empty() || !b.is_empty() {
+        let result = if b.is_empty() {
+            to.try_write(a)
+        } else if a.is_empty() {
+            to.try_write(b)
+        } else {
+            to.try_write_vectored(&[io::IoSlice::new(a), io::IoSlice::new(b)])
+        };
+        match result {
+            Ok(n) => {
+                let from_a = n.min(a.len());
+                a = &a[from_a..];
+                b = &b[n - from_a..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
+                match tokio::time::timeout_at(at, to.writable()).await {
+                    Ok(ready) => ready?,
+                    Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }

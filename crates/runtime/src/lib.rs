@@ -17,6 +17,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use rampart_model::net::binds_overlap;
 use rampart_model::Snapshot;
 use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::WorkerCounters;
@@ -171,7 +172,7 @@ fn bind_all(
     held: &HashSet<SocketAddr>,
 ) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
     for &addr in addrs {
-        if held.iter().any(|h| overlaps(*h, addr)) {
+        if held.iter().any(|h| binds_overlap(*h, addr)) {
             continue;
         }
         probe_unused(addr).map_err(|error| match error.kind() {
@@ -188,18 +189,6 @@ fn bind_all(
             Ok((addr, per_worker))
         })
         .collect()
-}
-
-/// Whether listening on `a` and on `b` would take connections for the same addresses: the same
-/// port, and equal addresses or a wildcard among them (`[::]` takes IPv4 clients too).
-fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
-    if a.port() != b.port() {
-        return false;
-    }
-    let (a, b) = (a.ip(), b.ip());
-    a == b
-        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
-        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
 }
 
 /// The cores this process may run on, in order.
@@ -253,18 +242,6 @@ fn return_free_memory() {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn overlapping_listen_addresses() {
-        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
-        assert!(overlaps(a("0.0.0.0:80"), a("127.0.0.1:80")));
-        assert!(overlaps(a("127.0.0.1:80"), a("0.0.0.0:80")));
-        assert!(overlaps(a("[::]:80"), a("127.0.0.1:80")));
-        assert!(overlaps(a("127.0.0.1:80"), a("127.0.0.1:80")));
-        assert!(!overlaps(a("127.0.0.1:80"), a("127.0.0.2:80")));
-        assert!(!overlaps(a("0.0.0.0:80"), a("0.0.0.0:81")));
-        assert!(!overlaps(a("0.0.0.0:80"), a("[::1]:80")));
-    }
 
     #[test]
     fn a_bind_error_says_its_reason_once() {

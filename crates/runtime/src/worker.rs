@@ -163,7 +163,7 @@ fn listen(
     addr: SocketAddr,
     socket: std::net::TcpListener,
 ) {
-    let Some(bound) = BoundListener::new(ctx, &ctx.snapshot(), addr) else {
+    let Some(bound) = BoundListener::new(&ctx.counters, &ctx.snapshot(), addr) else {
         log::error!("worker {}: no listener for {addr} in the current config", ctx.id);
         return;
     };

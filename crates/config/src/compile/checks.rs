@@ -2,6 +2,7 @@
 //! a listener's or an upstream's kind, listen addresses that overlap, and log files that cannot
 //! be opened.
 
+use rampart_model::net::binds_overlap;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::net::SocketAddr;
@@ -108,7 +109,7 @@ impl Checker<'_> {
             .collect();
         binds.sort_by_key(|(_, span, _)| span.start);
         for (i, (name, span, addr)) in binds.iter().enumerate() {
-            let Some((other, _, other_addr)) = binds[..i].iter().find(|(_, _, a)| overlaps(*a, *addr)) else {
+            let Some((other, _, other_addr)) = binds[..i].iter().find(|(_, _, a)| binds_overlap(*a, *addr)) else {
                 continue;
             };
             let message = if other_addr == addr {
@@ -127,18 +128,6 @@ impl Checker<'_> {
             self.error(path.span(), format!("cannot open {what} {}: {e}", path.get_ref()));
         }
     }
-}
-
-/// Whether listening on `a` and on `b` takes connections for the same addresses (`[::]` takes
-/// IPv4 clients too). The runtime's bind probe has the same rule.
-fn overlaps(a: SocketAddr, b: SocketAddr) -> bool {
-    if a.port() != b.port() {
-        return false;
-    }
-    let (a, b) = (a.ip(), b.ip());
-    a == b
-        || (a.is_unspecified() && (a.is_ipv6() || b.is_ipv4()))
-        || (b.is_unspecified() && (b.is_ipv6() || a.is_ipv4()))
 }
 
 #[cfg(test)]

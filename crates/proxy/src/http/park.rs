@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::io::unix::AsyncFd;
 use tokio::net::TcpStream;
 
-use crate::conn::{Conn, ConnSlot};
+use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
 
 /// One parked client connection: 24 bytes. Its peer address is asked of the kernel again when

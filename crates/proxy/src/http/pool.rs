@@ -120,6 +120,7 @@ impl UpstreamPool {
     }
 
     /// How many idle connections are kept for `key`.
+    #[cfg(test)]
     pub fn idle_count(&self, key: &PoolKey) -> usize {
         self.idle.get(key).map_or(0, Vec::len)
     }
@@ -131,4 +132,64 @@ impl UpstreamPool {
 fn readable_now(stream: &Stream) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
     matches!(stream.poll_read_ready(&mut cx), Poll::Ready(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `n` connected loopback streams (the accepting ends are kept open by the returned list).
+    async fn streams(n: usize) -> (Vec<Stream>, Vec<tokio::net::TcpStream>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..n {
+            ours.push(Stream::Tcp(tokio::net::TcpStream::connect(addr).await.unwrap()));
+            theirs.push(listener.accept().await.unwrap().0);
+        }
+        (ours, theirs)
+    }
+
+    #[test]
+    fn connections_are_kept_per_key_up_to_the_limit_and_dropped_with_their_target() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (mut conns, _peers) = streams(4).await;
+            let target: SocketAddr = "10.0.0.1:80".parse().unwrap();
+            let other: SocketAddr = "10.0.0.2:80".parse().unwrap();
+            let plain = PoolKey::new(target);
+            let alice = PoolKey {
+                target,
+                proxied_client: Some("192.0.2.1:1000".parse().unwrap()),
+            };
+            let idle = Duration::from_secs(60);
+            let mut pool = UpstreamPool::default();
+            pool.put(alice, conns.pop().unwrap(), 8);
+            // A connection that began with Alice's PROXY header is hers alone.
+            assert!(pool.take(&plain, idle).is_none());
+            assert!(pool
+                .take(
+                    &PoolKey {
+                        proxied_client: Some("192.0.2.2:1000".parse().unwrap()),
+                        ..alice
+                    },
+                    idle
+                )
+                .is_none());
+            let hers = pool.take(&alice, idle).unwrap();
+            pool.put(alice, hers, 8);
+            // At most `max` per key.
+            pool.put(plain, conns.pop().unwrap(), 1);
+            pool.put(plain, conns.pop().unwrap(), 1);
+            assert_eq!(pool.idle_count(&plain), 1);
+            pool.put(PoolKey::new(other), conns.pop().unwrap(), 1);
+            // After a reload without `target`, only `other` keeps its connection.
+            pool.retain_targets(|addr| addr == other);
+            assert_eq!((pool.idle_count(&plain), pool.idle_count(&alice)), (0, 0));
+            assert_eq!(pool.idle_count(&PoolKey::new(other)), 1);
+        });
+    }
 }

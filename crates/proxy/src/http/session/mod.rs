@@ -217,6 +217,10 @@ impl<'a> Connection<'a> {
             bump(&self.ctx.counters.http_requests, 1);
             self.ensure_out();
             let follows = self.follow_reload();
+            if rctx.started.is_none() && self.http().access_log.is_some() {
+                // A reload turned the access log on for this listener.
+                rctx = RequestContext::new(true);
+            }
             self.handle(&head, &mut rctx, follows).await;
             self.write_access(Some(&head), &rctx);
             if !rctx.keep_client {
@@ -381,3 +385,6 @@ async fn drain_briefly(client: &mut Stream) {
     })
     .await;
 }
+
+#[cfg(test)]
+mod tests;
