@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::balance::{BalancePolicy, Tried};
-use crate::conn::Conn;
+use crate::slot::Conn;
 use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
 use crate::relay::{relay, RelayOutcome};
 use crate::session_log::SessionRecord;

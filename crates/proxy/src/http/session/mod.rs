@@ -19,7 +19,7 @@ use super::downstream::{Downstream, H1Downstream};
 use super::error::HttpError;
 use super::exchange::answer_error;
 use super::iobuf::IoBuf;
-use crate::conn::{Conn, ConnSlot};
+use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
 use crate::worker::{bump, SharedSnapshot, WorkerContext};
 
