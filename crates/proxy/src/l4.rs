@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use crate::balance::{BalancePolicy, Tried};
-use crate::slot::Conn;
 use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
 use crate::relay::{relay, RelayOutcome};
 use crate::session_log::SessionRecord;
+use crate::slot::Conn;
 use crate::worker::{bump, WorkerContext};
 use rampart_model::{Listener, Snapshot};
 

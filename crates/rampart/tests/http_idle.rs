@@ -6,12 +6,8 @@ mod common;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::http::{is_closed, send, HttpBackend, Reply};
+use common::http::{get, is_closed, send, HttpBackend, Reply};
 use common::*;
-
-fn get(path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n").into_bytes()
-}
 
 /// An HTTP listener in front of `backend`, logging at debug level (parking is logged there).
 fn proxy_with(dir: &std::path::Path, backend: &HttpBackend, listener_extra: &str) -> (Rampart, u16) {

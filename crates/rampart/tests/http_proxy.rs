@@ -6,7 +6,7 @@ mod common;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
-use common::http::{read_response, send, HttpBackend, Reply};
+use common::http::{get, read_response, send, HttpBackend, Reply};
 use common::*;
 
 fn http_proxy(dir: &std::path::Path, backend: &HttpBackend, extra: &[&str]) -> (Rampart, u16) {
@@ -24,10 +24,6 @@ fn http_proxy(dir: &std::path::Path, backend: &HttpBackend, extra: &[&str]) -> (
     ];
     args.extend_from_slice(extra);
     (Rampart::start(dir, &args), port)
-}
-
-fn get(path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n").into_bytes()
 }
 
 #[test]

@@ -10,13 +10,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::channel;
 use std::time::Instant;
 
-use common::http::{is_closed, send, HttpBackend, Reply};
+use common::http::{get, is_closed, send, HttpBackend, Reply};
 use common::*;
 use rampart_proto::proxy_protocol::{self, ProxyAddresses};
-
-fn get(path: &str) -> Vec<u8> {
-    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n").into_bytes()
-}
 
 /// Polls `check` until it holds (or fails the test after [`WAIT`]).
 fn eventually(what: &str, check: impl Fn() -> bool) {

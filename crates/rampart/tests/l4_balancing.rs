@@ -17,10 +17,7 @@ fn tally(port: u16, n: usize) -> HashMap<String, usize> {
 
 #[test]
 fn round_robin_spreads_evenly() {
-    let backends: Vec<Backend> = ["a", "b", "c"]
-        .iter()
-        .map(|t| Backend::start(t, Behavior::TagEcho))
-        .collect();
+    let backends = tagged_backends(&["a", "b", "c"]);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
@@ -99,10 +96,7 @@ fn least_connections_sends_new_clients_to_the_idlest_target() {
 
 #[test]
 fn random_two_reaches_every_target() {
-    let backends: Vec<Backend> = ["a", "b", "c"]
-        .iter()
-        .map(|t| Backend::start(t, Behavior::TagEcho))
-        .collect();
+    let backends = tagged_backends(&["a", "b", "c"]);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let targets: Vec<String> = backends.iter().map(Backend::target).collect();
@@ -117,10 +111,7 @@ fn random_two_reaches_every_target() {
 /// targets moves about a quarter of them (only those that were on the removed one, give or take).
 #[test]
 fn consistent_hash_is_stable_and_moves_about_one_nth() {
-    let backends: Vec<Backend> = ["a", "b", "c", "d"]
-        .iter()
-        .map(|t| Backend::start(t, Behavior::TagEcho))
-        .collect();
+    let backends = tagged_backends(&["a", "b", "c", "d"]);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let targets: Vec<String> = backends.iter().map(Backend::target).collect();

@@ -1,40 +1,25 @@
 use std::net::IpAddr;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::*;
-use rampart_model::health::TargetHealth;
-use rampart_model::{PassiveHealth, Target};
 
+/// An upstream of `weights.len()` targets (`10.0.0.I:80`), compiled from a config like any other.
 fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
-    let targets: Vec<Target> = weights
+    let targets: Vec<String> = weights
         .iter()
         .enumerate()
-        .map(|(i, &w)| Target {
-            name: format!("10.0.0.{i}:80"),
-            addr: format!("10.0.0.{i}:80").parse().unwrap(),
-            weight: w,
-            health: Arc::new(TargetHealth::default()),
-        })
+        .map(|(i, w)| format!("{{ address = \"10.0.0.{i}:80\", weight = {w} }}"))
         .collect();
-    let keys: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
-    let maglev = Maglev::build(&keys, weights);
-    Upstream {
-        name: "u".into(),
-        policy,
-        maglev,
-        hash_key: HashKey::ClientAddress,
-        targets,
-        connect_timeout: Duration::from_secs(1),
-        connect_attempts: 3,
-        send_proxy_protocol: None,
-        passive_health: PassiveHealth {
-            base_backoff: Duration::from_secs(1),
-            max_backoff: Duration::from_secs(1),
-        },
-        health_check: None,
-        http: Default::default(),
-    }
+    let text = format!(
+        "[listeners.l]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n\n\
+         [upstreams.u]\ntargets = [{}]\nbalance = \"{}\"\n",
+        targets.join(", "),
+        policy.name()
+    );
+    let mut snapshot = rampart_config::compile_toml("t.toml", &text, &mut Default::default())
+        .unwrap()
+        .snapshot;
+    snapshot.upstreams.remove(0)
 }
 
 fn client() -> IpAddr {

@@ -207,6 +207,11 @@ fn echo(conn: &mut TcpStream, head: &str, body_len: u64) -> bool {
 
 /// Sends raw bytes and reads one response: the status, the head text and the body (by
 /// content-length or chunked, or to EOF).
+/// A plain `GET path` request for host `app.test`.
+pub fn get(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: app.test\r\n\r\n").into_bytes()
+}
+
 pub fn send(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, Vec<u8>) {
     stream.write_all(raw).unwrap();
     read_response(stream)

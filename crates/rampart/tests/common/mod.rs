@@ -293,6 +293,11 @@ fn serve(mut conn: TcpStream, tag: &str, behavior: Behavior) {
 }
 
 /// Connects to the proxy, optionally from a chosen local address.
+/// One [`Behavior::TagEcho`] backend per tag.
+pub fn tagged_backends(tags: &[&str]) -> Vec<Backend> {
+    tags.iter().map(|t| Backend::start(t, Behavior::TagEcho)).collect()
+}
+
 pub fn connect(port: u16) -> TcpStream {
     let s = TcpStream::connect(("127.0.0.1", port)).expect("connect to rampart");
     s.set_read_timeout(Some(WAIT)).unwrap();

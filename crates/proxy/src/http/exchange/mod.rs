@@ -13,7 +13,6 @@ use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 use super::context::RequestContext;
 use super::downstream::{Downstream, LocalAnswer};
 use super::error::HttpError;
-use super::iobuf::IoBuf;
 use super::local::error_body;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
@@ -23,7 +22,7 @@ use crate::worker::{bump, WorkerContext};
 
 mod response;
 
-use response::{respond, Responded};
+use response::{respond, Responded, Sent};
 
 /// What the session knows about the request being proxied.
 pub struct ProxyRequest<'a> {
@@ -172,9 +171,11 @@ async fn exchange<D: Downstream>(
                 // Nothing of the client's is needed while the upstream thinks: its buffer goes
                 // back now (unless a pipelined request is waiting in it).
                 down.body().release_if_empty(&ctx.http);
-                let mut upbuf = IoBuf::default();
-                let responded = respond(ctx, req, &mut conn, down, &mut upbuf, sent_continue, started, rctx).await;
-                upbuf.release(&ctx.http);
+                let sent = Sent {
+                    continued: sent_continue,
+                    at: started,
+                };
+                let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
                 if latency_aware {
                     let took = rctx.upstream_time.or_else(|| started.map(|s| s.elapsed()));
                     ctx.observe_latency(req.snapshot, req.upstream, target, took.unwrap_or_default());

@@ -25,17 +25,37 @@ pub(super) enum Responded {
     Tunnel,
 }
 
+/// Where the request stands when its response is awaited.
+pub(super) struct Sent {
+    /// Rampart answered `100 Continue` itself (the upstream's own 100 is not relayed then).
+    pub continued: bool,
+    /// When the request went out, if the response time is measured.
+    pub at: Option<Instant>,
+}
+
 /// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
 /// the response reached the client; failures after the head are recorded in `rctx`.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn respond<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     conn: &mut Stream,
     down: &mut D,
+    sent: Sent,
+    rctx: &mut RequestContext,
+) -> Result<Responded, HttpError> {
+    let mut upbuf = IoBuf::default();
+    let result = read_response(ctx, req, conn, down, &mut upbuf, sent, rctx).await;
+    upbuf.release(&ctx.http);
+    result
+}
+
+async fn read_response<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    conn: &mut Stream,
+    down: &mut D,
     upbuf: &mut IoBuf,
-    sent_continue: bool,
-    started: Option<Instant>,
+    Sent { continued, at: started }: Sent,
     rctx: &mut RequestContext,
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
@@ -49,7 +69,7 @@ pub(super) async fn respond<D: Downstream>(
             match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
                 Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
                     // Interim responses go through, except a 100 we already sent.
-                    if !(head.status == 100 && sent_continue) {
+                    if !(head.status == 100 && continued) {
                         let interim = ResponseHeader {
                             head: &head,
                             buf: upbuf.filled(),

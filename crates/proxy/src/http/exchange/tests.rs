@@ -10,6 +10,7 @@ use rampart_config::{compile_toml, LiveState};
 
 use super::*;
 use crate::http::downstream::ResponseHeader;
+use crate::http::iobuf::IoBuf;
 
 /// A downstream side that records what the exchange sent.
 #[derive(Default)]
