@@ -106,7 +106,7 @@ pub struct RouteFilters {
 }
 
 /// Header edits, applied in the order remove, set (replace), add.
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub struct HeaderOps {
     /// Lower-case names.
     pub remove: Vec<String>,
@@ -119,6 +119,29 @@ impl HeaderOps {
     pub fn drops(&self, name: &[u8]) -> bool {
         self.remove.iter().any(|r| name.eq_ignore_ascii_case(r.as_bytes()))
             || self.set.iter().any(|(n, _)| name.eq_ignore_ascii_case(n.as_bytes()))
+    }
+
+    /// Replaces every field `name` (received, or added by an earlier edit) with one `value`.
+    pub fn set(&mut self, name: &str, value: &str) {
+        self.forget(name);
+        self.set.push((name.to_string(), value.to_string()));
+    }
+
+    /// Adds a field `name`, keeping those already there.
+    pub fn add(&mut self, name: &str, value: &str) {
+        self.add.push((name.to_string(), value.to_string()));
+    }
+
+    /// Removes every field `name`, received or added by an earlier edit.
+    pub fn remove(&mut self, name: &str) {
+        self.forget(name);
+        self.remove.push(name.to_ascii_lowercase());
+    }
+
+    /// Drops earlier `set` and `add` edits of `name`.
+    fn forget(&mut self, name: &str) {
+        self.set.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
+        self.add.retain(|(n, _)| !n.eq_ignore_ascii_case(name));
     }
 }
 

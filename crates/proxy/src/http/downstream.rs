@@ -7,6 +7,7 @@
 //! chunk lines): HTTP/1 on both sides forwards them verbatim; another protocol frames or unframes
 //! them at its side of the seam.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use rampart_model::route::HeaderOps;
@@ -20,15 +21,23 @@ use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
 use crate::stream::Stream;
 
 /// A response head on its way to the client: the upstream's parsed head (HTTP/1 keeps its fields
-/// as byte ranges into the bytes it was read into) and the route's edits.
+/// as byte ranges into the bytes it was read into) and header edits (the route's, borrowed until a
+/// filter changes them).
 pub struct ResponseHeader<'a> {
     pub head: &'a ResponseHead,
     /// The bytes the head was parsed from (it starts at 0).
     pub buf: &'a [u8],
     pub fields: &'a [Field],
-    pub edits: &'a HeaderOps,
+    pub edits: Cow<'a, HeaderOps>,
     /// A 101 that turns the connection into a tunnel.
     pub upgrade: bool,
+}
+
+impl ResponseHeader<'_> {
+    /// The header edits, to change: the route's are copied on the first change.
+    pub fn edits_mut(&mut self) -> &mut HeaderOps {
+        self.edits.to_mut()
+    }
 }
 
 /// An answer of Rampart's own: an error, a `respond` route, a redirect, a 404.
@@ -164,7 +173,7 @@ impl Downstream for H1Downstream<'_> {
                 buf: head.buf,
                 fields: head.fields,
                 head: h,
-                ops: head.edits,
+                ops: &head.edits,
                 close,
                 upgrade: head.upgrade,
                 keep_alive_10: self.http10 && self.client_keep_alive,

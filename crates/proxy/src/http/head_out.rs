@@ -4,6 +4,8 @@
 //! `Proxy-Connection`, `TE`, `Transfer-Encoding` (written again by us when the body is chunked),
 //! `Upgrade` outside a tunnel, and `Expect` (Rampart answers `100 Continue` itself).
 
+use std::borrow::Cow;
+
 use rampart_proto::h1::{Field, Framing, ResponseHead};
 
 use rampart_model::route::HeaderOps;
@@ -86,13 +88,14 @@ fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
 }
 
 /// A request head on its way upstream: the client's head (HTTP/1 keeps its fields as byte ranges
-/// into the bytes it was read into), the target after rewrites, and the route's header edits.
+/// into the bytes it was read into), the target after rewrites, and header edits (the route's,
+/// borrowed until a filter changes them: see [`RequestHeader::edits_mut`]).
 pub struct RequestHeader<'a> {
     pub buf: &'a [u8],
     pub fields: &'a [Field],
     pub method: &'a [u8],
     /// The target to send, in origin-form (rewritten or as received).
-    pub target: &'a [u8],
+    pub target: Cow<'a, [u8]>,
     pub framing: Framing,
     pub upgrade: bool,
     /// The request's host: the `Host` field, or the authority of an absolute-form target.
@@ -106,7 +109,15 @@ pub struct RequestHeader<'a> {
     /// The scheme the client used (`X-Forwarded-Proto`).
     pub scheme: &'a str,
     pub forwarded: ForwardedHeaders,
-    pub edits: &'a HeaderOps,
+    pub edits: Cow<'a, HeaderOps>,
+}
+
+impl RequestHeader<'_> {
+    /// The header edits, to change: the route's are copied on the first change, so requests that
+    /// no filter touches allocate nothing.
+    pub fn edits_mut(&mut self) -> &mut HeaderOps {
+        self.edits.to_mut()
+    }
 }
 
 /// Writes the request head to send upstream (HTTP/1.1).
@@ -114,14 +125,14 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     let buf = r.buf;
     out.extend_from_slice(r.method);
     out.push(b' ');
-    out.extend_from_slice(r.target);
+    out.extend_from_slice(&r.target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
     let named = Named::collect(buf, r.fields);
     let mut xff_seen = false;
     let (mut proto_seen, mut host_seen) = (false, false);
     for f in r.fields {
         let name = f.name(buf);
-        if !passes(buf, &named, name, r.upgrade, r.edits) || (r.replace_host && name.eq_ignore_ascii_case(b"host")) {
+        if !passes(buf, &named, name, r.upgrade, &r.edits) || (r.replace_host && name.eq_ignore_ascii_case(b"host")) {
             continue;
         }
         let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
@@ -180,7 +191,7 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     if r.upgrade {
         out.extend_from_slice(b"connection: upgrade\r\n");
     }
-    write_ops(out, r.edits);
+    write_ops(out, &r.edits);
     out.extend_from_slice(b"\r\n");
 }
 

@@ -1,6 +1,7 @@
 //! The response side of an exchange: the head (interim responses relayed), then the body as
 //! framed, or the hand-over to a tunnel after a 101.
 
+use std::borrow::Cow;
 use std::time::Instant;
 
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
@@ -74,7 +75,7 @@ async fn read_response<D: Downstream>(
                             head: &head,
                             buf: upbuf.filled(),
                             fields: &fields,
-                            edits: req.response_ops,
+                            edits: Cow::Borrowed(req.response_ops),
                             upgrade: false,
                         };
                         down.send_informational(&interim).await?;
@@ -126,7 +127,7 @@ async fn read_response<D: Downstream>(
         head: &head,
         buf: upbuf.filled(),
         fields: &fields,
-        edits: req.response_ops,
+        edits: Cow::Borrowed(req.response_ops),
         upgrade: tunnel,
     };
     rctx.status = head.status;

@@ -13,7 +13,7 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
             buf: raw,
             fields: &fields,
             method: slice(head.method),
-            target: slice(head.target),
+            target: Cow::Borrowed(slice(head.target)),
             framing: head.framing,
             upgrade: head.upgrade,
             host: head.host.map(slice),
@@ -22,7 +22,7 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
             client_ip: "192.0.2.7",
             scheme: "http",
             forwarded,
-            edits: ops,
+            edits: Cow::Borrowed(ops),
         },
     );
     String::from_utf8(out).unwrap()
@@ -125,4 +125,41 @@ fn a_missing_host_gets_the_upstream_name() {
         &HeaderOps::default(),
     );
     assert_eq!(out, "GET /old HTTP/1.1\r\nhost: app\r\n\r\n");
+}
+
+#[test]
+fn a_filter_edits_a_request_head_without_touching_the_routes_edits() {
+    let raw = b"GET /x HTTP/1.1\r\nHost: a.example\r\nX-Old: 1\r\nX-Keep: 2\r\n\r\n";
+    let mut fields = Vec::new();
+    let head = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
+    let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
+    let mut route_ops = HeaderOps::default();
+    route_ops.set("x-route", "r");
+    let mut header = RequestHeader {
+        buf: raw,
+        fields: &fields,
+        method: slice(head.method),
+        target: Cow::Borrowed(slice(head.target)),
+        framing: head.framing,
+        upgrade: head.upgrade,
+        host: head.host.map(slice),
+        replace_host: false,
+        default_host: "app",
+        client_ip: "192.0.2.7",
+        scheme: "http",
+        forwarded: ForwardedHeaders::Off,
+        edits: Cow::Borrowed(&route_ops),
+    };
+    header.edits_mut().remove("X-Old");
+    header.edits_mut().set("x-route", "filtered");
+    header.edits_mut().add("x-added", "yes");
+    header.target = Cow::Owned(b"/rewritten".to_vec());
+    let mut out = Vec::new();
+    write_request_head(&mut out, &header);
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(
+        out,
+        "GET /rewritten HTTP/1.1\r\nHost: a.example\r\nX-Keep: 2\r\nx-route: filtered\r\nx-added: yes\r\n\r\n"
+    );
+    assert_eq!(route_ops.set, [("x-route".to_string(), "r".to_string())]);
 }

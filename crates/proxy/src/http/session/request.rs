@@ -3,6 +3,8 @@
 //! an upstream; run the tunnel a 101 opens. The access log is written by the caller from the
 //! request context.
 
+use std::borrow::Cow;
+
 use rampart_model::route::{RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
@@ -114,7 +116,7 @@ impl Connection<'_> {
                         buf,
                         fields: &self.fields,
                         method,
-                        target: &rewritten,
+                        target: rewritten,
                         framing: head.framing,
                         upgrade: head.upgrade,
                         host,
@@ -123,7 +125,7 @@ impl Connection<'_> {
                         client_ip: &self.client_ip,
                         scheme: self.stream.scheme(),
                         forwarded: http.forwarded,
-                        edits: &filters.request_headers,
+                        edits: Cow::Borrowed(&filters.request_headers),
                     },
                 );
                 let up = &snapshot.upstreams[upstream];
