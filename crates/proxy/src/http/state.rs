@@ -1,5 +1,5 @@
 //! What one worker keeps for HTTP: its upstream connection pool, its parked client connections,
-//! its read and write buffers, and the field list lent to response-head parsing.
+//! its read and write buffers, and the field lists response heads are parsed into.
 
 use std::cell::{Cell, RefCell};
 use std::time::Instant;
@@ -21,8 +21,8 @@ pub struct HttpWorkerState {
     pub pool: RefCell<UpstreamPool>,
     /// Idle keep-alive client connections held outside any task.
     pub parking: ParkingLot,
-    /// A field list lent to whichever request is parsing a response head (empty while lent).
-    pub response_fields: Cell<Vec<Field>>,
+    /// Field lists for parsing response heads, one per request waiting for its response.
+    field_lists: FreeList<Vec<Field>>,
     read_buffers: FreeList<Vec<u8>>,
     write_buffers: FreeList<Vec<u8>>,
     /// The snapshot generation whose targets the pool was last checked against.
@@ -34,7 +34,7 @@ impl HttpWorkerState {
         HttpWorkerState {
             pool: RefCell::default(),
             parking: ParkingLot::default(),
-            response_fields: Cell::default(),
+            field_lists: FreeList::new(max_pooled_buffers),
             read_buffers: FreeList::new(max_pooled_buffers),
             write_buffers: FreeList::new(max_pooled_buffers),
             pool_generation: Cell::new(0),
@@ -51,6 +51,17 @@ impl HttpWorkerState {
         buf.truncate(HTTP_BUFFER_SIZE);
         buf.shrink_to(HTTP_BUFFER_SIZE);
         self.read_buffers.give(buf);
+    }
+
+    /// A field list for parsing a response head: kept from earlier responses, so parsing one
+    /// allocates nothing in the steady state, however many requests wait at once.
+    pub(crate) fn take_field_list(&self) -> Vec<Field> {
+        self.field_lists.take().unwrap_or_default()
+    }
+
+    pub(crate) fn give_field_list(&self, mut fields: Vec<Field>) {
+        fields.clear();
+        self.field_lists.give(fields);
     }
 
     /// An empty write buffer (for heads being written).
@@ -83,6 +94,7 @@ impl HttpWorkerState {
         drop(pool);
         self.read_buffers.trim();
         self.write_buffers.trim();
+        self.field_lists.trim();
         let mut expired = Vec::new();
         self.parking.take_expired(Instant::now(), &mut expired);
         // Dropping a parked connection closes it and gives back its place in the limit.

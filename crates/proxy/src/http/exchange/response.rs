@@ -61,8 +61,8 @@ async fn read_response<D: Downstream>(
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
     let limits = Limits::default();
-    // The worker's field list: parsing a response head allocates nothing.
-    let mut fields = ctx.http.response_fields.take();
+    // A field list from the worker's pool: parsing a response head allocates nothing.
+    let mut fields = ctx.http.take_field_list();
     let result = async {
         let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
         let mut any_byte = false;
@@ -104,7 +104,7 @@ async fn read_response<D: Downstream>(
     let head = match result {
         Ok(head) => head,
         Err(e) => {
-            ctx.http.response_fields.set(fields);
+            ctx.http.give_field_list(fields);
             return Err(e);
         }
     };
@@ -120,7 +120,7 @@ async fn read_response<D: Downstream>(
         body.advance(after_head)
     };
     let Ok(first) = first else {
-        ctx.http.response_fields.set(fields);
+        ctx.http.give_field_list(fields);
         return Err(HttpError::UpstreamBadBody);
     };
     let header = ResponseHeader {
@@ -134,7 +134,7 @@ async fn read_response<D: Downstream>(
     let sent = down
         .send_response_head(&header, &after_head[..first], settings.read_timeout)
         .await;
-    ctx.http.response_fields.set(fields);
+    ctx.http.give_field_list(fields);
     upbuf.consume(head.len + first);
     if let Err(e) = sent {
         rctx.fail(e);
