@@ -42,10 +42,6 @@ impl Stream {
         }
     }
 
-    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.as_tcp().peer_addr()
-    }
-
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.as_tcp().local_addr()
     }

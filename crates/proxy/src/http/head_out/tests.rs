@@ -3,28 +3,37 @@ use rampart_proto::h1::{parse_request, parse_response, Limits};
 use super::*;
 
 fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> String {
+    encode_request(raw, forwarded, ops, |_| {})
+}
+
+/// The head `raw` parses to, as sent upstream after `edit` (a filter, say) changed it.
+fn encode_request(
+    raw: &[u8],
+    forwarded: ForwardedHeaders,
+    ops: &HeaderOps,
+    edit: impl FnOnce(&mut RequestHeader<'_>),
+) -> String {
     let mut fields = Vec::new();
     let head = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
     let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
+    let mut header = RequestHeader {
+        buf: raw,
+        fields: &fields,
+        method: slice(head.method),
+        target: Cow::Borrowed(slice(head.target)),
+        framing: head.framing,
+        upgrade: head.upgrade,
+        host: head.host.map(slice),
+        replace_host: false,
+        default_host: "app",
+        client_ip: "192.0.2.7",
+        scheme: "http",
+        forwarded,
+        edits: Cow::Borrowed(ops),
+    };
+    edit(&mut header);
     let mut out = Vec::new();
-    write_request_head(
-        &mut out,
-        &RequestHeader {
-            buf: raw,
-            fields: &fields,
-            method: slice(head.method),
-            target: Cow::Borrowed(slice(head.target)),
-            framing: head.framing,
-            upgrade: head.upgrade,
-            host: head.host.map(slice),
-            replace_host: false,
-            default_host: "app",
-            client_ip: "192.0.2.7",
-            scheme: "http",
-            forwarded,
-            edits: Cow::Borrowed(ops),
-        },
-    );
+    write_request_head(&mut out, &header);
     String::from_utf8(out).unwrap()
 }
 
@@ -130,33 +139,14 @@ fn a_missing_host_gets_the_upstream_name() {
 #[test]
 fn a_filter_edits_a_request_head_without_touching_the_routes_edits() {
     let raw = b"GET /x HTTP/1.1\r\nHost: a.example\r\nX-Old: 1\r\nX-Keep: 2\r\n\r\n";
-    let mut fields = Vec::new();
-    let head = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
-    let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
     let mut route_ops = HeaderOps::default();
     route_ops.set("x-route", "r");
-    let mut header = RequestHeader {
-        buf: raw,
-        fields: &fields,
-        method: slice(head.method),
-        target: Cow::Borrowed(slice(head.target)),
-        framing: head.framing,
-        upgrade: head.upgrade,
-        host: head.host.map(slice),
-        replace_host: false,
-        default_host: "app",
-        client_ip: "192.0.2.7",
-        scheme: "http",
-        forwarded: ForwardedHeaders::Off,
-        edits: Cow::Borrowed(&route_ops),
-    };
-    header.edits_mut().remove("X-Old");
-    header.edits_mut().set("x-route", "filtered");
-    header.edits_mut().add("x-added", "yes");
-    header.target = Cow::Owned(b"/rewritten".to_vec());
-    let mut out = Vec::new();
-    write_request_head(&mut out, &header);
-    let out = String::from_utf8(out).unwrap();
+    let out = encode_request(raw, ForwardedHeaders::Off, &route_ops, |header| {
+        header.edits_mut().remove("X-Old");
+        header.edits_mut().set("x-route", "filtered");
+        header.edits_mut().add("x-added", "yes");
+        header.target = Cow::Owned(b"/rewritten".to_vec());
+    });
     assert_eq!(
         out,
         "GET /rewritten HTTP/1.1\r\nHost: a.example\r\nX-Keep: 2\r\nx-route: filtered\r\nx-added: yes\r\n\r\n"
