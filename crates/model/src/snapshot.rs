@@ -59,6 +59,14 @@ impl Listener {
         }
     }
 
+    /// The settings of an HTTP listener.
+    pub fn http(&self) -> Option<&HttpListener> {
+        match &self.protocol {
+            ListenerProtocol::Http(http) => Some(http),
+            ListenerProtocol::Tcp { .. } => None,
+        }
+    }
+
     /// Whether a client at `ip` must send a PROXY header first.
     pub fn expects_proxy_header(&self, ip: std::net::IpAddr) -> bool {
         self.proxy_protocol_from.iter().any(|net| net.contains(ip))

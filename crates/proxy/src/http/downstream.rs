@@ -179,19 +179,19 @@ impl Downstream for H1Downstream<'_> {
                 keep_alive_10: self.http10 && self.client_keep_alive,
             },
         );
-        let written = if body.len() <= COPY_BEHIND_HEAD {
+        let behind = if body.len() <= COPY_BEHIND_HEAD {
             self.out.extend_from_slice(body);
+            &[][..]
+        } else {
+            body
+        };
+        let written = if behind.is_empty() {
             self.stream.write_all(self.out).await
         } else {
-            self.stream.write_all_within(self.out, body, limit).await
+            self.stream.write_all_within(self.out, behind, limit).await
         };
         written.map_err(|_| HttpError::ClientGone)?;
-        self.sent += self.out.len() as u64
-            + if body.len() <= COPY_BEHIND_HEAD {
-                0
-            } else {
-                body.len() as u64
-            };
+        self.sent += (self.out.len() + behind.len()) as u64;
         Ok(())
     }
 

@@ -77,8 +77,8 @@ impl HttpWorkerState {
     }
 
     /// Closes stale pooled connections, and after a reload those to targets no upstream has any
-    /// more; frees buffers unused since the last call; moves parked connections whose keep-alive
-    /// time is over into `expired`.
+    /// more; frees buffers unused since the last call; closes parked connections whose keep-alive
+    /// time is over.
     pub(crate) fn housekeeping(&self, snapshot: &Snapshot) {
         let longest = snapshot.upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
         let mut pool = self.pool.borrow_mut();

@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use rampart_model::{HttpListener, ListenerProtocol};
+use rampart_model::{HttpListener, Snapshot};
 use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
 
 use super::access_log::{captured, write_line, AccessRecord};
@@ -89,9 +89,7 @@ impl<'a> Connection<'a> {
     fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
         let snapshot = ctx.snapshot();
         let listener = conn.slot.listener().index_in(&snapshot)?;
-        if !matches!(snapshot.listeners[listener].protocol, ListenerProtocol::Http(_)) {
-            return None;
-        }
+        snapshot.listeners[listener].http()?;
         let mut inbuf = IoBuf::default();
         inbuf.extend_from(&ctx.http, &conn.early);
         Some(Connection {
@@ -124,11 +122,7 @@ impl<'a> Connection<'a> {
 
     /// The HTTP settings of this connection's listener in the current snapshot.
     fn http(&self) -> &HttpListener {
-        match &self.snapshot.listeners[self.listener].protocol {
-            ListenerProtocol::Http(http) => http,
-            // `new` and `follow_reload` only keep snapshots where the listener speaks HTTP.
-            ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
-        }
+        http_settings(&self.snapshot, self.listener)
     }
 
     /// Takes the snapshot current now for the next request. When a reload removed this
@@ -140,7 +134,7 @@ impl<'a> Connection<'a> {
             return true;
         }
         match self.slot.listener().index_in(&current) {
-            Some(i) if matches!(current.listeners[i].protocol, ListenerProtocol::Http(_)) => {
+            Some(i) if current.listeners[i].http().is_some() => {
                 self.snapshot = current;
                 self.listener = i;
                 true
@@ -322,14 +316,19 @@ impl<'a> Connection<'a> {
         )
     }
 
+    /// Fails the request with `error`: its error answer, and the connection closes after it.
+    async fn fail(&mut self, rctx: &mut RequestContext, error: HttpError, http10: bool, head_only: bool) {
+        let mut down = self.downstream(false, http10, head_only);
+        answer_error(&mut down, rctx, error).await;
+        rctx.bytes_out = down.bytes_sent();
+    }
+
     /// Answers a request whose head could not be read, then lets the client read the answer
     /// before the connection closes (rather than meet a reset from unread bytes).
     async fn answer_bad_request(&mut self, rctx: &mut RequestContext, error: HttpError) {
         self.ensure_out();
         self.log_scratch.clear();
-        let mut down = self.downstream(false, false, false);
-        answer_error(&mut down, rctx, error).await;
-        rctx.bytes_out = down.bytes_sent();
+        self.fail(rctx, error, false, false).await;
         self.write_access(None, rctx);
         self.stream.shutdown_write();
         drain_briefly(&mut self.stream).await;
@@ -368,6 +367,14 @@ impl<'a> Connection<'a> {
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }
+}
+
+/// The HTTP settings of listener `index` of `snapshot`. A connection keeps only snapshots in which
+/// its listener speaks HTTP (`Connection::new` and `Connection::follow_reload` check it).
+fn http_settings(snapshot: &Snapshot, index: usize) -> &HttpListener {
+    snapshot.listeners[index]
+        .http()
+        .expect("a connection keeps only snapshots where its listener speaks HTTP")
 }
 
 /// Reads whatever the client sent and discards it (used before closing after an error, so the

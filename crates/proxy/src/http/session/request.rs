@@ -8,12 +8,12 @@ use std::borrow::Cow;
 use rampart_model::route::{RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
-use super::Connection;
+use super::{http_settings, Connection};
 use crate::http::access_log::capture_for_log;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::exchange::{self, answer_error, ProxyRequest};
+use crate::http::exchange::{self, ProxyRequest};
 use crate::http::head_out::{write_request_head, RequestHeader};
 use crate::http::target::{request_target, rewrite_target};
 use crate::relay::relay;
@@ -27,10 +27,7 @@ impl Connection<'_> {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
         let snapshot = self.snapshot.clone();
-        let http = match &snapshot.listeners[self.listener].protocol {
-            rampart_model::ListenerProtocol::Http(http) => http,
-            rampart_model::ListenerProtocol::Tcp { .. } => unreachable!("an HTTP connection's listener speaks HTTP"),
-        };
+        let http = http_settings(&snapshot, self.listener);
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
@@ -97,10 +94,7 @@ impl Connection<'_> {
                 let filters = &route.filters;
                 if let Some(error) = self.early_body_error(head, filters) {
                     self.inbuf.consume(head.len);
-                    let mut down = self.downstream(false, http10, head_only);
-                    answer_error(&mut down, rctx, error).await;
-                    rctx.bytes_out = down.bytes_sent();
-                    return;
+                    return self.fail(rctx, error, http10, head_only).await;
                 }
                 // The request head the upstream gets: the route's rewrites and header edits.
                 let rewritten = rewrite_target(&target.origin_form, filters);
