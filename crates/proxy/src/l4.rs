@@ -19,6 +19,7 @@ use rampart_model::{Listener, Snapshot};
 enum Refusal {
     NoHealthyTarget,
     ConnectFailed,
+    UpstreamTls,
 }
 
 impl Refusal {
@@ -26,6 +27,7 @@ impl Refusal {
         match self {
             Refusal::NoHealthyTarget => "no_healthy_target",
             Refusal::ConnectFailed => "connect_failed",
+            Refusal::UpstreamTls => "upstream_tls",
         }
     }
 }
@@ -73,7 +75,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let snapshot = session.snapshot;
     let Conn {
         stream: mut client,
-        mut early,
+        early,
         slot: _slot,
         ..
     } = conn;
@@ -83,6 +85,10 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let upstream_spec = &snapshot.upstreams[up_index];
     let mut tried = Tried::default();
     let connect_started = Instant::now();
+    let header = upstream_spec.send_proxy_protocol.map(|version| {
+        let destination = client.local_addr().unwrap_or(session.client);
+        proxy_header(version, session.client, destination)
+    });
     let (target, mut upstream) = match connect_upstream(
         ctx,
         snapshot,
@@ -91,6 +97,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
             listener: &listener.name,
             client: session.client.ip(),
             key: upstream_spec.client_key(session.client.ip()),
+            proxy_header: header.as_deref(),
         },
         None,
         &mut tried,
@@ -100,19 +107,13 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
         Ok(found) => found,
         Err(ConnectFailure::NoHealthyTarget) => return Err(Refusal::NoHealthyTarget),
         Err(ConnectFailure::Failed { .. }) => return Err(Refusal::ConnectFailed),
+        Err(ConnectFailure::Tls) => return Err(Refusal::UpstreamTls),
     };
     session.target = Some(target);
     let connected = Instant::now();
     session.connected = Some(connected);
     if upstream_spec.policy == BalancePolicy::P2cEwma {
         ctx.observe_latency(snapshot, up_index, target, connected - connect_started);
-    }
-
-    if let Some(version) = upstream_spec.send_proxy_protocol {
-        let destination = client.local_addr().unwrap_or(session.client);
-        let mut header = proxy_header(version, session.client, destination);
-        header.extend_from_slice(&early);
-        early = header;
     }
     if !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return Err(Refusal::ConnectFailed);

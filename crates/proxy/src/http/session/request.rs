@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use rampart_model::route::{RequestView, RouteAction, RouteFilters};
+use rampart_model::route::{RedirectTo, RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
 use super::{http_settings, Connection};
@@ -69,15 +69,30 @@ impl Connection<'_> {
                 };
                 self.answer_local(rctx, &answer, http10, head_only).await
             }
-            RouteAction::Redirect {
-                status,
-                location,
-                keep_path,
-            } => {
-                let mut to = location.clone();
-                if *keep_path {
-                    to.push_str(&String::from_utf8_lossy(&target.origin_form));
-                }
+            RouteAction::Redirect { status, to } => {
+                let to = match to {
+                    RedirectTo::Location { location, keep_path } => {
+                        let mut to = location.clone();
+                        if *keep_path {
+                            to.push_str(&String::from_utf8_lossy(&target.origin_form));
+                        }
+                        to
+                    }
+                    RedirectTo::Scheme(scheme) => {
+                        // The request's host without its port (nginx's `$host`), or this
+                        // side's address for a request that named none.
+                        let host = match target.host {
+                            b"" => self.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(),
+                            host => String::from_utf8_lossy(host).into_owned(),
+                        };
+                        let host = if host.contains(':') && !host.starts_with('[') {
+                            format!("[{host}]")
+                        } else {
+                            host
+                        };
+                        format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
+                    }
+                };
                 self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
                 let answer = LocalAnswer {
