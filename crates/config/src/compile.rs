@@ -159,13 +159,16 @@ pub struct SimpleL4 {
     pub targets: Vec<(String, SocketAddr)>,
     pub policy: BalancePolicy,
     pub session_log: Option<std::path::PathBuf>,
+    /// Certificate chains and keys to terminate TLS with (`--tls-cert`/`--tls-key` pairs).
+    pub tls: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
 /// is proxied to the targets. It goes through the same compiler as a config file (as the config
-/// file its settings would make, named `command line` in errors).
-pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Snapshot, ConfigErrors> {
-    compile_toml("command line", &spec.to_toml(), live).map(|c| c.snapshot)
+/// file its settings would make, named `command line` in errors; relative certificate paths are
+/// relative to the working directory).
+pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
+    compile_toml("command line", &spec.to_toml(), live)
 }
 
 impl SimpleL4 {
@@ -179,8 +182,24 @@ impl SimpleL4 {
             ),
             None => String::new(),
         };
+        let tls = if self.tls.is_empty() {
+            String::new()
+        } else {
+            let pairs: Vec<String> = self
+                .tls
+                .iter()
+                .map(|(cert, key)| {
+                    format!(
+                        "{{ cert = {}, key = {} }}",
+                        toml_string(&cert.display().to_string()),
+                        toml_string(&key.display().to_string())
+                    )
+                })
+                .collect();
+            format!("\n[listeners.default.tls]\ncertificates = [{}]\n", pairs.join(", "))
+        };
         format!(
-            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n\n\
+            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{tls}\n\
              [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n",
             toml_string(&self.bind.to_string()),
             if self.http { "http" } else { "tcp" },

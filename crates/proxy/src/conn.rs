@@ -230,6 +230,7 @@ fn record_refusal(
         bytes_up: 0,
         bytes_down: 0,
         close: refusal.as_str(),
+        tls: None,
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

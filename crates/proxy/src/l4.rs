@@ -11,6 +11,7 @@ use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor}
 use crate::relay::{relay, RelayOutcome};
 use crate::session_log::SessionRecord;
 use crate::slot::Conn;
+use crate::tls::OwnedTlsInfo;
 use crate::worker::{bump, WorkerContext};
 use rampart_model::{Listener, Snapshot};
 
@@ -41,6 +42,7 @@ struct Session<'a> {
     accepted: Instant,
     target: Option<usize>,
     connected: Option<Instant>,
+    tls: Option<OwnedTlsInfo>,
 }
 
 /// Relays one connection of TCP listener `listener` (an index into `snapshot.listeners`), past
@@ -61,6 +63,7 @@ pub async fn serve(
         accepted,
         target: None,
         connected: None,
+        tls: conn.stream.tls_info().map(|t| t.to_owned_info()),
     };
     let result = proxy(ctx, &mut session, conn).await;
     if let Ok(outcome) = &result {
@@ -159,6 +162,7 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
         bytes_up,
         bytes_down,
         close,
+        tls: s.tls.as_ref().map(OwnedTlsInfo::view),
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

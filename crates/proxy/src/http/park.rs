@@ -97,12 +97,16 @@ impl ParkingLot {
     pub fn entry(&self, conn: Conn, keepalive: Duration) -> Option<Parked> {
         let at = self.epoch.elapsed() + keepalive;
         let Conn {
-            stream,
+            mut stream,
             client,
             client_from_header,
             slot,
             ..
         } = conn;
+        if !stream.is_quiet() {
+            // Decrypted bytes wait, or TLS records are still to be sent: not idle after all.
+            return None;
+        }
         let (tcp, tls) = stream.into_parts();
         let client = client_from_header.then_some(client);
         let extra = (client.is_some() || tls.is_some()).then(|| Box::new(ParkedExtra { client, tls }));

@@ -36,6 +36,38 @@ impl<'a> TlsInfo<'a> {
     }
 }
 
+impl TlsInfo<'_> {
+    /// A copy that outlives the connection (for a record written after it closed).
+    pub fn to_owned_info(&self) -> OwnedTlsInfo {
+        OwnedTlsInfo {
+            version: self.version,
+            cipher: self.cipher,
+            sni: self.sni.map(Box::from),
+            alpn: self.alpn.map(Box::from),
+        }
+    }
+}
+
+/// [`TlsInfo`], owned.
+#[derive(Debug, Clone)]
+pub struct OwnedTlsInfo {
+    version: Option<&'static str>,
+    cipher: Option<&'static str>,
+    sni: Option<Box<str>>,
+    alpn: Option<Box<[u8]>>,
+}
+
+impl OwnedTlsInfo {
+    pub fn view(&self) -> TlsInfo<'_> {
+        TlsInfo {
+            version: self.version,
+            cipher: self.cipher,
+            sni: self.sni.as_deref(),
+            alpn: self.alpn.as_deref(),
+        }
+    }
+}
+
 /// The verified client certificate as a request header value, in the style of Envoy's
 /// `x-forwarded-client-cert`: `Subject="CN=client, O=Example";DNS=client.example.com;URI=spiffe://...`.
 /// `None` when the leaf cannot be parsed (rustls has already verified it, so this does not

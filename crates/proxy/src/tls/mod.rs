@@ -23,7 +23,7 @@ pub mod accept;
 pub mod connect;
 pub mod info;
 
-pub use info::TlsInfo;
+pub use info::{OwnedTlsInfo, TlsInfo};
 
 /// A TLS connection: the socket, the rustls state, and what the connection stage learnt.
 pub struct TlsStream {

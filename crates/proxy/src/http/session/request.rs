@@ -28,6 +28,7 @@ impl Connection<'_> {
         }
         let snapshot = self.snapshot.clone();
         let http = http_settings(&snapshot, self.listener);
+        let listener_tls = snapshot.listeners[self.listener].tls.as_deref();
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
@@ -134,6 +135,9 @@ impl Connection<'_> {
                         client_ip: &self.client_ip,
                         scheme: self.stream.scheme(),
                         forwarded: http.forwarded,
+                        client_cert: listener_tls
+                            .and_then(|t| t.forward_client_cert.as_deref())
+                            .map(|name| (name, self.stream.client_cert())),
                         edits: Cow::Borrowed(&filters.request_headers),
                     },
                 );
