@@ -95,7 +95,10 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
         map: &map,
         errors: Vec::new(),
         warnings: Vec::new(),
-        base: std::path::Path::new(file).parent().map(|p| p.to_path_buf()).unwrap_or_default(),
+        base: std::path::Path::new(file)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default(),
     };
     let compiled = cx.config(raw, live);
     if !cx.errors.is_empty() {

@@ -88,7 +88,10 @@ fn tls_peek_corpus_replays_cleanly() {
         let whole = classify(&data);
         for cut in 0..data.len() {
             let verdict = classify(&data[..cut]);
-            assert!(verdict == FirstBytes::NeedMore || verdict == whole, "{data:?} cut at {cut}");
+            assert!(
+                verdict == FirstBytes::NeedMore || verdict == whole,
+                "{data:?} cut at {cut}"
+            );
         }
     }
 }

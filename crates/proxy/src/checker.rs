@@ -29,7 +29,11 @@ pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
             let label = Arc::new(format!("upstream {} target {}", upstream.name, target.name));
             let (addr, check) = (target.addr, check.clone());
             // Over TLS when the upstream speaks it (verified as requests are).
-            let tls = upstream.tls.as_ref().zip(target.tls_name.clone()).map(|(t, name)| (t.config.clone(), name));
+            let tls = upstream
+                .tls
+                .as_ref()
+                .zip(target.tls_name.clone())
+                .map(|(t, name)| (t.config.clone(), name));
             set.spawn(async move { check_target(label, addr, tls, health, check).await });
         }
     }
@@ -39,7 +43,13 @@ pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
 /// TLS settings of a check: the upstream's client configuration and the target's name.
 type CheckTls = Option<(Arc<rustls::ClientConfig>, TargetTlsName)>;
 
-async fn check_target(label: Arc<String>, addr: SocketAddr, tls: CheckTls, health: Arc<TargetHealth>, check: HealthCheck) {
+async fn check_target(
+    label: Arc<String>,
+    addr: SocketAddr,
+    tls: CheckTls,
+    health: Arc<TargetHealth>,
+    check: HealthCheck,
+) {
     let (mut successes, mut failures) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -145,7 +145,14 @@ async fn handshake(
         Err(None) => {
             bump(&ctx.counters.tls_handshake_failures, 1);
             log::debug!("listener {}: TLS handshake from {peer} timed out", listener.name);
-            record_refusal(ctx, snapshot, listener, peer, accepted, StageRefusal::TlsHandshakeTimeout);
+            record_refusal(
+                ctx,
+                snapshot,
+                listener,
+                peer,
+                accepted,
+                StageRefusal::TlsHandshakeTimeout,
+            );
             None
         }
     }
@@ -163,8 +170,18 @@ fn fail(
     failure: &HandshakeFailure,
 ) {
     bump(&ctx.counters.tls_handshake_failures, 1);
-    log::debug!("listener {}: TLS handshake from {peer} failed: {failure}", listener.name);
-    record_refusal(ctx, snapshot, listener, peer, accepted, StageRefusal::Tls(failure.as_str()));
+    log::debug!(
+        "listener {}: TLS handshake from {peer} failed: {failure}",
+        listener.name
+    );
+    record_refusal(
+        ctx,
+        snapshot,
+        listener,
+        peer,
+        accepted,
+        StageRefusal::Tls(failure.as_str()),
+    );
 }
 
 /// Serves a connection the parking lot woke up (its client sent something or closed).

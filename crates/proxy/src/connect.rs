@@ -11,8 +11,8 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::stream::Stream;
 
 use crate::balance::Tried;
-use crate::worker::{bump, WorkerContext};
 use crate::tls::accept::HandshakeFailure;
+use crate::worker::{bump, WorkerContext};
 use rampart_model::{Snapshot, Target, Upstream};
 
 /// Why no upstream connection could be made.

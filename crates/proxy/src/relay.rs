@@ -111,7 +111,15 @@ async fn relay_streams(
     let directions = async {
         tokio::try_join!(
             pump_streams(ctx, client_read, upstream_write, up_dir, &up, &activity, buffer_size),
-            pump_streams(ctx, upstream_read, client_write, down_dir, &down, &activity, buffer_size),
+            pump_streams(
+                ctx,
+                upstream_read,
+                client_write,
+                down_dir,
+                &down,
+                &activity,
+                buffer_size
+            ),
         )
     };
     let end = tokio::select! {

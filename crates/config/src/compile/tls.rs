@@ -55,8 +55,7 @@ impl Checker<'_> {
         let mut first_name: Option<String> = None;
         let mut all_names = Vec::new();
         for entry in t.certificates.get_ref() {
-            let Some((key, leaf)) = self.certified_key(&entry.get_ref().cert, &entry.get_ref().key, &provider)
-            else {
+            let Some((key, leaf)) = self.certified_key(&entry.get_ref().cert, &entry.get_ref().key, &provider) else {
                 continue;
             };
             if leaf.names.is_empty() {
@@ -134,7 +133,10 @@ impl Checker<'_> {
         }));
         config.alpn_protocols = alpn;
         let Some(resumption) = live.tls_resumption(bind, session_cache) else {
-            self.error(raw.span(), format!("listener `{name}`: cannot make session ticket keys"));
+            self.error(
+                raw.span(),
+                format!("listener `{name}`: cannot make session ticket keys"),
+            );
             return None;
         };
         if t.session_tickets.unwrap_or(true) {
@@ -174,10 +176,7 @@ impl Checker<'_> {
                 rustls::Error::InconsistentKeys(_) => "does not match the certificate".to_string(),
                 other => other.to_string(),
             };
-            self.error(
-                key.span(),
-                format!("key {} {why} {}", key.get_ref(), cert.get_ref()),
-            );
+            self.error(key.span(), format!("key {} {why} {}", key.get_ref(), cert.get_ref()));
             return None;
         }
         Some((Arc::new(certified), leaf))
@@ -210,7 +209,10 @@ impl Checker<'_> {
         if leaf.not_before > now {
             self.warn(
                 at.span(),
-                format!("certificate {file} is not valid before {}", files::date(leaf.not_before)),
+                format!(
+                    "certificate {file} is not valid before {}",
+                    files::date(leaf.not_before)
+                ),
             );
         }
         Some(leaf)
@@ -273,7 +275,10 @@ impl Checker<'_> {
         };
         let Some(ca) = &t.client_ca else {
             if let Some(a) = &t.client_auth {
-                self.error(a.span(), "client_auth needs client_ca (the CA that signs client certificates)");
+                self.error(
+                    a.span(),
+                    "client_auth needs client_ca (the CA that signs client certificates)",
+                );
                 return None;
             }
             return Some(None);
@@ -374,13 +379,20 @@ impl Checker<'_> {
                 None => {
                     self.error(
                         raw.span(),
-                        format!("upstream `{name}`: target `{target}` has no host name a certificate can carry; set `sni`"),
+                        format!(
+                            "upstream `{name}`: target `{target}` has no host name a certificate can carry; set `sni`"
+                        ),
                     );
                     return None;
                 }
             }
         }
-        Some((UpstreamTls { config: Arc::new(config) }, names))
+        Some((
+            UpstreamTls {
+                config: Arc::new(config),
+            },
+            names,
+        ))
     }
 
     /// The system's trust roots; a store that cannot be read is a warning (every target would
@@ -417,7 +429,9 @@ pub(crate) struct Resumption {
 
 impl std::fmt::Debug for Resumption {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Resumption").field("cache_size", &self.cache_size).finish()
+        f.debug_struct("Resumption")
+            .field("cache_size", &self.cache_size)
+            .finish()
     }
 }
 

@@ -137,7 +137,8 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
         let name = f.name(buf);
         if !passes(buf, &named, name, r.upgrade, &r.edits)
             || (r.replace_host && name.eq_ignore_ascii_case(b"host"))
-            || r.client_cert.is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
+            || r.client_cert
+                .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
         {
             continue;
         }

@@ -96,8 +96,14 @@ pub fn client_cert_header(chain: &[CertificateDer<'_>]) -> Option<Box<str>> {
                 GeneralName::URI(u) => ("URI", u.to_string()),
                 GeneralName::RFC822Name(e) => ("Email", e.to_string()),
                 GeneralName::IPAddress(ip) => match ip.len() {
-                    4 => ("IP", std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).ok()?).to_string()),
-                    16 => ("IP", std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*ip).ok()?).to_string()),
+                    4 => (
+                        "IP",
+                        std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).ok()?).to_string(),
+                    ),
+                    16 => (
+                        "IP",
+                        std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*ip).ok()?).to_string(),
+                    ),
                     _ => continue,
                 },
                 _ => continue,

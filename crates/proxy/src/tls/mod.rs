@@ -40,7 +40,9 @@ pub struct TlsSession {
 
 impl std::fmt::Debug for TlsStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsStream").field("tcp", &self.tcp).finish_non_exhaustive()
+        f.debug_struct("TlsStream")
+            .field("tcp", &self.tcp)
+            .finish_non_exhaustive()
     }
 }
 
@@ -87,11 +89,7 @@ impl TlsStream {
 
     /// Whether decrypted bytes wait inside rustls (so a read would not block).
     pub fn has_plaintext(&mut self) -> bool {
-        self.session
-            .conn
-            .reader()
-            .fill_buf()
-            .is_ok_and(|b| !b.is_empty())
+        self.session.conn.reader().fill_buf().is_ok_and(|b| !b.is_empty())
     }
 
     /// Whether the connection can be put aside: nothing decrypted waits, nothing is left to send.

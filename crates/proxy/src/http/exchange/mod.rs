@@ -216,7 +216,10 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
         // The configuration's address: the snapshot that holds it outlives the pooled connection's
         // use under this key (a later configuration at the same address is a reload's, for the
         // same target).
-        tls: up.tls.as_ref().map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
+        tls: up
+            .tls
+            .as_ref()
+            .map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
     }
 }
 

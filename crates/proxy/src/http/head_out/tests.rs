@@ -164,7 +164,10 @@ fn the_client_cert_header_is_ours_alone() {
         })
     };
     let verified = with(Some("Subject=\"CN=real\""));
-    assert!(!verified.contains("forged") && verified.contains("x-client-cert: Subject=\"CN=real\"\r\n"), "{verified}");
+    assert!(
+        !verified.contains("forged") && verified.contains("x-client-cert: Subject=\"CN=real\"\r\n"),
+        "{verified}"
+    );
     let anonymous = with(None);
     assert!(!anonymous.to_ascii_lowercase().contains("x-client-cert"), "{anonymous}");
     assert!(anonymous.contains("X-Other: 1\r\n"), "{anonymous}");
