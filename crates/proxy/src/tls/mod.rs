@@ -106,7 +106,7 @@ impl TlsStream {
 
     /// Reads records from the socket into rustls and decrypts them: ready once anything was
     /// read (or the socket reached its end).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         loop {
             ready!(self.tcp.poll_read_ready(cx))?;
             let n = match self.session.conn.read_tls(&mut SocketRead(&self.tcp)) {
