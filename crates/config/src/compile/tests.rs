@@ -70,7 +70,10 @@ fn make_named_certificates(src: &str, dir: &std::path::Path) {
         std::fs::create_dir_all(pem.parent().unwrap()).unwrap();
         let pair = rcgen::KeyPair::generate().unwrap();
         let names = vec!["example.com".to_string(), "*.example.net".to_string()];
-        let cert = rcgen::CertificateParams::new(names).unwrap().self_signed(&pair).unwrap();
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .self_signed(&pair)
+            .unwrap();
         std::fs::write(pem, cert.pem()).unwrap();
         std::fs::write(key, pair.serialize_pem()).unwrap();
     }

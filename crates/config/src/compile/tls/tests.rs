@@ -53,7 +53,10 @@ fn certificates_are_found_relative_to_the_config_and_served_by_name() {
     assert!(!set.knows(Some("c.example.com")));
     // The default is the named certificate, not the first entry.
     let b = set.named("b.example.com").unwrap()[0].clone();
-    assert!(std::sync::Arc::ptr_eq(&set.candidates(Some("c.example.com"), false)[0], &b));
+    assert!(std::sync::Arc::ptr_eq(
+        &set.candidates(Some("c.example.com"), false)[0],
+        &b
+    ));
     assert_eq!(tls.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
 }
 
@@ -88,7 +91,10 @@ fn a_mismatched_expired_or_missing_file_points_at_its_key() {
 fn a_certificate_near_its_end_is_a_warning() {
     let dir = tempfile::tempdir().unwrap();
     cert(dir.path(), "soon", &["soon.example.com"], (-60, 10));
-    let path = config(dir.path(), "certificates = [{ cert = \"soon.pem\", key = \"soon.key\" }]");
+    let path = config(
+        dir.path(),
+        "certificates = [{ cert = \"soon.pem\", key = \"soon.key\" }]",
+    );
     let compiled = load(&path).unwrap();
     let warnings: Vec<String> = compiled.warnings.iter().map(ToString::to_string).collect();
     assert_eq!(warnings.len(), 1);
@@ -105,11 +111,20 @@ fn bad_tls_settings_name_their_place() {
     let certs = "certificates = [{ cert = \"a.pem\", key = \"a.key\" }]";
     for (setting, want) in [
         ("min_version = \"1.1\"", "min_version `1.1` is not supported"),
-        ("default_certificate = \"z.example.com\"", "default_certificate `z.example.com` is not a name of any certificate (they serve: a.example.com)"),
+        (
+            "default_certificate = \"z.example.com\"",
+            "default_certificate `z.example.com` is not a name of any certificate (they serve: a.example.com)",
+        ),
         ("client_auth = \"optional\"", "client_auth needs client_ca"),
-        ("client_auth = \"sometimes\"\nclient_ca = \"a.pem\"", "client_auth `sometimes` must be"),
+        (
+            "client_auth = \"sometimes\"\nclient_ca = \"a.pem\"",
+            "client_auth `sometimes` must be",
+        ),
         ("alpn = [\"h2\"]", "ALPN `h2` needs HTTP/2"),
-        ("forward_client_cert = \"bad header\"", "`bad header` is not a header name"),
+        (
+            "forward_client_cert = \"bad header\"",
+            "`bad header` is not a header name",
+        ),
     ] {
         let path = config(dir.path(), &format!("{certs}\n{setting}"));
         let errors = load(&path).unwrap_err();
@@ -137,7 +152,10 @@ fn upstream_tls_names_targets_and_warns_when_not_verifying() {
         .iter()
         .map(|t| format!("{:?}", t.tls_name.as_ref().unwrap()))
         .collect();
-    assert_eq!(names, ["DnsName(\"localhost\")", "IpAddress(V4(Ipv4Addr([127, 0, 0, 1])))"]);
+    assert_eq!(
+        names,
+        ["DnsName(\"localhost\")", "IpAddress(V4(Ipv4Addr([127, 0, 0, 1])))"]
+    );
     let other = &compiled.snapshot.upstreams[1];
     assert!(format!("{:?}", other.targets[0].tls_name).contains("backend.internal"));
     assert_eq!(compiled.warnings.len(), 1);
