@@ -1,15 +1,12 @@
 //! Validation and compilation of a config into a data-plane snapshot.
 
-use std::collections::HashMap;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::ops::Range;
-use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_model::balance::{BalancePolicy, Maglev};
 use rampart_model::defaults;
-use rampart_model::health::TargetHealth;
 use rampart_model::net::IpNet;
 use rampart_model::{Listener, ListenerProtocol, Snapshot, Target};
 use toml::Spanned;
@@ -26,62 +23,6 @@ pub struct Compiled {
     pub pin: bool,
     /// Problems that do not stop the load (a certificate close to expiry, `verify = false`).
     pub warnings: Vec<ConfigError>,
-}
-
-/// State that outlives one snapshot: target health and listener connection counts, keyed so that
-/// a reload which keeps a target or a listener keeps its state too.
-#[derive(Debug, Default)]
-pub struct LiveState {
-    generation: u64,
-    health: HashMap<(String, SocketAddr), Arc<TargetHealth>>,
-    open: HashMap<SocketAddr, Arc<AtomicUsize>>,
-    /// TLS ticket keys and session caches by listener address.
-    tls: HashMap<SocketAddr, tls::Resumption>,
-}
-
-impl LiveState {
-    fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
-        self.health.entry((upstream.to_string(), addr)).or_default().clone()
-    }
-
-    fn open_connections(&mut self, bind: SocketAddr) -> Arc<AtomicUsize> {
-        self.open.entry(bind).or_default().clone()
-    }
-
-    /// The ticket keys and session cache of the TLS listener on `bind`, kept across reloads (a
-    /// new cache when its size changed). `None` if ticket keys cannot be made.
-    fn tls_resumption(&mut self, bind: Option<SocketAddr>, cache_size: usize) -> Option<tls::Resumption> {
-        let Some(bind) = bind else {
-            return tls::Resumption::new(cache_size);
-        };
-        match self.tls.get(&bind) {
-            Some(r) if r.cache_size == cache_size => Some(r.clone()),
-            _ => {
-                let r = tls::Resumption::new(cache_size)?;
-                self.tls.insert(bind, r.clone());
-                Some(r)
-            }
-        }
-    }
-
-    fn next_generation(&mut self) -> u64 {
-        self.generation += 1;
-        self.generation
-    }
-
-    /// Forgets state that `snapshot` no longer uses.
-    fn keep_only(&mut self, snapshot: &Snapshot) {
-        self.health.retain(|(up, addr), _| {
-            snapshot
-                .upstreams
-                .iter()
-                .any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
-        });
-        self.open
-            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
-        self.tls
-            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind && l.tls.is_some()));
-    }
 }
 
 /// Parses, validates and compiles the TOML text `src` read from `file`.
@@ -515,8 +456,11 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 
 mod checks;
 mod http;
+mod live;
 mod tls;
 mod upstream;
+
+pub use live::LiveState;
 
 #[cfg(test)]
 mod tests;

@@ -28,7 +28,6 @@ pub enum StageRefusal {
     ProxyHeaderTimeout,
     /// The TLS handshake failed; the name says how (see [`HandshakeFailure::as_str`]).
     Tls(&'static str),
-    TlsHandshakeTimeout,
 }
 
 impl StageRefusal {
@@ -38,7 +37,6 @@ impl StageRefusal {
             StageRefusal::ProxyHeaderInvalid => "proxy_header_invalid",
             StageRefusal::ProxyHeaderTimeout => "proxy_header_timeout",
             StageRefusal::Tls(name) => name,
-            StageRefusal::TlsHandshakeTimeout => "tls_handshake_timeout",
         }
     }
 }
@@ -120,39 +118,24 @@ async fn handshake(
     accepted: (Instant, SystemTime),
 ) -> Option<Stream> {
     let deadline = tokio::time::Instant::now() + tls.handshake_timeout;
-    let result = match tokio::time::timeout_at(deadline, first_bytes(&tcp, early)).await {
-        Err(_) => Err(None),
-        Ok(Err(HandshakeFailure::PlainHttp)) => {
+    let first = tokio::time::timeout_at(deadline, first_bytes(&tcp, early)).await;
+    let result = match first.unwrap_or(Err(HandshakeFailure::TimedOut)) {
+        Err(HandshakeFailure::PlainHttp) => {
             fail(ctx, snapshot, listener, peer, accepted, &HandshakeFailure::PlainHttp);
             if listener.http().is_some() {
                 answer_plain_http(tcp, PLAIN_HTTP_LINGER).await;
             }
             return None;
         }
-        Ok(Err(failure)) => Err(Some(failure)),
-        Ok(Ok(())) => match tokio::time::timeout_at(deadline, accept(tcp, early, tls)).await {
-            Ok(Ok(stream)) => Ok(stream),
-            Ok(Err(failure)) => Err(Some(failure)),
-            Err(_) => Err(None),
-        },
+        Err(failure) => Err(failure),
+        Ok(()) => tokio::time::timeout_at(deadline, accept(tcp, early, tls))
+            .await
+            .unwrap_or(Err(HandshakeFailure::TimedOut)),
     };
     match result {
         Ok(stream) => Some(Stream::Tls(Box::new(stream))),
-        Err(Some(failure)) => {
+        Err(failure) => {
             fail(ctx, snapshot, listener, peer, accepted, &failure);
-            None
-        }
-        Err(None) => {
-            bump(&ctx.counters.tls_handshake_failures, 1);
-            log::debug!("listener {}: TLS handshake from {peer} timed out", listener.name);
-            record_refusal(
-                ctx,
-                snapshot,
-                listener,
-                peer,
-                accepted,
-                StageRefusal::TlsHandshakeTimeout,
-            );
             None
         }
     }

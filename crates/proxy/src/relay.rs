@@ -122,21 +122,7 @@ async fn relay_streams(
             ),
         )
     };
-    let end = tokio::select! {
-        biased;
-        result = directions => match result {
-            Ok(_) => RelayEnd::Completed,
-            Err((side, kind)) => RelayEnd::Error(side, kind),
-        },
-        _ = idle_watch(&activity, idle_timeout) => RelayEnd::IdleTimeout,
-    };
-    RelayOutcome {
-        end,
-        bytes_up: up.bytes.get(),
-        bytes_down: down.bytes.get(),
-        first_byte_up: up.first.get(),
-        first_byte_down: down.first.get(),
-    }
+    until_done(directions, &activity, idle_timeout, (&up, &down)).await
 }
 
 /// Copies `from` to `to` until end of stream, then ends `to`'s direction (close_notify and a FIN
@@ -193,13 +179,24 @@ async fn relay_tcp(
             ),
         )
     };
+    until_done(directions, &activity, idle_timeout, (&up, &down)).await
+}
+
+/// Runs both directions until they end, one fails, or nothing moves for `idle_timeout`; then
+/// what they moved.
+async fn until_done(
+    directions: impl std::future::Future<Output = Result<((), ()), SideError>>,
+    activity: &Cell<u64>,
+    idle_timeout: Duration,
+    (up, down): (&Flow, &Flow),
+) -> RelayOutcome {
     let end = tokio::select! {
         biased;
         result = directions => match result {
             Ok(_) => RelayEnd::Completed,
             Err((side, kind)) => RelayEnd::Error(side, kind),
         },
-        _ = idle_watch(&activity, idle_timeout) => RelayEnd::IdleTimeout,
+        _ = idle_watch(activity, idle_timeout) => RelayEnd::IdleTimeout,
     };
     RelayOutcome {
         end,

@@ -198,23 +198,20 @@ impl Checker<'_> {
         if leaf.not_after <= now {
             self.error(
                 at.span(),
-                format!("certificate {file} expired on {}", files::date(leaf.not_after)),
+                format!("certificate {file} expired on {}", leaf.not_after_text),
             );
             return None;
         }
         if leaf.not_after.duration_since(now).unwrap_or_default() < EXPIRY_WARNING {
             self.warn(
                 at.span(),
-                format!("certificate {file} expires on {}", files::date(leaf.not_after)),
+                format!("certificate {file} expires on {}", leaf.not_after_text),
             );
         }
         if leaf.not_before > now {
             self.warn(
                 at.span(),
-                format!(
-                    "certificate {file} is not valid before {}",
-                    files::date(leaf.not_before)
-                ),
+                format!("certificate {file} is not valid before {}", leaf.not_before_text),
             );
         }
         Some(leaf)

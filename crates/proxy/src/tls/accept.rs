@@ -28,6 +28,8 @@ pub enum HandshakeFailure {
     Tls(rustls::Error),
     /// The client closed, or the socket failed.
     Io(io::Error),
+    /// The handshake did not finish within the listener's `handshake_timeout`.
+    TimedOut,
 }
 
 impl HandshakeFailure {
@@ -35,6 +37,7 @@ impl HandshakeFailure {
     pub fn as_str(&self) -> &'static str {
         match self {
             HandshakeFailure::PlainHttp => "plain_http_on_tls_port",
+            HandshakeFailure::TimedOut => "tls_handshake_timeout",
             _ => "tls_handshake_failed",
         }
     }
@@ -49,6 +52,7 @@ impl std::fmt::Display for HandshakeFailure {
             HandshakeFailure::UnknownName(None) => f.write_str("no server name sent (strict_sni)"),
             HandshakeFailure::Tls(e) => write!(f, "{e}"),
             HandshakeFailure::Io(e) => write!(f, "{e}"),
+            HandshakeFailure::TimedOut => f.write_str("timed out"),
         }
     }
 }

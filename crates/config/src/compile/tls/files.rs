@@ -39,6 +39,9 @@ pub struct Leaf {
     pub names: Vec<String>,
     pub not_before: SystemTime,
     pub not_after: SystemTime,
+    /// The dates as messages show them (`Dec  3 06:20:00 2026 +00:00`).
+    pub not_before_text: String,
+    pub not_after_text: String,
 }
 
 impl Leaf {
@@ -74,35 +77,8 @@ impl Leaf {
             names,
             not_before: time(validity.not_before),
             not_after: time(validity.not_after),
+            not_before_text: validity.not_before.to_string(),
+            not_after_text: validity.not_after.to_string(),
         })
-    }
-}
-
-/// `2026-11-23` (UTC) for messages.
-pub fn date(t: SystemTime) -> String {
-    let days = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs() / 86_400;
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::date;
-    use std::time::{Duration, UNIX_EPOCH};
-
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(date(UNIX_EPOCH), "1970-01-01");
-        assert_eq!(date(UNIX_EPOCH + Duration::from_secs(1_795_392_000)), "2026-11-23");
-        assert_eq!(date(UNIX_EPOCH + Duration::from_secs(951_782_400)), "2000-02-29");
     }
 }
