@@ -161,7 +161,8 @@ impl TlsStream {
     }
 
     /// Encrypts `a` then `b` and writes them all, in as few records and system calls as
-    /// rustls allows; once the peer stops taking bytes the rest must go within `limit`.
+    /// rustls allows; once the peer stops taking bytes the rest must go within `limit`
+    /// (`Duration::MAX`: no limit).
     pub async fn write_all_within(&mut self, mut a: &[u8], mut b: &[u8], limit: Duration) -> io::Result<()> {
         let mut deadline = None;
         loop {
@@ -180,10 +181,15 @@ impl TlsStream {
             match self.session.conn.write_tls(&mut SocketWrite(&self.tcp)) {
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + limit);
-                    match tokio::time::timeout_at(at, self.tcp.writable()).await {
-                        Ok(ready) => ready?,
-                        Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                    // No deadline when `limit` reaches past what the clock can say.
+                    let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now().checked_add(limit));
+                    let writable = self.tcp.writable();
+                    match at {
+                        Some(at) => match tokio::time::timeout_at(at, writable).await {
+                            Ok(ready) => ready?,
+                            Err(_) => return Err(io::ErrorKind::TimedOut.into()),
+                        },
+                        None => writable.await?,
                     }
                 }
                 Err(e) => return Err(e),
