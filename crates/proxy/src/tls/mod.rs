@@ -22,6 +22,8 @@ use tokio::net::TcpStream;
 pub mod accept;
 pub mod connect;
 pub mod info;
+#[cfg(test)]
+mod tests;
 
 pub use info::{OwnedTlsInfo, TlsInfo};
 
