@@ -128,10 +128,13 @@ pub struct SniResolver {
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let schemes = hello.signature_schemes();
-        self.set
-            .candidates(hello.server_name(), self.strict)
+        let candidates = self.set.candidates(hello.server_name(), self.strict);
+        // With no key the client can verify, the first one anyway: rustls then refuses the
+        // handshake with `handshake_failure`, as for any client with nothing in common.
+        candidates
             .iter()
             .find(|k| k.key.choose_scheme(schemes).is_some())
+            .or_else(|| candidates.first())
             .cloned()
     }
 }

@@ -1,0 +1,63 @@
+"""Shared by bench.py and https.py: ports, and starting and watching processes."""
+import os
+import socket
+import subprocess
+import time
+
+BACKEND_PORT = 18080
+# L4 ports, then HTTP ports (proxy name -> port), per mode.
+PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003, "rampart-before": 18004}
+HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013, "rampart-before": 18014}
+HTTPS_PORTS = {"rampart": 18021, "haproxy": 18022, "nginx": 18023, "rampart-before": 18024}
+# The name in the certificate; it resolves to 127.0.0.1 here, and clients send it as SNI.
+TLS_HOST = "localhost"
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def wait_port(port, timeout=10.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {port}")
+
+
+def cpu_seconds(pid):
+    """(user, system) CPU seconds of the process, all threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # utime and stime are fields 14 and 15 of the whole line; after the command they are 12, 13.
+    return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def start(cmd, workdir, name):
+    log = open(os.path.join(workdir, f"{name}.log"), "w")
+    return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def tail_log(workdir, name, mode):
+    """The end of a proxy's output and error log, for a proxy that did not start."""
+    base = name if mode == "l4" else f"{name}-{mode}"
+    text = ""
+    for ext in (".log", ".err"):
+        path = os.path.join(workdir, base + ext)
+        if os.path.exists(path):
+            text += open(path).read()[-3000:]
+    return text
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
