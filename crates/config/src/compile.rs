@@ -24,6 +24,8 @@ pub struct Compiled {
     pub snapshot: Snapshot,
     pub workers: Option<usize>,
     pub pin: bool,
+    /// Problems that do not stop the load (a certificate close to expiry, `verify = false`).
+    pub warnings: Vec<ConfigError>,
 }
 
 /// State that outlives one snapshot: target health and listener connection counts, keyed so that
@@ -33,6 +35,8 @@ pub struct LiveState {
     generation: u64,
     health: HashMap<(String, SocketAddr), Arc<TargetHealth>>,
     open: HashMap<SocketAddr, Arc<AtomicUsize>>,
+    /// TLS ticket keys and session caches by listener address.
+    tls: HashMap<SocketAddr, tls::Resumption>,
 }
 
 impl LiveState {
@@ -42,6 +46,22 @@ impl LiveState {
 
     fn open_connections(&mut self, bind: SocketAddr) -> Arc<AtomicUsize> {
         self.open.entry(bind).or_default().clone()
+    }
+
+    /// The ticket keys and session cache of the TLS listener on `bind`, kept across reloads (a
+    /// new cache when its size changed). `None` if ticket keys cannot be made.
+    fn tls_resumption(&mut self, bind: Option<SocketAddr>, cache_size: usize) -> Option<tls::Resumption> {
+        let Some(bind) = bind else {
+            return tls::Resumption::new(cache_size);
+        };
+        match self.tls.get(&bind) {
+            Some(r) if r.cache_size == cache_size => Some(r.clone()),
+            _ => {
+                let r = tls::Resumption::new(cache_size)?;
+                self.tls.insert(bind, r.clone());
+                Some(r)
+            }
+        }
     }
 
     fn next_generation(&mut self) -> u64 {
@@ -59,6 +79,8 @@ impl LiveState {
         });
         self.open
             .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
+        self.tls
+            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind && l.tls.is_some()));
     }
 }
 
@@ -72,13 +94,20 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
     let mut cx = Checker {
         map: &map,
         errors: Vec::new(),
+        warnings: Vec::new(),
+        base: std::path::Path::new(file)
+            .parent()
+            .map(|p| p.to_path_buf())
+            .unwrap_or_default(),
     };
     let compiled = cx.config(raw, live);
     if !cx.errors.is_empty() {
         cx.errors.sort_by_key(|e| (e.line, e.col));
         return Err(ConfigErrors(cx.errors));
     }
-    let compiled = compiled.expect("a config without errors compiles");
+    let mut compiled = compiled.expect("a config without errors compiles");
+    cx.warnings.sort_by_key(|e| (e.line, e.col));
+    compiled.warnings = cx.warnings;
     live.keep_only(&compiled.snapshot);
     Ok(compiled)
 }
@@ -133,13 +162,16 @@ pub struct SimpleL4 {
     pub targets: Vec<(String, SocketAddr)>,
     pub policy: BalancePolicy,
     pub session_log: Option<std::path::PathBuf>,
+    /// Certificate chains and keys to terminate TLS with (`--tls-cert`/`--tls-key` pairs).
+    pub tls: Vec<(std::path::PathBuf, std::path::PathBuf)>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
 /// is proxied to the targets. It goes through the same compiler as a config file (as the config
-/// file its settings would make, named `command line` in errors).
-pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Snapshot, ConfigErrors> {
-    compile_toml("command line", &spec.to_toml(), live).map(|c| c.snapshot)
+/// file its settings would make, named `command line` in errors; relative certificate paths are
+/// relative to the working directory).
+pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
+    compile_toml("command line", &spec.to_toml(), live)
 }
 
 impl SimpleL4 {
@@ -153,8 +185,24 @@ impl SimpleL4 {
             ),
             None => String::new(),
         };
+        let tls = if self.tls.is_empty() {
+            String::new()
+        } else {
+            let pairs: Vec<String> = self
+                .tls
+                .iter()
+                .map(|(cert, key)| {
+                    format!(
+                        "{{ cert = {}, key = {} }}",
+                        toml_string(&cert.display().to_string()),
+                        toml_string(&key.display().to_string())
+                    )
+                })
+                .collect();
+            format!("\n[listeners.default.tls]\ncertificates = [{}]\n", pairs.join(", "))
+        };
         format!(
-            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n\n\
+            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{tls}\n\
              [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n",
             toml_string(&self.bind.to_string()),
             if self.http { "http" } else { "tcp" },
@@ -193,11 +241,23 @@ fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {
 struct Checker<'a> {
     map: &'a SourceMap<'a>,
     errors: Vec<ConfigError>,
+    warnings: Vec<ConfigError>,
+    /// The config file's directory: relative certificate and key paths start there.
+    base: std::path::PathBuf,
 }
 
 impl Checker<'_> {
     fn error(&mut self, span: Range<usize>, message: impl Into<String>) {
         self.errors.push(self.map.error(span, message));
+    }
+
+    fn warn(&mut self, span: Range<usize>, message: impl Into<String>) {
+        self.warnings.push(self.map.error(span, message));
+    }
+
+    /// A file named in the config: relative to the config file's directory.
+    fn path(&self, file: &str) -> std::path::PathBuf {
+        self.base.join(file)
     }
 
     fn config(&mut self, raw: RawConfig, live: &mut LiveState) -> Option<Compiled> {
@@ -261,6 +321,7 @@ impl Checker<'_> {
             },
             workers,
             pin: raw.global.pin.unwrap_or(false),
+            warnings: Vec::new(),
         })
     }
 
@@ -341,6 +402,15 @@ impl Checker<'_> {
                 Err(e) => self.error(net.span(), e.to_string()),
             }
         }
+        let tls = l
+            .tls
+            .as_ref()
+            .map(|t| self.listener_tls(name.get_ref(), bind, t, http, live));
+        let tls = match tls {
+            Some(None) => return None,
+            Some(t) => t,
+            None => None,
+        };
         let bind = bind?;
         Some(Listener {
             name: name.get_ref().clone(),
@@ -352,6 +422,7 @@ impl Checker<'_> {
             buffer_size,
             proxy_protocol_from,
             proxy_header_timeout,
+            tls,
         })
     }
 
@@ -444,6 +515,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 
 mod checks;
 mod http;
+mod tls;
 mod upstream;
 
 #[cfg(test)]

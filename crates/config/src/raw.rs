@@ -60,6 +60,48 @@ pub struct RawListener {
     pub access_log: Option<Spanned<RawAccessLog>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
+    /// `[listeners.NAME.tls]`: terminate TLS.
+    pub tls: Option<Spanned<RawListenerTls>>,
+}
+
+/// `[listeners.NAME.tls]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTls {
+    pub certificates: Spanned<Vec<Spanned<RawCertificate>>>,
+    /// A name one of the certificates serves: for clients whose name none has.
+    pub default_certificate: Option<Spanned<String>>,
+    pub strict_sni: Option<bool>,
+    pub min_version: Option<Spanned<String>>,
+    pub alpn: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub handshake_timeout: Option<Spanned<String>>,
+    pub session_tickets: Option<bool>,
+    /// Entries in the session-id cache (0: none).
+    pub session_cache: Option<Spanned<i64>>,
+    pub client_ca: Option<Spanned<String>>,
+    pub client_auth: Option<Spanned<String>>,
+    pub forward_client_cert: Option<Spanned<String>>,
+}
+
+/// `{ cert = "FILE", key = "FILE" }`: a PEM chain (leaf first) and its private key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertificate {
+    pub cert: Spanned<String>,
+    pub key: Spanned<String>,
+}
+
+/// `[upstreams.NAME.tls]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUpstreamTls {
+    pub sni: Option<Spanned<String>>,
+    pub ca: Option<Spanned<String>>,
+    pub verify: Option<Spanned<bool>>,
+    pub cert: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
+    pub alpn: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// `access_log = { path = "...", format = "json" }`.
@@ -132,7 +174,10 @@ pub struct RawRespond {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedirect {
-    pub to: String,
+    /// Where to: a URL (or a path).
+    pub to: Option<String>,
+    /// Or the same host, path and query under this scheme.
+    pub scheme: Option<Spanned<String>>,
     pub status: Option<Spanned<i64>>,
     #[serde(default)]
     pub keep_path: bool,
@@ -193,6 +238,8 @@ pub struct RawUpstream {
     pub retries: Option<Spanned<i64>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
+    /// `[upstreams.NAME.tls]`: speak TLS to the targets.
+    pub tls: Option<Spanned<RawUpstreamTls>>,
 }
 
 /// A target: `"host:port"` or `{ address = "host:port", weight = 3 }`.

@@ -24,3 +24,7 @@ pub const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const POOL_MAX_IDLE: usize = 1024;
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const RETRIES: usize = 1;
+/// Time a client has to finish its TLS handshake.
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Entries in each TLS listener's session-id cache.
+pub const TLS_SESSION_CACHE: usize = 20_000;

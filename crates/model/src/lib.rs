@@ -11,6 +11,7 @@
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
 //! - [`health`]: per-target health shared between checkers and workers.
 //! - [`net`]: IP networks (`10.0.0.0/8`).
+//! - [`tls`]: TLS on listeners (certificates by SNI) and to upstreams.
 //! - [`defaults`]: the default of every optional setting.
 #![forbid(unsafe_code)]
 
@@ -20,6 +21,7 @@ pub mod health;
 pub mod net;
 pub mod route;
 pub mod snapshot;
+pub mod tls;
 
 mod maglev;
 

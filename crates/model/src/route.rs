@@ -83,13 +83,18 @@ pub enum RouteAction {
         headers: Vec<(String, String)>,
         body: Vec<u8>,
     },
-    /// Answer with a redirect to `location`; with `keep_path`, the request's path and query are
-    /// appended.
-    Redirect {
-        status: u16,
-        location: String,
-        keep_path: bool,
-    },
+    /// Answer with a redirect.
+    Redirect { status: u16, to: RedirectTo },
+}
+
+/// Where a redirect points.
+#[derive(Debug)]
+pub enum RedirectTo {
+    /// To `location`; with `keep_path`, the request's path and query are appended.
+    Location { location: String, keep_path: bool },
+    /// To the same host (without its port), path and query under another scheme
+    /// (`http` → `https`).
+    Scheme(String),
 }
 
 /// Changes applied to proxied requests and their responses.

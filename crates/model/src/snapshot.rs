@@ -15,6 +15,7 @@ use crate::balance::{client_hash, BalancePolicy, HashKey, Maglev};
 use crate::defaults;
 pub use crate::health::{PassiveHealth, TargetHealth};
 use crate::net::IpNet;
+use crate::tls::{ListenerTls, TargetTlsName, UpstreamTls};
 
 /// Everything the data plane needs, compiled from one config file (or command line).
 #[derive(Debug)]
@@ -48,6 +49,8 @@ pub struct Listener {
     pub proxy_protocol_from: Vec<IpNet>,
     /// How long a trusted client has to send its PROXY header.
     pub proxy_header_timeout: Duration,
+    /// TLS terminated here (after any PROXY header), if configured.
+    pub tls: Option<Arc<ListenerTls>>,
 }
 
 impl Listener {
@@ -169,6 +172,8 @@ pub struct Upstream {
     pub passive_health: PassiveHealth,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
+    /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).
+    pub tls: Option<UpstreamTls>,
 }
 
 impl Upstream {
@@ -192,6 +197,8 @@ pub struct Target {
     pub weight: u32,
     /// Shared with the health checker; kept across reloads for the same upstream and address.
     pub health: Arc<TargetHealth>,
+    /// The name its certificate is verified against, when the upstream speaks TLS.
+    pub tls_name: Option<TargetTlsName>,
 }
 
 /// Active TCP health checking of every target of an upstream.

@@ -80,3 +80,18 @@ fn proxy_protocol_corpus_replays_cleanly() {
         }
     }
 }
+
+#[test]
+fn tls_peek_corpus_replays_cleanly() {
+    use rampart_proto::tls_peek::{classify, FirstBytes};
+    for data in corpus("tls_peek", 6) {
+        let whole = classify(&data);
+        for cut in 0..data.len() {
+            let verdict = classify(&data[..cut]);
+            assert!(
+                verdict == FirstBytes::NeedMore || verdict == whole,
+                "{data:?} cut at {cut}"
+            );
+        }
+    }
+}

@@ -1,5 +1,6 @@
-//! Active health checks, run by the control plane: every interval, a TCP connect (or, for
-//! `http` checks, a `GET` whose status must fall in the expected range); `fall` consecutive
+//! Active health checks, run by the control plane: every interval, a TCP connect and, for a TLS
+//! upstream, a handshake (or, for `http` checks, a `GET` whose status must fall in the expected
+//! range); `fall` consecutive
 //! failures take a target down, `rise` consecutive successes bring it back. Workers see the
 //! verdict through the shared [`TargetHealth`](rampart_model::health::TargetHealth).
 
@@ -7,12 +8,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rampart_proto::h1::{parse_response, Limits};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 use rampart_model::health::TargetHealth;
+use rampart_model::tls::TargetTlsName;
 use rampart_model::{HealthCheck, HttpCheck, Snapshot};
+
+use crate::stream::Stream;
 
 /// Starts one checking task per target of every upstream that has a health check. Dropping (or
 /// aborting) the returned set stops them all, as a reload does before starting the new set.
@@ -24,19 +28,34 @@ pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
             let health = target.health.clone();
             let label = Arc::new(format!("upstream {} target {}", upstream.name, target.name));
             let (addr, check) = (target.addr, check.clone());
-            set.spawn(async move { check_target(label, addr, health, check).await });
+            // Over TLS when the upstream speaks it (verified as requests are).
+            let tls = upstream
+                .tls
+                .as_ref()
+                .zip(target.tls_name.clone())
+                .map(|(t, name)| (t.config.clone(), name));
+            set.spawn(async move { check_target(label, addr, tls, health, check).await });
         }
     }
     set
 }
 
-async fn check_target(label: Arc<String>, addr: SocketAddr, health: Arc<TargetHealth>, check: HealthCheck) {
+/// TLS settings of a check: the upstream's client configuration and the target's name.
+type CheckTls = Option<(Arc<rustls::ClientConfig>, TargetTlsName)>;
+
+async fn check_target(
+    label: Arc<String>,
+    addr: SocketAddr,
+    tls: CheckTls,
+    health: Arc<TargetHealth>,
+    check: HealthCheck,
+) {
     let (mut successes, mut failures) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(check.interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticker.tick().await;
-        let result = match tokio::time::timeout(check.timeout, probe(addr, check.http.as_ref())).await {
+        let result = match tokio::time::timeout(check.timeout, probe(addr, tls.as_ref(), check.http.as_ref())).await {
             Ok(r) => r,
             Err(_) => Err(format!("no answer within {:?}", check.timeout)),
         };
@@ -59,9 +78,22 @@ async fn check_target(label: Arc<String>, addr: SocketAddr, health: Arc<TargetHe
     }
 }
 
-/// One check: a connect, and for HTTP checks a request and a status in range.
-async fn probe(addr: SocketAddr, http: Option<&HttpCheck>) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+/// One check: a connect (and the TLS handshake, for a TLS upstream), and for HTTP checks a
+/// request and a status in range.
+async fn probe(
+    addr: SocketAddr,
+    tls: Option<&(Arc<rustls::ClientConfig>, TargetTlsName)>,
+    http: Option<&HttpCheck>,
+) -> Result<(), String> {
+    let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+    let mut stream = match tls {
+        None => Stream::Tcp(tcp),
+        Some((config, name)) => Stream::Tls(Box::new(
+            crate::tls::connect::connect(tcp, config, name)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?,
+        )),
+    };
     let Some(http) = http else { return Ok(()) };
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: rampart-health-check\r\nConnection: close\r\n\r\n",

@@ -1,13 +1,14 @@
 //! The connection stage, one for every listener: a place in the listener's connection limit, then
-//! the PROXY header when the client is trusted to send one, then (with TLS, next) the handshake,
-//! and a [`Conn`] handed to the protocol: the L4 relay or the HTTP session. A connection refused
-//! here leaves a session record whatever the listener speaks.
+//! the PROXY header when the client is trusted to send one, then the TLS handshake if the
+//! listener terminates TLS, and a [`Conn`] handed to the protocol: the L4 relay or the HTTP
+//! session. A connection refused here leaves a session record whatever the listener speaks.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use rampart_model::tls::ListenerTls;
 use rampart_model::{Listener, ListenerProtocol, Snapshot};
 use rampart_proto::proxy_protocol::{self, ProxyAddresses};
 use tokio::net::TcpStream;
@@ -16,6 +17,7 @@ use crate::http::park::Parked;
 use crate::session_log::SessionRecord;
 pub use crate::slot::{BoundListener, Conn, ConnSlot};
 use crate::stream::Stream;
+use crate::tls::accept::{accept, answer_plain_http, first_bytes, HandshakeFailure};
 use crate::worker::{bump, WorkerContext};
 
 /// Why a connection ended in the connection stage (the names used in session records).
@@ -24,6 +26,9 @@ pub enum StageRefusal {
     OverConnectionLimit,
     ProxyHeaderInvalid,
     ProxyHeaderTimeout,
+    /// The TLS handshake failed; the name says how (see [`HandshakeFailure::as_str`]).
+    Tls(&'static str),
+    TlsHandshakeTimeout,
 }
 
 impl StageRefusal {
@@ -32,6 +37,8 @@ impl StageRefusal {
             StageRefusal::OverConnectionLimit => "connection_limit",
             StageRefusal::ProxyHeaderInvalid => "proxy_header_invalid",
             StageRefusal::ProxyHeaderTimeout => "proxy_header_timeout",
+            StageRefusal::Tls(name) => name,
+            StageRefusal::TlsHandshakeTimeout => "tls_handshake_timeout",
         }
     }
 }
@@ -53,22 +60,13 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         record_refusal(ctx, &snapshot, spec, peer, accepted, StageRefusal::OverConnectionLimit);
         return;
     };
-    let mut conn = Conn {
-        stream: Stream::Tcp(stream),
-        client: peer,
-        client_from_header: false,
-        early: Vec::new(),
-        slot,
-    };
+    let (mut client, mut client_from_header, mut early) = (peer, false, Vec::new());
     if spec.expects_proxy_header(peer.ip()) {
-        let read = tokio::time::timeout(
-            spec.proxy_header_timeout,
-            read_proxy_header(&conn.stream, &mut conn.early),
-        );
+        let read = tokio::time::timeout(spec.proxy_header_timeout, read_proxy_header(&stream, &mut early));
         let refusal = match read.await {
             Ok(Ok(Some(addresses))) => {
-                conn.client = addresses.source;
-                conn.client_from_header = true;
+                client = addresses.source;
+                client_from_header = true;
                 None
             }
             Ok(Ok(None)) => None,
@@ -81,6 +79,21 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             return;
         }
     }
+    let stream = match &spec.tls {
+        None => Stream::Tcp(stream),
+        // Boxed: the handshake's state would otherwise enlarge every connection's task.
+        Some(tls) => match Box::pin(handshake(ctx, &snapshot, spec, tls, stream, &mut early, peer, accepted)).await {
+            Some(stream) => stream,
+            None => return,
+        },
+    };
+    let conn = Conn {
+        stream,
+        client,
+        client_from_header,
+        early,
+        slot,
+    };
     match &spec.protocol {
         // Boxed: the relay's state would otherwise enlarge every HTTP connection's task too.
         ListenerProtocol::Tcp { .. } => {
@@ -93,6 +106,84 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
     }
 }
 
+/// The TLS handshake of a connection of `listener`: the TLS stream, or `None` when it failed (the
+/// failure is counted, logged at debug level and recorded; a plain HTTP request gets its 400).
+#[allow(clippy::too_many_arguments)]
+async fn handshake(
+    ctx: &WorkerContext,
+    snapshot: &Snapshot,
+    listener: &Listener,
+    tls: &ListenerTls,
+    tcp: TcpStream,
+    early: &mut Vec<u8>,
+    peer: SocketAddr,
+    accepted: (Instant, SystemTime),
+) -> Option<Stream> {
+    let deadline = tokio::time::Instant::now() + tls.handshake_timeout;
+    let result = match tokio::time::timeout_at(deadline, first_bytes(&tcp, early)).await {
+        Err(_) => Err(None),
+        Ok(Err(HandshakeFailure::PlainHttp)) => {
+            fail(ctx, snapshot, listener, peer, accepted, &HandshakeFailure::PlainHttp);
+            if listener.http().is_some() {
+                answer_plain_http(tcp, PLAIN_HTTP_LINGER).await;
+            }
+            return None;
+        }
+        Ok(Err(failure)) => Err(Some(failure)),
+        Ok(Ok(())) => match tokio::time::timeout_at(deadline, accept(tcp, early, tls)).await {
+            Ok(Ok(stream)) => Ok(stream),
+            Ok(Err(failure)) => Err(Some(failure)),
+            Err(_) => Err(None),
+        },
+    };
+    match result {
+        Ok(stream) => Some(Stream::Tls(Box::new(stream))),
+        Err(Some(failure)) => {
+            fail(ctx, snapshot, listener, peer, accepted, &failure);
+            None
+        }
+        Err(None) => {
+            bump(&ctx.counters.tls_handshake_failures, 1);
+            log::debug!("listener {}: TLS handshake from {peer} timed out", listener.name);
+            record_refusal(
+                ctx,
+                snapshot,
+                listener,
+                peer,
+                accepted,
+                StageRefusal::TlsHandshakeTimeout,
+            );
+            None
+        }
+    }
+}
+
+/// How long a plain HTTP client on a TLS port may go on sending after its 400.
+const PLAIN_HTTP_LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+
+fn fail(
+    ctx: &WorkerContext,
+    snapshot: &Snapshot,
+    listener: &Listener,
+    peer: SocketAddr,
+    accepted: (Instant, SystemTime),
+    failure: &HandshakeFailure,
+) {
+    bump(&ctx.counters.tls_handshake_failures, 1);
+    log::debug!(
+        "listener {}: TLS handshake from {peer} failed: {failure}",
+        listener.name
+    );
+    record_refusal(
+        ctx,
+        snapshot,
+        listener,
+        peer,
+        accepted,
+        StageRefusal::Tls(failure.as_str()),
+    );
+}
+
 /// Serves a connection the parking lot woke up (its client sent something or closed).
 pub async fn serve_woken(ctx: &WorkerContext, parked: Parked) {
     if let Some(conn) = parked.into_conn() {
@@ -102,8 +193,7 @@ pub async fn serve_woken(ctx: &WorkerContext, parked: Parked) {
 
 /// Reads a PROXY header; leaves any bytes after it in `buf`. `Ok(None)` for a header without
 /// addresses (v1 UNKNOWN, v2 LOCAL).
-async fn read_proxy_header(client: &Stream, buf: &mut Vec<u8>) -> Result<Option<ProxyAddresses>, ()> {
-    let Stream::Tcp(client) = client;
+async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Option<ProxyAddresses>, ()> {
     // On the heap: this path is taken only for trusted sources, and an array here would enlarge
     // every connection's task.
     let mut chunk = vec![0u8; proxy_protocol::V2_MAX_LEN];
@@ -157,6 +247,7 @@ fn record_refusal(
         bytes_up: 0,
         bytes_down: 0,
         close: refusal.as_str(),
+        tls: None,
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

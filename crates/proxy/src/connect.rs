@@ -1,6 +1,7 @@
-//! Choosing a target and connecting to it, shared by the L4 and HTTP paths: a failed connect
-//! marks the target down for its passive backoff and moves on to another target, up to the
-//! upstream's attempt limit.
+//! Choosing a target and connecting to it, shared by the L4 and HTTP paths: a TCP connect, the
+//! PROXY header when the upstream wants one, and the TLS handshake when it speaks TLS, all within
+//! the upstream's connect timeout. A failed connect (or handshake) marks the target down for its
+//! passive backoff and moves on to another target, up to the upstream's attempt limit.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -10,8 +11,9 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::stream::Stream;
 
 use crate::balance::Tried;
+use crate::tls::accept::HandshakeFailure;
 use crate::worker::{bump, WorkerContext};
-use rampart_model::Snapshot;
+use rampart_model::{Snapshot, Target, Upstream};
 
 /// Why no upstream connection could be made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,6 +22,9 @@ pub enum ConnectFailure {
     NoHealthyTarget,
     /// Every attempt failed; `timed_out` when the last one ran out of time.
     Failed { timed_out: bool },
+    /// Every attempt failed, the last in its TLS handshake (a certificate that did not verify,
+    /// no common version or cipher).
+    Tls,
 }
 
 /// Whom an upstream connection is for.
@@ -30,6 +35,8 @@ pub struct ConnectFor<'a> {
     pub client: IpAddr,
     /// The consistent-hashing key of the connection or request.
     pub key: u64,
+    /// A PROXY header to send first (before any TLS), when the upstream wants one.
+    pub proxy_header: Option<&'a [u8]>,
 }
 
 /// Connects to a target of upstream `up_index` for `whom`, starting with `first` when the
@@ -43,7 +50,12 @@ pub async fn connect_upstream(
     mut first: Option<usize>,
     tried: &mut Tried,
 ) -> Result<(usize, Stream), ConnectFailure> {
-    let ConnectFor { listener, client, key } = *whom;
+    let ConnectFor {
+        listener,
+        client,
+        key,
+        proxy_header,
+    } = *whom;
     let upstream = &snapshot.upstreams[up_index];
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut made = 0;
@@ -63,18 +75,22 @@ pub async fn connect_upstream(
         tried.push(t);
         made += 1;
         let target = &upstream.targets[t];
-        match tokio::time::timeout(upstream.connect_timeout, connect(target.addr)).await {
+        let attempt = tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header));
+        match attempt.await {
             Ok(Ok(stream)) => {
                 target.health.record_connect_success();
-                return Ok((t, Stream::Tcp(stream)));
+                return Ok((t, stream));
             }
             failure => {
                 bump(&ctx.counters.connect_failures, 1);
                 let backoff = target.health.record_connect_failure(&upstream.passive_health);
-                let timed_out = failure.is_err();
-                let why = match failure {
-                    Ok(Err(e)) => e.to_string(),
-                    _ => "connect timeout".to_string(),
+                let (why, last) = match failure {
+                    Ok(Err(Failed::Tcp(e))) => (e.to_string(), ConnectFailure::Failed { timed_out: false }),
+                    Ok(Err(Failed::Tls(e))) => (format!("TLS: {e}"), ConnectFailure::Tls),
+                    _ => (
+                        "connect timeout".to_string(),
+                        ConnectFailure::Failed { timed_out: true },
+                    ),
                 };
                 log::warn!(
                     "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
@@ -86,10 +102,31 @@ pub async fn connect_upstream(
                         "listener {listener}: {made} connect attempt(s) failed in upstream {}; closing connection from {client}",
                         upstream.name,
                     );
-                    return Err(ConnectFailure::Failed { timed_out });
+                    return Err(last);
                 }
             }
         }
+    }
+}
+
+/// Why one connect attempt failed.
+enum Failed {
+    Tcp(std::io::Error),
+    Tls(HandshakeFailure),
+}
+
+/// One connect attempt to `target`: TCP, the PROXY header, then TLS if the upstream speaks it.
+async fn open(upstream: &Upstream, target: &Target, proxy_header: Option<&[u8]>) -> Result<Stream, Failed> {
+    let tcp = connect(target.addr).await.map_err(Failed::Tcp)?;
+    if let Some(header) = proxy_header {
+        crate::stream::write_all(&tcp, header).await.map_err(Failed::Tcp)?;
+    }
+    match (&upstream.tls, &target.tls_name) {
+        (Some(tls), Some(name)) => crate::tls::connect::connect(tcp, &tls.config, name)
+            .await
+            .map(|t| Stream::Tls(Box::new(t)))
+            .map_err(Failed::Tls),
+        _ => Ok(Stream::Tcp(tcp)),
     }
 }
 

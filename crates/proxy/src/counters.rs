@@ -12,6 +12,8 @@ pub struct WorkerCounters {
     pub connect_failures: AtomicU64,
     pub no_healthy_target: AtomicU64,
     pub proxy_header_errors: AtomicU64,
+    /// TLS handshakes that failed or timed out (and plain HTTP sent to a TLS port).
+    pub tls_handshake_failures: AtomicU64,
     pub open: AtomicU64,
     pub bytes_up: AtomicU64,
     pub bytes_down: AtomicU64,

@@ -11,6 +11,7 @@ use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor}
 use crate::relay::{relay, RelayOutcome};
 use crate::session_log::SessionRecord;
 use crate::slot::Conn;
+use crate::tls::OwnedTlsInfo;
 use crate::worker::{bump, WorkerContext};
 use rampart_model::{Listener, Snapshot};
 
@@ -19,6 +20,7 @@ use rampart_model::{Listener, Snapshot};
 enum Refusal {
     NoHealthyTarget,
     ConnectFailed,
+    UpstreamTls,
 }
 
 impl Refusal {
@@ -26,6 +28,7 @@ impl Refusal {
         match self {
             Refusal::NoHealthyTarget => "no_healthy_target",
             Refusal::ConnectFailed => "connect_failed",
+            Refusal::UpstreamTls => "upstream_tls",
         }
     }
 }
@@ -39,6 +42,7 @@ struct Session<'a> {
     accepted: Instant,
     target: Option<usize>,
     connected: Option<Instant>,
+    tls: Option<OwnedTlsInfo>,
 }
 
 /// Relays one connection of TCP listener `listener` (an index into `snapshot.listeners`), past
@@ -59,6 +63,7 @@ pub async fn serve(
         accepted,
         target: None,
         connected: None,
+        tls: conn.stream.tls_info().map(|t| t.to_owned_info()),
     };
     let result = proxy(ctx, &mut session, conn).await;
     if let Ok(outcome) = &result {
@@ -73,7 +78,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let snapshot = session.snapshot;
     let Conn {
         stream: mut client,
-        mut early,
+        early,
         slot: _slot,
         ..
     } = conn;
@@ -83,6 +88,10 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let upstream_spec = &snapshot.upstreams[up_index];
     let mut tried = Tried::default();
     let connect_started = Instant::now();
+    let header = upstream_spec.send_proxy_protocol.map(|version| {
+        let destination = client.local_addr().unwrap_or(session.client);
+        proxy_header(version, session.client, destination)
+    });
     let (target, mut upstream) = match connect_upstream(
         ctx,
         snapshot,
@@ -91,6 +100,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
             listener: &listener.name,
             client: session.client.ip(),
             key: upstream_spec.client_key(session.client.ip()),
+            proxy_header: header.as_deref(),
         },
         None,
         &mut tried,
@@ -100,19 +110,13 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
         Ok(found) => found,
         Err(ConnectFailure::NoHealthyTarget) => return Err(Refusal::NoHealthyTarget),
         Err(ConnectFailure::Failed { .. }) => return Err(Refusal::ConnectFailed),
+        Err(ConnectFailure::Tls) => return Err(Refusal::UpstreamTls),
     };
     session.target = Some(target);
     let connected = Instant::now();
     session.connected = Some(connected);
     if upstream_spec.policy == BalancePolicy::P2cEwma {
         ctx.observe_latency(snapshot, up_index, target, connected - connect_started);
-    }
-
-    if let Some(version) = upstream_spec.send_proxy_protocol {
-        let destination = client.local_addr().unwrap_or(session.client);
-        let mut header = proxy_header(version, session.client, destination);
-        header.extend_from_slice(&early);
-        early = header;
     }
     if !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return Err(Refusal::ConnectFailed);
@@ -158,6 +162,7 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
         bytes_up,
         bytes_down,
         close,
+        tls: s.tls.as_ref().map(OwnedTlsInfo::view),
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

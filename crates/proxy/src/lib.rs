@@ -4,10 +4,11 @@
 //! control plane compiles one into a [`Snapshot`] (the types of `rampart-model`) and workers read
 //! the current one per accepted connection (L4 keeps it) and per HTTP request.
 //!
-//! - [`conn`]: the connection stage every listener shares: connection slot, PROXY header, then
-//!   the L4 relay or the HTTP session.
+//! - [`conn`]: the connection stage every listener shares: connection slot, PROXY header, TLS
+//!   handshake, then the L4 relay or the HTTP session.
 //! - [`slot`]: what an accepted connection holds: its place in the limit, stream and client.
-//! - [`stream`]: the byte stream under both (plain TCP now, TLS next), and socket writes.
+//! - [`stream`]: the byte stream under both (plain TCP or TLS), and socket writes.
+//! - [`tls`]: TLS over a socket (rustls): server and client handshakes, what they negotiated.
 //! - [`l4`]: one TCP connection past the stage: target choice, connect, relay, session record.
 //! - [`http`]: the HTTP/1.1 reverse proxy: session, the downstream seam, exchange, pools.
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
@@ -29,6 +30,7 @@ pub mod relay;
 pub mod session_log;
 pub mod slot;
 pub mod stream;
+pub mod tls;
 pub mod worker;
 
 mod free_list;

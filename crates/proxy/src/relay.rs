@@ -1,7 +1,8 @@
 //! The L4 copy loop: both directions at once, each ending with a half-close of the other side, so
 //! a FIN one way keeps the other way flowing. A direction starts with read/write through a pooled
 //! buffer; when a read fills the whole buffer (a bulk transfer) it switches to splice(2) through a
-//! pooled pipe on Linux. A connection with no byte moving either way for the idle timeout is closed.
+//! pooled pipe on Linux (plain TCP on both sides only; TLS goes through rustls in user space). A
+//! connection with no byte moving either way for the idle timeout is closed.
 
 use std::cell::Cell;
 use std::io;
@@ -9,7 +10,7 @@ use std::net::Shutdown;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::tcp::{ReadHalf, WriteHalf};
 use tokio::net::TcpStream;
 
@@ -88,7 +89,80 @@ pub async fn relay(
         (Stream::Tcp(client), Stream::Tcp(upstream)) => {
             relay_tcp(ctx, client, upstream, idle_timeout, buffer_size).await
         }
+        (client, upstream) => Box::pin(relay_streams(ctx, client, upstream, idle_timeout, buffer_size)).await,
     }
+}
+
+/// [`relay`] where either side speaks TLS: bytes pass through user space both ways (rustls
+/// encrypts and decrypts them), each direction through its own buffer.
+async fn relay_streams(
+    ctx: &WorkerContext,
+    client: &mut Stream,
+    upstream: &mut Stream,
+    idle_timeout: Duration,
+    buffer_size: usize,
+) -> RelayOutcome {
+    let activity = Cell::new(0u64);
+    let (up, down) = (Flow::default(), Flow::default());
+    let (client_read, client_write) = tokio::io::split(client);
+    let (upstream_read, upstream_write) = tokio::io::split(upstream);
+    let up_dir = (Side::Client, Side::Upstream);
+    let down_dir = (Side::Upstream, Side::Client);
+    let directions = async {
+        tokio::try_join!(
+            pump_streams(ctx, client_read, upstream_write, up_dir, &up, &activity, buffer_size),
+            pump_streams(
+                ctx,
+                upstream_read,
+                client_write,
+                down_dir,
+                &down,
+                &activity,
+                buffer_size
+            ),
+        )
+    };
+    let end = tokio::select! {
+        biased;
+        result = directions => match result {
+            Ok(_) => RelayEnd::Completed,
+            Err((side, kind)) => RelayEnd::Error(side, kind),
+        },
+        _ = idle_watch(&activity, idle_timeout) => RelayEnd::IdleTimeout,
+    };
+    RelayOutcome {
+        end,
+        bytes_up: up.bytes.get(),
+        bytes_down: down.bytes.get(),
+        first_byte_up: up.first.get(),
+        first_byte_down: down.first.get(),
+    }
+}
+
+/// Copies `from` to `to` until end of stream, then ends `to`'s direction (close_notify and a FIN
+/// on TLS).
+async fn pump_streams(
+    ctx: &WorkerContext,
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    (from_side, to_side): (Side, Side),
+    flow: &Flow,
+    activity: &Cell<u64>,
+    buffer_size: usize,
+) -> Result<(), SideError> {
+    let mut buf = ctx.buffer(buffer_size);
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) => return Err((from_side, e.kind())),
+        };
+        to.write_all(&buf[..n]).await.map_err(|e| (to_side, e.kind()))?;
+        to.flush().await.map_err(|e| (to_side, e.kind()))?;
+        flow.moved(n, activity);
+    }
+    let _ = to.shutdown().await;
+    Ok(())
 }
 
 /// [`relay`] between two plain TCP sockets, which may splice.

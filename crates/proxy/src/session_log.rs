@@ -148,6 +148,8 @@ pub struct SessionRecord<'a> {
     pub bytes_down: u64,
     /// Why the connection ended (`completed`, `idle_timeout`, `connection_limit`, ...).
     pub close: &'a str,
+    /// What the client connection's TLS handshake negotiated, on a TLS listener.
+    pub tls: Option<crate::tls::TlsInfo<'a>>,
 }
 
 impl SessionRecord<'_> {
@@ -185,12 +187,31 @@ impl SessionRecord<'_> {
                 None => out.extend_from_slice(b"null"),
             }
         }
-        let _ = writeln!(
+        let _ = write!(
             out,
-            ",\"bytes_up\":{},\"bytes_down\":{},\"close\":\"{}\"}}",
+            ",\"bytes_up\":{},\"bytes_down\":{},\"close\":\"{}\"",
             self.bytes_up, self.bytes_down, self.close
         );
+        write_tls_json(out, self.tls.as_ref());
+        out.extend_from_slice(b"}\n");
     }
+}
+
+/// Appends `,"tls_version":…,"tls_cipher":…,"tls_sni":…,"tls_alpn":…` (nulls when absent).
+pub fn write_tls_json(out: &mut Vec<u8>, tls: Option<&crate::tls::TlsInfo<'_>>) {
+    let text_or_null = |out: &mut Vec<u8>, v: Option<&str>| match v {
+        Some(v) => write_json_str(out, v),
+        None => out.extend_from_slice(b"null"),
+    };
+    out.extend_from_slice(b",\"tls_version\":");
+    text_or_null(out, tls.and_then(|t| t.version));
+    out.extend_from_slice(b",\"tls_cipher\":");
+    text_or_null(out, tls.and_then(|t| t.cipher));
+    out.extend_from_slice(b",\"tls_sni\":");
+    text_or_null(out, tls.and_then(|t| t.sni));
+    out.extend_from_slice(b",\"tls_alpn\":");
+    let alpn = tls.and_then(|t| t.alpn).map(String::from_utf8_lossy);
+    text_or_null(out, alpn.as_deref());
 }
 
 /// Writes `t` as RFC 3339 UTC with microseconds, e.g. `2026-11-22T06:10:00.123456Z`.

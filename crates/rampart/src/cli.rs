@@ -98,6 +98,13 @@ pub struct FixedArgs {
     /// Balancing policy.
     #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
     pub balance: String,
+    /// Terminate TLS with this PEM certificate chain; repeat (each with --tls-key) for more,
+    /// chosen by SNI.
+    #[arg(long = "tls-cert", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Vec<PathBuf>,
+    /// The PEM private key of the --tls-cert given in the same position.
+    #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Vec<PathBuf>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

@@ -33,6 +33,9 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
 
     let mut live = LiveState::default();
     let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
+    for warning in &loaded.warnings {
+        log::warn!("{warning}");
+    }
     let workers = args
         .workers
         .map(usize::from)
@@ -95,7 +98,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
 
 fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_log: &SessionLogWriter) {
     if !source.reloadable() {
-        log::info!("SIGHUP: the command line is the whole config; nothing to reload");
+        log::info!("SIGHUP: the command line is the whole config and names no certificate; nothing to reload");
         return;
     }
     let loaded = match source.load(live) {
@@ -105,6 +108,9 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
             return;
         }
     };
+    for warning in &loaded.warnings {
+        log::warn!("{warning}");
+    }
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     if let Err(e) = engine.apply(loaded.snapshot) {

@@ -63,8 +63,17 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         listen,
         to,
         balance,
+        tls_cert,
+        tls_key,
         engine,
     } = args;
+    if tls_cert.len() != tls_key.len() {
+        return Err(format!(
+            "--tls-cert and --tls-key come in pairs: {} certificate(s), {} key(s)",
+            tls_cert.len(),
+            tls_key.len()
+        ));
+    }
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
     let targets = to
         .iter()
@@ -80,6 +89,7 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         targets,
         policy: policy(balance),
         session_log: engine.session_log.clone(),
+        tls: tls_cert.iter().cloned().zip(tls_key.iter().cloned()).collect(),
     }))
 }
 
@@ -95,6 +105,9 @@ fn check(path: &PathBuf) -> ExitCode {
     };
     match compile_toml(&name, &text, &mut LiveState::default()) {
         Ok(compiled) => {
+            for w in &compiled.warnings {
+                eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.col, w.message);
+            }
             println!("{name}: ok: {}", summary(&compiled.snapshot));
             ExitCode::SUCCESS
         }

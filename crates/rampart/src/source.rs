@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rampart_config::compile::parse_bind;
-use rampart_config::{compile_toml, hosts, simple_l4, LiveState, SimpleL4};
+use rampart_config::{compile_toml, hosts, simple_l4, Compiled, LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 use rampart_model::ListenerProtocol;
 use rampart_model::Snapshot;
@@ -33,6 +33,19 @@ pub struct Loaded {
     pub snapshot: Snapshot,
     pub workers: Option<usize>,
     pub pin: bool,
+    /// `file:line:col: message` lines that do not stop the load (a certificate near expiry).
+    pub warnings: Vec<String>,
+}
+
+impl Loaded {
+    fn from(compiled: Compiled) -> Loaded {
+        Loaded {
+            snapshot: compiled.snapshot,
+            workers: compiled.workers,
+            pin: compiled.pin,
+            warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
 }
 
 impl Source {
@@ -47,11 +60,7 @@ impl Source {
                 if compiled.snapshot.session_log.is_none() {
                     compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
                 }
-                Ok(Loaded {
-                    snapshot: compiled.snapshot,
-                    workers: compiled.workers,
-                    pin: compiled.pin,
-                })
+                Ok(Loaded::from(compiled))
             }
             Source::Hosts {
                 path,
@@ -69,24 +78,33 @@ impl Source {
                     targets,
                     policy: *policy,
                     session_log: session_log.clone(),
+                    tls: Vec::new(),
                 };
-                Ok(Loaded {
-                    snapshot: simple_l4(&spec, live).map_err(|e| e.to_string())?,
+                let compiled = simple_l4(&spec, live).map_err(|e| e.to_string())?;
+                Ok(Loaded::from(Compiled {
                     workers: None,
                     pin: false,
-                })
+                    ..compiled
+                }))
             }
-            Source::Fixed(spec) => Ok(Loaded {
-                snapshot: simple_l4(spec, live).map_err(|e| e.to_string())?,
-                workers: None,
-                pin: false,
-            }),
+            Source::Fixed(spec) => {
+                let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
+                Ok(Loaded::from(Compiled {
+                    workers: None,
+                    pin: false,
+                    ..compiled
+                }))
+            }
         }
     }
 
-    /// Whether SIGHUP has anything to read again.
+    /// Whether SIGHUP has anything to read again: a file, or certificates named on the command
+    /// line (renewed in place).
     pub fn reloadable(&self) -> bool {
-        !matches!(self, Source::Fixed(_))
+        match self {
+            Source::Fixed(spec) => !spec.tls.is_empty(),
+            _ => true,
+        }
     }
 }
 
@@ -100,14 +118,21 @@ pub fn summary(snapshot: &Snapshot) -> String {
             ListenerProtocol::Tcp { upstream } => {
                 let u = &snapshot.upstreams[*upstream];
                 format!(
-                    "{} on {} (tcp) -> {} ({} targets)",
+                    "{} on {} (tcp{}) -> {} ({} targets)",
                     l.name,
                     l.bind,
+                    if l.tls.is_some() { ", tls" } else { "" },
                     u.name,
                     u.targets.len()
                 )
             }
-            ListenerProtocol::Http(h) => format!("{} on {} (http, {} routes)", l.name, l.bind, h.routes.len()),
+            ListenerProtocol::Http(h) => format!(
+                "{} on {} (http{}, {} routes)",
+                l.name,
+                l.bind,
+                if l.tls.is_some() { ", tls" } else { "" },
+                h.routes.len()
+            ),
         })
         .collect();
     format!(

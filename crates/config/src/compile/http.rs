@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rampart_model::route::{
-    HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, Route, RouteAction, RouteFilters, RouteMatcher,
+    HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, RedirectTo, Route, RouteAction, RouteFilters,
+    RouteMatcher,
 };
 use rampart_model::{AccessLogFormat, ForwardedHeaders, HttpListener};
 use rampart_proto::h1::Limits;
@@ -135,12 +136,33 @@ impl Checker<'_> {
             }
         } else {
             let redirect = r.redirect.as_ref()?;
-            let status = self.status(redirect.status.as_ref(), 302, 300..=399)?;
-            RouteAction::Redirect {
-                status,
-                location: redirect.to.clone(),
-                keep_path: redirect.keep_path,
-            }
+            let to = match (&redirect.to, &redirect.scheme) {
+                (Some(location), None) => RedirectTo::Location {
+                    location: location.clone(),
+                    keep_path: redirect.keep_path,
+                },
+                (None, Some(scheme)) if ["http", "https"].contains(&scheme.get_ref().as_str()) => {
+                    RedirectTo::Scheme(scheme.get_ref().clone())
+                }
+                (None, Some(scheme)) => {
+                    self.error(
+                        scheme.span(),
+                        format!("redirect scheme `{}` must be \"http\" or \"https\"", scheme.get_ref()),
+                    );
+                    return None;
+                }
+                _ => {
+                    self.error(
+                        span.clone(),
+                        format!("route `{name}`: a redirect needs exactly one of `to` or `scheme`"),
+                    );
+                    return None;
+                }
+            };
+            // A scheme change is permanent by habit (nginx `return 301 https://...`).
+            let default = if redirect.scheme.is_some() { 301 } else { 302 };
+            let status = self.status(redirect.status.as_ref(), default, 300..=399)?;
+            RouteAction::Redirect { status, to }
         };
         let matcher = self.matcher(&r.matcher)?;
         let prefix_rewrite = match (&r.strip_prefix, &r.replace_prefix) {

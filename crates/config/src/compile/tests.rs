@@ -373,8 +373,13 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         ],
         policy: BalancePolicy::ConsistentHash,
         session_log: None,
+        tls: vec![("certs/a b.pem".into(), "certs/a.key".into())],
     };
     let text = spec.to_toml();
+    assert!(
+        text.contains("[listeners.default.tls]\ncertificates = [{ cert = \"certs/a b.pem\", key = \"certs/a.key\" }]"),
+        "{text}"
+    );
     assert!(
         text.contains("targets = [\"app.invalid:3000\", \"127.0.0.1:3001\"]"),
         "{text}"
@@ -388,9 +393,10 @@ fn the_command_line_modes_go_through_the_config_compiler() {
 
     let spec = SimpleL4 {
         targets: vec![("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap())],
+        tls: Vec::new(),
         ..spec
     };
-    let snapshot = simple_l4(&spec, &mut LiveState::default()).unwrap();
+    let snapshot = simple_l4(&spec, &mut LiveState::default()).unwrap().snapshot;
     let ListenerProtocol::Http(http) = &snapshot.listeners[0].protocol else {
         panic!("an HTTP listener");
     };

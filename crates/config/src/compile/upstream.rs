@@ -53,6 +53,7 @@ impl Checker<'_> {
                         addr,
                         weight: weight as u32,
                         health: live.target_health(name, addr),
+                        tls_name: None,
                     })
                 }
                 Err(e) => self.error(t.span(), e),
@@ -146,6 +147,17 @@ impl Checker<'_> {
                 .then(|| self.duration(&up.request_timeout, Duration::ZERO)),
         };
         let hash_key = self.hash_key(up, policy);
+        let tls = match &up.tls {
+            Some(raw) => {
+                let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
+                let (tls, tls_names) = self.upstream_tls(name, raw, &names)?;
+                for (target, tls_name) in targets.iter_mut().zip(tls_names) {
+                    target.tls_name = Some(tls_name);
+                }
+                Some(tls)
+            }
+            None => None,
+        };
         let maglev = build_maglev(policy, &targets);
         Some(Upstream {
             name: name.to_string(),
@@ -159,6 +171,7 @@ impl Checker<'_> {
             passive_health,
             health_check,
             http,
+            tls,
         })
     }
 
@@ -189,7 +202,7 @@ impl Checker<'_> {
 }
 
 /// A header or cookie name: visible ASCII without separators.
-fn is_token(name: &str) -> bool {
+pub(super) fn is_token(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

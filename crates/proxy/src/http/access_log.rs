@@ -6,7 +6,8 @@ use std::time::{Duration, SystemTime};
 
 use rampart_proto::h1::{Field, RequestHead};
 
-use crate::session_log::{write_json_str, write_timestamp};
+use crate::session_log::{write_json_str, write_timestamp, write_tls_json};
+use crate::tls::TlsInfo;
 use rampart_model::AccessLogFormat;
 
 /// The facts of one request, borrowed from the session.
@@ -26,6 +27,8 @@ pub struct AccessRecord<'a> {
     pub upstream_time: Option<Duration>,
     pub total_time: Duration,
     pub error: Option<&'a str>,
+    /// What the client connection's TLS handshake negotiated, on a TLS listener.
+    pub tls: Option<TlsInfo<'a>>,
 }
 
 /// Appends one line in `format`.
@@ -73,6 +76,7 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         Some(e) => write_json_str(out, e),
         None => out.extend_from_slice(b"null"),
     }
+    write_tls_json(out, r.tls.as_ref());
     out.extend_from_slice(b",\"user_agent\":");
     write_json_str(out, &lossy(r.user_agent));
     out.extend_from_slice(b"}\n");
@@ -83,7 +87,8 @@ const MONTHS: [&str; 12] = [
 ];
 
 /// `client - - [22/Nov/2026:06:10:00 +0000] "GET / HTTP/1.1" 200 123 "referer" "agent" route target
-/// upstream_ms total_ms error` (`-` for anything missing).
+/// upstream_ms total_ms error` (`-` for anything missing), and on TLS connections
+/// ` tls=TLSv1.3/TLS13_AES_128_GCM_SHA256 sni=name alpn=http/1.1`.
 fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     let mut ts = Vec::with_capacity(32);
     write_timestamp(&mut ts, r.time);
@@ -114,12 +119,23 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         }
         None => out.extend_from_slice(b"- "),
     }
-    let _ = writeln!(
+    let _ = write!(
         out,
         "{:.3} {}",
         r.total_time.as_secs_f64() * 1000.0,
         r.error.unwrap_or("-")
     );
+    if let Some(tls) = &r.tls {
+        let _ = write!(
+            out,
+            " tls={}/{} sni={} alpn={}",
+            tls.version.unwrap_or("-"),
+            tls.cipher.unwrap_or("-"),
+            tls.sni.map_or("-", |s| dash(s)),
+            tls.alpn.map_or("-".into(), |a| lossy(a).replace(' ', "%20")),
+        );
+    }
+    out.push(b'\n');
 }
 
 fn dash(s: &str) -> &str {

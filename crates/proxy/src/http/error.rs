@@ -36,6 +36,8 @@ pub enum HttpError {
     ConnectTimeout,
     #[error("connect failed")]
     ConnectFailed,
+    #[error("TLS handshake with the upstream failed (certificate not verified, or nothing in common)")]
+    UpstreamTls,
     #[error("upstream connection failed while sending the request")]
     UpstreamWriteFailed {
         /// Whether request body bytes had left (no retry then).
@@ -83,6 +85,7 @@ impl HttpError {
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
             | ConnectFailed
+            | UpstreamTls
             | UpstreamWriteFailed { .. }
             | UpstreamReset
             | UpstreamClosedEarly
@@ -109,6 +112,7 @@ impl HttpError {
             UpstreamUnavailable => "upstream_unavailable",
             ConnectTimeout => "connect_timeout",
             ConnectFailed => "connect_failed",
+            UpstreamTls => "upstream_tls",
             UpstreamWriteFailed { .. } => "upstream_write_failed",
             UpstreamWriteTimeout => "upstream_write_timeout",
             UpstreamReset => "upstream_reset",

@@ -109,6 +109,9 @@ pub struct RequestHeader<'a> {
     /// The scheme the client used (`X-Forwarded-Proto`).
     pub scheme: &'a str,
     pub forwarded: ForwardedHeaders,
+    /// The listener's client-certificate header (lowercase) and the verified certificate to send
+    /// in it, if the client presented one. A client-sent field of that name is always dropped.
+    pub client_cert: Option<(&'a str, Option<&'a str>)>,
     pub edits: Cow<'a, HeaderOps>,
 }
 
@@ -132,7 +135,11 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     let (mut proto_seen, mut host_seen) = (false, false);
     for f in r.fields {
         let name = f.name(buf);
-        if !passes(buf, &named, name, r.upgrade, &r.edits) || (r.replace_host && name.eq_ignore_ascii_case(b"host")) {
+        if !passes(buf, &named, name, r.upgrade, &r.edits)
+            || (r.replace_host && name.eq_ignore_ascii_case(b"host"))
+            || r.client_cert
+                .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
+        {
             continue;
         }
         let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
@@ -184,6 +191,9 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
         (Some(host), true) => write_field(out, b"host", host),
         (None, _) => write_field(out, b"host", r.default_host.as_bytes()),
         (Some(_), false) => {}
+    }
+    if let Some((name, Some(cert))) = r.client_cert {
+        write_field(out, name.as_bytes(), cert.as_bytes());
     }
     if r.framing == Framing::Chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");

@@ -5,8 +5,9 @@
 //! (one-shot, readable), and all that remains of it is one small [`Parked`] entry. When the
 //! client sends its next request (or closes), the worker's wake loop takes the entry out and
 //! starts a new connection task for it. An idle connection thus costs a few dozen bytes instead
-//! of a task, a future and a runtime registration, at the price of four epoll calls per wake-up
-//! after a pause, which only connections idle for longer than the linger pay.
+//! of a task, a future and a runtime registration (a TLS connection keeps its rustls state
+//! besides), at the price of four epoll calls per wake-up after a pause, which only connections
+//! idle for longer than the linger pay.
 
 use std::cell::{Cell, OnceCell, RefCell};
 use std::io;
@@ -19,29 +20,42 @@ use tokio::net::TcpStream;
 
 use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
+use crate::tls::TlsSession;
 
-/// One parked client connection: 24 bytes. Its peer address is asked of the kernel again when
-/// it wakes rather than stored, unless a PROXY header gave the client's address. Dropping it
-/// closes the connection and gives back its place in the listener's limit.
+/// One parked client connection: 24 bytes for a plain one. Its peer address is asked of the
+/// kernel again when it wakes rather than stored, unless a PROXY header gave the client's
+/// address. Dropping it closes the connection and gives back its place in the listener's limit.
 pub struct Parked {
     stream: std::net::TcpStream,
     /// When the keep-alive timeout closes it, in whole seconds after the lot's epoch.
     expires: u32,
     slot: ConnSlot,
+    /// What only some connections have, out of line.
+    extra: Option<Box<ParkedExtra>>,
+}
+
+/// The parts of a parked connection that plain connections from a direct client do not have.
+struct ParkedExtra {
     /// The client's address when a PROXY header named it.
-    client: Option<Box<SocketAddr>>,
+    client: Option<SocketAddr>,
+    /// The rustls state of a TLS connection.
+    tls: Option<Box<TlsSession>>,
 }
 
 impl Parked {
     /// The connection again, for a new task.
     pub fn into_conn(self) -> Option<Conn> {
-        let client_from_header = self.client.is_some();
-        let client = match self.client {
-            Some(c) => *c,
+        let (client, tls) = match self.extra {
+            Some(extra) => (extra.client, extra.tls),
+            None => (None, None),
+        };
+        let client_from_header = client.is_some();
+        let client = match client {
+            Some(c) => c,
             None => self.stream.peer_addr().ok()?,
         };
         Some(Conn {
-            stream: Stream::Tcp(TcpStream::from_std(self.stream).ok()?),
+            stream: Stream::from_parts(TcpStream::from_std(self.stream).ok()?, tls),
             client,
             client_from_header,
             early: Vec::new(),
@@ -83,17 +97,24 @@ impl ParkingLot {
     pub fn entry(&self, conn: Conn, keepalive: Duration) -> Option<Parked> {
         let at = self.epoch.elapsed() + keepalive;
         let Conn {
-            stream,
+            mut stream,
             client,
             client_from_header,
             slot,
             ..
         } = conn;
+        if !stream.is_quiet() {
+            // Decrypted bytes wait, or TLS records are still to be sent: not idle after all.
+            return None;
+        }
+        let (tcp, tls) = stream.into_parts();
+        let client = client_from_header.then_some(client);
+        let extra = (client.is_some() || tls.is_some()).then(|| Box::new(ParkedExtra { client, tls }));
         Some(Parked {
-            stream: stream.into_tcp().into_std().ok()?,
+            stream: tcp.into_std().ok()?,
             expires: u32::try_from(at.as_secs().saturating_add(1)).unwrap_or(u32::MAX),
             slot,
-            client: client_from_header.then(|| Box::new(client)),
+            extra,
         })
     }
 

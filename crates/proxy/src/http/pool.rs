@@ -1,11 +1,10 @@
 //! Each worker's idle keep-alive upstream connections ("hot pipes"), keyed by what makes a
 //! connection reusable for a request: the target address and, when the upstream is sent PROXY
-//! headers, the client the header named (later also the TLS name and protocol).
+//! headers, the client the header named, and for TLS the configuration it was made with.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::SocketAddr;
-use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::stream::Stream;
@@ -17,6 +16,9 @@ pub struct PoolKey {
     /// The client named in the PROXY header this connection began with, if it began with one:
     /// such a connection speaks for that client only.
     pub proxied_client: Option<SocketAddr>,
+    /// For TLS, the identity of the client configuration it was made with (0 for plain TCP):
+    /// a reload that changes an upstream's TLS settings leaves its old connections unused.
+    pub tls: usize,
 }
 
 impl PoolKey {
@@ -24,6 +26,7 @@ impl PoolKey {
         PoolKey {
             target,
             proxied_client: None,
+            tls: 0,
         }
     }
 }
@@ -39,6 +42,7 @@ impl Hash for PoolKey {
             state.write_u16(a.port());
         }
         addr(&self.target, state);
+        state.write_usize(self.tls);
         if let Some(client) = &self.proxied_client {
             addr(client, state);
         }
@@ -70,6 +74,10 @@ impl Hasher for AddrHasher {
         self.0 = (self.0.rotate_left(5) ^ u64::from(n)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (self.0.rotate_left(5) ^ n as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
     fn finish(&self) -> u64 {
         self.0
     }
@@ -85,8 +93,8 @@ impl UpstreamPool {
     /// Connections the upstream has closed (or that hold unexpected bytes) are dropped.
     pub fn take(&mut self, key: &PoolKey, max_idle: Duration) -> Option<Stream> {
         let list = self.idle.get_mut(key)?;
-        while let Some(conn) = list.pop() {
-            if conn.since.elapsed() <= max_idle && !readable_now(&conn.stream) {
+        while let Some(mut conn) = list.pop() {
+            if conn.since.elapsed() <= max_idle && conn.stream.is_reusable_when_idle() {
                 return Some(conn.stream);
             }
         }
@@ -107,7 +115,7 @@ impl UpstreamPool {
     /// Closes parked connections older than `max_idle` (called periodically by the worker).
     pub fn sweep(&mut self, max_idle: Duration) {
         for list in self.idle.values_mut() {
-            list.retain(|c| c.since.elapsed() <= max_idle && !readable_now(&c.stream));
+            list.retain_mut(|c| c.since.elapsed() <= max_idle && c.stream.is_reusable_when_idle());
         }
         self.idle.retain(|_, list| !list.is_empty());
     }
@@ -124,14 +132,6 @@ impl UpstreamPool {
     pub fn idle_count(&self, key: &PoolKey) -> usize {
         self.idle.get(key).map_or(0, Vec::len)
     }
-}
-
-/// Whether the event loop has seen the socket become readable: for an idle upstream connection
-/// that means it was closed (EOF) or sent something unasked; either way it cannot be reused.
-/// Costs no system call.
-fn readable_now(stream: &Stream) -> bool {
-    let mut cx = Context::from_waker(Waker::noop());
-    matches!(stream.poll_read_ready(&mut cx), Poll::Ready(_))
 }
 
 #[cfg(test)]
@@ -164,6 +164,7 @@ mod tests {
             let alice = PoolKey {
                 target,
                 proxied_client: Some("192.0.2.1:1000".parse().unwrap()),
+                tls: 0,
             };
             let idle = Duration::from_secs(60);
             let mut pool = UpstreamPool::default();

@@ -213,6 +213,13 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
     PoolKey {
         target: up.targets[target].addr,
         proxied_client: up.send_proxy_protocol.map(|_| req.client),
+        // The configuration's address: the snapshot that holds it outlives the pooled connection's
+        // use under this key (a later configuration at the same address is a reload's, for the
+        // same target).
+        tls: up
+            .tls
+            .as_ref()
+            .map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
     }
 }
 
@@ -224,23 +231,25 @@ async fn connect(
     first: usize,
     tried: &mut Tried,
 ) -> Result<(usize, Stream), HttpError> {
+    let header = req
+        .upstream()
+        .send_proxy_protocol
+        .map(|version| proxy_header(version, req.client, req.local.unwrap_or(req.client)));
     let whom = ConnectFor {
         listener: req.listener_name,
         client: req.client.ip(),
         key: req.hash_key,
+        proxy_header: header.as_deref(),
     };
-    let (target, mut conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
+    let (target, conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
         .await
         .map_err(|failure| match failure {
             ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
             ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
             ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
+            ConnectFailure::Tls => HttpError::UpstreamTls,
         })?;
     bump(&ctx.counters.upstream_connects, 1);
-    if let Some(version) = req.upstream().send_proxy_protocol {
-        let header = proxy_header(version, req.client, req.local.unwrap_or(req.client));
-        conn.write_all(&header).await.map_err(|_| HttpError::ConnectFailed)?;
-    }
     Ok((target, conn))
 }
 

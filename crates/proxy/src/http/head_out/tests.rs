@@ -29,6 +29,7 @@ fn encode_request(
         client_ip: "192.0.2.7",
         scheme: "http",
         forwarded,
+        client_cert: None,
         edits: Cow::Borrowed(ops),
     };
     edit(&mut header);
@@ -152,4 +153,24 @@ fn a_filter_edits_a_request_head_without_touching_the_routes_edits() {
         "GET /rewritten HTTP/1.1\r\nHost: a.example\r\nX-Keep: 2\r\nx-route: filtered\r\nx-added: yes\r\n\r\n"
     );
     assert_eq!(route_ops.set, [("x-route".to_string(), "r".to_string())]);
+}
+
+#[test]
+fn the_client_cert_header_is_ours_alone() {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Client-Cert: Subject=\"CN=forged\"\r\nX-Other: 1\r\n\r\n";
+    let with = |cert| {
+        encode_request(raw, ForwardedHeaders::Append, &HeaderOps::default(), |h| {
+            h.client_cert = Some(("x-client-cert", cert));
+        })
+    };
+    let verified = with(Some("Subject=\"CN=real\""));
+    assert!(
+        !verified.contains("forged") && verified.contains("x-client-cert: Subject=\"CN=real\"\r\n"),
+        "{verified}"
+    );
+    let anonymous = with(None);
+    assert!(!anonymous.to_ascii_lowercase().contains("x-client-cert"), "{anonymous}");
+    assert!(anonymous.contains("X-Other: 1\r\n"), "{anonymous}");
+    let off = request_out(raw, ForwardedHeaders::Append, &HeaderOps::default());
+    assert!(off.contains("forged"), "without the setting the field passes: {off}");
 }

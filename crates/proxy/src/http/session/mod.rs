@@ -364,6 +364,7 @@ impl<'a> Connection<'a> {
             upstream_time: rctx.upstream_time,
             total_time: started.elapsed(),
             error: rctx.error.map(HttpError::reason),
+            tls: self.stream.tls_info(),
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }

@@ -5,7 +5,7 @@
 
 use std::borrow::Cow;
 
-use rampart_model::route::{RequestView, RouteAction, RouteFilters};
+use rampart_model::route::{RedirectTo, RequestView, RouteAction, RouteFilters};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
 use super::{http_settings, Connection};
@@ -28,6 +28,7 @@ impl Connection<'_> {
         }
         let snapshot = self.snapshot.clone();
         let http = http_settings(&snapshot, self.listener);
+        let listener_tls = snapshot.listeners[self.listener].tls.as_deref();
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
@@ -69,15 +70,30 @@ impl Connection<'_> {
                 };
                 self.answer_local(rctx, &answer, http10, head_only).await
             }
-            RouteAction::Redirect {
-                status,
-                location,
-                keep_path,
-            } => {
-                let mut to = location.clone();
-                if *keep_path {
-                    to.push_str(&String::from_utf8_lossy(&target.origin_form));
-                }
+            RouteAction::Redirect { status, to } => {
+                let to = match to {
+                    RedirectTo::Location { location, keep_path } => {
+                        let mut to = location.clone();
+                        if *keep_path {
+                            to.push_str(&String::from_utf8_lossy(&target.origin_form));
+                        }
+                        to
+                    }
+                    RedirectTo::Scheme(scheme) => {
+                        // The request's host without its port (nginx's `$host`), or this
+                        // side's address for a request that named none.
+                        let host = match target.host {
+                            b"" => self.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(),
+                            host => String::from_utf8_lossy(host).into_owned(),
+                        };
+                        let host = if host.contains(':') && !host.starts_with('[') {
+                            format!("[{host}]")
+                        } else {
+                            host
+                        };
+                        format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
+                    }
+                };
                 self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
                 let answer = LocalAnswer {
@@ -119,6 +135,9 @@ impl Connection<'_> {
                         client_ip: &self.client_ip,
                         scheme: self.stream.scheme(),
                         forwarded: http.forwarded,
+                        client_cert: listener_tls
+                            .and_then(|t| t.forward_client_cert.as_deref())
+                            .map(|name| (name, self.stream.client_cert())),
                         edits: Cow::Borrowed(&filters.request_headers),
                     },
                 );

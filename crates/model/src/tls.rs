@@ -1,0 +1,185 @@
+//! TLS settings in the snapshot: a listener's server configuration with its certificates chosen
+//! by SNI, and an upstream's client configuration. The rustls configurations are built once per
+//! load by the control plane and shared by every worker (and so are their ticket keys and session
+//! cache, which makes a resumed client welcome on any worker).
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rustls::pki_types::ServerName;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+
+/// TLS on a listener.
+pub struct ListenerTls {
+    pub config: Arc<rustls::ServerConfig>,
+    /// The certificates by name, also installed as `config`'s resolver (kept here to refuse
+    /// unknown names before the handshake when `strict_sni` is on).
+    pub certificates: Arc<CertificateSet>,
+    pub strict_sni: bool,
+    /// Time from accept to a finished handshake.
+    pub handshake_timeout: Duration,
+    /// Request header (lowercase) that carries the verified client certificate, if any. A
+    /// client-sent header of that name is always removed.
+    pub forward_client_cert: Option<String>,
+}
+
+impl fmt::Debug for ListenerTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ListenerTls")
+            .field("certificates", &self.certificates)
+            .field("strict_sni", &self.strict_sni)
+            .field("handshake_timeout", &self.handshake_timeout)
+            .field("forward_client_cert", &self.forward_client_cert)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A listener's certificates by the names they serve. Each name may have several (an RSA and an
+/// ECDSA one side by side); the client's signature schemes choose among them.
+#[derive(Default)]
+pub struct CertificateSet {
+    /// Exact names, lowercase.
+    exact: HashMap<String, Vec<Arc<CertifiedKey>>>,
+    /// Wildcards by the suffix after `*.` (lowercase): `*.example.com` is under `example.com`.
+    wildcard: HashMap<String, Vec<Arc<CertifiedKey>>>,
+    /// For clients that send no name, or one no certificate has.
+    default: Vec<Arc<CertifiedKey>>,
+}
+
+impl fmt::Debug for CertificateSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut exact: Vec<_> = self.exact.keys().collect();
+        exact.sort();
+        let mut wildcard: Vec<_> = self.wildcard.keys().collect();
+        wildcard.sort();
+        f.debug_struct("CertificateSet")
+            .field("exact", &exact)
+            .field("wildcard", &wildcard)
+            .field("default", &self.default.len())
+            .finish()
+    }
+}
+
+impl CertificateSet {
+    /// Adds `key` under each of `names` (`*.example.com` for a wildcard). A name given twice
+    /// keeps every certificate, in the order added.
+    pub fn add(&mut self, names: &[String], key: &Arc<CertifiedKey>) {
+        for name in names {
+            let name = name.to_ascii_lowercase();
+            let (map, name) = match name.strip_prefix("*.") {
+                Some(suffix) => (&mut self.wildcard, suffix.to_string()),
+                None => (&mut self.exact, name),
+            };
+            let list = map.entry(name).or_default();
+            if !list.iter().any(|k| Arc::ptr_eq(k, key)) {
+                list.push(key.clone());
+            }
+        }
+    }
+
+    /// Serves `keys` (each certificate holding the default name) to clients whose name no
+    /// certificate has.
+    pub fn set_default(&mut self, keys: Vec<Arc<CertifiedKey>>) {
+        self.default = keys;
+    }
+
+    /// The certificates for `name`: exact beats wildcard (which covers exactly one label).
+    pub fn named(&self, name: &str) -> Option<&[Arc<CertifiedKey>]> {
+        let name = name.trim_end_matches('.');
+        let lower;
+        let name = if name.bytes().any(|b| b.is_ascii_uppercase()) {
+            lower = name.to_ascii_lowercase();
+            &lower
+        } else {
+            name
+        };
+        if let Some(keys) = self.exact.get(name) {
+            return Some(keys);
+        }
+        let (_, parent) = name.split_once('.')?;
+        self.wildcard.get(parent).map(Vec::as_slice)
+    }
+
+    /// Whether `name` (or the lack of one) has a certificate of its own, not just the default.
+    pub fn knows(&self, name: Option<&str>) -> bool {
+        name.is_some_and(|n| self.named(n).is_some())
+    }
+
+    /// The certificates a client asking for `name` is offered, best first.
+    pub fn candidates(&self, name: Option<&str>, strict: bool) -> &[Arc<CertifiedKey>] {
+        match name.and_then(|n| self.named(n)) {
+            Some(keys) => keys,
+            None if strict => &[],
+            None => &self.default,
+        }
+    }
+}
+
+/// The rustls resolver over a [`CertificateSet`].
+#[derive(Debug)]
+pub struct SniResolver {
+    pub set: Arc<CertificateSet>,
+    pub strict: bool,
+}
+
+impl ResolvesServerCert for SniResolver {
+    fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        let schemes = hello.signature_schemes();
+        self.set
+            .candidates(hello.server_name(), self.strict)
+            .iter()
+            .find(|k| k.key.choose_scheme(schemes).is_some())
+            .cloned()
+    }
+}
+
+/// TLS to an upstream's targets.
+pub struct UpstreamTls {
+    pub config: Arc<rustls::ClientConfig>,
+}
+
+impl fmt::Debug for UpstreamTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamTls")
+            .field("alpn", &self.config.alpn_protocols)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The name a target's certificate is verified against (and sent as SNI when it is a DNS name).
+pub type TargetTlsName = ServerName<'static>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> Arc<CertifiedKey> {
+        // A certificate-less key is enough to tell entries apart by pointer; never used to sign.
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let der = rustls::pki_types::PrivateKeyDer::Pkcs8(pair.serialize_der().into());
+        let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der).unwrap();
+        Arc::new(CertifiedKey::new(vec![], signing))
+    }
+
+    #[test]
+    fn exact_beats_wildcard_and_wildcard_covers_one_label() {
+        let (exact, wild, fallback) = (key(), key(), key());
+        let mut set = CertificateSet::default();
+        set.add(&["api.example.com".into()], &exact);
+        set.add(&["*.example.com".into()], &wild);
+        set.set_default(vec![fallback.clone()]);
+        let first = |name: Option<&str>, strict| set.candidates(name, strict).first().cloned();
+        assert!(Arc::ptr_eq(&first(Some("api.example.com"), false).unwrap(), &exact));
+        assert!(Arc::ptr_eq(&first(Some("API.Example.com."), false).unwrap(), &exact));
+        assert!(Arc::ptr_eq(&first(Some("www.example.com"), false).unwrap(), &wild));
+        assert!(Arc::ptr_eq(&first(Some("a.b.example.com"), false).unwrap(), &fallback));
+        assert!(Arc::ptr_eq(&first(Some("example.com"), false).unwrap(), &fallback));
+        assert!(Arc::ptr_eq(&first(None, false).unwrap(), &fallback));
+        assert!(first(Some("other.org"), true).is_none());
+        assert!(first(None, true).is_none());
+        assert!(set.knows(Some("www.example.com")) && !set.knows(Some("other.org")) && !set.knows(None));
+    }
+}
