@@ -255,8 +255,8 @@ fn sessions_resume_with_tickets_and_with_session_ids_and_not_when_both_are_off()
     let cfg = https_config(port, &backend.target(), "", &certificates(&n.pairs));
     let (mut proxy, _) = start_config(dir.path(), &cfg, 1);
     for (what, opts) in [
-        ("TLS 1.3 ticket", ClientOpts::new(&n.ca).tls13_only()),
-        ("TLS 1.2 ticket", ClientOpts::new(&n.ca).tls12_only()),
+        ("TLS 1.3 ticket", ClientOpts::new(&n.ca).tls13_only().resume()),
+        ("TLS 1.2 ticket", ClientOpts::new(&n.ca).tls12_only().resume()),
     ] {
         let config = opts.build();
         assert_eq!(
@@ -292,7 +292,10 @@ fn sessions_resume_with_tickets_and_with_session_ids_and_not_when_both_are_off()
     let port = free_port();
     let tls = format!("{}\nsession_tickets = false\nsession_cache = 0", certificates(&n.pairs));
     let (_proxy, _) = start_config(dir.path(), &https_config(port, &backend.target(), "", &tls), 1);
-    for opts in [ClientOpts::new(&n.ca).tls13_only(), ClientOpts::new(&n.ca).tls12_only()] {
+    for opts in [
+        ClientOpts::new(&n.ca).tls13_only().resume(),
+        ClientOpts::new(&n.ca).tls12_only().resume(),
+    ] {
         let config = opts.build();
         assert_eq!(handshake_and_request(port, &config), Some(HandshakeKind::Full));
         assert_eq!(
@@ -312,8 +315,8 @@ fn tickets_issued_by_one_worker_resume_on_the_other() {
     let cfg = https_config(port, &backend.target(), "", &certificates(&n.pairs));
     let (_proxy, _) = start_config(dir.path(), &cfg, 2);
     for (what, opts) in [
-        ("TLS 1.3", ClientOpts::new(&n.ca).tls13_only()),
-        ("TLS 1.2", ClientOpts::new(&n.ca).tls12_only()),
+        ("TLS 1.3", ClientOpts::new(&n.ca).tls13_only().resume()),
+        ("TLS 1.2", ClientOpts::new(&n.ca).tls12_only().resume()),
     ] {
         let config = opts.build();
         assert_eq!(

@@ -405,11 +405,13 @@ pub struct ClientOpts {
     alpn: Vec<Vec<u8>>,
     check_name: bool,
     client_cert: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+    resume: bool,
     session_id_only: bool,
 }
 
 impl ClientOpts {
-    /// TLS 1.2 and 1.3, no ALPN, the server's certificate verified against `ca` (name included).
+    /// TLS 1.2 and 1.3, no ALPN, no resumption (so that every handshake shows the server's
+    /// certificate), the server's certificate verified against `ca` (name included).
     pub fn new(ca: &Ca) -> ClientOpts {
         ClientOpts {
             roots: ca.roots(),
@@ -419,6 +421,7 @@ impl ClientOpts {
             alpn: Vec::new(),
             check_name: true,
             client_cert: None,
+            resume: false,
             session_id_only: false,
         }
     }
@@ -459,8 +462,16 @@ impl ClientOpts {
         self
     }
 
-    /// TLS 1.2 resumption by session id only (no tickets offered).
+    /// Keep sessions (tickets and session ids) and offer them on later handshakes with the same
+    /// config.
+    pub fn resume(mut self) -> Self {
+        self.resume = true;
+        self
+    }
+
+    /// Keep sessions, but resume TLS 1.2 by session id only (no tickets offered).
     pub fn session_id_only(mut self) -> Self {
+        self.resume = true;
         self.session_id_only = true;
         self
     }
@@ -489,7 +500,9 @@ impl ClientOpts {
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = self.alpn;
-        if self.session_id_only {
+        if !self.resume {
+            config.resumption = rustls::client::Resumption::disabled();
+        } else if self.session_id_only {
             config.resumption = rustls::client::Resumption::in_memory_sessions(64)
                 .tls12_resumption(rustls::client::Tls12Resumption::SessionIdOnly);
         }
@@ -527,8 +540,14 @@ pub fn alert(e: &io::Error) -> Option<AlertDescription> {
     }
 }
 
-/// Which of `candidates` the server presented as its leaf certificate (index), if any.
+/// Which of `candidates` the server presented as its leaf certificate (index), if any. Only for
+/// full handshakes: a resumed one shows the certificate of the session it resumed.
 pub fn served(tls: &TlsStream, candidates: &[&Issued]) -> Option<usize> {
+    assert_ne!(
+        tls.conn.handshake_kind(),
+        Some(rustls::HandshakeKind::Resumed),
+        "a resumed handshake presents no certificate"
+    );
     let leaf = tls.conn.peer_certificates()?.first()?.clone();
     candidates.iter().position(|c| c.der == leaf)
 }
