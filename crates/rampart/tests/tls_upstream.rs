@@ -42,8 +42,8 @@ fn a_verified_upstream_gets_the_configured_sni_and_alpn() {
     let mut client = connect(port);
     for i in 0..3 {
         let (status, _, body) = common::http::send(&mut client, &common::http::get(&format!("/item/{i}")));
-        assert_eq!(status, 200);
         let body = String::from_utf8_lossy(&body);
+        assert_eq!(status, 200, "request {i} on one client connection: {body}");
         assert!(body.starts_with("secure\nGET /item/"), "{body}");
     }
     let seen = backend.next_handshake();
