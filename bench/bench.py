@@ -7,8 +7,14 @@ run we record wrk's requests/s, p50/p99 latency and errors, and the proxy's own 
 (utime+stime of every thread, from /proc/PID/stat) divided by the requests served. With
 --baseline BIN, a fourth proxy, rampart-before, runs BIN with Rampart's command lines, so that a
 change can be compared with the binary from before it in the same rounds.
+
+HTTPS scenarios terminate TLS at the proxy (one ECDSA P-256 certificate, generated for each run
+into OUT/tls) and speak plain HTTP to the same backend. Keep-alive runs use wrk; one request per
+connection with a full or a resumed handshake uses bench/resume-client (OUT/resume-client, built
+by run.sh), since wrk resumes sessions whenever it can and cannot be told to stop or to start.
 """
 import argparse
+import ssl
 import os
 import re
 import shutil
@@ -24,6 +30,9 @@ BACKEND_PORT = 18080
 # L4 ports, then HTTP ports (proxy name -> port), per mode.
 PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003, "rampart-before": 18004}
 HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013, "rampart-before": 18014}
+HTTPS_PORTS = {"rampart": 18021, "haproxy": 18022, "nginx": 18023, "rampart-before": 18024}
+# The name in the certificate; it resolves to 127.0.0.1 here, and clients send it as SNI.
+TLS_HOST = "localhost"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -57,6 +66,17 @@ def rss_kib(pid):
 def start(cmd, workdir, name):
     log = open(os.path.join(workdir, f"{name}.log"), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def tail_log(workdir, name, mode):
+    """The end of a proxy's output and error log, for a proxy that did not start."""
+    base = name if mode == "l4" else f"{name}-{mode}"
+    text = ""
+    for ext in (".log", ".err"):
+        path = os.path.join(workdir, base + ext)
+        if os.path.exists(path):
+            text += open(path).read()[-3000:]
+    return text
 
 
 def write(path, text):
@@ -158,6 +178,113 @@ http {{
     return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx-http")
 
 
+def tls_files(out):
+    """A fresh self-signed ECDSA P-256 certificate for TLS_HOST: (cert, key, cert+key for HAProxy)."""
+    d = os.path.abspath(os.path.join(out, "tls"))
+    os.makedirs(d, exist_ok=True)
+    cert, key, both = (os.path.join(d, f) for f in ("cert.pem", "key.pem", "haproxy.pem"))
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-days", "30", "-keyout", key, "-out", cert, "-subj", f"/CN={TLS_HOST}",
+                    "-addext", f"subjectAltName=DNS:{TLS_HOST}"], check=True, capture_output=True)
+    with open(both, "w") as f:
+        f.write(open(cert).read() + open(key).read())
+    return cert, key, both
+
+
+def rampart_has_tls_flags(binary):
+    out = subprocess.run([os.path.abspath(binary), "http", "--help"], capture_output=True, text=True).stdout
+    return "--tls-cert" in out
+
+
+def https_rampart(workdir, binary, tls, name="rampart"):
+    """`rampart http` with --tls-cert/--tls-key; a build without those flags gets the same listener
+    from a config file ([listeners.NAME.tls]) through `rampart run`."""
+    cert, key, _ = tls
+    port = HTTPS_PORTS[name]
+    if rampart_has_tls_flags(binary):
+        cmd = ["http", "--listen", f"127.0.0.1:{port}", "--to", f"127.0.0.1:{BACKEND_PORT}",
+               "--tls-cert", cert, "--tls-key", key]
+    else:
+        conf = write(os.path.join(workdir, f"{name}-https.toml"), f"""
+[listeners.bench]
+bind = "127.0.0.1:{port}"
+protocol = "http"
+upstream = "backend"
+
+[listeners.bench.tls]
+certificates = [{{ cert = "{cert}", key = "{key}" }}]
+
+[upstreams.backend]
+targets = ["127.0.0.1:{BACKEND_PORT}"]
+""")
+        cmd = ["run", "--config", conf]
+    print(f"{name} https: rampart {' '.join(cmd)}", flush=True)
+    return start(["taskset", "-c", "0", os.path.abspath(binary), *cmd, "--workers", "1", "--pin"], workdir,
+                 f"{name}-https")
+
+
+def https_haproxy(workdir, tls):
+    # TLS 1.2 and 1.3, session tickets (HAProxy's default) and its default session cache
+    # (tune.ssl.cachesize 20000); otherwise the HTTP scenarios' settings.
+    conf = write(os.path.join(workdir, "haproxy-https.cfg"), f"""
+global
+    nbthread 1
+    cpu-map 1/1 0
+    maxconn 9000
+    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-keep-alive 60s
+frontend bench
+    bind 127.0.0.1:{HTTPS_PORTS['haproxy']} ssl crt {tls[2]}
+    default_backend backend
+backend backend
+    server b1 127.0.0.1:{BACKEND_PORT}
+""")
+    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy-https")
+
+
+def https_nginx(workdir, tls):
+    # TLS 1.2 and 1.3, session tickets on (nginx's default), a shared session cache; otherwise
+    # the HTTP scenarios' settings.
+    conf = write(os.path.join(workdir, "nginx-https.conf"), f"""
+worker_processes 1;
+worker_cpu_affinity 01;
+worker_rlimit_nofile 19000;
+daemon off;
+master_process off;
+pid {workdir}/nginx-https.pid;
+error_log {workdir}/nginx-https.err warn;
+events {{ worker_connections 9000; }}
+http {{
+    access_log off;
+    keepalive_timeout 60s;
+    keepalive_requests 10000000;
+    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 1024; }}
+    server {{
+        listen 127.0.0.1:{HTTPS_PORTS['nginx']} ssl;
+        ssl_certificate {tls[0]};
+        ssl_certificate_key {tls[1]};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_tickets on;
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_buffering on;
+        }}
+    }}
+}}
+""")
+    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx-https")
+
+
 def proxy_haproxy(workdir):
     conf = write(os.path.join(workdir, "haproxy.cfg"), f"""
 global
@@ -219,6 +346,14 @@ def parse_wrk(out):
     return res
 
 
+# In place of wrk's extra arguments: the scenario runs bench/resume-client instead of wrk, with
+# resumed handshakes (RESUME) or full ones (FULL). wrk cannot make full handshakes with
+# `Connection: close`: it keeps each connection slot's SSL object (SSL_clear), which offers the
+# slot's last session again, so nearly all its handshakes are resumed (`openssl s_server -www`
+# counted 654 session hits in 658 handshakes from `wrk -c4 -d1s -H "Connection: close"`).
+RESUME = ("resume-client", True)
+FULL = ("resume-client", False)
+
 SCENARIOS = {
     # name: (mode, connections, path, extra wrk args, description)
     "l4-small-c64": ("l4", 64, "/", [], "small responses, 64 keep-alive connections"),
@@ -228,20 +363,63 @@ SCENARIOS = {
     "http-small-c256": ("http", 256, "/", [], "small responses, 256 keep-alive connections"),
     "http-16k-c64": ("http", 64, "/16k.bin", [], "16 KiB responses, 64 keep-alive connections"),
     "http-close-c64": ("http", 64, "/", ["-H", "Connection: close"], "one request per connection, 64 at a time"),
+    # HTTPS: TLS terminated at the proxy, plain HTTP to the backend. The target is Rampart's CPU
+    # per request over the lower of HAProxy's and nginx's (see HTTPS_TARGETS).
+    "https-keepalive": ("https", 64, "/", [], "HTTPS, small responses, 64 keep-alive connections"),
+    "https-close": ("https", 64, "/", FULL, "HTTPS, one request per connection (full handshake), 64 at a time"),
+    "https-resume": ("https", 64, "/", RESUME, "HTTPS, one request per connection (resumed handshake), 64 at a time"),
 }
+HTTPS_TARGETS = {"https-keepalive": 0.8, "https-close": 1.0, "https-resume": 1.0}
 
 
-def run_one(name, pid, port, scenario, duration):
-    _, conns, path, extra, _ = SCENARIOS[scenario]
-    url = f"http://127.0.0.1:{port}{path}"
+def run_resume(pid, url, conns, duration, resume, client, cacert):
+    """bench/resume-client, `Connection: close` on every request, with a resumed (or, without
+    `resume`, a full) TLS handshake each: a 1 s warm-up that also fills its session cache, then the
+    measured run; the proxy's CPU time is read exactly around the measured run (the client waits
+    for a line). The client fails when under 90% of handshakes resumed (or, without `resume`, when
+    any did)."""
+    cmd = ["taskset", "-c", "1", client, "-c", str(conns), "-d", f"{duration}s", "-warmup", "1s",
+           "-cacert", cacert, f"-resume={'true' if resume else 'false'}", "-sync", url]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    ready = proc.stdout.readline()
+    if ready.strip() != "ready":
+        proc.kill()
+        _, err = proc.communicate()
+        raise RuntimeError(f"resume-client did not get through its warm-up: {ready}{err}")
+    user0, sys0 = cpu_seconds(pid)
+    out, err = proc.communicate("go\n")
+    user1, sys1 = cpu_seconds(pid)
+    if proc.returncode != 0:
+        raise RuntimeError(f"resume-client failed (exit {proc.returncode}):\n{out}{err}")
+    if err.strip():
+        print(err.strip(), flush=True)
+    kv = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+    res = {"rps": float(kv["rps"]), "requests": int(kv["requests"]), "p50": float(kv["p50_ms"]),
+           "p99": float(kv["p99_ms"]), "errors": int(kv["errors"]), "bytes_per_s": 0.0,
+           "resumed": float(kv["resumed_fraction"]), "tls": kv.get("tls", "")}
+    return res, (user0, sys0, user1, sys1)
+
+
+def run_one(name, pid, port, scenario, duration, tools=None):
+    mode, conns, path, extra, _ = SCENARIOS[scenario]
+    if mode == "https":
+        url = f"https://{TLS_HOST}:{port}{path}"
+    else:
+        url = f"http://127.0.0.1:{port}{path}"
+    if extra in (RESUME, FULL):
+        res, (user0, sys0, user1, sys1) = run_resume(pid, url, conns, duration, extra[1], *tools)
+        return finish(res, pid, user0, sys0, user1, sys1)
     # Warm up pools and caches, unmeasured.
     subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", *extra, url], capture_output=True, check=True)
     user0, sys0 = cpu_seconds(pid)
     out = subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", *extra, url],
                          capture_output=True, text=True, check=True).stdout
     user1, sys1 = cpu_seconds(pid)
+    return finish(parse_wrk(out), pid, user0, sys0, user1, sys1)
+
+
+def finish(res, pid, user0, sys0, user1, sys1):
     cpu = (user1 - user0) + (sys1 - sys0)
-    res = parse_wrk(out)
     res["cpu_us_per_req"] = cpu * 1e6 / max(res["requests"], 1)
     res["user_us_per_req"] = (user1 - user0) * 1e6 / max(res["requests"], 1)
     res["cpu_s"] = cpu
@@ -260,54 +438,86 @@ def main():
                     "(default: all of them, rampart-before only with --baseline)")
     ap.add_argument("--out", default="bench/out")
     ap.add_argument("--idle-connections", type=int, default=5000,
-                    help="idle keep-alive connections for the HTTP memory measurement (0 skips it)")
+                    help="idle keep-alive connections for the memory measurement, plain HTTP when an HTTP "
+                    "scenario runs and HTTPS when an HTTPS one does (0 skips it)")
+    ap.add_argument("--resume-client", metavar="BIN",
+                    help="the resumed-handshake load generator (default: OUT/resume-client, built by run.sh)")
     args = ap.parse_args()
     default = "rampart,rampart-before,haproxy,nginx" if args.baseline else "rampart,haproxy,nginx"
     proxies = (args.proxies or default).split(",")
     if "rampart-before" in proxies and not args.baseline:
         sys.exit("rampart-before needs --baseline BIN")
-    for tool in ("nginx", "haproxy", "wrk", "taskset"):
+    for tool in ("nginx", "haproxy", "wrk", "taskset", "openssl"):
         if not shutil.which(tool):
             sys.exit(f"{tool} is missing: run bench/run.sh, which installs it")
+    scenarios = args.scenarios.split(",")
+    for s in scenarios:
+        if s not in SCENARIOS:
+            sys.exit(f"unknown scenario {s}; known: {', '.join(SCENARIOS)}")
+    resume_client = os.path.abspath(args.resume_client or os.path.join(args.out, "resume-client"))
+    if any(SCENARIOS[s][3] in (RESUME, FULL) for s in scenarios) and not os.access(resume_client, os.X_OK):
+        sys.exit(f"{resume_client} is missing: run bench/run.sh, which builds it from bench/resume-client")
     os.makedirs(args.out, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="rampart-bench-")
     procs = {}
     try:
         procs["backend"] = backend(workdir)
         wait_port(BACKEND_PORT)
+        tls = tls_files(args.out) if any(SCENARIOS[s][0] == "https" for s in scenarios) else None
         starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),
                     ("l4", "haproxy"): lambda: proxy_haproxy(workdir), ("l4", "nginx"): lambda: proxy_nginx(workdir),
                     ("http", "rampart"): lambda: http_rampart(workdir, args.rampart),
                     ("http", "haproxy"): lambda: http_haproxy(workdir), ("http", "nginx"): lambda: http_nginx(workdir),
                     ("l4", "rampart-before"): lambda: proxy_rampart(workdir, args.baseline, "rampart-before"),
-                    ("http", "rampart-before"): lambda: http_rampart(workdir, args.baseline, "rampart-before")}
-        ports = {"l4": PORTS, "http": HTTP_PORTS}
-        scenarios = args.scenarios.split(",")
+                    ("http", "rampart-before"): lambda: http_rampart(workdir, args.baseline, "rampart-before"),
+                    ("https", "rampart"): lambda: https_rampart(workdir, args.rampart, tls),
+                    ("https", "haproxy"): lambda: https_haproxy(workdir, tls),
+                    ("https", "nginx"): lambda: https_nginx(workdir, tls),
+                    ("https", "rampart-before"): lambda: https_rampart(workdir, args.baseline, tls, "rampart-before")}
+        ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS}
         modes = sorted({SCENARIOS[s][0] for s in scenarios})
         for mode in modes:
             for p in proxies:
                 procs[(mode, p)] = starters[(mode, p)]()
-                wait_port(ports[mode][p])
+                try:
+                    wait_port(ports[mode][p])
+                except RuntimeError:
+                    sys.exit(f"{p} ({mode}) did not start listening on {ports[mode][p]}; its log:\n"
+                             + tail_log(workdir, p, mode))
         # Memory first, on freshly started proxies, so that no proxy's allocator still holds
         # what the throughput runs left behind.
         idle = ""
         if "http" in modes and args.idle_connections > 0:
             idle = idle_memory(procs, proxies, args.idle_connections)
+        if "https" in modes and args.idle_connections > 0:
+            idle += idle_memory(procs, proxies, args.idle_connections, tls[0])
         results = {}
         for scenario in scenarios:
             mode = SCENARIOS[scenario][0]
             for rnd in range(args.rounds):
                 for p in proxies:
-                    r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration)
+                    r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration,
+                                (resume_client, tls[0] if tls else None))
                     results.setdefault((scenario, p), []).append(r)
+                    resumed = f"  resumed {r['resumed'] * 100:.1f}% ({r['tls']})" if "resumed" in r else ""
                     print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
-                          f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}", flush=True)
-        table = report(results, args, proxies) + idle
+                          f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}", flush=True)
+        plain = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] != "https"}
+        secure = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] == "https"}
+        table = ""
+        if plain:
+            table += report(plain, args, proxies)
+        if secure:
+            table += ("\n" if table else "") + https_report(secure, args, proxies)
+        table += idle
         print(table)
         with open(os.path.join(args.out, "results.md"), "w") as f:
             f.write(table)
-        chart(results, proxies, os.path.join(args.out, "cpu-per-request.png"))
+        if plain:
+            chart(plain, proxies, os.path.join(args.out, "cpu-per-request.png"))
+        if secure:
+            chart(secure, proxies, os.path.join(args.out, "cpu-per-request-https.png"))
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)
@@ -318,27 +528,34 @@ def main():
                 p.kill()
 
 
-def idle_memory(procs, proxies, count):
+def idle_memory(procs, proxies, count, cacert=None):
     """RSS growth of each HTTP proxy while `count` keep-alive client connections sit idle after
     one request each; the connections are opened from this process and closed afterwards. Done
     twice per proxy: the first pass also pays for structures that grow once (connection tables,
-    allocator arenas), the second shows the steady cost of an idle connection."""
+    allocator arenas), the second shows the steady cost of an idle connection. With `cacert`, the
+    same over HTTPS (a full TLS handshake per connection, verified against `cacert`), on the HTTPS
+    proxies."""
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-    lines = ["", f"Idle keep-alive memory: RSS growth with {count} idle client connections "
+    mode, ports, kind = ("https", HTTPS_PORTS, "HTTPS") if cacert else ("http", HTTP_PORTS, "")
+    context = ssl.create_default_context(cafile=cacert) if cacert else None
+    lines = ["", f"Idle {kind + ' ' if kind else ''}keep-alive memory: RSS growth with {count} idle "
+             f"{kind + ' ' if kind else ''}client connections "
              "(each after one request), divided by the connections; two passes per proxy.", "",
              "| proxy | pass | RSS before KiB | RSS with idle connections KiB | bytes per idle connection |",
              "|---|---:|---:|---:|---:|"]
     request = b"GET / HTTP/1.1\r\nHost: bench\r\n\r\n"
     for p in proxies:
-        pid = procs[("http", p)].pid
+        pid = procs[(mode, p)].pid
         for rnd in (1, 2):
             time.sleep(0.5)
             before = rss_kib(pid)
             socks = []
             for _ in range(count):
-                s = socket.create_connection(("127.0.0.1", HTTP_PORTS[p]))
+                s = socket.create_connection(("127.0.0.1", ports[p]))
+                if context:
+                    s = context.wrap_socket(s, server_hostname=TLS_HOST)
                 s.sendall(request)
                 socks.append(s)
             for s in socks:
@@ -354,7 +571,7 @@ def idle_memory(procs, proxies, count):
             after = rss_kib(pid)
             per = (after - before) * 1024 / count
             lines.append(f"| {p} | {rnd} | {before} | {after} | {per:.0f} |")
-            print(f"idle memory {p} pass {rnd}: {before} KiB -> {after} KiB, {per:.0f} bytes per connection", flush=True)
+            print(f"idle {mode} memory {p} pass {rnd}: {before} KiB -> {after} KiB, {per:.0f} bytes per connection", flush=True)
             for s in socks:
                 s.close()
             time.sleep(2.5)
@@ -371,6 +588,8 @@ def chart(results, proxies, path):
         print("matplotlib is missing: no chart (bench/run.sh installs it)")
         return
     scenarios = [s for s in dict.fromkeys(k[0] for k in results) if s != "l4-bulk"]
+    if not scenarios:
+        return
     width = 0.8 / len(proxies)
     fig, ax = plt.subplots(figsize=(10, 4.5))
     for i, p in enumerate(proxies):
@@ -385,6 +604,41 @@ def chart(results, proxies, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     print(f"chart: {path}")
+
+
+def https_report(results, args, proxies):
+    """The HTTPS table: CPU per request split into user and kernel, Rampart's CPU per request over
+    the lower of HAProxy's and nginx's against the scenario's target, and for resumed handshakes
+    the fraction of handshakes that were resumptions (lowest round)."""
+    med = lambda rs, k: statistics.median(r[k] for r in rs)
+    before = "rampart-before" in proxies
+    lines = [f"HTTPS (TLS at the proxy, ECDSA P-256 certificate, plain HTTP to the backend). Medians of "
+             f"{args.rounds} interleaved rounds of {args.duration} s; proxy on CPU 0, backend and load "
+             f"generator on CPU 1 ({os.cpu_count()} CPUs). \"vs best other\": Rampart's CPU per request over "
+             "the lower of HAProxy's and nginx's.", "",
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user | kernel | "
+             + ("vs before | " if before else "") + "vs best other | target | resumed | errors |",
+             "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|---:|---:|"]
+    for (scenario, p), rs in results.items():
+        cpu, user = med(rs, "cpu_us_per_req"), med(rs, "user_us_per_req")
+        kernel = statistics.median(r["cpu_us_per_req"] - r["user_us_per_req"] for r in rs)
+        vs_before = ""
+        if before:
+            base = results.get((scenario, "rampart-before")) if p == "rampart" else None
+            vs_before = f"{cpu / med(base, 'cpu_us_per_req'):.2f} | " if base else " | "
+        vs, target = "", ""
+        others = [med(results[(scenario, o)], "cpu_us_per_req") for o in ("haproxy", "nginx") if (scenario, o) in results]
+        if p == "rampart" and others:
+            ratio = cpu / min(others)
+            goal = HTTPS_TARGETS.get(scenario)
+            vs = f"**{ratio:.2f}**"
+            if goal is not None:
+                target = f"≤ {goal:.1f} {'met' if ratio <= goal else 'not met'}"
+        resumed = f"{min(r['resumed'] for r in rs) * 100:.1f}%" if "resumed" in rs[0] else ""
+        lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
+                     f"{cpu:.2f} | {user:.2f} | {kernel:.2f} | {vs_before}{vs} | {target} | {resumed} | "
+                     f"{sum(r['errors'] for r in rs)} |")
+    return "\n".join(lines) + "\n"
 
 
 def report(results, args, proxies):

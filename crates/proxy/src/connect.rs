@@ -59,6 +59,8 @@ pub async fn connect_upstream(
     let upstream = &snapshot.upstreams[up_index];
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut made = 0;
+    // What the last attempt died of, for when no target is left to try.
+    let mut last = ConnectFailure::NoHealthyTarget;
     loop {
         let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, key, tried)) else {
             bump(&ctx.counters.no_healthy_target, 1);
@@ -66,11 +68,7 @@ pub async fn connect_upstream(
                 "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",
                 upstream.name,
             );
-            return Err(if made == 0 {
-                ConnectFailure::NoHealthyTarget
-            } else {
-                ConnectFailure::Failed { timed_out: false }
-            });
+            return Err(last);
         };
         tried.push(t);
         made += 1;
@@ -84,7 +82,8 @@ pub async fn connect_upstream(
             failure => {
                 bump(&ctx.counters.connect_failures, 1);
                 let backoff = target.health.record_connect_failure(&upstream.passive_health);
-                let (why, last) = match failure {
+                let why;
+                (why, last) = match failure {
                     Ok(Err(Failed::Tcp(e))) => (e.to_string(), ConnectFailure::Failed { timed_out: false }),
                     Ok(Err(Failed::Tls(e))) => (format!("TLS: {e}"), ConnectFailure::Tls),
                     _ => (

@@ -110,14 +110,15 @@ impl Stream {
             Stream::Tcp(s) => s.poll_read_ready(&mut cx).is_pending(),
             Stream::Tls(t) => loop {
                 match t.session.conn.reader().fill_buf() {
+                    // Nothing decrypted waits, and the peer has not closed: see what came in.
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    // Bytes nobody asked for, or the peer's close_notify.
                     _ => return false,
                 }
-                match Pin::new(&mut **t).poll_read(&mut cx, &mut ReadBuf::new(&mut [])) {
+                match t.poll_fill(&mut cx) {
                     Poll::Pending => return true,
-                    Poll::Ready(_) if t.has_plaintext() => return false,
-                    Poll::Ready(Ok(())) => {}
-                    Poll::Ready(Err(_)) => return false,
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return false,
+                    Poll::Ready(Ok(_)) => {}
                 }
             },
         }

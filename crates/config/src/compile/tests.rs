@@ -46,12 +46,37 @@ fn examples_compile() {
         let path = entry.unwrap().path();
         if path.extension().is_some_and(|e| e == "toml") {
             let src = std::fs::read_to_string(&path).unwrap();
-            compile_toml(&path.display().to_string(), &src, &mut LiveState::default())
+            // Certificates named by an example are made for it, beside a copy of it.
+            let certs = tempfile::tempdir().unwrap();
+            make_named_certificates(&src, certs.path());
+            let copy = certs.path().join(path.file_name().unwrap());
+            compile_toml(&copy.display().to_string(), &src, &mut LiveState::default())
                 .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
             seen += 1;
         }
     }
-    assert!(seen >= 2, "expected example configs in {dir}");
+    assert!(seen >= 3, "expected example configs in {dir}");
+}
+
+/// For every `"….pem"` path in `src`, a certificate (for `example.com` and `*.example.net`) and
+/// for `"….key"` its key, under `dir`.
+fn make_named_certificates(src: &str, dir: &std::path::Path) {
+    let quoted = regex::Regex::new(r#""([^"]+)\.(pem|key)""#).unwrap();
+    for stem in quoted.captures_iter(src).map(|c| c[1].to_string()) {
+        let (pem, key) = (dir.join(format!("{stem}.pem")), dir.join(format!("{stem}.key")));
+        if pem.exists() {
+            continue;
+        }
+        std::fs::create_dir_all(pem.parent().unwrap()).unwrap();
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let names = vec!["example.com".to_string(), "*.example.net".to_string()];
+        let cert = rcgen::CertificateParams::new(names)
+            .unwrap()
+            .self_signed(&pair)
+            .unwrap();
+        std::fs::write(pem, cert.pem()).unwrap();
+        std::fs::write(key, pair.serialize_pem()).unwrap();
+    }
 }
 
 #[test]

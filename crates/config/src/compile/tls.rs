@@ -21,6 +21,8 @@ use crate::raw::{RawListenerTls, RawUpstreamTls};
 
 mod files;
 mod insecure;
+#[cfg(test)]
+mod tests;
 
 use files::Leaf;
 

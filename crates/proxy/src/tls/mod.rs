@@ -46,12 +46,32 @@ impl std::fmt::Debug for TlsStream {
     }
 }
 
-/// `io::Read` over a non-blocking tokio socket (WouldBlock clears its readiness).
+/// `io::Read` over a non-blocking tokio socket (WouldBlock clears its readiness). For the
+/// handshake, where an extra read does not matter.
 pub(crate) struct SocketRead<'a>(pub &'a TcpStream);
 
 impl Read for SocketRead<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         self.0.try_read(buf)
+    }
+}
+
+/// `io::Read` through tokio's `AsyncRead` on the socket: a short read clears the socket's
+/// readiness, so the next wait is on epoll rather than on a read that would return EAGAIN (one
+/// system call per request saved on keep-alive connections). `Pending` reads as `WouldBlock`.
+struct PollRead<'a, 'b> {
+    tcp: &'a mut TcpStream,
+    cx: &'a mut Context<'b>,
+}
+
+impl Read for PollRead<'_, '_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let mut read_buf = ReadBuf::new(buf);
+        match Pin::new(&mut *self.tcp).poll_read(self.cx, &mut read_buf) {
+            Poll::Ready(Ok(())) => Ok(read_buf.filled().len()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+        }
     }
 }
 
@@ -106,26 +126,24 @@ impl TlsStream {
 
     /// Reads records from the socket into rustls and decrypts them: ready once anything was
     /// read (or the socket reached its end).
-    fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        loop {
-            ready!(self.tcp.poll_read_ready(cx))?;
-            let n = match self.session.conn.read_tls(&mut SocketRead(&self.tcp)) {
-                Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
-            };
-            if let Err(e) = self.session.conn.process_new_packets() {
-                // rustls queued an alert for the peer: one try to send it.
-                let _ = self.session.conn.write_tls(&mut SocketWrite(&self.tcp));
-                return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
-            }
-            if self.session.conn.wants_write() {
-                // A key update answer or a session ticket: sent now if the socket takes it,
-                // otherwise with the next write.
-                let _ = self.session.conn.write_tls(&mut SocketWrite(&self.tcp));
-            }
-            return Poll::Ready(Ok(n));
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        let n = match self.session.conn.read_tls(&mut PollRead { tcp: &mut self.tcp, cx }) {
+            Ok(n) => n,
+            // The socket's waker is registered.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Poll::Pending,
+            Err(e) => return Poll::Ready(Err(e)),
+        };
+        if let Err(e) = self.session.conn.process_new_packets() {
+            // rustls queued an alert for the peer: one try to send it.
+            let _ = self.session.conn.write_tls(&mut SocketWrite(&self.tcp));
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, e)));
         }
+        if self.session.conn.wants_write() {
+            // A key update answer or a session ticket: sent now if the socket takes it,
+            // otherwise with the next write.
+            let _ = self.session.conn.write_tls(&mut SocketWrite(&self.tcp));
+        }
+        Poll::Ready(Ok(n))
     }
 
     /// Writes queued records until rustls has none left.

@@ -32,6 +32,10 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     };
     let end = connection.run().await;
     connection.release_idle();
+    if end == Next::Close && matches!(connection.stream, Stream::Tls(_)) {
+        // A TLS client is told the close is deliberate (close_notify), as nginx and HAProxy do.
+        connection.stream.shutdown_write();
+    }
     let keepalive = connection.http().keepalive_timeout;
     // A keep-alive time no longer than the linger is over by now.
     if end == Next::Idle && keepalive > LINGER {

@@ -1,0 +1,3 @@
+module rampart/bench/resume-client
+
+go 1.25
