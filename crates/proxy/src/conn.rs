@@ -85,6 +85,10 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             None => return,
         },
     };
+    if early.is_empty() {
+        // The handshake consumed what was read (keep no capacity for the connection's life).
+        early = Vec::new();
+    }
     let conn = Conn {
         stream,
         client,

@@ -88,17 +88,11 @@ impl Stream {
         }
     }
 
-    /// Resolves when the stream may have bytes to read (it may also wake without any).
-    pub async fn readable(&mut self) -> io::Result<()> {
-        match self {
-            Stream::Tcp(s) => s.readable().await,
-            Stream::Tls(t) => {
-                if t.has_plaintext() {
-                    return Ok(());
-                }
-                t.tcp.readable().await
-            }
-        }
+    /// Resolves when the stream may have bytes to read (it may also wake without any), at once
+    /// while decrypted TLS bytes wait. A plain poll function, no future of its own: this is
+    /// awaited between every two requests.
+    pub fn readable(&mut self) -> impl std::future::Future<Output = io::Result<()>> + '_ {
+        std::future::poll_fn(move |cx| self.poll_read_ready(cx))
     }
 
     /// Whether an idle connection can still carry a request: the peer has not closed it and has

@@ -88,6 +88,10 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
             "http: {requests} request(s); upstream connections: {opened} opened, {reused} reuse(s) ({rate:.1}% reused)"
         );
     }
+    let failed_handshakes = sum(|c| c.tls_handshake_failures.load(std::sync::atomic::Ordering::Relaxed));
+    if failed_handshakes > 0 {
+        log::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
+    }
     if cut > 0 {
         log::warn!("closed {cut} connection(s) still open at the drain deadline");
     }

@@ -127,7 +127,9 @@ pub async fn answer_plain_http(tcp: TcpStream, linger: std::time::Duration) {
 
 /// Appends whatever the socket has to `buf` (at least one byte, or an error at its end).
 async fn read_more(tcp: &TcpStream, buf: &mut Vec<u8>) -> io::Result<()> {
-    let mut chunk = [0u8; 512];
+    // Room for a whole ClientHello (a post-quantum key share makes it about 1.8 KiB): rustls gets
+    // it in one piece.
+    let mut chunk = [0u8; 2048];
     loop {
         tcp.readable().await?;
         match tcp.try_read(&mut chunk) {
