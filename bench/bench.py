@@ -28,8 +28,7 @@ import time
 
 from common import (BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, TLS_HOST, cpu_seconds, rss_kib,
                     start, tail_log, wait_port, write)
-from https import (HTTPS_TARGETS, https_haproxy, https_nginx, https_rampart, https_report, run_resume,
-                   tls_files)
+from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 
 
 def backend(workdir):
@@ -73,12 +72,18 @@ def http_rampart(workdir, binary, name="rampart"):
                   "--to", f"127.0.0.1:{BACKEND_PORT}", "--workers", "1", "--pin"], workdir, f"{name}-http")
 
 
-def http_haproxy(workdir):
-    conf = write(os.path.join(workdir, "haproxy-http.cfg"), f"""
+def http_haproxy(workdir, tls=None):
+    """HAProxy in HTTP mode; with `tls` (see https.tls_files) it terminates TLS 1.2 and 1.3, with
+    session tickets (its default) and its default session cache (tune.ssl.cachesize 20000)."""
+    kind = "https" if tls else "http"
+    port = (HTTPS_PORTS if tls else HTTP_PORTS)["haproxy"]
+    ssl_global = "\n    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3" if tls else ""
+    ssl_bind = f" ssl crt {tls[2]}" if tls else ""
+    conf = write(os.path.join(workdir, f"haproxy-{kind}.cfg"), f"""
 global
     nbthread 1
     cpu-map 1/1 0
-    maxconn 9000
+    maxconn 9000{ssl_global}
 defaults
     mode http
     option http-keep-alive
@@ -88,23 +93,35 @@ defaults
     timeout server 60s
     timeout http-keep-alive 60s
 frontend bench
-    bind 127.0.0.1:{HTTP_PORTS['haproxy']}
+    bind 127.0.0.1:{port}{ssl_bind}
     default_backend backend
 backend backend
     server b1 127.0.0.1:{BACKEND_PORT}
 """)
-    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy-http")
+    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, f"haproxy-{kind}")
 
 
-def http_nginx(workdir):
-    conf = write(os.path.join(workdir, "nginx-http.conf"), f"""
+def http_nginx(workdir, tls=None):
+    """nginx as an HTTP proxy; with `tls` it terminates TLS 1.2 and 1.3, session tickets on (its
+    default) and a shared session cache."""
+    kind = "https" if tls else "http"
+    port = (HTTPS_PORTS if tls else HTTP_PORTS)["nginx"]
+    ssl = ""
+    if tls:
+        ssl = f""" ssl;
+        ssl_certificate {tls[0]};
+        ssl_certificate_key {tls[1]};
+        ssl_protocols TLSv1.2 TLSv1.3;
+        ssl_session_cache shared:SSL:10m;
+        ssl_session_tickets on"""
+    conf = write(os.path.join(workdir, f"nginx-{kind}.conf"), f"""
 worker_processes 1;
 worker_cpu_affinity 01;
 worker_rlimit_nofile 19000;
 daemon off;
 master_process off;
-pid {workdir}/nginx-http.pid;
-error_log {workdir}/nginx-http.err warn;
+pid {workdir}/nginx-{kind}.pid;
+error_log {workdir}/nginx-{kind}.err warn;
 events {{ worker_connections 9000; }}
 http {{
     access_log off;
@@ -112,7 +129,7 @@ http {{
     keepalive_requests 10000000;
     upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 1024; }}
     server {{
-        listen 127.0.0.1:{HTTP_PORTS['nginx']};
+        listen 127.0.0.1:{port}{ssl};
         location / {{
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -122,7 +139,7 @@ http {{
     }}
 }}
 """)
-    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx-http")
+    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, f"nginx-{kind}")
 
 
 def proxy_haproxy(workdir):
@@ -282,8 +299,8 @@ def main():
                     ("l4", "rampart-before"): lambda: proxy_rampart(workdir, args.baseline, "rampart-before"),
                     ("http", "rampart-before"): lambda: http_rampart(workdir, args.baseline, "rampart-before"),
                     ("https", "rampart"): lambda: https_rampart(workdir, args.rampart, tls),
-                    ("https", "haproxy"): lambda: https_haproxy(workdir, tls),
-                    ("https", "nginx"): lambda: https_nginx(workdir, tls),
+                    ("https", "haproxy"): lambda: http_haproxy(workdir, tls),
+                    ("https", "nginx"): lambda: http_nginx(workdir, tls),
                     ("https", "rampart-before"): lambda: https_rampart(workdir, args.baseline, tls, "rampart-before")}
         ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS}
         modes = sorted({SCENARIOS[s][0] for s in scenarios})

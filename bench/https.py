@@ -1,5 +1,6 @@
-"""The HTTPS scenarios of bench.py: a certificate per run, each proxy's TLS listener, the
-resume-client runs (one request per connection, full or resumed handshake), and the HTTPS table."""
+"""The HTTPS scenarios of bench.py: a certificate per run, Rampart's TLS listener (HAProxy's and
+nginx's are their HTTP configs with TLS, in bench.py), the resume-client runs (one request per
+connection, full or resumed handshake), and the HTTPS table."""
 import os
 import statistics
 import subprocess
@@ -53,68 +54,6 @@ targets = ["127.0.0.1:{BACKEND_PORT}"]
     print(f"{name} https: rampart {' '.join(cmd)}", flush=True)
     return start(["taskset", "-c", "0", os.path.abspath(binary), *cmd, "--workers", "1", "--pin"], workdir,
                  f"{name}-https")
-
-
-def https_haproxy(workdir, tls):
-    # TLS 1.2 and 1.3, session tickets (HAProxy's default) and its default session cache
-    # (tune.ssl.cachesize 20000); otherwise the HTTP scenarios' settings.
-    conf = write(os.path.join(workdir, "haproxy-https.cfg"), f"""
-global
-    nbthread 1
-    cpu-map 1/1 0
-    maxconn 9000
-    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3
-defaults
-    mode http
-    option http-keep-alive
-    http-reuse always
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-keep-alive 60s
-frontend bench
-    bind 127.0.0.1:{HTTPS_PORTS['haproxy']} ssl crt {tls[2]}
-    default_backend backend
-backend backend
-    server b1 127.0.0.1:{BACKEND_PORT}
-""")
-    return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy-https")
-
-
-def https_nginx(workdir, tls):
-    # TLS 1.2 and 1.3, session tickets on (nginx's default), a shared session cache; otherwise
-    # the HTTP scenarios' settings.
-    conf = write(os.path.join(workdir, "nginx-https.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 01;
-worker_rlimit_nofile 19000;
-daemon off;
-master_process off;
-pid {workdir}/nginx-https.pid;
-error_log {workdir}/nginx-https.err warn;
-events {{ worker_connections 9000; }}
-http {{
-    access_log off;
-    keepalive_timeout 60s;
-    keepalive_requests 10000000;
-    upstream backend {{ server 127.0.0.1:{BACKEND_PORT}; keepalive 1024; }}
-    server {{
-        listen 127.0.0.1:{HTTPS_PORTS['nginx']} ssl;
-        ssl_certificate {tls[0]};
-        ssl_certificate_key {tls[1]};
-        ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_session_cache shared:SSL:10m;
-        ssl_session_tickets on;
-        location / {{
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_buffering on;
-        }}
-    }}
-}}
-""")
-    return start(["taskset", "-c", "0", "nginx", "-c", conf, "-p", workdir], workdir, "nginx-https")
 
 
 def run_resume(pid, url, conns, duration, resume, client, cacert):
