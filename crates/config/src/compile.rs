@@ -23,6 +23,8 @@ pub struct Compiled {
     pub pin: bool,
     /// Problems that do not stop the load (a certificate close to expiry, `verify = false`).
     pub warnings: Vec<ConfigError>,
+    /// `[admin]`, if the file has one.
+    pub admin: Option<AdminSettings>,
 }
 
 /// Parses, validates and compiles the TOML text `src` read from `file`.
@@ -247,6 +249,7 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
+        let admin = raw.admin.as_ref().and_then(|a| self.admin(a));
         self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
         if !self.errors.is_empty() {
@@ -263,6 +266,7 @@ impl Checker<'_> {
             workers,
             pin: raw.global.pin.unwrap_or(false),
             warnings: Vec::new(),
+            admin,
         })
     }
 
@@ -454,12 +458,14 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
     }
 }
 
+mod admin;
 mod checks;
 mod http;
 mod live;
 mod tls;
 mod upstream;
 
+pub use admin::{AdminAddress, AdminSettings};
 pub use live::LiveState;
 
 #[cfg(test)]

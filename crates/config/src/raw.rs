@@ -19,6 +19,20 @@ pub struct RawConfig {
     pub listeners: BTreeMap<Spanned<String>, RawListener>,
     #[serde(default)]
     pub upstreams: BTreeMap<Spanned<String>, RawUpstream>,
+    /// `[admin]`: the control port.
+    pub admin: Option<Spanned<RawAdmin>>,
+}
+
+/// `[admin]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    /// `ADDR:PORT` or `unix:/path`.
+    pub listen: Spanned<String>,
+    pub token: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+    /// Allow a non-loopback `listen` without a token.
+    pub allow_remote: Option<bool>,
 }
 
 /// `[global]`: process-wide settings.

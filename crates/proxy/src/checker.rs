@@ -5,6 +5,7 @@
 //! verdict through the shared [`TargetHealth`](rampart_model::health::TargetHealth).
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use rampart_proto::h1::{parse_response, Limits};
@@ -18,9 +19,39 @@ use rampart_model::{HealthCheck, HttpCheck, Snapshot};
 
 use crate::stream::Stream;
 
+/// Counts the targets whose first check has not finished yet (for readiness: Rampart is ready once
+/// every target was checked once). A task that is stopped before its first check counts as done.
+#[derive(Debug, Clone, Default)]
+pub struct FirstRound(Arc<AtomicUsize>);
+
+impl FirstRound {
+    /// Whether every target counted here has been checked once.
+    pub fn is_done(&self) -> bool {
+        self.0.load(Ordering::Acquire) == 0
+    }
+}
+
+/// One task's place in a [`FirstRound`], given up after its first check (or when it stops).
+struct FirstCheck(Option<Arc<AtomicUsize>>);
+
+impl FirstCheck {
+    fn done(&mut self) {
+        if let Some(count) = self.0.take() {
+            count.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
+impl Drop for FirstCheck {
+    fn drop(&mut self) {
+        self.done();
+    }
+}
+
 /// Starts one checking task per target of every upstream that has a health check. Dropping (or
-/// aborting) the returned set stops them all, as a reload does before starting the new set.
-pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
+/// aborting) the returned set stops them all, as a reload does before starting the new set. With
+/// `first_round`, each task counts there until its first check is done.
+pub fn spawn_checks(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> JoinSet<()> {
     let mut set = JoinSet::new();
     for upstream in &snapshot.upstreams {
         let Some(check) = &upstream.health_check else { continue };
@@ -34,7 +65,11 @@ pub fn spawn_checks(snapshot: &Snapshot) -> JoinSet<()> {
                 .as_ref()
                 .zip(target.tls_name.clone())
                 .map(|(t, name)| (t.config.clone(), name));
-            set.spawn(async move { check_target(label, addr, tls, health, check).await });
+            let first = FirstCheck(first_round.map(|r| {
+                r.0.fetch_add(1, Ordering::AcqRel);
+                r.0.clone()
+            }));
+            set.spawn(async move { check_target(label, addr, tls, health, check, first).await });
         }
     }
     set
@@ -49,6 +84,7 @@ async fn check_target(
     tls: CheckTls,
     health: Arc<TargetHealth>,
     check: HealthCheck,
+    mut first: FirstCheck,
 ) {
     let (mut successes, mut failures) = (0u32, 0u32);
     let mut ticker = tokio::time::interval(check.interval);
@@ -75,6 +111,7 @@ async fn check_target(
                 }
             }
         }
+        first.done();
     }
 }
 

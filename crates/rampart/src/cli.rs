@@ -121,6 +121,9 @@ pub struct EngineArgs {
     /// Append one JSON line per connection to FILE (the config file's session_log wins in `run`).
     #[arg(long, value_name = "FILE")]
     pub session_log: Option<PathBuf>,
+    /// Serve the admin API on ADDR:PORT (loopback) or unix:/path; wins over the config's [admin].
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub admin: Option<String>,
 }
 
 fn policy_parser() -> PossibleValuesParser {

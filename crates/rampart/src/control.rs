@@ -11,6 +11,16 @@ use rampart_proxy::session_log::SessionLogWriter;
 use rampart_runtime::{Engine, EngineOptions};
 use tokio::signal::unix::{signal, SignalKind};
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use arc_swap::ArcSwap;
+use rampart_config::{AdminAddress, AdminSettings};
+use rampart_proxy::checker::FirstRound;
+
+use crate::admin::state::{ConfigFile, Status};
+use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
 use crate::source::{summary, Source};
 
@@ -47,27 +57,53 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         let shown = session_path.as_deref().unwrap_or(Path::new(""));
         format!("cannot open session log {}", shown.display())
     })?;
+    let admin_settings = admin_settings(args, loaded.admin.clone())?;
+    let mut status = Status::new(&loaded.snapshot, workers, config_file(&source, loaded.sha256.clone()));
     let line = summary(&loaded.snapshot);
     let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
+    let first_round = FirstRound::default();
+    let mut checks = spawn_checks(&engine.current(), Some(&first_round));
+    let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
+    let admin = Arc::new(AdminShared {
+        status: ArcSwap::from_pointee(status.clone()),
+        first_round,
+        draining: AtomicBool::new(false),
+        commands,
+        token: admin_settings.as_ref().and_then(|a| a.token.clone()),
+        started: Instant::now(),
+    });
+    if let Some(settings) = &admin_settings {
+        admin::start(&settings.listen, admin.clone())?;
+        log::info!("admin API on {}", settings.listen);
+    }
+    // Last: "listening" means every listener, the admin one included, is bound.
     log::info!(
         "listening: {line}; {workers} worker(s){}",
         if pin { ", pinned" } else { "" }
     );
 
     let drain = runtime.block_on(async {
-        let mut checks = spawn_checks(&engine.current());
         loop {
-            tokio::select! {
-                _ = hangup.recv() => {
-                    reload(&source, &mut live, &mut engine, &session_log);
-                    checks.abort_all();
-                    checks = spawn_checks(&engine.current());
-                }
+            let reply = tokio::select! {
+                _ = hangup.recv() => None,
+                Some(Command::Reload(reply)) = command_rx.recv() => Some(reply),
                 _ = terminate.recv() => break "SIGTERM",
                 _ = interrupt.recv() => break "SIGINT",
+            };
+            let outcome = reload(&source, &mut live, &mut engine, &session_log);
+            if matches!(outcome, ReloadOutcome::Applied { .. }) {
+                checks.abort_all();
+                checks = spawn_checks(&engine.current(), None);
+            }
+            status.record_reload(&outcome, &engine.current(), config_file(&source, live_sha256(&outcome)));
+            admin.status.store(Arc::new(status.clone()));
+            if let Some(reply) = reply {
+                let _ = reply.send(outcome);
             }
         }
     });
+    admin.draining.store(true, Ordering::Release);
+    drop(command_rx);
     let drain_timeout = engine.current().drain_timeout;
     let counters = engine.counters();
     log::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
@@ -100,16 +136,19 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_log: &SessionLogWriter) {
+/// Loads the source again and applies it (SIGHUP, or `POST /api/reload`).
+fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_log: &SessionLogWriter) -> ReloadOutcome {
     if !source.reloadable() {
-        log::info!("SIGHUP: the command line is the whole config and names no certificate; nothing to reload");
-        return;
+        log::info!("reload: the command line is the whole config and names no certificate; nothing to reload");
+        return ReloadOutcome::NotReloadable;
     }
     let loaded = match source.load(live) {
         Ok(l) => l,
         Err(errors) => {
             log::error!("reload failed; the running config stays in force:\n{errors}");
-            return;
+            return ReloadOutcome::Refused {
+                errors: errors.lines().map(str::to_string).collect(),
+            };
         }
     };
     for warning in &loaded.warnings {
@@ -117,15 +156,52 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
     }
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
+    let sha256 = loaded.sha256.clone();
     if let Err(e) = engine.apply(loaded.snapshot) {
         log::error!("reload failed; the running config stays in force: {e}");
-        return;
+        return ReloadOutcome::Refused {
+            errors: vec![e.to_string()],
+        };
     }
     // Reopening also serves log rotation: move the file away, then SIGHUP.
     if let Err(e) = session_log.reopen(path.clone()) {
         log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
     }
     log::info!("reloaded: {line}");
+    ReloadOutcome::Applied { summary: line, sha256 }
+}
+
+/// The admin listener to serve: `--admin` (loopback or a unix socket, no token) wins over the
+/// config's `[admin]`.
+fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyhow::Result<Option<AdminSettings>> {
+    let Some(listen) = &args.admin else {
+        return Ok(from_config);
+    };
+    let listen = AdminAddress::parse(listen).map_err(|e| anyhow::anyhow!("--admin: {e}"))?;
+    anyhow::ensure!(
+        listen.is_local(),
+        "--admin {listen}: only a loopback address or a unix socket; serve it wider with [admin] and a token in a config file"
+    );
+    Ok(Some(AdminSettings { listen, token: None }))
+}
+
+/// The config file's path and hash, for a file source.
+fn config_file(source: &Source, sha256: Option<String>) -> Option<ConfigFile> {
+    match (source, sha256) {
+        (Source::File { path, .. }, Some(sha256)) => Some(ConfigFile {
+            path: path.display().to_string(),
+            sha256,
+        }),
+        _ => None,
+    }
+}
+
+/// The hash of the text a reload applied.
+fn live_sha256(outcome: &ReloadOutcome) -> Option<String> {
+    match outcome {
+        ReloadOutcome::Applied { sha256, .. } => sha256.clone(),
+        _ => None,
+    }
 }
 
 /// Opens a log file the way the log writer does (append, create), to refuse a bad path at once.

@@ -1,5 +1,6 @@
 //! The `rampart` binary: command line, wiring and signals.
 
+mod admin;
 mod cli;
 mod control;
 mod logger;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rampart_config::compile::parse_bind;
-use rampart_config::{compile_toml, hosts, simple_l4, Compiled, LiveState, SimpleL4};
+use rampart_config::{compile_toml, hosts, simple_l4, AdminSettings, Compiled, LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 use rampart_model::ListenerProtocol;
 use rampart_model::Snapshot;
@@ -35,6 +35,10 @@ pub struct Loaded {
     pub pin: bool,
     /// `file:line:col: message` lines that do not stop the load (a certificate near expiry).
     pub warnings: Vec<String>,
+    /// `[admin]` of a config file.
+    pub admin: Option<AdminSettings>,
+    /// The SHA-256 of the config file's text, in hex (config files only).
+    pub sha256: Option<String>,
 }
 
 impl Loaded {
@@ -44,6 +48,8 @@ impl Loaded {
             workers: compiled.workers,
             pin: compiled.pin,
             warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
+            admin: compiled.admin,
+            sha256: None,
         }
     }
 }
@@ -60,7 +66,10 @@ impl Source {
                 if compiled.snapshot.session_log.is_none() {
                     compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
                 }
-                Ok(Loaded::from(compiled))
+                Ok(Loaded {
+                    sha256: Some(sha256_hex(text.as_bytes())),
+                    ..Loaded::from(compiled)
+                })
             }
             Source::Hosts {
                 path,
@@ -106,6 +115,11 @@ impl Source {
             _ => true,
         }
     }
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// One line describing a snapshot, for logs and `rampart check`.

@@ -1,0 +1,149 @@
+//! The admin endpoints. Every error is JSON `{"error": "..."}` with its status.
+
+use std::sync::atomic::Ordering;
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use super::state::{AdminShared, Command, ReloadOutcome};
+use super::Request;
+
+/// An answer: status, content type, body, and an `Allow` list for 405.
+pub struct Answer {
+    pub status: u16,
+    pub content_type: &'static str,
+    pub body: Vec<u8>,
+    pub allow: Option<&'static str>,
+}
+
+impl Answer {
+    pub fn json(status: u16, value: &Value) -> Answer {
+        let mut body = serde_json::to_vec(value).unwrap_or_default();
+        body.push(b'\n');
+        Answer {
+            status,
+            content_type: "application/json",
+            body,
+            allow: None,
+        }
+    }
+
+    pub fn error(status: u16, message: &str) -> Answer {
+        Answer::json(status, &json!({ "error": message }))
+    }
+
+    /// The answer as HTTP/1.1 bytes.
+    pub fn encode(&self, keep_alive: bool) -> Vec<u8> {
+        let mut out = format!(
+            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\ncache-control: no-store\r\n",
+            self.status,
+            reason(self.status),
+            self.content_type,
+            self.body.len()
+        );
+        if let Some(allow) = self.allow {
+            out.push_str(&format!("allow: {allow}\r\n"));
+        }
+        if self.status == 401 {
+            out.push_str("www-authenticate: Bearer realm=\"rampart\"\r\n");
+        }
+        if !keep_alive {
+            out.push_str("connection: close\r\n");
+        }
+        out.push_str("\r\n");
+        let mut bytes = out.into_bytes();
+        bytes.extend_from_slice(&self.body);
+        bytes
+    }
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        422 => "Unprocessable Content",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        _ => "",
+    }
+}
+
+/// The endpoints and the methods each takes.
+const ENDPOINTS: &[(&str, &str)] = &[
+    ("/healthz", "GET"),
+    ("/readyz", "GET"),
+    ("/api/status", "GET"),
+    ("/api/reload", "POST"),
+];
+
+/// Answers one request.
+pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
+    if !authorized(shared, request) {
+        return Answer::error(401, "this admin listener needs Authorization: Bearer <token>");
+    }
+    let path = request.path.as_str();
+    let Some(&(_, method)) = ENDPOINTS.iter().find(|(p, _)| *p == path) else {
+        return Answer::error(404, &format!("no endpoint {path}"));
+    };
+    let head = request.method == "HEAD" && method == "GET";
+    if request.method != method && !head {
+        let mut answer = Answer::error(405, &format!("{path} takes {method}"));
+        answer.allow = Some(method);
+        return answer;
+    }
+    match path {
+        "/healthz" => Answer::json(200, &json!({ "status": "ok" })),
+        "/readyz" => match shared.readiness() {
+            Ok(()) => Answer::json(200, &json!({ "ready": true })),
+            Err(why) => Answer::json(503, &json!({ "ready": false, "reason": why })),
+        },
+        "/api/status" => status(shared),
+        "/api/reload" => reload(shared).await,
+        _ => Answer::error(404, &format!("no endpoint {path}")),
+    }
+}
+
+/// Whether the request carries the token (compared in constant time), or none is needed.
+fn authorized(shared: &AdminShared, request: &Request) -> bool {
+    let Some(token) = &shared.token else { return true };
+    let Some(given) = request.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")) else {
+        return false;
+    };
+    let (a, b) = (given.trim().as_bytes(), token.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn status(shared: &AdminShared) -> Answer {
+    let status = shared.status.load();
+    let mut value = serde_json::to_value(&**status).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.insert("uptime_seconds".into(), json!(shared.started.elapsed().as_secs()));
+        map.insert("ready".into(), json!(shared.readiness().is_ok()));
+        map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));
+    }
+    Answer::json(200, &value)
+}
+
+async fn reload(shared: &AdminShared) -> Answer {
+    let (reply, outcome) = oneshot::channel();
+    if shared.commands.send(Command::Reload(reply)).is_err() {
+        return Answer::error(503, "draining: the config can no longer be reloaded");
+    }
+    match outcome.await {
+        Ok(ReloadOutcome::Applied { summary, .. }) => Answer::json(200, &json!({ "result": "ok", "summary": summary })),
+        Ok(ReloadOutcome::Refused { errors }) => Answer::json(
+            422,
+            &json!({ "error": "reload failed; the running config stays in force", "errors": errors }),
+        ),
+        Ok(ReloadOutcome::NotReloadable) => Answer::error(
+            422,
+            "the command line is the whole config and names no certificate; nothing to reload",
+        ),
+        Err(_) => Answer::error(503, "draining: the config can no longer be reloaded"),
+    }
+}

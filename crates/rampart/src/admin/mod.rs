@@ -1,0 +1,173 @@
+//! The admin listener: a small HTTP/1.1 server on its own thread (a slow or flooding admin client
+//! never touches a worker, and it keeps answering while the control plane drains). It reads shared
+//! state the control loop publishes and sends it commands (reload) over a channel.
+//!
+//! - [`api`]: the endpoints.
+//! - [`state`]: what the control loop shares with it.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rampart_config::AdminAddress;
+use rampart_proto::h1::{parse_request, Framing, Limits};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+pub mod api;
+pub mod state;
+
+pub use state::{AdminShared, Command, ReloadOutcome};
+
+/// Time a client has to send a whole request.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest request body read (and dropped): no endpoint takes one yet.
+const MAX_BODY: u64 = 64 * 1024;
+
+/// Binds `address` and serves it on a thread of its own until the process exits. Binding happens
+/// before this returns, so a bad address stops the start.
+pub fn start(address: &AdminAddress, shared: Arc<AdminShared>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the admin runtime")?;
+    let listener = runtime
+        .block_on(Listener::bind(address))
+        .with_context(|| format!("admin listen {address}"))?;
+    std::thread::Builder::new()
+        .name("rampart-admin".into())
+        .spawn(move || runtime.block_on(accept_loop(listener, shared)))
+        .context("cannot start the admin thread")?;
+    Ok(())
+}
+
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener, std::path::PathBuf),
+}
+
+impl Listener {
+    async fn bind(address: &AdminAddress) -> std::io::Result<Listener> {
+        match address {
+            AdminAddress::Tcp(addr) => tokio::net::TcpListener::bind(addr).await.map(Listener::Tcp),
+            AdminAddress::Unix(path) => {
+                // A socket file left by a process that is gone is replaced; a live one is not.
+                if path.exists() && tokio::net::UnixStream::connect(path).await.is_err() {
+                    std::fs::remove_file(path)?;
+                }
+                tokio::net::UnixListener::bind(path).map(|l| Listener::Unix(l, path.clone()))
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Listener::Unix(_, path) = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+async fn accept_loop(listener: Listener, shared: Arc<AdminShared>) {
+    loop {
+        let shared = shared.clone();
+        match &listener {
+            Listener::Tcp(l) => match l.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, shared));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+            Listener::Unix(l, _) => match l.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve_connection(stream, shared));
+                }
+                Err(e) => accept_failed(e).await,
+            },
+        }
+    }
+}
+
+/// Out of descriptors or similar: say so and give the system a moment.
+async fn accept_failed(e: std::io::Error) {
+    log::warn!("admin: accept failed: {e}");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// Answers requests on one connection until the client closes, asks to close, or errs.
+async fn serve_connection(mut stream: impl AsyncRead + AsyncWrite + Unpin, shared: Arc<AdminShared>) {
+    let mut buf = Vec::with_capacity(2048);
+    loop {
+        let request = match tokio::time::timeout(REQUEST_TIMEOUT, read_request(&mut stream, &mut buf)).await {
+            Ok(Ok(Some(r))) => r,
+            Ok(Ok(None)) => return,
+            Ok(Err(status)) => {
+                let answer = api::Answer::error(status, "malformed request");
+                let _ = stream.write_all(&answer.encode(false)).await;
+                return;
+            }
+            Err(_) => return,
+        };
+        let answer = api::handle(&shared, &request).await;
+        if stream.write_all(&answer.encode(request.keep_alive)).await.is_err() || !request.keep_alive {
+            return;
+        }
+    }
+}
+
+/// One request as the endpoints see it.
+#[derive(Debug)]
+pub struct Request {
+    pub method: String,
+    pub path: String,
+    pub authorization: Option<String>,
+    pub keep_alive: bool,
+}
+
+/// Reads one request (its body, if any, is read and dropped). `Ok(None)` when the client closed
+/// between requests; `Err(status)` for a malformed or oversized one.
+async fn read_request(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> Result<Option<Request>, u16> {
+    let limits = Limits::default();
+    let mut fields = Vec::new();
+    loop {
+        match parse_request(buf, &limits, &mut fields) {
+            Ok(Some(head)) => {
+                let slice = |r: (u32, u32)| String::from_utf8_lossy(&buf[r.0 as usize..r.1 as usize]).into_owned();
+                let target = slice(head.target);
+                let path = target.split('?').next().unwrap_or("").to_string();
+                let authorization = fields
+                    .iter()
+                    .find(|f| f.name(buf).eq_ignore_ascii_case(b"authorization"))
+                    .map(|f| String::from_utf8_lossy(f.value(buf)).into_owned());
+                let request = Request {
+                    method: slice(head.method),
+                    path,
+                    authorization,
+                    keep_alive: head.keep_alive,
+                };
+                let body = match head.framing {
+                    Framing::None => 0,
+                    Framing::Length(n) if n <= MAX_BODY => n as usize,
+                    _ => return Err(413),
+                };
+                buf.drain(..head.len);
+                while buf.len() < body {
+                    let mut chunk = [0u8; 4096];
+                    match stream.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return Ok(None),
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                buf.drain(..body);
+                return Ok(Some(request));
+            }
+            Ok(None) => {}
+            Err(e) => return Err(e.status()),
+        }
+        let mut chunk = [0u8; 4096];
+        match stream.read(&mut chunk).await {
+            Ok(0) | Err(_) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}

@@ -1,0 +1,146 @@
+//! What the control loop shares with the admin listener: a status it republishes after every
+//! load, readiness, and a channel for commands that change the running process.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use arc_swap::ArcSwap;
+use rampart_model::Snapshot;
+use rampart_proxy::checker::FirstRound;
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+/// Shared between the control loop (writer) and the admin thread (reader).
+pub struct AdminShared {
+    pub status: ArcSwap<Status>,
+    /// The first round of active health checks after start.
+    pub first_round: FirstRound,
+    /// Set when SIGTERM/SIGINT started the drain.
+    pub draining: AtomicBool,
+    pub commands: mpsc::UnboundedSender<Command>,
+    /// `Authorization: Bearer` value every request needs, if set.
+    pub token: Option<String>,
+    pub started: Instant,
+}
+
+impl AdminShared {
+    /// Ready for traffic: every listener bound (true once this exists), the first health round
+    /// done, not draining. `Err` says why not.
+    pub fn readiness(&self) -> Result<(), &'static str> {
+        if self.draining.load(Ordering::Acquire) {
+            Err("draining")
+        } else if !self.first_round.is_done() {
+            Err("first health check round not finished")
+        } else {
+            Ok(())
+        }
+    }
+}
+
+/// A request from the admin listener to the control loop.
+pub enum Command {
+    /// Load the config again, as SIGHUP does, and say how it went.
+    Reload(oneshot::Sender<ReloadOutcome>),
+}
+
+/// How a reload went.
+#[derive(Debug, Clone)]
+pub enum ReloadOutcome {
+    /// Applied; `sha256` is the config file's hash (file sources).
+    Applied { summary: String, sha256: Option<String> },
+    /// The running config stays; one `file:line:col: message` (or other reason) per entry.
+    Refused { errors: Vec<String> },
+    /// The source has nothing to read again (`rampart http` without certificates).
+    NotReloadable,
+}
+
+/// What `GET /api/status` shows (besides uptime, computed per request).
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    pub version: &'static str,
+    pub workers: usize,
+    /// The config file and the SHA-256 of the text last loaded from it (none for command-line
+    /// modes).
+    pub config: Option<ConfigFile>,
+    /// The most recent reload, if there was one.
+    pub last_reload: Option<LastReload>,
+    pub reloads: ReloadCounts,
+    pub listeners: Vec<ListenerStatus>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigFile {
+    pub path: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LastReload {
+    /// Seconds since the Unix epoch.
+    pub at: u64,
+    pub result: &'static str,
+    pub errors: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ReloadCounts {
+    pub succeeded: u64,
+    pub failed: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ListenerStatus {
+    pub name: String,
+    pub bind: String,
+    pub protocol: &'static str,
+    pub tls: bool,
+}
+
+impl Status {
+    /// The status after the first load.
+    pub fn new(snapshot: &Snapshot, workers: usize, config: Option<ConfigFile>) -> Status {
+        Status {
+            version: env!("CARGO_PKG_VERSION"),
+            workers,
+            config,
+            last_reload: None,
+            reloads: ReloadCounts::default(),
+            listeners: listeners(snapshot),
+        }
+    }
+
+    /// Records a reload's outcome; `running` is the snapshot in force after it, `config` the
+    /// file it came from (kept as it was when the reload did not apply).
+    pub fn record_reload(&mut self, outcome: &ReloadOutcome, running: &Snapshot, config: Option<ConfigFile>) {
+        let at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let (result, errors) = match outcome {
+            ReloadOutcome::Applied { .. } => {
+                self.reloads.succeeded += 1;
+                if config.is_some() {
+                    self.config = config;
+                }
+                ("ok", Vec::new())
+            }
+            ReloadOutcome::Refused { errors } => {
+                self.reloads.failed += 1;
+                ("failed", errors.clone())
+            }
+            ReloadOutcome::NotReloadable => ("nothing_to_reload", Vec::new()),
+        };
+        self.last_reload = Some(LastReload { at, result, errors });
+        self.listeners = listeners(running);
+    }
+}
+
+fn listeners(snapshot: &Snapshot) -> Vec<ListenerStatus> {
+    snapshot
+        .listeners
+        .iter()
+        .map(|l| ListenerStatus {
+            name: l.name.clone(),
+            bind: l.bind.to_string(),
+            protocol: if l.http().is_some() { "http" } else { "tcp" },
+            tls: l.tls.is_some(),
+        })
+        .collect()
+}

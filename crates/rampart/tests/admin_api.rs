@@ -1,0 +1,204 @@
+//! The admin listener over real sockets: the token, health and readiness (also while draining),
+//! status, reload through the API with a good and a bad file, JSON errors, and `--admin` on the
+//! one-line modes.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Instant;
+
+use common::http::{HttpBackend, Reply};
+use common::*;
+
+/// `METHOD path` to the admin port with an optional token: status and JSON body.
+fn admin(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a whole response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}")),
+    )
+}
+
+fn config(admin_port: u16, port: u16, backend: &str, extra_admin: &str) -> String {
+    format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n{extra_admin}\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{backend}\"]\n"
+    )
+}
+
+#[test]
+fn the_token_guards_every_endpoint_and_status_describes_the_process() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = config(admin_port, port, &backend.target(), "token = \"s3cret\"");
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    for endpoint in ["/healthz", "/readyz", "/api/status", "/nope"] {
+        let (status, body) = admin(admin_port, "GET", endpoint, None);
+        assert_eq!(status, 401, "{endpoint}");
+        assert!(body["error"].as_str().unwrap().contains("Bearer"), "{body}");
+        assert_eq!(admin(admin_port, "GET", endpoint, Some("wrong")).0, 401);
+    }
+    let token = Some("s3cret");
+    assert_eq!(
+        admin(admin_port, "GET", "/healthz", token),
+        (200, serde_json::json!({"status": "ok"}))
+    );
+    let (status, body) = admin(admin_port, "GET", "/api/status", token);
+    assert_eq!(status, 200);
+    assert_eq!(body["workers"], 2);
+    assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(body["config"]["path"], path.as_str());
+    // The hash is of the file's text (sha256sum's answer).
+    let sum = std::process::Command::new("sha256sum").arg(&path).output().unwrap();
+    let sum = String::from_utf8(sum.stdout).unwrap();
+    assert_eq!(body["config"]["sha256"], sum.split_whitespace().next().unwrap());
+    assert_eq!(body["listeners"][0]["name"], "web");
+    assert_eq!(body["listeners"][0]["bind"], format!("127.0.0.1:{port}"));
+    assert_eq!(body["last_reload"], serde_json::Value::Null);
+    let (status, body) = admin(admin_port, "GET", "/nope", token);
+    assert_eq!(status, 404);
+    assert!(body["error"].as_str().unwrap().contains("/nope"));
+    let (status, body) = admin(admin_port, "DELETE", "/api/status", token);
+    assert_eq!(status, 405);
+    assert!(body["error"].as_str().unwrap().contains("GET"));
+}
+
+#[test]
+fn reload_through_the_api_applies_a_good_file_and_refuses_a_bad_one_with_its_places() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port, second) = (free_port(), free_port(), free_port());
+    let text = config(admin_port, port, &backend.target(), "");
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // Good: a second listener appears.
+    let added =
+        format!("{text}\n[listeners.more]\nbind = \"127.0.0.1:{second}\"\nprotocol = \"http\"\nupstream = \"app\"\n");
+    write_file(dir.path(), "rampart.toml", &added);
+    let (status, body) = admin(admin_port, "POST", "/api/reload", None);
+    assert_eq!(status, 200, "{body}");
+    assert!(body["summary"].as_str().unwrap().contains("more on"), "{body}");
+    let mut client = connect(second);
+    let (code, _, _) = common::http::send(&mut client, &common::http::get("/x"));
+    assert_eq!(code, 200);
+    let (_, status_now) = admin(admin_port, "GET", "/api/status", None);
+    assert_eq!(status_now["last_reload"]["result"], "ok");
+    assert_eq!(status_now["reloads"]["succeeded"], 1);
+    assert_eq!(status_now["listeners"].as_array().unwrap().len(), 2);
+    // Bad: 422 with file:line:col, and the running config stays.
+    write_file(
+        dir.path(),
+        "rampart.toml",
+        &format!("{added}\n[upstreams.app2]\ntargets = []\n"),
+    );
+    let (status, body) = admin(admin_port, "POST", "/api/reload", None);
+    assert_eq!(status, 422, "{body}");
+    let errors = body["errors"].as_array().unwrap();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.as_str().unwrap().starts_with(&format!("{path}:"))
+                && e.as_str().unwrap().contains("has no targets")),
+        "{body}"
+    );
+    let (code, _, _) = common::http::send(&mut connect(second), &common::http::get("/y"));
+    assert_eq!(code, 200, "the running config stays in force");
+    let (_, status_now) = admin(admin_port, "GET", "/api/status", None);
+    assert_eq!(status_now["last_reload"]["result"], "failed");
+    assert_eq!(status_now["reloads"]["failed"], 1);
+    assert_eq!(admin(admin_port, "GET", "/api/reload", None).0, 405);
+}
+
+#[test]
+fn readiness_turns_off_while_draining_and_health_stays_on() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = format!(
+        "[global]\ndrain_timeout = \"20s\"\n\n{}",
+        config(admin_port, port, &backend.target(), "")
+    );
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    assert_eq!(
+        admin(admin_port, "GET", "/readyz", None),
+        (200, serde_json::json!({"ready": true}))
+    );
+    // A request in flight keeps the drain going: the backend never answers it.
+    let slow = HttpBackend::start(Reply::Slow(std::time::Duration::from_secs(30)));
+    let slow_cfg = text.replace(&backend.target(), &slow.target());
+    write_file(dir.path(), "rampart.toml", &slow_cfg);
+    assert_eq!(admin(admin_port, "POST", "/api/reload", None).0, 200);
+    let mut stuck = connect(port);
+    stuck.write_all(&common::http::get("/hang")).unwrap();
+    proxy.signal(libc::SIGTERM);
+    proxy.wait_for("draining open connections");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (status, body) = admin(admin_port, "GET", "/readyz", None);
+        if status == 503 {
+            assert_eq!(body["reason"], "draining");
+            break;
+        }
+        assert!(Instant::now() < deadline, "readyz still {status} while draining");
+    }
+    assert_eq!(admin(admin_port, "GET", "/healthz", None).0, 200);
+    let (status, body) = admin(admin_port, "POST", "/api/reload", None);
+    assert_eq!(status, 503, "{body}");
+}
+
+#[test]
+fn the_one_line_modes_take_admin_on_loopback_only() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let listen = format!("127.0.0.1:{port}");
+    let admin_at = format!("127.0.0.1:{admin_port}");
+    let _proxy = Rampart::start(
+        dir.path(),
+        &[
+            "http",
+            "--listen",
+            &listen,
+            "--to",
+            &backend.target(),
+            "--admin",
+            &admin_at,
+            "--workers",
+            "1",
+        ],
+    );
+    assert_eq!(admin(admin_port, "GET", "/healthz", None).0, 200);
+    let (status, body) = admin(admin_port, "POST", "/api/reload", None);
+    assert_eq!(status, 422, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("nothing to reload"));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args([
+            "tcp",
+            "--listen",
+            "127.0.0.1:1",
+            "--to",
+            "127.0.0.1:2",
+            "--admin",
+            "0.0.0.0:9901",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--admin 0.0.0.0:9901: only a loopback address"), "{err}");
+}
