@@ -107,6 +107,8 @@ pub struct SimpleL4 {
     pub session_log: Option<std::path::PathBuf>,
     /// Certificate chains and keys to terminate TLS with (`--tls-cert`/`--tls-key` pairs).
     pub tls: Vec<(std::path::PathBuf, std::path::PathBuf)>,
+    /// HTTP only: the access log file and its format (`json` or `combined`).
+    pub access_log: Option<(std::path::PathBuf, String)>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
@@ -144,8 +146,16 @@ impl SimpleL4 {
                 .collect();
             format!("\n[listeners.default.tls]\ncertificates = [{}]\n", pairs.join(", "))
         };
+        let access_log = match &self.access_log {
+            Some((path, format)) => format!(
+                "access_log = {{ path = {}, format = {} }}\n",
+                toml_string(&path.display().to_string()),
+                toml_string(format)
+            ),
+            None => String::new(),
+        };
         format!(
-            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{tls}\n\
+            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{access_log}{tls}\n\
              [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n",
             toml_string(&self.bind.to_string()),
             if self.http { "http" } else { "tcp" },

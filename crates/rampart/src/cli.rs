@@ -105,6 +105,13 @@ pub struct FixedArgs {
     /// The PEM private key of the --tls-cert given in the same position.
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Vec<PathBuf>,
+    /// `http` only: append one line per request to FILE.
+    #[arg(long = "access-log", value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+    /// The access log's format.
+    #[arg(long = "access-log-format", value_name = "FORMAT", default_value = "json",
+          value_parser = clap::builder::PossibleValuesParser::new(["json", "combined"]), requires = "access_log")]
+    pub access_log_format: String,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

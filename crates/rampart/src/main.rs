@@ -66,8 +66,13 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         balance,
         tls_cert,
         tls_key,
+        access_log,
+        access_log_format,
         engine,
     } = args;
+    if access_log.is_some() && !http {
+        return Err("--access-log: only `rampart http` logs requests (TCP connections go to --session-log)".into());
+    }
     if tls_cert.len() != tls_key.len() {
         return Err(format!(
             "--tls-cert and --tls-key come in pairs: {} certificate(s), {} key(s)",
@@ -91,6 +96,7 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         policy: policy(balance),
         session_log: engine.session_log.clone(),
         tls: tls_cert.iter().cloned().zip(tls_key.iter().cloned()).collect(),
+        access_log: access_log.clone().map(|path| (path, access_log_format.clone())),
     }))
 }
 

@@ -88,6 +88,7 @@ impl Source {
                     policy: *policy,
                     session_log: session_log.clone(),
                     tls: Vec::new(),
+                    access_log: None,
                 };
                 let compiled = simple_l4(&spec, live).map_err(|e| e.to_string())?;
                 Ok(Loaded::from(Compiled {

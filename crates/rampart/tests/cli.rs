@@ -279,3 +279,47 @@ fn scripts_run_binaries_from_the_cargo_target_dir() {
         }
     }
 }
+
+#[test]
+fn the_http_one_liner_writes_an_access_log() {
+    let backend = common::http::HttpBackend::start(common::http::Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut proxy = Rampart::start(
+        dir.path(),
+        &[
+            "http",
+            "--listen",
+            &listen,
+            "--to",
+            &backend.target(),
+            "--workers",
+            "1",
+            "--access-log",
+            "access.log",
+            "--access-log-format",
+            "combined",
+        ],
+    );
+    let (status, _, _) = common::http::send(&mut connect(port), &common::http::get("/logged"));
+    assert_eq!(status, 200);
+    // The writer flushes at exit at the latest.
+    assert_eq!(proxy.stop(), 0);
+    let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap();
+    assert!(log.contains("\"GET /logged HTTP/1.1\" 200 "), "{log}");
+    let (code, _, err) = rampart(
+        dir.path(),
+        &[
+            "tcp",
+            "--listen",
+            "127.0.0.1:1",
+            "--to",
+            "127.0.0.1:2",
+            "--access-log",
+            "a.log",
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("--access-log: only `rampart http` logs requests"), "{err}");
+}

@@ -399,8 +399,13 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         policy: BalancePolicy::ConsistentHash,
         session_log: None,
         tls: vec![("certs/a b.pem".into(), "certs/a.key".into())],
+        access_log: Some(("/tmp/rampart-access.log".into(), "combined".into())),
     };
     let text = spec.to_toml();
+    assert!(
+        text.contains("access_log = { path = \"/tmp/rampart-access.log\", format = \"combined\" }\n"),
+        "{text}"
+    );
     assert!(
         text.contains("[listeners.default.tls]\ncertificates = [{ cert = \"certs/a b.pem\", key = \"certs/a.key\" }]"),
         "{text}"
@@ -419,6 +424,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
     let spec = SimpleL4 {
         targets: vec![("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap())],
         tls: Vec::new(),
+        access_log: None,
         ..spec
     };
     let snapshot = simple_l4(&spec, &mut LiveState::default()).unwrap().snapshot;
