@@ -64,10 +64,12 @@ pub async fn connect_upstream(
     loop {
         let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, key, tried)) else {
             bump(&ctx.counters.no_healthy_target, 1);
-            log::warn!(
-                "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",
-                upstream.name,
-            );
+            ctx.log_summary.warn(&no_target_key(&upstream.name), || {
+                format!(
+                    "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",
+                    upstream.name,
+                )
+            });
             return Err(last);
         };
         tried.push(t);
@@ -77,6 +79,8 @@ pub async fn connect_upstream(
         match attempt.await {
             Ok(Ok(stream)) => {
                 target.health.record_connect_success();
+                ctx.log_summary.recovered(|| failed_key(&upstream.name, &target.name));
+                ctx.log_summary.recovered(|| no_target_key(&upstream.name));
                 return Ok((t, stream));
             }
             failure => {
@@ -91,21 +95,34 @@ pub async fn connect_upstream(
                         ConnectFailure::Failed { timed_out: true },
                     ),
                 };
-                log::warn!(
-                    "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
-                    upstream.name,
-                    target.name
-                );
+                ctx.log_summary.warn(&failed_key(&upstream.name, &target.name), || {
+                    format!(
+                        "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
+                        upstream.name, target.name
+                    )
+                });
                 if made >= attempts {
-                    log::warn!(
-                        "listener {listener}: {made} connect attempt(s) failed in upstream {}; closing connection from {client}",
-                        upstream.name,
-                    );
+                    ctx.log_summary.warn(&no_target_key(&upstream.name), || {
+                        format!(
+                            "listener {listener}: {made} connect attempt(s) failed in upstream {}; closing connection from {client}",
+                            upstream.name,
+                        )
+                    });
                     return Err(last);
                 }
             }
         }
     }
+}
+
+/// The summarised event "no target could be reached in upstream `upstream`".
+pub fn no_target_key(upstream: &str) -> String {
+    format!("upstream {upstream}: no healthy target")
+}
+
+/// The summarised event "connects to `target` fail".
+fn failed_key(upstream: &str, target: &str) -> String {
+    format!("upstream {upstream}: connects to {target} fail")
 }
 
 /// Why one connect attempt failed.

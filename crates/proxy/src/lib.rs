@@ -17,6 +17,7 @@
 //! - [`checker`]: active health checks, run by the control plane.
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
+//! - [`log_summary`]: repeated warnings (an outage) logged once, then counted per interval.
 //! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
 
 pub mod balance;
@@ -26,6 +27,7 @@ pub mod connect;
 pub mod counters;
 pub mod http;
 pub mod l4;
+pub mod log_summary;
 pub mod relay;
 pub mod session_log;
 pub mod slot;

@@ -16,6 +16,7 @@ use std::rc::Rc;
 use arc_swap::ArcSwap;
 
 pub use crate::counters::{bump, drop_by, WorkerCounters};
+use crate::log_summary::LogSummary;
 
 use crate::balance::{BalancerState, Tried};
 use crate::free_list::FreeList;
@@ -46,6 +47,8 @@ pub struct WorkerContext {
     session_log: Option<SessionLogSink>,
     /// Lines waiting to be handed to the writer, one buffer per file.
     log_buffers: RefCell<Vec<(Arc<std::path::Path>, Vec<u8>)>>,
+    /// Repeated warnings (outages), summarised.
+    pub log_summary: LogSummary,
 }
 
 struct Balancers {
@@ -74,6 +77,7 @@ impl WorkerContext {
             }),
             session_log,
             log_buffers: RefCell::new(Vec::new()),
+            log_summary: LogSummary::default(),
         }
     }
 
@@ -157,6 +161,7 @@ impl WorkerContext {
     /// keep-alive time is over, and frees pooled buffers and pipes that went unused.
     pub fn housekeeping(&self) {
         self.flush_log_lines();
+        self.log_summary.report(std::time::Instant::now(), false);
         let snapshot = self.snapshot();
         self.http.housekeeping(&snapshot);
         self.buffers.trim();
@@ -165,6 +170,7 @@ impl WorkerContext {
 
     /// The worker drains: idle connections close now (busy ones after their current request).
     pub fn begin_drain(&self) {
+        self.log_summary.report(std::time::Instant::now(), true);
         self.http.begin_drain();
     }
 

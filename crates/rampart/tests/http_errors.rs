@@ -252,7 +252,41 @@ fn http_health_checks_take_targets_down_and_bring_them_back() {
         let (status, _, _) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(status, 200);
     }
-    let head = well.next_head();
-    assert!(head.starts_with("GET /healthz HTTP/1.1"), "{head}");
+    // The checks reached the backend over HTTP (their order among the proxied requests is the
+    // scheduler's).
+    let heads: Vec<String> = (0..7).map(|_| well.next_head()).collect();
+    assert!(
+        heads.iter().any(|h| h.starts_with("GET /healthz HTTP/1.1")),
+        "{heads:?}"
+    );
     let _ = std::io::stdout().flush();
+}
+
+#[test]
+fn an_outage_is_logged_once_then_summarised_not_once_per_request() {
+    let dir = tempfile::tempdir().unwrap();
+    // An address where nothing listens (bound, then closed).
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let (mut proxy, port) = http_gateway(dir.path(), &[dead], "");
+    let mut client = connect(port);
+    for _ in 0..30 {
+        let (status, _, _) = send(&mut client, &common::http::get("/"));
+        assert!(status == 502 || status == 503, "{status}");
+        if is_closed(&mut client) {
+            client = connect(port);
+        }
+    }
+    proxy.signal(libc::SIGTERM);
+    let summary = proxy.wait_for("upstream app: no healthy target:");
+    assert!(summary.contains("more time(s)"), "{summary}");
+    let warnings = proxy.log.iter().filter(|l| l.contains(" WARN ")).count();
+    assert!(
+        warnings <= 4,
+        "30 failing requests, {warnings} warnings:\n{}",
+        proxy.log.join("\n")
+    );
 }

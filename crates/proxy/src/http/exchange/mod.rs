@@ -16,7 +16,7 @@ use super::error::HttpError;
 use super::local::error_body;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
-use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
+use crate::connect::{connect_upstream, no_target_key, proxy_header, ConnectFailure, ConnectFor};
 use crate::stream::Stream;
 use crate::worker::{bump, WorkerContext};
 
@@ -122,11 +122,12 @@ async fn exchange<D: Downstream>(
         // An upstream connection: a pooled one to the chosen target, or a new one.
         let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried) else {
             let error = if tried.is_empty() {
-                log::warn!(
-                    "listener {}: no healthy target in upstream {}",
-                    req.listener_name,
-                    up.name
-                );
+                ctx.log_summary.warn(&no_target_key(&up.name), || {
+                    format!(
+                        "listener {}: no healthy target in upstream {}",
+                        req.listener_name, up.name
+                    )
+                });
                 HttpError::NoHealthyTarget
             } else {
                 HttpError::UpstreamUnavailable
@@ -134,6 +135,8 @@ async fn exchange<D: Downstream>(
             answer_error(down, rctx, error).await;
             return None;
         };
+        // A target again: an outage of this upstream (if one was being counted) is over.
+        ctx.log_summary.recovered(|| no_target_key(&up.name));
         let pooled = ctx
             .http
             .pool

@@ -1,0 +1,128 @@
+//! Repeated events logged once, then summarised: during an outage a worker would otherwise print
+//! a warning per request (`no healthy target in upstream app`, 299 lines for 300 requests). The
+//! first occurrence of an event is logged; later ones are counted and reported as one line per
+//! [`WINDOW`]; the end of the outage is logged at info level with the total.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How often a continuing event is summarised.
+pub const WINDOW: Duration = Duration::from_secs(10);
+
+/// One worker's repeated events, by key (`no healthy target in upstream app`).
+#[derive(Default)]
+pub struct LogSummary {
+    events: RefCell<HashMap<String, Event>>,
+}
+
+struct Event {
+    /// Occurrences since the last line about this event.
+    unreported: u64,
+    /// Occurrences since the first.
+    total: u64,
+    window_start: Instant,
+}
+
+impl LogSummary {
+    /// Logs `message()` at warn level the first time `key` happens; later occurrences only count.
+    pub fn warn(&self, key: &str, message: impl FnOnce() -> String) {
+        let mut events = self.events.borrow_mut();
+        match events.get_mut(key) {
+            Some(event) => {
+                event.unreported += 1;
+                event.total += 1;
+            }
+            None => {
+                log::warn!("{}", message());
+                events.insert(
+                    key.to_string(),
+                    Event {
+                        unreported: 0,
+                        total: 1,
+                        window_start: Instant::now(),
+                    },
+                );
+            }
+        }
+    }
+
+    /// The event `key` is over (a request to that upstream found a target): says so at info level
+    /// with how often it happened, if it was happening. Costs nothing while no event is open.
+    pub fn recovered(&self, key: impl FnOnce() -> String) {
+        if self.events.borrow().is_empty() {
+            return;
+        }
+        let key = key();
+        let Some(event) = self.events.borrow_mut().remove(&key) else {
+            return;
+        };
+        if event.unreported > 0 {
+            log::warn!("{key}: {} more time(s) since the last report", event.unreported);
+        }
+        log::info!(
+            "{key}: over after {} time(s) in {:.0?}",
+            event.total,
+            event.window_start.elapsed()
+        );
+    }
+
+    /// Writes one line per event that happened again within its window, and starts a new window
+    /// (called by the worker's housekeeping tick; `all` at drain, whatever the windows).
+    pub fn report(&self, now: Instant, all: bool) {
+        let mut events = self.events.borrow_mut();
+        for (key, event) in events.iter_mut() {
+            let due = all || now.saturating_duration_since(event.window_start) >= WINDOW;
+            if event.unreported > 0 && due {
+                log::warn!(
+                    "{key}: {} more time(s) in the last {:.0?}",
+                    event.unreported,
+                    now.saturating_duration_since(event.window_start)
+                );
+                event.unreported = 0;
+                event.window_start = now;
+            }
+        }
+    }
+
+    /// How many occurrences of `key` wait for the next report (for tests).
+    #[cfg(test)]
+    fn unreported(&self, key: &str) -> Option<u64> {
+        self.events.borrow().get(key).map(|e| e.unreported)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_occurrence_is_logged_then_counted_then_closed() {
+        let summary = LogSummary::default();
+        let mut built = 0;
+        for _ in 0..300 {
+            summary.warn("no healthy target in upstream app", || {
+                built += 1;
+                "listener web: no healthy target in upstream app".into()
+            });
+        }
+        assert_eq!(built, 1, "the message is made (and logged) once");
+        assert_eq!(summary.unreported("no healthy target in upstream app"), Some(299));
+        // Within the window nothing is reported; after it, one line and a fresh count.
+        summary.report(Instant::now(), false);
+        assert_eq!(summary.unreported("no healthy target in upstream app"), Some(299));
+        summary.report(Instant::now() + WINDOW, false);
+        assert_eq!(summary.unreported("no healthy target in upstream app"), Some(0));
+        summary.recovered(|| "no healthy target in upstream other".into());
+        assert!(summary.unreported("no healthy target in upstream app").is_some());
+        summary.recovered(|| "no healthy target in upstream app".into());
+        assert_eq!(summary.unreported("no healthy target in upstream app"), None);
+        // Closed: the next occurrence is logged again.
+        let mut again = false;
+        summary.warn("no healthy target in upstream app", || {
+            again = true;
+            String::new()
+        });
+        assert!(again);
+    }
+}
