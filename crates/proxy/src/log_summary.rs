@@ -21,6 +21,7 @@ struct Event {
     unreported: u64,
     /// Occurrences since the first.
     total: u64,
+    first: Instant,
     window_start: Instant,
 }
 
@@ -35,12 +36,14 @@ impl LogSummary {
             }
             None => {
                 log::warn!("{}", message());
+                let now = Instant::now();
                 events.insert(
                     key.to_string(),
                     Event {
                         unreported: 0,
                         total: 1,
-                        window_start: Instant::now(),
+                        first: now,
+                        window_start: now,
                     },
                 );
             }
