@@ -66,7 +66,7 @@ impl LogSummary {
         log::info!(
             "{key}: over after {} time(s) in {:.0?}",
             event.total,
-            event.window_start.elapsed()
+            event.first.elapsed()
         );
     }
 
