@@ -52,6 +52,17 @@ impl TargetHealth {
         until == 0 || now_ms() >= until
     }
 
+    /// How much longer passive health keeps the target out (after failed connects).
+    pub fn passive_down_for(&self) -> Duration {
+        let until = self.passive_down_until.load(Relaxed);
+        Duration::from_millis(until.saturating_sub(now_ms()))
+    }
+
+    /// Failed connects in a row, as workers saw them.
+    pub fn consecutive_failures(&self) -> u32 {
+        self.passive_failures.load(Relaxed)
+    }
+
     /// The active checker's verdict.
     pub fn is_active_up(&self) -> bool {
         self.active_up.load(Relaxed)

@@ -19,7 +19,7 @@ use arc_swap::ArcSwap;
 use rampart_config::{AdminAddress, AdminSettings};
 use rampart_proxy::checker::FirstRound;
 
-use crate::admin::state::{ConfigFile, Status};
+use crate::admin::state::{ConfigFile, RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
 use crate::source::{summary, Source};
@@ -60,12 +60,15 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     let admin_settings = admin_settings(args, loaded.admin.clone())?;
     let mut status = Status::new(&loaded.snapshot, workers, config_file(&source, loaded.sha256.clone()));
     let line = summary(&loaded.snapshot);
+    let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
     let admin = Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status.clone()),
+        snapshot: ArcSwap::new(engine.current()),
+        config: ArcSwap::from_pointee(running_config),
         first_round,
         draining: AtomicBool::new(false),
         commands,
@@ -90,7 +93,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
                 _ = terminate.recv() => break "SIGTERM",
                 _ = interrupt.recv() => break "SIGINT",
             };
-            let outcome = reload(&source, &mut live, &mut engine, &session_log);
+            let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin);
             if matches!(outcome, ReloadOutcome::Applied { .. }) {
                 checks.abort_all();
                 checks = spawn_checks(&engine.current(), None);
@@ -137,7 +140,13 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
 }
 
 /// Loads the source again and applies it (SIGHUP, or `POST /api/reload`).
-fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_log: &SessionLogWriter) -> ReloadOutcome {
+fn reload(
+    source: &Source,
+    live: &mut LiveState,
+    engine: &mut Engine,
+    session_log: &SessionLogWriter,
+    admin: &AdminShared,
+) -> ReloadOutcome {
     if !source.reloadable() {
         log::info!("reload: the command line is the whole config and names no certificate; nothing to reload");
         return ReloadOutcome::NotReloadable;
@@ -157,6 +166,7 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     let sha256 = loaded.sha256.clone();
+    let text = loaded.text;
     if let Err(e) = engine.apply(loaded.snapshot) {
         log::error!("reload failed; the running config stays in force: {e}");
         return ReloadOutcome::Refused {
@@ -168,6 +178,10 @@ fn reload(source: &Source, live: &mut LiveState, engine: &mut Engine, session_lo
         log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
     }
     log::info!("reloaded: {line}");
+    admin
+        .config
+        .store(Arc::new(RunningConfig::redacted(source.name(), &text)));
+    admin.snapshot.store(engine.current());
     ReloadOutcome::Applied { summary: line, sha256 }
 }
 

@@ -39,6 +39,9 @@ pub struct Loaded {
     pub admin: Option<AdminSettings>,
     /// The SHA-256 of the config file's text, in hex (config files only).
     pub sha256: Option<String>,
+    /// The TOML the snapshot was compiled from (the file's text, or what the command line
+    /// stands for).
+    pub text: String,
 }
 
 impl Loaded {
@@ -50,6 +53,7 @@ impl Loaded {
             warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
             admin: compiled.admin,
             sha256: None,
+            text: String::new(),
         }
     }
 }
@@ -68,6 +72,7 @@ impl Source {
                 }
                 Ok(Loaded {
                     sha256: Some(sha256_hex(text.as_bytes())),
+                    text,
                     ..Loaded::from(compiled)
                 })
             }
@@ -91,20 +96,35 @@ impl Source {
                     access_log: None,
                 };
                 let compiled = simple_l4(&spec, live).map_err(|e| e.to_string())?;
-                Ok(Loaded::from(Compiled {
-                    workers: None,
-                    pin: false,
-                    ..compiled
-                }))
+                Ok(Loaded {
+                    text: spec.to_toml(),
+                    ..Loaded::from(Compiled {
+                        workers: None,
+                        pin: false,
+                        ..compiled
+                    })
+                })
             }
             Source::Fixed(spec) => {
                 let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
-                Ok(Loaded::from(Compiled {
-                    workers: None,
-                    pin: false,
-                    ..compiled
-                }))
+                Ok(Loaded {
+                    text: spec.to_toml(),
+                    ..Loaded::from(Compiled {
+                        workers: None,
+                        pin: false,
+                        ..compiled
+                    })
+                })
             }
+        }
+    }
+
+    /// What `GET /api/config` names as the config's origin.
+    pub fn name(&self) -> String {
+        match self {
+            Source::File { path, .. } => path.display().to_string(),
+            Source::Hosts { path, .. } => format!("hosts file {}", path.display()),
+            Source::Fixed(_) => "command line".to_string(),
         }
     }
 

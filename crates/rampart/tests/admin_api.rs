@@ -202,3 +202,57 @@ fn the_one_line_modes_take_admin_on_loopback_only() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--admin 0.0.0.0:9901: only a loopback address"), "{err}");
 }
+
+#[test]
+fn config_and_upstreams_show_what_runs() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\ntoken = \"hush\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{}\", \"{dead}\"]\nconnect_attempts = 2\npassive_backoff = \"60s\"\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let token = Some("hush");
+    let (status, config) = admin(admin_port, "GET", "/api/config", token);
+    assert_eq!(status, 200);
+    assert_eq!(config["source"], path.as_str());
+    let shown = config["text"].as_str().unwrap();
+    assert!(
+        shown.contains("token = \"<redacted>\"") && !shown.contains("hush"),
+        "{shown}"
+    );
+    assert!(shown.contains("connect_attempts = 2"), "{shown}");
+    // Requests until the dead target was tried (round robin: the second request at the latest).
+    for _ in 0..4 {
+        let (code, _, _) = common::http::send(&mut connect(port), &common::http::get("/"));
+        assert_eq!(code, 200);
+    }
+    let (status, body) = admin(admin_port, "GET", "/api/upstreams", token);
+    assert_eq!(status, 200);
+    let targets = body["upstreams"][0]["targets"].as_array().unwrap();
+    assert_eq!(body["upstreams"][0]["name"], "app");
+    let live = targets
+        .iter()
+        .find(|t| t["target"] == backend.target().as_str())
+        .unwrap();
+    let down = targets.iter().find(|t| t["target"] == dead.as_str()).unwrap();
+    assert_eq!(live["available"], true);
+    assert_eq!(live["passive"]["consecutive_failures"], 0);
+    assert_eq!(down["available"], false, "{body}");
+    assert_eq!(down["passive"]["consecutive_failures"], 1, "{body}");
+    assert!(down["passive"]["down_for_ms"].as_u64().unwrap() > 0, "{body}");
+    assert_eq!(
+        down["active_check"],
+        serde_json::Value::Null,
+        "no active check configured"
+    );
+}

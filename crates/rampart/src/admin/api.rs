@@ -79,6 +79,8 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("/readyz", "GET"),
     ("/api/status", "GET"),
     ("/api/reload", "POST"),
+    ("/api/config", "GET"),
+    ("/api/upstreams", "GET"),
 ];
 
 /// Answers one request.
@@ -104,6 +106,8 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         },
         "/api/status" => status(shared),
         "/api/reload" => reload(shared).await,
+        "/api/config" => Answer::json(200, &serde_json::to_value(&**shared.config.load()).unwrap_or_default()),
+        "/api/upstreams" => upstreams(shared),
         _ => Answer::error(404, &format!("no endpoint {path}")),
     }
 }
@@ -127,6 +131,42 @@ fn status(shared: &AdminShared) -> Answer {
         map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));
     }
     Answer::json(200, &value)
+}
+
+/// Every upstream's targets with their health as the workers see it.
+fn upstreams(shared: &AdminShared) -> Answer {
+    let snapshot = shared.snapshot.load();
+    let upstreams: Vec<Value> = snapshot
+        .upstreams
+        .iter()
+        .map(|u| {
+            let targets: Vec<Value> = u
+                .targets
+                .iter()
+                .map(|t| {
+                    let h = &t.health;
+                    json!({
+                        "target": t.name,
+                        "address": t.addr.to_string(),
+                        "weight": t.weight,
+                        "available": h.is_available(),
+                        "active_check": u.health_check.as_ref().map(|_| if h.is_active_up() { "up" } else { "down" }),
+                        "passive": {
+                            "consecutive_failures": h.consecutive_failures(),
+                            "down_for_ms": h.passive_down_for().as_millis() as u64,
+                        },
+                    })
+                })
+                .collect();
+            json!({
+                "name": u.name,
+                "balance": u.policy.name(),
+                "tls": u.tls.is_some(),
+                "targets": targets,
+            })
+        })
+        .collect();
+    Answer::json(200, &json!({ "upstreams": upstreams }))
 }
 
 async fn reload(shared: &AdminShared) -> Answer {

@@ -13,6 +13,10 @@ use tokio::sync::{mpsc, oneshot};
 /// Shared between the control loop (writer) and the admin thread (reader).
 pub struct AdminShared {
     pub status: ArcSwap<Status>,
+    /// The snapshot in force (the engine's), for target health.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// The config as loaded (TOML; the admin token redacted), and where it came from.
+    pub config: ArcSwap<RunningConfig>,
     /// The first round of active health checks after start.
     pub first_round: FirstRound,
     /// Set when SIGTERM/SIGINT started the drain.
@@ -34,6 +38,34 @@ impl AdminShared {
         } else {
             Ok(())
         }
+    }
+}
+
+/// The running config's text and source (`GET /api/config`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RunningConfig {
+    /// The config file, or `command line`.
+    pub source: String,
+    pub text: String,
+}
+
+impl RunningConfig {
+    /// `text` loaded from `source`, with the value of every `token = "..."` line replaced.
+    pub fn redacted(source: String, text: &str) -> RunningConfig {
+        let text = text
+            .lines()
+            .map(|line| {
+                let key = line.split('=').next().unwrap_or("").trim();
+                if key == "token" && line.contains('=') {
+                    let indent = &line[..line.len() - line.trim_start().len()];
+                    format!("{indent}token = \"<redacted>\"")
+                } else {
+                    line.to_string()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        RunningConfig { source, text }
     }
 }
 
