@@ -1,7 +1,7 @@
 //! Per-target health, written by the control plane's active checker and by workers on failed
 //! connects (rare events), read by workers on every target choice.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -23,18 +23,24 @@ pub struct PassiveHealth {
 /// The health of one target.
 #[derive(Debug)]
 pub struct TargetHealth {
-    /// Set by the active checker; true when no checker runs.
-    active_up: AtomicBool,
+    /// Why the target is out regardless of passive health: [`ACTIVE_DOWN`] (the active checker's
+    /// verdict) and [`DRAINED`] (an operator's), in one word so choosing a target reads one flag.
+    out: AtomicU8,
     /// Passive down time ends at this [`now_ms`] value (0: not down).
     passive_down_until: AtomicU64,
     /// Consecutive failed connects seen by workers.
     passive_failures: AtomicU32,
 }
 
+/// [`TargetHealth`] flag: the active checker says down.
+const ACTIVE_DOWN: u8 = 1;
+/// [`TargetHealth`] flag: drained by an operator (no new connections or requests).
+const DRAINED: u8 = 2;
+
 impl Default for TargetHealth {
     fn default() -> Self {
         TargetHealth {
-            active_up: AtomicBool::new(true),
+            out: AtomicU8::new(0),
             passive_down_until: AtomicU64::new(0),
             passive_failures: AtomicU32::new(0),
         }
@@ -45,7 +51,7 @@ impl TargetHealth {
     /// Whether workers may send new connections to this target now.
     #[inline]
     pub fn is_available(&self) -> bool {
-        if !self.active_up.load(Relaxed) {
+        if self.out.load(Relaxed) != 0 {
             return false;
         }
         let until = self.passive_down_until.load(Relaxed);
@@ -65,12 +71,33 @@ impl TargetHealth {
 
     /// The active checker's verdict.
     pub fn is_active_up(&self) -> bool {
-        self.active_up.load(Relaxed)
+        self.out.load(Relaxed) & ACTIVE_DOWN == 0
+    }
+
+    /// Whether an operator drained the target.
+    pub fn is_drained(&self) -> bool {
+        self.out.load(Relaxed) & DRAINED != 0
+    }
+
+    /// Drains the target (no new connections or requests go to it; open ones finish) or takes
+    /// it back; returns whether that changed anything.
+    pub fn set_drained(&self, drained: bool) -> bool {
+        let before = if drained {
+            self.out.fetch_or(DRAINED, Relaxed)
+        } else {
+            self.out.fetch_and(!DRAINED, Relaxed)
+        };
+        (before & DRAINED != 0) != drained
     }
 
     /// Records the active checker's verdict; returns whether it changed.
     pub fn set_active_up(&self, up: bool) -> bool {
-        let changed = self.active_up.swap(up, Relaxed) != up;
+        let before = if up {
+            self.out.fetch_and(!ACTIVE_DOWN, Relaxed)
+        } else {
+            self.out.fetch_or(ACTIVE_DOWN, Relaxed)
+        };
+        let changed = (before & ACTIVE_DOWN == 0) != up;
         if changed && up {
             // A target the checker sees come back gets a fresh start.
             self.passive_failures.store(0, Relaxed);
@@ -133,5 +160,21 @@ mod tests {
         assert!(h.set_active_up(true));
         assert!(h.is_available());
         assert!(!h.set_active_up(true));
+    }
+
+    #[test]
+    fn a_drained_target_is_out_whatever_its_health_says() {
+        let h = TargetHealth::default();
+        assert!(h.set_drained(true) && !h.set_drained(true));
+        assert!(!h.is_available() && h.is_drained() && h.is_active_up());
+        // The checker's verdicts do not undo a drain, nor the other way round.
+        assert!(h.set_active_up(false) && h.set_active_up(true));
+        assert!(!h.is_available());
+        assert!(h.set_drained(false));
+        assert!(h.is_available());
+        h.set_active_up(false);
+        h.set_drained(true);
+        h.set_drained(false);
+        assert!(!h.is_available() && !h.is_active_up());
     }
 }

@@ -256,3 +256,69 @@ fn config_and_upstreams_show_what_runs() {
         "no active check configured"
     );
 }
+
+#[test]
+fn a_drained_target_gets_no_requests_until_enabled_and_stays_drained_across_reloads() {
+    let a = HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nA"));
+    let b = HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nB"));
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{}\", \"{}\"]\n",
+        a.target(),
+        b.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut client = connect(port);
+    let mut served = |n: usize| -> String {
+        (0..n)
+            .map(|_| {
+                let (code, _, body) = common::http::send(&mut client, &common::http::get("/"));
+                assert_eq!(code, 200);
+                String::from_utf8(body).unwrap()
+            })
+            .collect()
+    };
+    let both = served(4);
+    assert!(both.contains('A') && both.contains('B'), "{both}");
+    let drain_b = format!("/api/upstreams/app/targets/{}/drain", b.target().replace(':', "%3A"));
+    let (status, body) = admin(admin_port, "POST", &drain_b, None);
+    assert_eq!(
+        (status, &body["drained"], &body["changed"]),
+        (200, &true.into(), &true.into()),
+        "{body}"
+    );
+    assert_eq!(served(6), "AAAAAA");
+    let (_, ups) = admin(admin_port, "GET", "/api/upstreams", None);
+    let shown = ups["upstreams"][0]["targets"].as_array().unwrap();
+    assert!(
+        shown
+            .iter()
+            .any(|t| t["target"] == b.target().as_str() && t["drained"] == true),
+        "{ups}"
+    );
+    // A reload that keeps the target keeps its drain.
+    assert_eq!(admin(admin_port, "POST", "/api/reload", None).0, 200);
+    assert_eq!(served(4), "AAAA");
+    let enable_b = format!("/api/upstreams/app/targets/{}/enable", b.target());
+    assert_eq!(admin(admin_port, "POST", &enable_b, None).0, 200);
+    let again = served(4);
+    assert!(again.contains('B'), "{again}");
+    // Unknown names are 404s, other methods 405.
+    assert_eq!(
+        admin(admin_port, "POST", "/api/upstreams/nope/targets/x/drain", None).0,
+        404
+    );
+    assert_eq!(
+        admin(admin_port, "POST", "/api/upstreams/app/targets/10.9.9.9:1/drain", None).0,
+        404
+    );
+    assert_eq!(
+        admin(admin_port, "POST", "/api/upstreams/app/targets/x/explode", None).0,
+        404
+    );
+    assert_eq!(admin(admin_port, "GET", &drain_b, None).0, 405);
+}

@@ -89,6 +89,14 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         return Answer::error(401, "this admin listener needs Authorization: Bearer <token>");
     }
     let path = request.path.as_str();
+    if let Some(rest) = path.strip_prefix("/api/upstreams/") {
+        if request.method != "POST" {
+            let mut answer = Answer::error(405, &format!("{path} takes POST"));
+            answer.allow = Some("POST");
+            return answer;
+        }
+        return drain(shared, rest);
+    }
     let Some(&(_, method)) = ENDPOINTS.iter().find(|(p, _)| *p == path) else {
         return Answer::error(404, &format!("no endpoint {path}"));
     };
@@ -150,6 +158,7 @@ fn upstreams(shared: &AdminShared) -> Answer {
                         "address": t.addr.to_string(),
                         "weight": t.weight,
                         "available": h.is_available(),
+                        "drained": h.is_drained(),
                         "active_check": u.health_check.as_ref().map(|_| if h.is_active_up() { "up" } else { "down" }),
                         "passive": {
                             "consecutive_failures": h.consecutive_failures(),
@@ -167,6 +176,80 @@ fn upstreams(shared: &AdminShared) -> Answer {
         })
         .collect();
     Answer::json(200, &json!({ "upstreams": upstreams }))
+}
+
+/// `POST /api/upstreams/{upstream}/targets/{target}/drain` (or `/enable`): the target (as
+/// written in the config, or its resolved address; `%3A` for `:` is understood) gets no new
+/// connections or requests while drained. The mark lives in the target's shared health, which a
+/// reload keeps while the target stays in the config.
+fn drain(shared: &AdminShared, rest: &str) -> Answer {
+    let parsed = rest.split_once("/targets/").and_then(|(upstream, t)| {
+        let (target, action) = t.rsplit_once('/')?;
+        Some((percent_decode(upstream), percent_decode(target), action))
+    });
+    let Some((upstream, target, action)) = parsed else {
+        return Answer::error(
+            404,
+            "expected /api/upstreams/{upstream}/targets/{target}/drain or /enable",
+        );
+    };
+    let drained = match action {
+        "drain" => true,
+        "enable" => false,
+        other => return Answer::error(404, &format!("no action `{other}` (drain or enable)")),
+    };
+    let snapshot = shared.snapshot.load();
+    let Some(up) = snapshot.upstreams.iter().find(|u| u.name == upstream) else {
+        return Answer::error(404, &format!("no upstream `{upstream}`"));
+    };
+    let Some(t) = up
+        .targets
+        .iter()
+        .find(|t| t.name == target || t.addr.to_string() == target)
+    else {
+        return Answer::error(404, &format!("upstream `{upstream}` has no target `{target}`"));
+    };
+    let changed = t.health.set_drained(drained);
+    if changed {
+        log::info!(
+            "admin: upstream {upstream} target {}: {}",
+            t.name,
+            if drained {
+                "drained (no new connections or requests)"
+            } else {
+                "enabled"
+            }
+        );
+    }
+    Answer::json(
+        200,
+        &json!({ "upstream": up.name, "target": t.name, "drained": drained, "changed": changed }),
+    )
+}
+
+/// `%XX` escapes decoded (anything malformed is kept as written).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (
+            bytes[i],
+            bytes.get(i + 1).copied().and_then(hex),
+            bytes.get(i + 2).copied().and_then(hex),
+        ) {
+            (b'%', Some(hi), Some(lo)) => {
+                out.push((hi * 16 + lo) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 async fn reload(shared: &AdminShared) -> Answer {
