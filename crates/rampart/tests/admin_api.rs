@@ -322,3 +322,108 @@ fn a_drained_target_gets_no_requests_until_enabled_and_stays_drained_across_relo
     );
     assert_eq!(admin(admin_port, "GET", &drain_b, None).0, 405);
 }
+
+/// One scraped sample: metric name, sorted labels, value.
+type Sample = (String, Vec<(String, String)>, f64);
+
+/// `GET /metrics`, parsed by a Prometheus text-format parser.
+fn scrape(port: u16) -> Vec<Sample> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    assert!(
+        head.starts_with("HTTP/1.1 200") && head.contains("application/openmetrics-text"),
+        "{head}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    let scraped = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
+    scraped
+        .samples
+        .into_iter()
+        .map(|s| {
+            let value = match s.value {
+                prometheus_parse::Value::Counter(v)
+                | prometheus_parse::Value::Gauge(v)
+                | prometheus_parse::Value::Untyped(v) => v,
+                other => panic!("{}: unexpected {other:?}", s.metric),
+            };
+            let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            labels.sort();
+            (s.metric, labels, value)
+        })
+        .collect()
+}
+
+fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
+    let mut want: Vec<(String, String)> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    want.sort();
+    samples
+        .iter()
+        .find(|(n, l, _)| n == name && *l == want)
+        .unwrap_or_else(|| panic!("no {name}{labels:?} in {samples:?}"))
+        .2
+}
+
+#[test]
+fn metrics_parse_and_move_with_reloads_drains_and_dead_targets() {
+    let live = HttpBackend::start(Reply::Echo);
+    let dead = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{}\", \"{dead}\"]\npassive_backoff = \"60s\"\n",
+        live.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    let first = scrape(admin_port);
+    assert_eq!(value(&first, "rampart_workers", &[]), 2.0);
+    assert_eq!(
+        value(&first, "rampart_build_info", &[("version", env!("CARGO_PKG_VERSION"))]),
+        1.0
+    );
+    assert_eq!(
+        value(&first, "rampart_config_reloads_total", &[("result", "success")]),
+        0.0
+    );
+    assert!(value(&first, "process_open_fds", &[]) > 0.0);
+    assert!(value(&first, "process_resident_memory_bytes", &[]) > 0.0);
+    let live_target = live.target();
+    let live_labels = [("upstream", "app"), ("target", live_target.as_str())];
+    assert_eq!(value(&first, "rampart_target_up", &live_labels), 1.0);
+    // The dead target goes down after a request tried it.
+    for _ in 0..4 {
+        let (code, _, _) = common::http::send(&mut connect(port), &common::http::get("/"));
+        assert_eq!(code, 200);
+    }
+    let dead_labels = [("upstream", "app"), ("target", dead.as_str())];
+    assert_eq!(value(&scrape(admin_port), "rampart_target_up", &dead_labels), 0.0);
+    // A drain shows, and so do reloads, good and bad.
+    let drain = format!("/api/upstreams/app/targets/{}/drain", live.target());
+    assert_eq!(admin(admin_port, "POST", &drain, None).0, 200);
+    assert_eq!(admin(admin_port, "POST", "/api/reload", None).0, 200);
+    write_file(dir.path(), "rampart.toml", "[listeners.broken]\n");
+    assert_eq!(admin(admin_port, "POST", "/api/reload", None).0, 422);
+    let after = scrape(admin_port);
+    assert_eq!(value(&after, "rampart_target_drained", &live_labels), 1.0);
+    assert_eq!(value(&after, "rampart_target_up", &live_labels), 0.0);
+    assert_eq!(
+        value(&after, "rampart_config_reloads_total", &[("result", "success")]),
+        1.0
+    );
+    assert_eq!(
+        value(&after, "rampart_config_reloads_total", &[("result", "failure")]),
+        1.0
+    );
+    assert!(value(&after, "process_cpu_seconds_total", &[]) >= 0.0);
+}

@@ -81,6 +81,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("/api/reload", "POST"),
     ("/api/config", "GET"),
     ("/api/upstreams", "GET"),
+    ("/metrics", "GET"),
 ];
 
 /// Answers one request.
@@ -116,6 +117,12 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         "/api/reload" => reload(shared).await,
         "/api/config" => Answer::json(200, &serde_json::to_value(&**shared.config.load()).unwrap_or_default()),
         "/api/upstreams" => upstreams(shared),
+        "/metrics" => Answer {
+            status: 200,
+            content_type: super::metrics::CONTENT_TYPE,
+            body: super::metrics::render(shared).into_bytes(),
+            allow: None,
+        },
         _ => Answer::error(404, &format!("no endpoint {path}")),
     }
 }

@@ -3,6 +3,7 @@
 //! state the control loop publishes and sends it commands (reload) over a channel.
 //!
 //! - [`api`]: the endpoints.
+//! - [`metrics`]: `GET /metrics`.
 //! - [`state`]: what the control loop shares with it.
 
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use rampart_proto::h1::{parse_request, Framing, Limits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod api;
+pub mod metrics;
 pub mod state;
 
 pub use state::{AdminShared, Command, ReloadOutcome};

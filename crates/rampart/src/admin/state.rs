@@ -96,6 +96,9 @@ pub struct Status {
     pub config: Option<ConfigFile>,
     /// The most recent reload, if there was one.
     pub last_reload: Option<LastReload>,
+    /// When the config in force was loaded (the start, or the last reload that applied), in
+    /// Unix seconds.
+    pub loaded_at: u64,
     pub reloads: ReloadCounts,
     pub listeners: Vec<ListenerStatus>,
 }
@@ -136,6 +139,7 @@ impl Status {
             workers,
             config,
             last_reload: None,
+            loaded_at: unix_now(),
             reloads: ReloadCounts::default(),
             listeners: listeners(snapshot),
         }
@@ -144,10 +148,11 @@ impl Status {
     /// Records a reload's outcome; `running` is the snapshot in force after it, `config` the
     /// file it came from (kept as it was when the reload did not apply).
     pub fn record_reload(&mut self, outcome: &ReloadOutcome, running: &Snapshot, config: Option<ConfigFile>) {
-        let at = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let at = unix_now();
         let (result, errors) = match outcome {
             ReloadOutcome::Applied { .. } => {
                 self.reloads.succeeded += 1;
+                self.loaded_at = at;
                 if config.is_some() {
                     self.config = config;
                 }
@@ -162,6 +167,10 @@ impl Status {
         self.last_reload = Some(LastReload { at, result, errors });
         self.listeners = listeners(running);
     }
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn listeners(snapshot: &Snapshot) -> Vec<ListenerStatus> {
