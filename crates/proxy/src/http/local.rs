@@ -25,6 +25,7 @@ pub fn reason(status: u16) -> &'static str {
         408 => "Request Timeout",
         413 => "Content Too Large",
         414 => "URI Too Long",
+        422 => "Unprocessable Content",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",

@@ -5,6 +5,8 @@ use std::sync::atomic::Ordering;
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
+use rampart_proxy::http::local::write_response;
+
 use super::state::{AdminShared, Command, ReloadOutcome};
 use super::Request;
 
@@ -32,44 +34,18 @@ impl Answer {
         Answer::json(status, &json!({ "error": message }))
     }
 
-    /// The answer as HTTP/1.1 bytes.
-    pub fn encode(&self, keep_alive: bool) -> Vec<u8> {
-        let mut out = format!(
-            "HTTP/1.1 {} {}\r\ncontent-type: {}\r\ncontent-length: {}\r\ncache-control: no-store\r\n",
-            self.status,
-            reason(self.status),
-            self.content_type,
-            self.body.len()
-        );
+    /// The answer as HTTP/1.1 bytes (written as Rampart's own answers are); `head_only` for HEAD.
+    pub fn encode(&self, keep_alive: bool, head_only: bool) -> Vec<u8> {
+        let mut headers = vec![("content-type", self.content_type), ("cache-control", "no-store")];
         if let Some(allow) = self.allow {
-            out.push_str(&format!("allow: {allow}\r\n"));
+            headers.push(("allow", allow));
         }
         if self.status == 401 {
-            out.push_str("www-authenticate: Bearer realm=\"rampart\"\r\n");
+            headers.push(("www-authenticate", "Bearer realm=\"rampart\""));
         }
-        if !keep_alive {
-            out.push_str("connection: close\r\n");
-        }
-        out.push_str("\r\n");
-        let mut bytes = out.into_bytes();
-        bytes.extend_from_slice(&self.body);
-        bytes
-    }
-}
-
-fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        422 => "Unprocessable Content",
-        431 => "Request Header Fields Too Large",
-        503 => "Service Unavailable",
-        _ => "",
+        let mut out = Vec::with_capacity(256 + self.body.len());
+        write_response(&mut out, self.status, &headers, &self.body, !keep_alive, head_only);
+        out
     }
 }
 

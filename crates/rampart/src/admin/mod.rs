@@ -105,13 +105,14 @@ async fn serve_connection(mut stream: impl AsyncRead + AsyncWrite + Unpin, share
             Ok(Ok(None)) => return,
             Ok(Err(status)) => {
                 let answer = api::Answer::error(status, "malformed request");
-                let _ = stream.write_all(&answer.encode(false)).await;
+                let _ = stream.write_all(&answer.encode(false, false)).await;
                 return;
             }
             Err(_) => return,
         };
         let answer = api::handle(&shared, &request).await;
-        if stream.write_all(&answer.encode(request.keep_alive)).await.is_err() || !request.keep_alive {
+        let bytes = answer.encode(request.keep_alive, request.method == "HEAD");
+        if stream.write_all(&bytes).await.is_err() || !request.keep_alive {
             return;
         }
     }
