@@ -95,27 +95,9 @@ impl Source {
                     tls: Vec::new(),
                     access_log: None,
                 };
-                let compiled = simple_l4(&spec, live).map_err(|e| e.to_string())?;
-                Ok(Loaded {
-                    text: spec.to_toml(),
-                    ..Loaded::from(Compiled {
-                        workers: None,
-                        pin: false,
-                        ..compiled
-                    })
-                })
+                load_command_line(&spec, live)
             }
-            Source::Fixed(spec) => {
-                let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
-                Ok(Loaded {
-                    text: spec.to_toml(),
-                    ..Loaded::from(Compiled {
-                        workers: None,
-                        pin: false,
-                        ..compiled
-                    })
-                })
-            }
+            Source::Fixed(spec) => load_command_line(spec, live),
         }
     }
 
@@ -136,6 +118,20 @@ impl Source {
             _ => true,
         }
     }
+}
+
+/// Compiles the config a command line stands for; its `[global]` start settings do not apply
+/// (the command line's own flags do).
+fn load_command_line(spec: &SimpleL4, live: &mut LiveState) -> Result<Loaded, String> {
+    let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
+    Ok(Loaded {
+        text: spec.to_toml(),
+        ..Loaded::from(Compiled {
+            workers: None,
+            pin: false,
+            ..compiled
+        })
+    })
 }
 
 fn sha256_hex(bytes: &[u8]) -> String {

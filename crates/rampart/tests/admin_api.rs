@@ -206,11 +206,7 @@ fn the_one_line_modes_take_admin_on_loopback_only() {
 #[test]
 fn config_and_upstreams_show_what_runs() {
     let backend = HttpBackend::start(Reply::Echo);
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = dead_target();
     let dir = tempfile::tempdir().unwrap();
     let (admin_port, port) = (free_port(), free_port());
     let text = format!(
@@ -371,11 +367,7 @@ fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
 #[test]
 fn metrics_parse_and_move_with_reloads_drains_and_dead_targets() {
     let live = HttpBackend::start(Reply::Echo);
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = dead_target();
     let dir = tempfile::tempdir().unwrap();
     let (admin_port, port) = (free_port(), free_port());
     let text = format!(

@@ -176,13 +176,7 @@ fn a_slow_upstream_is_504() {
 
 #[test]
 fn no_healthy_target_is_503_and_a_dead_target_is_skipped() {
-    let dead = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .to_string()
-    };
+    let dead = || dead_target();
     let dir = tempfile::tempdir().unwrap();
     let (_proxy, port) = http_gateway(dir.path(), &[dead(), dead()], "passive_backoff = \"1m\"");
     let mut client = connect(port);
@@ -265,12 +259,7 @@ fn http_health_checks_take_targets_down_and_bring_them_back() {
 #[test]
 fn an_outage_is_logged_once_then_summarised_not_once_per_request() {
     let dir = tempfile::tempdir().unwrap();
-    // An address where nothing listens (bound, then closed).
-    let dead = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .to_string();
+    let dead = dead_target();
     let (mut proxy, port) = http_gateway(dir.path(), &[dead], "");
     let mut client = connect(port);
     for _ in 0..30 {

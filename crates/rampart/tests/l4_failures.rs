@@ -8,12 +8,6 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-/// An address where nothing listens (bound, then closed).
-fn dead_target() -> String {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    l.local_addr().unwrap().to_string()
-}
-
 #[test]
 fn failed_connects_go_to_the_next_target_so_clients_never_meet_a_dead_one() {
     let live = Backend::start("live", Behavior::TagEcho);

@@ -18,6 +18,15 @@ use std::time::{Duration, Instant};
 /// How long any wait in these tests may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(15);
 
+/// An address where nothing listens (bound, then closed).
+pub fn dead_target() -> String {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string()
+}
+
 /// A port that was free a moment ago (the proxy binds one socket per worker, so port 0 won't do).
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
