@@ -186,8 +186,9 @@ fn the_one_line_modes_take_admin_on_loopback_only() {
     let (status, body) = admin(admin_port, "POST", "/api/reload", None);
     assert_eq!(status, 422, "{body}");
     assert!(body["error"].as_str().unwrap().contains("nothing to reload"));
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args([
+    let (code, _, err) = run_rampart(
+        dir.path(),
+        &[
             "tcp",
             "--listen",
             "127.0.0.1:1",
@@ -195,11 +196,9 @@ fn the_one_line_modes_take_admin_on_loopback_only() {
             "127.0.0.1:2",
             "--admin",
             "0.0.0.0:9901",
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(1));
-    let err = String::from_utf8_lossy(&out.stderr);
+        ],
+    );
+    assert_eq!(code, 1);
     assert!(err.contains("--admin 0.0.0.0:9901: only a loopback address"), "{err}");
 }
 

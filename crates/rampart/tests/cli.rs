@@ -2,28 +2,13 @@
 
 mod common;
 
-use std::process::Command;
-
 use common::*;
-
-fn rampart(dir: &std::path::Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 #[test]
 fn check_accepts_a_good_file_with_a_summary() {
     let dir = tempfile::tempdir().unwrap();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/l4-full.toml");
-    let (code, out, _) = rampart(dir.path(), &["check", "-c", example]);
+    let (code, out, _) = run_rampart(dir.path(), &["check", "-c", example]);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(out.contains(": ok: 2 listener(s), 2 upstream(s), 5 target(s)"), "{out}");
@@ -34,7 +19,7 @@ fn check_reports_each_error_with_its_place() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = "[listeners.web]\nbind = \"127.0.0.1:99999\"\nupstream = \"nope\"\n\n[upstreams.app]\ntargets = [\"127.0.0.1:1\"]\nbalance = \"random\"\n";
     let path = write_file(dir.path(), "bad.toml", cfg);
-    let (code, out, err) = rampart(dir.path(), &["check", "-c", &path]);
+    let (code, out, err) = run_rampart(dir.path(), &["check", "-c", &path]);
     assert_eq!(code, 1);
     assert!(out.is_empty());
     let lines: Vec<&str> = err.lines().collect();
@@ -63,13 +48,13 @@ fn check_reports_unknown_keys_and_unreadable_files() {
         "bad.toml",
         "[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"a\"\ntimeout = \"5s\"\n",
     );
-    let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
+    let (code, _, err) = run_rampart(dir.path(), &["check", "-c", &path]);
     assert_eq!(code, 1);
     assert!(
         err.starts_with(&format!("{path}:4:1: unknown field `timeout`")),
         "{err}"
     );
-    let (code, _, err) = rampart(dir.path(), &["check", "-c", "missing.toml"]);
+    let (code, _, err) = run_rampart(dir.path(), &["check", "-c", "missing.toml"]);
     assert_eq!(code, 1);
     assert!(err.starts_with("missing.toml: cannot read"), "{err}");
 }
@@ -98,17 +83,17 @@ fn zero_config_start_reads_hosts_beside_it() {
 fn hosts_file_problems_name_the_file_and_line_and_exit_one() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port().to_string();
-    let (code, _, err) = rampart(dir.path(), &[&port]);
+    let (code, _, err) = run_rampart(dir.path(), &[&port]);
     assert_eq!(code, 1);
     assert!(err.contains("hosts: cannot read hosts file"), "{err}");
 
     write_file(dir.path(), "hosts", "# nothing yet\n\n");
-    let (code, _, err) = rampart(dir.path(), &[&port]);
+    let (code, _, err) = run_rampart(dir.path(), &[&port]);
     assert_eq!(code, 1);
     assert!(err.contains("hosts:1:1: no targets"), "{err}");
 
     write_file(dir.path(), "hosts", "127.0.0.1:1\n\n  127.0.0.1:notaport\n");
-    let (code, _, err) = rampart(dir.path(), &[&port]);
+    let (code, _, err) = run_rampart(dir.path(), &[&port]);
     assert_eq!(code, 1);
     assert!(
         err.contains("hosts:3:3: `127.0.0.1:notaport` has no valid port"),
@@ -116,7 +101,7 @@ fn hosts_file_problems_name_the_file_and_line_and_exit_one() {
     );
 
     let other = write_file(dir.path(), "backends.txt", "no-such-host.invalid:80\n");
-    let (code, _, err) = rampart(dir.path(), &[&port, "--hosts", &other]);
+    let (code, _, err) = run_rampart(dir.path(), &[&port, "--hosts", &other]);
     assert_eq!(code, 1);
     assert!(
         err.contains("backends.txt:1:1: cannot resolve `no-such-host.invalid`"),
@@ -127,12 +112,12 @@ fn hosts_file_problems_name_the_file_and_line_and_exit_one() {
 #[test]
 fn bad_command_lines_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", "127.0.0.1:1"]);
+    let (code, _, err) = run_rampart(dir.path(), &["tcp", "--listen", "127.0.0.1:1"]);
     assert_eq!(code, 2, "{err}");
-    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", "nowhere", "--to", "127.0.0.1:1"]);
+    let (code, _, err) = run_rampart(dir.path(), &["tcp", "--listen", "nowhere", "--to", "127.0.0.1:1"]);
     assert_eq!(code, 1);
     assert!(err.contains("--listen: `nowhere` is not a listen address"), "{err}");
-    let (code, _, err) = rampart(dir.path(), &["7777", "--balance", "fastest"]);
+    let (code, _, err) = run_rampart(dir.path(), &["7777", "--balance", "fastest"]);
     assert_eq!(code, 2);
     assert!(err.contains("possible values"), "{err}");
 }
@@ -140,14 +125,14 @@ fn bad_command_lines_are_refused() {
 #[test]
 fn a_mistyped_subcommand_is_a_usage_error() {
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = rampart(dir.path(), &["chek", "-c", "x.toml"]);
+    let (code, _, err) = run_rampart(dir.path(), &["chek", "-c", "x.toml"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unrecognized subcommand 'chek'"), "{err}");
     assert!(err.contains("a similar subcommand exists: 'check'"), "{err}");
-    let (code, _, err) = rampart(dir.path(), &["tcpp", "--listen", "127.0.0.1:1", "--to", "127.0.0.1:2"]);
+    let (code, _, err) = run_rampart(dir.path(), &["tcpp", "--listen", "127.0.0.1:1", "--to", "127.0.0.1:2"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("a similar subcommand exists: 'tcp'"), "{err}");
-    let (code, _, err) = rampart(dir.path(), &["nowhere"]);
+    let (code, _, err) = run_rampart(dir.path(), &["nowhere"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("'nowhere' is neither [ADDR:]PORT"), "{err}");
 }
@@ -157,7 +142,7 @@ fn a_port_in_use_is_a_clear_error() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
+    let (code, _, err) = run_rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
     assert_eq!(code, 1);
     assert!(
         err.contains(&format!("rampart: {addr}: already in use by another process")),
@@ -170,7 +155,7 @@ fn a_bind_error_says_its_reason_once() {
     // 192.0.2.1 (TEST-NET-1) is no address of this machine.
     let addr = format!("192.0.2.1:{}", free_port());
     let dir = tempfile::tempdir().unwrap();
-    let (code, _, err) = rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
+    let (code, _, err) = run_rampart(dir.path(), &["tcp", "--listen", &addr, "--to", "127.0.0.1:1"]);
     assert_eq!(code, 1);
     assert!(err.contains(&format!("rampart: cannot listen on {addr}: ")), "{err}");
     assert_eq!(err.matches("os error").count(), 1, "{err}");
@@ -228,7 +213,7 @@ fn log_files_that_cannot_be_opened_are_refused_before_serving() {
     ] {
         let path = write_file(dir.path(), name, &cfg);
         let want = format!("{path}:{at}: cannot open {what} {missing}: {reason}");
-        let (code, _, err) = rampart(dir.path(), &["check", "-c", &path]);
+        let (code, _, err) = run_rampart(dir.path(), &["check", "-c", &path]);
         assert_eq!((code, err.trim()), (1, want.as_str()));
         let mut run = Rampart::spawn(dir.path(), &["run", "-c", &path]);
         assert_eq!(run.wait_exit(), 1, "{:?}", run.log);
@@ -308,7 +293,7 @@ fn the_http_one_liner_writes_an_access_log() {
     assert_eq!(proxy.stop(), 0);
     let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap();
     assert!(log.contains("\"GET /logged HTTP/1.1\" 200 "), "{log}");
-    let (code, _, err) = rampart(
+    let (code, _, err) = run_rampart(
         dir.path(),
         &[
             "tcp",

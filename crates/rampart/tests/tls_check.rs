@@ -4,22 +4,12 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
 
 use common::tls::*;
 use common::*;
 
 fn check(dir: &Path, cfg: &str) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
-        .args(["check", "-c", cfg])
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
+    run_rampart(dir, &["check", "-c", cfg])
 }
 
 /// A config with one TLS listener whose one certificate is (`cert`, `key`); writes it and returns

@@ -18,6 +18,20 @@ use std::time::{Duration, Instant};
 /// How long any wait in these tests may take before the test fails.
 pub const WAIT: Duration = Duration::from_secs(15);
 
+/// Runs `rampart ARGS` in `dir` to completion: exit code, stdout, stderr.
+pub fn run_rampart(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
+}
+
 /// An address where nothing listens (bound, then closed).
 pub fn dead_target() -> String {
     TcpListener::bind("127.0.0.1:0")
