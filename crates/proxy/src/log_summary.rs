@@ -3,7 +3,7 @@
 //! first occurrence of an event is logged; later ones are counted and reported as one line per
 //! [`WINDOW`]; the end of the outage is logged at info level with the total.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
@@ -14,6 +14,8 @@ pub const WINDOW: Duration = Duration::from_secs(10);
 #[derive(Default)]
 pub struct LogSummary {
     events: RefCell<HashMap<String, Event>>,
+    /// Whether any event is open: the one thing [`LogSummary::recovered`] reads on every request.
+    open: Cell<bool>,
 }
 
 struct Event {
@@ -35,6 +37,7 @@ impl LogSummary {
                 event.total += 1;
             }
             None => {
+                self.open.set(true);
                 log::warn!("{}", message());
                 let now = Instant::now();
                 events.insert(
@@ -53,13 +56,16 @@ impl LogSummary {
     /// The event `key` is over (a request to that upstream found a target): says so at info level
     /// with how often it happened, if it was happening. Costs nothing while no event is open.
     pub fn recovered(&self, key: impl FnOnce() -> String) {
-        if self.events.borrow().is_empty() {
+        if !self.open.get() {
             return;
         }
         let key = key();
-        let Some(event) = self.events.borrow_mut().remove(&key) else {
+        let mut events = self.events.borrow_mut();
+        let Some(event) = events.remove(&key) else {
             return;
         };
+        self.open.set(!events.is_empty());
+        drop(events);
         if event.unreported > 0 {
             log::warn!("{key}: {} more time(s) since the last report", event.unreported);
         }
