@@ -219,6 +219,7 @@ impl Checker<'_> {
             .workers
             .as_ref()
             .and_then(|w| self.count(w, "workers", 1, 1024));
+        live.fix_workers(workers);
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
         if let Some(path) = &raw.global.session_log {
             self.log_file("session log", path);
@@ -308,7 +309,7 @@ impl Checker<'_> {
             }
         };
         let protocol = if http {
-            self.http_listener(name.get_ref(), l, &index, &known)
+            self.http_listener(name.get_ref(), l, &index, &known, live)
                 .map(|h| ListenerProtocol::Http(Box::new(h)))
         } else {
             match &l.upstream {
@@ -373,6 +374,7 @@ impl Checker<'_> {
             protocol: protocol?,
             max_connections: max_connections?,
             open_connections: live.open_connections(bind),
+            metrics: live.listener_metrics(name.get_ref()),
             idle_timeout,
             buffer_size,
             proxy_protocol_from,

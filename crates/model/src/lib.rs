@@ -10,6 +10,7 @@
 //! - [`route`]: HTTP routes: matchers, actions, filters.
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
 //! - [`health`]: per-target health shared between checkers and workers.
+//! - [`metrics`]: traffic counters, one cell per worker, summed on a scrape.
 //! - [`net`]: IP networks (`10.0.0.0/8`).
 //! - [`tls`]: TLS on listeners (certificates by SNI) and to upstreams.
 //! - [`defaults`]: the default of every optional setting.
@@ -18,6 +19,7 @@
 pub mod balance;
 pub mod defaults;
 pub mod health;
+pub mod metrics;
 pub mod net;
 pub mod route;
 pub mod snapshot;

@@ -11,6 +11,8 @@ pub struct Route {
     pub matcher: RouteMatcher,
     pub action: RouteAction,
     pub filters: RouteFilters,
+    /// Traffic counters, kept across reloads for the same listener and route name.
+    pub metrics: std::sync::Arc<crate::metrics::PerWorker<crate::metrics::RouteCells>>,
 }
 
 /// Every condition present must hold.

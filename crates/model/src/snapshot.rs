@@ -14,6 +14,7 @@ use rampart_proto::proxy_protocol::ProxyVersion;
 use crate::balance::{client_hash, BalancePolicy, HashKey, Maglev};
 use crate::defaults;
 pub use crate::health::{PassiveHealth, TargetHealth};
+use crate::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, UpstreamCells};
 use crate::net::IpNet;
 use crate::tls::{ListenerTls, TargetTlsName, UpstreamTls};
 
@@ -51,6 +52,8 @@ pub struct Listener {
     pub proxy_header_timeout: Duration,
     /// TLS terminated here (after any PROXY header), if configured.
     pub tls: Option<Arc<ListenerTls>>,
+    /// Traffic counters, kept across reloads for the same listener name.
+    pub metrics: Arc<PerWorker<ListenerCells>>,
 }
 
 impl Listener {
@@ -108,6 +111,8 @@ pub struct HttpListener {
     pub keepalive_timeout: Duration,
     /// Where and how this listener logs requests, if it does.
     pub access_log: Option<(Arc<std::path::Path>, AccessLogFormat)>,
+    /// Counters of the requests that matched no route (and of those whose head could not be read).
+    pub unrouted: Arc<PerWorker<RouteCells>>,
 }
 
 /// Access log line formats.
@@ -174,6 +179,8 @@ pub struct Upstream {
     pub http: HttpUpstream,
     /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).
     pub tls: Option<UpstreamTls>,
+    /// Traffic counters, kept across reloads for the same upstream name.
+    pub metrics: Arc<PerWorker<UpstreamCells>>,
 }
 
 impl Upstream {
@@ -199,6 +206,8 @@ pub struct Target {
     pub health: Arc<TargetHealth>,
     /// The name its certificate is verified against, when the upstream speaks TLS.
     pub tls_name: Option<TargetTlsName>,
+    /// Traffic counters, kept across reloads for the same upstream and target name.
+    pub metrics: Arc<PerWorker<TargetCells>>,
 }
 
 /// Active TCP health checking of every target of an upstream.

@@ -8,6 +8,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+use rampart_model::metrics::RefusedReason;
 use rampart_model::tls::ListenerTls;
 use rampart_model::{Listener, ListenerProtocol, Snapshot};
 use rampart_proto::proxy_protocol::{self, ProxyAddresses};
@@ -53,8 +54,11 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         return;
     };
     let spec = &snapshot.listeners[index];
+    let cells = spec.metrics.worker(ctx.id);
+    cells.accepted.add(1);
     let Some(slot) = ConnSlot::take(&listener, spec.max_connections) else {
         bump(&ctx.counters.rejected_over_limit, 1);
+        cells.refused(RefusedReason::Limit).add(1);
         record_refusal(ctx, &snapshot, spec, peer, accepted, StageRefusal::OverConnectionLimit);
         return;
     };
@@ -73,6 +77,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         };
         if let Some(refusal) = refusal {
             bump(&ctx.counters.proxy_header_errors, 1);
+            cells.refused(RefusedReason::ProxyHeader).add(1);
             record_refusal(ctx, &snapshot, spec, peer, accepted, refusal);
             return;
         }
@@ -157,6 +162,7 @@ fn fail(
     failure: &HandshakeFailure,
 ) {
     bump(&ctx.counters.tls_handshake_failures, 1);
+    listener.metrics.worker(ctx.id).refused(RefusedReason::Tls).add(1);
     log::debug!(
         "listener {}: TLS handshake from {peer} failed: {failure}",
         listener.name

@@ -13,6 +13,7 @@ use crate::stream::Stream;
 use crate::balance::Tried;
 use crate::tls::accept::HandshakeFailure;
 use crate::worker::{bump, WorkerContext};
+use rampart_model::metrics::UpstreamErrorKind;
 use rampart_model::{Snapshot, Target, Upstream};
 
 /// Why no upstream connection could be made.
@@ -78,6 +79,7 @@ pub async fn connect_upstream(
         let attempt = tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header));
         match attempt.await {
             Ok(Ok(stream)) => {
+                target.metrics.worker(ctx.id).opened.add(1);
                 target.health.record_connect_success();
                 ctx.log_summary.recovered(|| failed_key(&upstream.name, &target.name));
                 ctx.log_summary.recovered(|| no_target_key(&upstream.name));
@@ -95,6 +97,11 @@ pub async fn connect_upstream(
                         ConnectFailure::Failed { timed_out: true },
                     ),
                 };
+                let kind = match last {
+                    ConnectFailure::Tls => UpstreamErrorKind::Tls,
+                    _ => UpstreamErrorKind::Connect,
+                };
+                target.metrics.worker(ctx.id).error(kind).add(1);
                 ctx.log_summary.warn(&failed_key(&upstream.name, &target.name), || {
                     format!(
                         "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",

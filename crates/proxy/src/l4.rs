@@ -66,10 +66,14 @@ pub async fn serve(
         tls: conn.stream.tls_info().map(|t| t.to_owned_info()),
     };
     let result = proxy(ctx, &mut session, conn).await;
+    let cells = listener.metrics.worker(ctx.id);
     if let Ok(outcome) = &result {
         bump(&ctx.counters.bytes_up, outcome.bytes_up);
         bump(&ctx.counters.bytes_down, outcome.bytes_down);
+        cells.bytes_in.add(outcome.bytes_up);
+        cells.bytes_out.add(outcome.bytes_down);
     }
+    cells.session_duration.observe(accepted.elapsed());
     record(ctx, &session, result);
 }
 
@@ -123,6 +127,8 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     }
 
     ctx.track_open(snapshot, up_index, target, true);
+    let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
+    target_cells.active.up();
     let outcome = relay(
         ctx,
         &mut client,
@@ -131,6 +137,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
         listener.buffer_size,
     )
     .await;
+    target_cells.active.down();
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
 }

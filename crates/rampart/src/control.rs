@@ -41,16 +41,14 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
 
-    let mut live = LiveState::default();
+    // The command line's worker count wins; else the first load fixes it (the config's, or one
+    // per CPU). Metric cells are made per worker, so reloads keep it.
+    let mut live = LiveState::new(args.workers.map(usize::from));
     let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
     for warning in &loaded.warnings {
         log::warn!("{warning}");
     }
-    let workers = args
-        .workers
-        .map(usize::from)
-        .or(loaded.workers)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let workers = live.workers();
     let pin = args.pin || loaded.pin;
     let session_path = loaded.snapshot.session_log.as_deref().map(Path::to_path_buf);
     let session_log = SessionLogWriter::start(session_path.clone()).with_context(|| {

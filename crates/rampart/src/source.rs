@@ -31,7 +31,6 @@ pub enum Source {
 /// A loaded config.
 pub struct Loaded {
     pub snapshot: Snapshot,
-    pub workers: Option<usize>,
     pub pin: bool,
     /// `file:line:col: message` lines that do not stop the load (a certificate near expiry).
     pub warnings: Vec<String>,
@@ -48,7 +47,6 @@ impl Loaded {
     fn from(compiled: Compiled) -> Loaded {
         Loaded {
             snapshot: compiled.snapshot,
-            workers: compiled.workers,
             pin: compiled.pin,
             warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
             admin: compiled.admin,
@@ -126,11 +124,7 @@ fn load_command_line(spec: &SimpleL4, live: &mut LiveState) -> Result<Loaded, St
     let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
     Ok(Loaded {
         text: spec.to_toml(),
-        ..Loaded::from(Compiled {
-            workers: None,
-            pin: false,
-            ..compiled
-        })
+        ..Loaded::from(Compiled { pin: false, ..compiled })
     })
 }
 

@@ -11,7 +11,7 @@ use rampart_proto::h1::Limits;
 use regex::bytes::Regex;
 use toml::Spanned;
 
-use super::Checker;
+use super::{Checker, LiveState};
 use crate::raw::{RawHeaderOps, RawListener, RawMatch, RawRoute};
 use rampart_model::defaults;
 
@@ -23,6 +23,7 @@ impl Checker<'_> {
         l: &RawListener,
         upstream_index: &dyn Fn(&str) -> Option<usize>,
         upstream_names: &str,
+        live: &mut LiveState,
     ) -> Option<HttpListener> {
         let forwarded = match l.forwarded_headers.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
             None | Some(("append", _)) => ForwardedHeaders::Append,
@@ -54,7 +55,7 @@ impl Checker<'_> {
         });
         let mut routes = Vec::new();
         for (i, r) in l.routes.iter().enumerate() {
-            if let Some(route) = self.route(name, i, r, upstream_index, upstream_names) {
+            if let Some(route) = self.route(name, i, r, upstream_index, upstream_names, live) {
                 routes.push(route);
             }
         }
@@ -65,6 +66,7 @@ impl Checker<'_> {
                     matcher: RouteMatcher::default(),
                     action: RouteAction::Proxy { upstream },
                     filters: RouteFilters::default(),
+                    metrics: live.route_metrics(name, "default"),
                 }),
                 None => self.error(
                     up.span(),
@@ -88,6 +90,7 @@ impl Checker<'_> {
             client_header_timeout: self.duration(&l.client_header_timeout, defaults::CLIENT_HEADER_TIMEOUT),
             keepalive_timeout: self.duration(&l.keepalive_timeout, defaults::KEEPALIVE_TIMEOUT),
             access_log,
+            unrouted: live.route_metrics(name, ""),
         })
     }
 
@@ -98,6 +101,7 @@ impl Checker<'_> {
         r: &Spanned<RawRoute>,
         upstream_index: &dyn Fn(&str) -> Option<usize>,
         upstream_names: &str,
+        live: &mut LiveState,
     ) -> Option<Route> {
         let span = r.span();
         let r = r.get_ref();
@@ -186,7 +190,6 @@ impl Checker<'_> {
             .as_ref()
             .map(|_| self.size(&r.max_body_size, 0, 0, u64::MAX / 2) as u64);
         Some(Route {
-            name,
             matcher,
             action,
             filters: RouteFilters {
@@ -196,6 +199,8 @@ impl Checker<'_> {
                 response_headers: header_ops(&r.response_headers),
                 max_body_size,
             },
+            metrics: live.route_metrics(listener, &name),
+            name,
         })
     }
 

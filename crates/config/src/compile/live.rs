@@ -6,12 +6,13 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use rampart_model::health::TargetHealth;
+use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, UpstreamCells};
 use rampart_model::Snapshot;
 
 use super::tls;
 
-/// State that outlives one snapshot: target health and listener connection counts, keyed so that
-/// a reload which keeps a target or a listener keeps its state too.
+/// State that outlives one snapshot: target health, listener connection counts and traffic
+/// counters, keyed so that a reload which keeps a target, listener or route keeps its state too.
 #[derive(Debug, Default)]
 pub struct LiveState {
     generation: u64,
@@ -19,9 +20,70 @@ pub struct LiveState {
     open: HashMap<SocketAddr, Arc<AtomicUsize>>,
     /// TLS ticket keys and session caches by listener address.
     tls: HashMap<SocketAddr, tls::Resumption>,
+    /// The number of workers, fixed by the first load (metric cells are made per worker).
+    workers: Option<usize>,
+    metrics: MetricCells,
+}
+
+/// Traffic counters by the names that label them.
+#[derive(Debug, Default)]
+struct MetricCells {
+    listeners: HashMap<String, Arc<PerWorker<ListenerCells>>>,
+    /// By listener and route name; the route name `""` holds requests that matched no route.
+    routes: HashMap<(String, String), Arc<PerWorker<RouteCells>>>,
+    upstreams: HashMap<String, Arc<PerWorker<UpstreamCells>>>,
+    targets: HashMap<(String, String), Arc<PerWorker<TargetCells>>>,
 }
 
 impl LiveState {
+    /// State for a process whose worker count the command line fixed (or `None` to take it from
+    /// the first config loaded, else one per CPU).
+    pub fn new(workers: Option<usize>) -> Self {
+        LiveState {
+            workers,
+            ..Default::default()
+        }
+    }
+
+    /// The number of workers: fixed by the first load (by the command line, the config's
+    /// `workers`, or one per CPU) and kept by every reload.
+    pub fn workers(&self) -> usize {
+        self.workers.unwrap_or(1)
+    }
+
+    /// Fixes the worker count at the first load; later loads keep it.
+    pub(super) fn fix_workers(&mut self, configured: Option<usize>) {
+        if self.workers.is_none() {
+            let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+            self.workers = Some(configured.unwrap_or(cpus));
+        }
+    }
+
+    pub(super) fn listener_metrics(&mut self, listener: &str) -> Arc<PerWorker<ListenerCells>> {
+        let workers = self.workers();
+        let cells = self.metrics.listeners.entry(listener.to_string());
+        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+    }
+
+    /// The cells of route `route` of `listener` (`""`: the requests that matched no route).
+    pub(super) fn route_metrics(&mut self, listener: &str, route: &str) -> Arc<PerWorker<RouteCells>> {
+        let workers = self.workers();
+        let cells = self.metrics.routes.entry((listener.to_string(), route.to_string()));
+        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+    }
+
+    pub(super) fn upstream_metrics(&mut self, upstream: &str) -> Arc<PerWorker<UpstreamCells>> {
+        let workers = self.workers();
+        let cells = self.metrics.upstreams.entry(upstream.to_string());
+        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+    }
+
+    pub(super) fn target_metrics(&mut self, upstream: &str, target: &str) -> Arc<PerWorker<TargetCells>> {
+        let workers = self.workers();
+        let cells = self.metrics.targets.entry((upstream.to_string(), target.to_string()));
+        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+    }
+
     pub(super) fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
         self.health.entry((upstream.to_string(), addr)).or_default().clone()
     }
@@ -63,5 +125,17 @@ impl LiveState {
             .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
         self.tls
             .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind && l.tls.is_some()));
+        let listener = |name: &str| snapshot.listeners.iter().find(|l| l.name == name);
+        let upstream = |name: &str| snapshot.upstreams.iter().find(|u| u.name == name);
+        let m = &mut self.metrics;
+        m.listeners.retain(|name, _| listener(name).is_some());
+        m.routes.retain(|(l, r), _| {
+            listener(l)
+                .and_then(|l| l.http())
+                .is_some_and(|h| r.is_empty() || h.routes.iter().any(|route| &route.name == r))
+        });
+        m.upstreams.retain(|name, _| upstream(name).is_some());
+        m.targets
+            .retain(|(u, t), _| upstream(u).is_some_and(|u| u.targets.iter().any(|x| &x.name == t)));
     }
 }

@@ -54,6 +54,7 @@ impl Checker<'_> {
                         weight: weight as u32,
                         health: live.target_health(name, addr),
                         tls_name: None,
+                        metrics: live.target_metrics(name, address),
                     })
                 }
                 Err(e) => self.error(t.span(), e),
@@ -172,6 +173,7 @@ impl Checker<'_> {
             health_check,
             http,
             tls,
+            metrics: live.upstream_metrics(name),
         })
     }
 

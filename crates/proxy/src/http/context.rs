@@ -7,10 +7,12 @@ use std::time::{Duration, Instant, SystemTime};
 use super::error::HttpError;
 
 /// One request's facts.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct RequestContext {
-    /// When the request began (monotonic and wall clock); set only when it is logged.
-    pub started: Option<(Instant, SystemTime)>,
+    /// When the request began: its first bytes were there to read.
+    pub began: Instant,
+    /// The wall-clock time it began; read only when the request is logged.
+    pub logged_at: Option<SystemTime>,
     /// The route taken: an index into the listener's routes.
     pub route: Option<usize>,
     /// The upstream and target chosen (indices into the snapshot the request was routed with).
@@ -29,12 +31,19 @@ pub struct RequestContext {
 }
 
 impl RequestContext {
-    /// A context for a request that is logged when `measure`.
-    pub fn new(measure: bool) -> Self {
+    /// A context for a request beginning now, logged when `logged`.
+    pub fn new(logged: bool) -> Self {
         RequestContext {
-            started: measure.then(|| (Instant::now(), SystemTime::now())),
+            began: Instant::now(),
+            logged_at: logged.then(SystemTime::now),
+            route: None,
+            upstream: None,
+            target: None,
+            status: 0,
+            bytes_out: 0,
+            upstream_time: None,
+            error: None,
             keep_client: true,
-            ..Default::default()
         }
     }
 

@@ -2,6 +2,7 @@
 //! status the client gets when nothing of the response has left yet, the name the access log
 //! records, and whether trying again on another connection is allowed.
 
+use rampart_model::metrics::UpstreamErrorKind;
 use rampart_proto::h1::H1Error;
 
 /// Which side of the proxy a failure came from.
@@ -136,6 +137,21 @@ impl HttpError {
         )
     }
 
+    /// How a failure of a chosen target counts in its error metrics; `None` for failures that are
+    /// not a target's (the client's, no target at all). Connect failures are counted where the
+    /// connect is tried ([`crate::connect::connect_upstream`]), so they are `None` here too.
+    pub fn target_error(self) -> Option<UpstreamErrorKind> {
+        use HttpError::*;
+        match self {
+            UpstreamWriteFailed { .. } | UpstreamReset | UpstreamClosedEarly => Some(UpstreamErrorKind::Reset),
+            UpstreamWriteTimeout | UpstreamTimeout | UpstreamReadTimeout | RequestTimeout => {
+                Some(UpstreamErrorKind::Timeout)
+            }
+            UpstreamBadResponse | UpstreamBadBody => Some(UpstreamErrorKind::BadResponse),
+            _ => None,
+        }
+    }
+
     /// Whether the client is answered at all: not when its connection is what failed.
     pub fn answerable(self) -> bool {
         self != HttpError::ClientGone
@@ -163,5 +179,19 @@ mod tests {
         assert!(!HttpError::UpstreamWriteFailed { body_sent: true }.retryable());
         assert!(!HttpError::UpstreamTimeout.retryable());
         assert!(!HttpError::ClientGone.answerable());
+        assert_eq!(
+            HttpError::UpstreamClosedEarly.target_error(),
+            Some(UpstreamErrorKind::Reset)
+        );
+        assert_eq!(
+            HttpError::UpstreamReadTimeout.target_error(),
+            Some(UpstreamErrorKind::Timeout)
+        );
+        assert_eq!(
+            HttpError::UpstreamBadBody.target_error(),
+            Some(UpstreamErrorKind::BadResponse)
+        );
+        assert_eq!(HttpError::ConnectFailed.target_error(), None);
+        assert_eq!(HttpError::ClientGone.target_error(), None);
     }
 }

@@ -17,6 +17,8 @@ pub struct IoBuf {
     data: Vec<u8>,
     start: usize,
     end: usize,
+    /// Bytes read from the stream since [`IoBuf::take_received`] last ran.
+    received: u64,
 }
 
 impl IoBuf {
@@ -70,6 +72,7 @@ impl IoBuf {
             Poll::Ready(Ok(())) => {
                 let n = read_buf.filled().len();
                 self.end += n;
+                self.received += n as u64;
                 Poll::Ready(Ok(n))
             }
             Poll::Ready(Err(e)) => Poll::Ready(Err(e)),
@@ -97,6 +100,11 @@ impl IoBuf {
             }
         }
         Ok(())
+    }
+
+    /// The bytes read from the stream since the last call (for the traffic counters).
+    pub fn take_received(&mut self) -> u64 {
+        std::mem::take(&mut self.received)
     }
 
     /// Appends `bytes` (received before this buffer existed, such as those behind a PROXY header).

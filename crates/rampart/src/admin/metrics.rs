@@ -1,15 +1,25 @@
 //! `GET /metrics`: the figures a scrape reads, encoded by prometheus-client (OpenMetrics text,
 //! which Prometheus scrapes). Each scrape builds a registry from the current values: the build,
-//! workers, reloads, every target's state, and the process's CPU, memory and descriptors.
+//! workers, reloads, every target's state, the traffic counters summed over workers (see
+//! [`super::traffic`]), and the process's CPU, memory and descriptors.
 
+use std::fmt;
+
+use prometheus_client::collector::Collector;
 use prometheus_client::encoding::text::encode;
+use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use rampart_model::metrics::{
+    HistogramTotal, RefusedReason, UpstreamErrorKind, CODE_CLASSES, LATENCY_BOUNDS, SESSION_BOUNDS,
+};
 
 use super::state::AdminShared;
+use super::traffic::TrafficTotals;
 
 /// The content type of [`render`]'s text.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -65,6 +75,8 @@ pub fn render(shared: &AdminShared) -> String {
         "1 while an operator drained the target",
         drained,
     );
+
+    registry.register_collector(Box::new(Traffic(TrafficTotals::read(&snapshot))));
 
     let process = ProcessStats::read();
     let cpu = Counter::<f64>::default();
@@ -133,5 +145,202 @@ impl ProcessStats {
         }
         stats.open_fds = std::fs::read_dir("/proc/self/fd").map_or(0, |d| d.count() as u64);
         stats
+    }
+}
+
+/// The traffic families, from one reading of the counters.
+#[derive(Debug)]
+struct Traffic(TrafficTotals);
+
+/// One sample's value.
+enum Value<'a> {
+    Counter(u64),
+    Gauge(i64),
+    Histogram(&'a HistogramTotal, &'static [f64]),
+}
+
+/// Encodes one family: its descriptor, then each labelled sample.
+fn family<'a>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: impl IntoIterator<Item = (Labels, Value<'a>)>,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in samples {
+        let mut sample = metric.encode_family(&labels)?;
+        match value {
+            Value::Counter(n) => sample.encode_counter::<NoLabelSet, _, u64>(&n, None)?,
+            Value::Gauge(n) => sample.encode_gauge(&n)?,
+            Value::Histogram(h, bounds) => {
+                let buckets: Vec<(f64, u64)> = h
+                    .buckets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &n)| (bounds.get(i).copied().unwrap_or(f64::MAX), n))
+                    .collect();
+                let sum = h.sum_nanos as f64 / 1e9;
+                sample.encode_histogram::<NoLabelSet>(sum, h.count(), &buckets, None)?
+            }
+        }
+    }
+    Ok(())
+}
+
+fn labels<const N: usize>(pairs: [(&'static str, &str); N]) -> Labels {
+    pairs.iter().map(|(k, v)| (*k, v.to_string())).collect()
+}
+
+impl Collector for Traffic {
+    fn encode(&self, mut e: DescriptorEncoder) -> fmt::Result {
+        use MetricType::{Counter, Gauge, Histogram};
+        let t = &self.0;
+        let listeners = &t.listeners;
+        let by_listener = |f: fn(&super::traffic::ListenerTotals) -> Value<'_>| {
+            listeners.iter().map(move |l| (labels([("listener", &l.name)]), f(l)))
+        };
+        family(
+            &mut e,
+            "rampart_connections_accepted",
+            "Connections accepted (before the connection limit, PROXY header and TLS handshake)",
+            Counter,
+            by_listener(|l| Value::Counter(l.accepted)),
+        )?;
+        family(
+            &mut e,
+            "rampart_connections_active",
+            "Connections open now",
+            Gauge,
+            by_listener(|l| Value::Gauge(l.active as i64)),
+        )?;
+        family(
+            &mut e,
+            "rampart_connections_refused",
+            "Connections closed by the connection stage, by reason (limit, proxy_header, tls)",
+            Counter,
+            listeners.iter().flat_map(|l| {
+                RefusedReason::ALL.iter().map(move |r| {
+                    let labels = labels([("listener", &l.name), ("reason", r.as_str())]);
+                    (labels, Value::Counter(l.refused[*r as usize]))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_bytes",
+            "Bytes from clients (in) and to clients (out)",
+            Counter,
+            listeners.iter().flat_map(|l| {
+                [("in", l.bytes_in), ("out", l.bytes_out)].map(|(direction, n)| {
+                    let labels = labels([("listener", &l.name), ("direction", direction)]);
+                    (labels, Value::Counter(n))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_tcp_session_duration_seconds",
+            "How long TCP sessions lasted, from accept to close",
+            Histogram,
+            listeners.iter().filter(|l| l.protocol == "tcp").map(|l| {
+                (
+                    labels([("listener", &l.name)]),
+                    Value::Histogram(&l.session_duration, &SESSION_BOUNDS),
+                )
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_http_requests",
+            "HTTP requests answered, by route and status class",
+            Counter,
+            t.routes.iter().flat_map(|r| {
+                CODE_CLASSES.iter().enumerate().map(move |(i, code)| {
+                    let labels = labels([("listener", &r.listener), ("route", &r.route), ("code", code)]);
+                    (labels, Value::Counter(r.requests[i]))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_http_request_duration_seconds",
+            "HTTP request time, from the first byte of the request to the end of the response",
+            Histogram,
+            t.routes.iter().map(|r| {
+                let labels = labels([("listener", &r.listener), ("route", &r.route)]);
+                (labels, Value::Histogram(&r.duration, &LATENCY_BOUNDS))
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_upstream_response_duration_seconds",
+            "From the request sent to the upstream to its response head",
+            Histogram,
+            t.upstreams.iter().map(|u| {
+                let labels = labels([("upstream", &u.name)]);
+                (labels, Value::Histogram(&u.response_duration, &LATENCY_BOUNDS))
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_upstream_retries",
+            "Requests sent again after a failure before any response byte",
+            Counter,
+            t.upstreams
+                .iter()
+                .map(|u| (labels([("upstream", &u.name)]), Value::Counter(u.retries))),
+        )?;
+        let targets = || {
+            t.upstreams
+                .iter()
+                .flat_map(|u| u.targets.iter().map(move |target| (u.name.as_str(), target)))
+        };
+        family(
+            &mut e,
+            "rampart_upstream_requests",
+            "Responses from each target, by status class",
+            Counter,
+            targets().flat_map(|(u, target)| {
+                CODE_CLASSES.iter().enumerate().map(move |(i, code)| {
+                    let labels = labels([("upstream", u), ("target", &target.name), ("code", code)]);
+                    (labels, Value::Counter(target.responses[i]))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_upstream_errors",
+            "Failed attempts on each target, by kind (connect, reset, timeout, bad_response, tls)",
+            Counter,
+            targets().flat_map(|(u, target)| {
+                UpstreamErrorKind::ALL.iter().map(move |kind| {
+                    let labels = labels([("upstream", u), ("target", &target.name), ("reason", kind.as_str())]);
+                    (labels, Value::Counter(target.errors[*kind as usize]))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_upstream_connections",
+            "Upstream connections: opened, or reused from the pool for a request",
+            Counter,
+            targets().flat_map(|(u, target)| {
+                [("opened", target.opened), ("reused", target.reused)].map(|(kind, n)| {
+                    let labels = labels([("upstream", u), ("target", &target.name), ("kind", kind)]);
+                    (labels, Value::Counter(n))
+                })
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_target_active",
+            "HTTP requests in flight to the target, or TCP sessions relayed to it, now",
+            Gauge,
+            targets().map(|(u, target)| {
+                let labels = labels([("upstream", u), ("target", &target.name)]);
+                (labels, Value::Gauge(target.active as i64))
+            }),
+        )
     }
 }

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub mod api;
 pub mod metrics;
 pub mod state;
+pub mod traffic;
 
 pub use state::{AdminShared, Command, ReloadOutcome};
 

@@ -42,8 +42,6 @@ pub struct ProxyRequest<'a> {
     pub upgrade: bool,
     pub max_body_size: Option<u64>,
     pub response_ops: &'a HeaderOps,
-    /// Measure the upstream time (for the access log); costs two clock reads.
-    pub measure: bool,
 }
 
 impl ProxyRequest<'_> {
@@ -80,6 +78,9 @@ pub async fn proxy<D: Downstream>(
         Ok(tunnel) => tunnel,
         Err(_) => {
             // The exchange is gone; what it recorded in the context is still there.
+            if let Some(target) = rctx.target {
+                count_target_error(ctx, req.upstream(), target, HttpError::RequestTimeout);
+            }
             answer_error(down, rctx, HttpError::RequestTimeout).await;
             None
         }
@@ -145,6 +146,7 @@ async fn exchange<D: Downstream>(
         let (target, mut conn, reused) = match pooled {
             Some(conn) => {
                 bump(&ctx.counters.upstream_reuses, 1);
+                up.targets[choice].metrics.worker(ctx.id).reused.add(1);
                 (choice, conn, true)
             }
             None => match connect(ctx, req, choice, &mut tried).await {
@@ -165,9 +167,8 @@ async fn exchange<D: Downstream>(
             sent_continue = true;
         }
 
-        let _in_flight = up.policy.uses_load().then(|| InFlight::new(ctx, req, target));
-        let latency_aware = up.policy == BalancePolicy::P2cEwma;
-        let started = (req.measure || latency_aware).then(Instant::now);
+        let _in_flight = InFlight::new(ctx, req, target);
+        let started = Instant::now();
         let sent = send_request(req, &mut conn, down, head_out, settings.write_timeout).await;
         let result = match sent {
             Ok(()) => {
@@ -179,17 +180,21 @@ async fn exchange<D: Downstream>(
                     at: started,
                 };
                 let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
-                if latency_aware {
-                    let took = rctx.upstream_time.or_else(|| started.map(|s| s.elapsed()));
-                    ctx.observe_latency(req.snapshot, req.upstream, target, took.unwrap_or_default());
+                if up.policy == BalancePolicy::P2cEwma {
+                    let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
+                    ctx.observe_latency(req.snapshot, req.upstream, target, took);
                 }
                 responded
             }
             Err(error) => Err(error),
         };
+        if let Err(error) = result {
+            count_target_error(ctx, up, target, error);
+        }
         match result {
             Err(error) if error.retryable() && req.repeatable() && retries_left > 0 => {
                 retries_left -= 1;
+                up.metrics.worker(ctx.id).retries.add(1);
                 if !reused {
                     tried.push(target);
                 }
@@ -200,6 +205,10 @@ async fn exchange<D: Downstream>(
             }
             Ok(Responded::Tunnel) => return Some(conn),
             Ok(Responded::Complete { reusable }) => {
+                // A failure after the head reached the client is in the context.
+                if let Some(error) = rctx.error {
+                    count_target_error(ctx, up, target, error);
+                }
                 if reusable {
                     let max = settings.pool_max_idle;
                     ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
@@ -256,29 +265,48 @@ async fn connect(
     Ok((target, conn))
 }
 
-/// Counts a request in flight to a target for the balancers that look at load.
+/// Counts a failure of `target` in its error metrics (when it is the target's).
+fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: HttpError) {
+    if let Some(kind) = error.target_error() {
+        up.targets[target].metrics.worker(ctx.id).error(kind).add(1);
+    }
+}
+
+/// Counts a request in flight to a target: in its `active` gauge, and for the balancers that look
+/// at load.
 struct InFlight<'a> {
     ctx: &'a WorkerContext,
     snapshot: &'a Snapshot,
     upstream: usize,
     target: usize,
+    load: bool,
 }
 
 impl<'a> InFlight<'a> {
     fn new(ctx: &'a WorkerContext, req: &ProxyRequest<'a>, target: usize) -> Self {
-        ctx.track_open(req.snapshot, req.upstream, target, true);
+        let up = req.upstream();
+        up.targets[target].metrics.worker(ctx.id).active.up();
+        let load = up.policy.uses_load();
+        if load {
+            ctx.track_open(req.snapshot, req.upstream, target, true);
+        }
         InFlight {
             ctx,
             snapshot: req.snapshot,
             upstream: req.upstream,
             target,
+            load,
         }
     }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
+        let up = &self.snapshot.upstreams[self.upstream];
+        up.targets[self.target].metrics.worker(self.ctx.id).active.down();
+        if self.load {
+            self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 use std::borrow::Cow;
 use std::time::Instant;
 
+use rampart_model::metrics::code_class;
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
 
 use super::ProxyRequest;
@@ -30,8 +31,8 @@ pub(super) enum Responded {
 pub(super) struct Sent {
     /// Rampart answered `100 Continue` itself (the upstream's own 100 is not relayed then).
     pub continued: bool,
-    /// When the request went out, if the response time is measured.
-    pub at: Option<Instant>,
+    /// When the request went out.
+    pub at: Instant,
 }
 
 /// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
@@ -108,7 +109,13 @@ async fn read_response<D: Downstream>(
             return Err(e);
         }
     };
-    rctx.upstream_time = started.map(|s| s.elapsed());
+    let took = started.elapsed();
+    rctx.upstream_time = Some(took);
+    let up = req.upstream();
+    up.metrics.worker(ctx.id).response_duration.observe(took);
+    if let Some(target) = rctx.target.and_then(|t| up.targets.get(t)) {
+        target.metrics.worker(ctx.id).responses[code_class(head.status)].add(1);
+    }
 
     let tunnel = head.status == 101 && req.upgrade;
     let mut body = BodyFraming::new(head.framing);

@@ -120,7 +120,6 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
             upgrade: false,
             max_body_size: None,
             response_ops: &ops,
-            measure: true,
         };
         let mut down = Recording::default();
         let mut rctx = RequestContext::new(true);

@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
+use rampart_model::metrics::code_class;
 use rampart_model::{HttpListener, Snapshot};
 use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
 
@@ -32,6 +33,10 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     };
     let end = connection.run().await;
     connection.release_idle();
+    // Bytes read after the last request (a partial head, say) count too.
+    let received = connection.inbuf.take_received();
+    let listener = &connection.snapshot.listeners[connection.listener];
+    listener.metrics.worker(ctx.id).bytes_in.add(received);
     if end == Next::Close && matches!(connection.stream, Stream::Tls(_)) {
         // A TLS client is told the close is deliberate (close_notify), as nginx and HAProxy do.
         connection.stream.shutdown_write();
@@ -215,12 +220,12 @@ impl<'a> Connection<'a> {
             bump(&self.ctx.counters.http_requests, 1);
             self.ensure_out();
             let follows = self.follow_reload();
-            if rctx.started.is_none() && self.http().access_log.is_some() {
+            if rctx.logged_at.is_none() && self.http().access_log.is_some() {
                 // A reload turned the access log on for this listener.
-                rctx = RequestContext::new(true);
+                rctx.logged_at = Some(std::time::SystemTime::now());
             }
             self.handle(&head, &mut rctx, follows).await;
-            self.write_access(Some(&head), &rctx);
+            self.finish(Some(&head), &rctx);
             if !rctx.keep_client {
                 return Next::Close;
             }
@@ -333,13 +338,32 @@ impl<'a> Connection<'a> {
         self.ensure_out();
         self.log_scratch.clear();
         self.fail(rctx, error, false, false).await;
-        self.write_access(None, rctx);
+        self.finish(None, rctx);
         self.stream.shutdown_write();
         drain_briefly(&mut self.stream).await;
     }
 
-    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext) {
-        let (Some((path, format)), Some((started, wall))) = (&self.http().access_log, rctx.started) else {
+    /// Counts a finished request in the listener's and route's metrics, and logs it.
+    fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext) {
+        let took = rctx.began.elapsed();
+        let id = self.ctx.id;
+        let listener = &self.snapshot.listeners[self.listener];
+        let cells = listener.metrics.worker(id);
+        cells.bytes_in.add(self.inbuf.take_received());
+        cells.bytes_out.add(rctx.bytes_out);
+        let http = self.http();
+        let route = rctx.route.and_then(|r| http.routes.get(r));
+        let route_cells = route.map_or(&http.unrouted, |r| &r.metrics).worker(id);
+        // A request that got no answer (its client went away first) has no status to count.
+        if rctx.status != 0 {
+            route_cells.requests[code_class(rctx.status)].add(1);
+            route_cells.duration.observe(took);
+        }
+        self.write_access(head, rctx, took);
+    }
+
+    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, took: Duration) {
+        let (Some((path, format)), Some(wall)) = (&self.http().access_log, rctx.logged_at) else {
             return;
         };
         let parts = captured(&self.log_scratch);
@@ -366,7 +390,7 @@ impl<'a> Connection<'a> {
             route: route.map_or("", |r| r.name.as_str()),
             upstream_target,
             upstream_time: rctx.upstream_time,
-            total_time: started.elapsed(),
+            total_time: took,
             error: rctx.error.map(HttpError::reason),
             tls: self.stream.tls_info(),
         };

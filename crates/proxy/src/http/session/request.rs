@@ -23,7 +23,7 @@ impl Connection<'_> {
     /// a reload removed this connection's listener: the request is answered under the previous
     /// config and the connection closes after it.
     pub(super) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, follows: bool) {
-        if rctx.started.is_some() {
+        if rctx.logged_at.is_some() {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
         let snapshot = self.snapshot.clone();
@@ -156,7 +156,6 @@ impl Connection<'_> {
                     upgrade: head.upgrade,
                     max_body_size: filters.max_body_size,
                     response_ops: &filters.response_headers,
-                    measure: rctx.started.is_some(),
                 };
                 self.inbuf.consume(head.len);
                 self.exchange(&req, rctx, keep, http10).await;
@@ -249,5 +248,7 @@ impl Connection<'_> {
         ))
         .await;
         rctx.bytes_out += done.bytes_down;
+        let listener = &self.snapshot.listeners[self.listener];
+        listener.metrics.worker(self.ctx.id).bytes_in.add(done.bytes_up);
     }
 }

@@ -1,0 +1,363 @@
+//! Traffic counters, written by the workers and summed by the admin side on a scrape.
+//!
+//! Every listener, route, upstream and target of a snapshot carries one [`PerWorker`] set of
+//! cells: one cell per worker, each on its own cache lines. A worker writes only its own cell
+//! (a plain load and store, no locked instruction, no lock), so counting a request touches no
+//! memory another worker writes. The label values (names) are fixed when the config is compiled,
+//! and a request reaches its cells through indices it already has: nothing is allocated or hashed
+//! per request. A reload that keeps a listener, route, upstream or target keeps its cells, so the
+//! counters only grow.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// A counter written by one thread only.
+#[derive(Debug, Default)]
+pub struct Count(AtomicU64);
+
+impl Count {
+    #[inline]
+    pub fn add(&self, n: u64) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(n), Relaxed);
+    }
+
+    #[inline]
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// A gauge written by one thread only; the sum over workers is the value (a worker's own share
+/// may be negative, as when a connection opened on one snapshot's cells ends on another's).
+#[derive(Debug, Default)]
+pub struct Level(AtomicU64);
+
+impl Level {
+    #[inline]
+    pub fn up(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_add(1), Relaxed);
+    }
+
+    #[inline]
+    pub fn down(&self) {
+        self.0.store(self.0.load(Relaxed).wrapping_sub(1), Relaxed);
+    }
+
+    /// This worker's share (two's complement: sum the shares with wrapping arithmetic).
+    pub fn get(&self) -> i64 {
+        self.0.load(Relaxed) as i64
+    }
+}
+
+/// Bucket upper bounds (seconds) of request and response durations.
+pub const LATENCY_BOUNDS: [f64; 14] = [
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Bucket upper bounds (seconds) of TCP session durations.
+pub const SESSION_BOUNDS: [f64; 12] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0];
+
+const fn nanos<const N: usize>(bounds: [f64; N]) -> [u64; N] {
+    let mut out = [0u64; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = (bounds[i] * 1e9) as u64;
+        i += 1;
+    }
+    out
+}
+
+const LATENCY_NANOS: [u64; 14] = nanos(LATENCY_BOUNDS);
+const SESSION_NANOS: [u64; 12] = nanos(SESSION_BOUNDS);
+
+/// A histogram written by one thread: a count per bucket (not cumulative; the last bucket is
+/// `+Inf`) and the sum of the observations in nanoseconds.
+#[derive(Debug)]
+pub struct Histogram<const N: usize> {
+    buckets: [Count; N],
+    sum_nanos: Count,
+}
+
+impl<const N: usize> Default for Histogram<N> {
+    fn default() -> Self {
+        Histogram {
+            buckets: std::array::from_fn(|_| Count::default()),
+            sum_nanos: Count::default(),
+        }
+    }
+}
+
+impl<const N: usize> Histogram<N> {
+    #[inline]
+    fn observe_in(&self, bounds: &[u64], took: Duration) {
+        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let bucket = bounds.iter().position(|&b| nanos <= b).unwrap_or(bounds.len());
+        self.buckets[bucket].add(1);
+        self.sum_nanos.add(nanos);
+    }
+
+    /// Adds this cell's buckets and sum into `into`.
+    pub fn add_to(&self, into: &mut HistogramTotal) {
+        if into.buckets.len() < N {
+            into.buckets.resize(N, 0);
+        }
+        for (total, bucket) in into.buckets.iter_mut().zip(&self.buckets) {
+            *total += bucket.get();
+        }
+        into.sum_nanos += self.sum_nanos.get();
+    }
+}
+
+/// Request and response durations: [`LATENCY_BOUNDS`] and `+Inf`.
+pub type LatencyHistogram = Histogram<15>;
+/// TCP session durations: [`SESSION_BOUNDS`] and `+Inf`.
+pub type SessionHistogram = Histogram<13>;
+
+impl LatencyHistogram {
+    #[inline]
+    pub fn observe(&self, took: Duration) {
+        self.observe_in(&LATENCY_NANOS, took);
+    }
+}
+
+impl SessionHistogram {
+    #[inline]
+    pub fn observe(&self, took: Duration) {
+        self.observe_in(&SESSION_NANOS, took);
+    }
+}
+
+/// A histogram summed over workers.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HistogramTotal {
+    /// Per bucket, not cumulative, the last one `+Inf`.
+    pub buckets: Vec<u64>,
+    pub sum_nanos: u64,
+}
+
+impl HistogramTotal {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+/// One cell per worker, each aligned to its own cache lines.
+#[derive(Debug)]
+pub struct PerWorker<C> {
+    cells: Box<[Padded<C>]>,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct Padded<C>(C);
+
+impl<C: Default> PerWorker<C> {
+    /// Cells for `workers` workers (at least one).
+    pub fn new(workers: usize) -> Self {
+        PerWorker {
+            cells: (0..workers.max(1)).map(|_| Padded::default()).collect(),
+        }
+    }
+}
+
+impl<C> PerWorker<C> {
+    /// Worker `id`'s cell. Every snapshot of a process has a cell per worker; an id past them
+    /// (which a correct caller never has) shares the last one rather than panic.
+    #[inline]
+    pub fn worker(&self, id: usize) -> &C {
+        debug_assert!(id < self.cells.len(), "worker {id} has no metric cell");
+        &self.cells[id.min(self.cells.len() - 1)].0
+    }
+
+    /// Every worker's cell, for summing.
+    pub fn iter(&self) -> impl Iterator<Item = &C> {
+        self.cells.iter().map(|p| &p.0)
+    }
+
+    /// How many workers this set was made for.
+    pub fn workers(&self) -> usize {
+        self.cells.len()
+    }
+}
+
+/// Response status classes, `1xx` to `5xx`.
+pub const CODE_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The index in [`CODE_CLASSES`] of `status` (out-of-range statuses count as `5xx`).
+#[inline]
+pub fn code_class(status: u16) -> usize {
+    match status {
+        100..=199 => 0,
+        200..=299 => 1,
+        300..=399 => 2,
+        400..=499 => 3,
+        _ => 4,
+    }
+}
+
+/// Why the connection stage refused a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusedReason {
+    /// The listener's connection limit.
+    Limit,
+    /// A missing, malformed or late PROXY header.
+    ProxyHeader,
+    /// A failed or timed-out TLS handshake (or plain HTTP sent to a TLS port).
+    Tls,
+}
+
+impl RefusedReason {
+    pub const ALL: [RefusedReason; 3] = [RefusedReason::Limit, RefusedReason::ProxyHeader, RefusedReason::Tls];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusedReason::Limit => "limit",
+            RefusedReason::ProxyHeader => "proxy_header",
+            RefusedReason::Tls => "tls",
+        }
+    }
+}
+
+/// Why an attempt to use a target failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpstreamErrorKind {
+    /// The TCP connect failed or timed out.
+    Connect,
+    /// The connection broke before or during the response.
+    Reset,
+    /// No response head, body bytes or request progress in time.
+    Timeout,
+    /// A malformed response head or body.
+    BadResponse,
+    /// The TLS handshake failed (certificate not verified, nothing in common).
+    Tls,
+}
+
+impl UpstreamErrorKind {
+    pub const ALL: [UpstreamErrorKind; 5] = [
+        UpstreamErrorKind::Connect,
+        UpstreamErrorKind::Reset,
+        UpstreamErrorKind::Timeout,
+        UpstreamErrorKind::BadResponse,
+        UpstreamErrorKind::Tls,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UpstreamErrorKind::Connect => "connect",
+            UpstreamErrorKind::Reset => "reset",
+            UpstreamErrorKind::Timeout => "timeout",
+            UpstreamErrorKind::BadResponse => "bad_response",
+            UpstreamErrorKind::Tls => "tls",
+        }
+    }
+}
+
+/// A listener's cells. Its open connections are [`crate::Listener::open_connections`].
+#[derive(Debug, Default)]
+pub struct ListenerCells {
+    pub accepted: Count,
+    /// By [`RefusedReason`] (its discriminant).
+    pub refused: [Count; 3],
+    /// Bytes from clients.
+    pub bytes_in: Count,
+    /// Bytes to clients.
+    pub bytes_out: Count,
+    /// TCP listeners: how long each session lasted.
+    pub session_duration: SessionHistogram,
+}
+
+impl ListenerCells {
+    #[inline]
+    pub fn refused(&self, reason: RefusedReason) -> &Count {
+        &self.refused[reason as usize]
+    }
+}
+
+/// A route's cells (also used for an HTTP listener's requests that matched no route).
+#[derive(Debug, Default)]
+pub struct RouteCells {
+    /// By [`code_class`] of the status the client got.
+    pub requests: [Count; 5],
+    /// From the first byte of the request head to the end of the response.
+    pub duration: LatencyHistogram,
+}
+
+/// An upstream's cells.
+#[derive(Debug, Default)]
+pub struct UpstreamCells {
+    /// From the request sent to the response head received.
+    pub response_duration: LatencyHistogram,
+    /// Attempts made again after a failure.
+    pub retries: Count,
+}
+
+/// A target's cells.
+#[derive(Debug, Default)]
+pub struct TargetCells {
+    /// Responses received, by [`code_class`] of the target's status.
+    pub responses: [Count; 5],
+    /// By [`UpstreamErrorKind`] (its discriminant).
+    pub errors: [Count; 5],
+    /// Connections opened to it.
+    pub opened: Count,
+    /// Requests sent on a pooled connection.
+    pub reused: Count,
+    /// HTTP requests in flight to it, or TCP sessions relayed to it.
+    pub active: Level,
+}
+
+impl TargetCells {
+    #[inline]
+    pub fn error(&self, kind: UpstreamErrorKind) -> &Count {
+        &self.errors[kind as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_buckets_are_upper_bounds() {
+        let h = LatencyHistogram::default();
+        h.observe(Duration::from_micros(500)); // exactly the first bound
+        h.observe(Duration::from_micros(501));
+        h.observe(Duration::from_secs(11)); // past the last bound
+        let mut total = HistogramTotal::default();
+        h.add_to(&mut total);
+        h.add_to(&mut total);
+        assert_eq!(total.buckets.len(), 15);
+        assert_eq!(total.buckets[0], 2);
+        assert_eq!(total.buckets[1], 2);
+        assert_eq!(total.buckets[14], 2);
+        assert_eq!(total.count(), 6);
+        assert_eq!(total.sum_nanos, 2 * (500_000 + 501_000 + 11_000_000_000));
+    }
+
+    #[test]
+    fn levels_sum_over_workers_with_wrapping() {
+        let set: PerWorker<Level> = PerWorker::new(2);
+        set.worker(0).up();
+        set.worker(0).up();
+        set.worker(1).down();
+        let sum = set.iter().fold(0i64, |s, l| s.wrapping_add(l.get()));
+        assert_eq!(sum, 1);
+    }
+
+    #[test]
+    fn code_classes() {
+        assert_eq!(CODE_CLASSES[code_class(101)], "1xx");
+        assert_eq!(CODE_CLASSES[code_class(204)], "2xx");
+        assert_eq!(CODE_CLASSES[code_class(404)], "4xx");
+        assert_eq!(CODE_CLASSES[code_class(503)], "5xx");
+        assert_eq!(CODE_CLASSES[code_class(0)], "5xx");
+    }
+
+    #[test]
+    fn cells_do_not_share_cache_lines() {
+        let set: PerWorker<Count> = PerWorker::new(3);
+        let a = set.worker(0) as *const Count as usize;
+        let b = set.worker(1) as *const Count as usize;
+        assert!(b - a >= 128);
+    }
+}

@@ -1,0 +1,194 @@
+//! The workers' traffic counters summed over workers, for a scrape, the JSON API and the status
+//! page's history. Reading never writes: each worker's cells are loaded, never reset, so totals
+//! only grow (a reload that keeps a name keeps its cells).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use rampart_model::metrics::{Count, HistogramTotal, PerWorker};
+use rampart_model::Snapshot;
+use serde::Serialize;
+
+/// The route label of an HTTP listener's requests that matched no route (and of requests whose
+/// head could not be read).
+pub const UNROUTED: &str = "(unrouted)";
+
+/// Every traffic figure of the running config, summed over workers.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TrafficTotals {
+    pub listeners: Vec<ListenerTotals>,
+    /// Routes of HTTP listeners, each listener's [`UNROUTED`] requests last.
+    pub routes: Vec<RouteTotals>,
+    pub upstreams: Vec<UpstreamTotals>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ListenerTotals {
+    pub name: String,
+    /// `tcp` or `http`.
+    pub protocol: &'static str,
+    pub accepted: u64,
+    /// Open connections now (all workers).
+    pub active: u64,
+    /// By reason: `limit`, `proxy_header`, `tls` (see [`rampart_model::metrics::RefusedReason`]).
+    pub refused: [u64; 3],
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// TCP listeners only.
+    #[serde(skip)]
+    pub session_duration: HistogramTotal,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RouteTotals {
+    pub listener: String,
+    pub route: String,
+    /// By status class `1xx` to `5xx`.
+    pub requests: [u64; 5],
+    #[serde(skip)]
+    pub duration: HistogramTotal,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct UpstreamTotals {
+    pub name: String,
+    pub retries: u64,
+    #[serde(skip)]
+    pub response_duration: HistogramTotal,
+    pub targets: Vec<TargetTotals>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TargetTotals {
+    pub name: String,
+    /// Responses by status class `1xx` to `5xx`.
+    pub responses: [u64; 5],
+    /// By kind: `connect`, `reset`, `timeout`, `bad_response`, `tls`.
+    pub errors: [u64; 5],
+    pub opened: u64,
+    pub reused: u64,
+    /// HTTP requests in flight, or TCP sessions relayed, now.
+    pub active: u64,
+}
+
+impl TrafficTotals {
+    /// Sums every worker's cells of `snapshot`'s listeners, routes, upstreams and targets.
+    pub fn read(snapshot: &Snapshot) -> TrafficTotals {
+        let mut totals = TrafficTotals::default();
+        for listener in &snapshot.listeners {
+            let cells = &listener.metrics;
+            let mut session_duration = HistogramTotal::default();
+            cells
+                .iter()
+                .for_each(|c| c.session_duration.add_to(&mut session_duration));
+            totals.listeners.push(ListenerTotals {
+                name: listener.name.clone(),
+                protocol: if listener.http().is_some() { "http" } else { "tcp" },
+                accepted: sum(cells, |c| &c.accepted),
+                active: listener.open_connections.load(Relaxed) as u64,
+                refused: std::array::from_fn(|i| sum(cells, |c| &c.refused[i])),
+                bytes_in: sum(cells, |c| &c.bytes_in),
+                bytes_out: sum(cells, |c| &c.bytes_out),
+                session_duration,
+            });
+            let Some(http) = listener.http() else { continue };
+            let named = http.routes.iter().map(|r| (r.name.as_str(), &r.metrics));
+            let mut seen: Vec<*const PerWorker<_>> = Vec::new();
+            for (route, cells) in named.chain(std::iter::once((UNROUTED, &http.unrouted))) {
+                // Two routes with one name share their cells: report them once.
+                if seen.contains(&Arc::as_ptr(cells)) {
+                    continue;
+                }
+                seen.push(Arc::as_ptr(cells));
+                let mut duration = HistogramTotal::default();
+                cells.iter().for_each(|c| c.duration.add_to(&mut duration));
+                totals.routes.push(RouteTotals {
+                    listener: listener.name.clone(),
+                    route: route.to_string(),
+                    requests: std::array::from_fn(|i| sum(cells, |c| &c.requests[i])),
+                    duration,
+                });
+            }
+        }
+        for upstream in &snapshot.upstreams {
+            let cells = &upstream.metrics;
+            let mut response_duration = HistogramTotal::default();
+            cells
+                .iter()
+                .for_each(|c| c.response_duration.add_to(&mut response_duration));
+            let targets = upstream
+                .targets
+                .iter()
+                .map(|t| {
+                    let cells = &t.metrics;
+                    TargetTotals {
+                        name: t.name.clone(),
+                        responses: std::array::from_fn(|i| sum(cells, |c| &c.responses[i])),
+                        errors: std::array::from_fn(|i| sum(cells, |c| &c.errors[i])),
+                        opened: sum(cells, |c| &c.opened),
+                        reused: sum(cells, |c| &c.reused),
+                        active: cells.iter().fold(0i64, |s, c| s.wrapping_add(c.active.get())).max(0) as u64,
+                    }
+                })
+                .collect();
+            totals.upstreams.push(UpstreamTotals {
+                name: upstream.name.clone(),
+                retries: sum(cells, |c| &c.retries),
+                response_duration,
+                targets,
+            });
+        }
+        totals
+    }
+}
+
+/// The sum over workers of one counter of a cell.
+fn sum<C>(set: &PerWorker<C>, counter: impl Fn(&C) -> &Count) -> u64 {
+    set.iter().fold(0u64, |s, c| s.wrapping_add(counter(c).get()))
+}
+
+/// The `q` quantile (0 to 1) of a histogram's observations, interpolated linearly inside the
+/// bucket it falls in (as PromQL's `histogram_quantile` does); `None` without observations. An
+/// answer in the `+Inf` bucket is the largest finite bound.
+pub fn quantile(histogram: &HistogramTotal, bounds: &[f64], q: f64) -> Option<f64> {
+    let count = histogram.count();
+    if count == 0 {
+        return None;
+    }
+    let rank = q.clamp(0.0, 1.0) * count as f64;
+    let mut below = 0u64;
+    for (i, &n) in histogram.buckets.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let Some(&upper) = bounds.get(i) else {
+                return bounds.last().copied();
+            };
+            let lower = if i == 0 { 0.0 } else { bounds[i - 1] };
+            let within = (rank - below as f64) / n as f64;
+            return Some(lower + (upper - lower) * within);
+        }
+        below += n;
+    }
+    bounds.last().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_interpolate_inside_buckets() {
+        let bounds = [0.1, 0.2, 0.4];
+        let h = HistogramTotal {
+            buckets: vec![0, 10, 0, 0],
+            sum_nanos: 0,
+        };
+        let p50 = quantile(&h, &bounds, 0.5).unwrap();
+        assert!((p50 - 0.15).abs() < 1e-9, "{p50}");
+        let inf = HistogramTotal {
+            buckets: vec![0, 0, 0, 3],
+            sum_nanos: 0,
+        };
+        assert_eq!(quantile(&inf, &bounds, 0.99), Some(0.4));
+        assert_eq!(quantile(&HistogramTotal::default(), &bounds, 0.5), None);
+    }
+}
