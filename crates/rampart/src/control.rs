@@ -72,6 +72,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         commands,
         token: admin_settings.as_ref().and_then(|a| a.token.clone()),
         started: Instant::now(),
+        history: Default::default(),
     });
     if let Some(settings) = &admin_settings {
         admin::start(&settings.listen, admin.clone())?;
