@@ -105,7 +105,8 @@ pub struct FixedArgs {
     /// The PEM private key of the --tls-cert given in the same position.
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Vec<PathBuf>,
-    /// `http` only: append one line per request to FILE.
+    /// Append one line per request (`http`) or one JSON line per connection (`tcp`, the same
+    /// records as --session-log) to FILE.
     #[arg(long = "access-log", value_name = "FILE")]
     pub access_log: Option<PathBuf>,
     /// The access log's format.
