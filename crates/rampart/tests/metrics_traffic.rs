@@ -315,6 +315,58 @@ fn tcp_sessions_refusals_and_dead_targets_count() {
     });
 }
 
+#[test]
+fn refusals_by_the_connection_stage_count_by_reason() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let ca = common::tls::Ca::new("Rampart Test CA");
+    let pair = ca
+        .issue(&common::tls::CertSpec::new(&["edge.example.com"]))
+        .write(dir.path(), "edge");
+    let (admin_port, port, proxied) = (free_port(), free_port(), free_port());
+    let cfg = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.proxied]\nbind = \"127.0.0.1:{proxied}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+         proxy_protocol_from = [\"127.0.0.0/8\"]\n\n{}",
+        common::tls::https_config(port, &backend.target(), "", &common::tls::certificates(&[pair]))
+    );
+    let path = write_file(dir.path(), "rampart.toml", &cfg);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // Plain HTTP on the TLS port: a 400, and a TLS refusal.
+    assert_eq!(send(&mut connect(port), &get("/")).0, 400);
+    // No PROXY header from a source that must send one.
+    let mut s = connect(proxied);
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    eventually("both refusals are counted", || {
+        let m = scrape(admin_port);
+        value(
+            &m,
+            "rampart_connections_refused_total",
+            &[("listener", "web"), ("reason", "tls")],
+        ) == 1.0
+            && value(
+                &m,
+                "rampart_connections_refused_total",
+                &[("listener", "proxied"), ("reason", "proxy_header")],
+            ) == 1.0
+    });
+    let m = scrape(admin_port);
+    assert_eq!(
+        value(
+            &m,
+            "rampart_connections_refused_total",
+            &[("listener", "web"), ("reason", "limit")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        value(&m, "rampart_connections_accepted_total", &[("listener", "web")]),
+        1.0
+    );
+}
+
 /// `base` and one more label.
 fn with<'a>(base: &[(&'a str, &'a str)], key: &'a str, value: &'a str) -> Vec<(&'a str, &'a str)> {
     let mut labels = base.to_vec();
