@@ -100,14 +100,14 @@ async fn check_target(
                 successes += 1;
                 failures = 0;
                 if successes >= check.rise && health.set_active_up(true) {
-                    log::warn!("health check: {label} is up after {successes} successful check(s)");
+                    tracing::warn!("health check: {label} is up after {successes} successful check(s)");
                 }
             }
             Err(why) => {
                 failures += 1;
                 successes = 0;
                 if failures >= check.fall && health.set_active_up(false) {
-                    log::warn!("health check: {label} is down after {failures} failed check(s): {why}");
+                    tracing::warn!("health check: {label} is down after {failures} failed check(s): {why}");
                 }
             }
         }

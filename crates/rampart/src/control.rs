@@ -44,7 +44,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     let mut live = LiveState::default();
     let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
     for warning in &loaded.warnings {
-        log::warn!("{warning}");
+        tracing::warn!("{warning}");
     }
     let workers = args
         .workers
@@ -77,10 +77,10 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     });
     if let Some(settings) = &admin_settings {
         admin::start(&settings.listen, admin.clone())?;
-        log::info!("admin API on {}", settings.listen);
+        tracing::info!("admin API on {}", settings.listen);
     }
     // Last: "listening" means every listener, the admin one included, is bound.
-    log::info!(
+    tracing::info!(
         "listening: {line}; {workers} worker(s){}",
         if pin { ", pinned" } else { "" }
     );
@@ -109,7 +109,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     drop(command_rx);
     let drain_timeout = engine.current().drain_timeout;
     let counters = engine.counters();
-    log::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
+    tracing::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
     let cut = engine.shutdown(drain_timeout);
     let sum = |f: fn(&rampart_proxy::worker::WorkerCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
     let (requests, opened, reused) = (
@@ -123,19 +123,19 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         } else {
             0.0
         };
-        log::info!(
+        tracing::info!(
             "http: {requests} request(s); upstream connections: {opened} opened, {reused} reuse(s) ({rate:.1}% reused)"
         );
     }
     let failed_handshakes = sum(|c| c.tls_handshake_failures.load(std::sync::atomic::Ordering::Relaxed));
     if failed_handshakes > 0 {
-        log::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
+        tracing::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
     }
     if cut > 0 {
-        log::warn!("closed {cut} connection(s) still open at the drain deadline");
+        tracing::warn!("closed {cut} connection(s) still open at the drain deadline");
     }
     session_log.flush();
-    log::info!("stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -148,36 +148,36 @@ fn reload(
     admin: &AdminShared,
 ) -> ReloadOutcome {
     if !source.reloadable() {
-        log::info!("reload: the command line is the whole config and names no certificate; nothing to reload");
+        tracing::info!("reload: the command line is the whole config and names no certificate; nothing to reload");
         return ReloadOutcome::NotReloadable;
     }
     let loaded = match source.load(live) {
         Ok(l) => l,
         Err(errors) => {
-            log::error!("reload failed; the running config stays in force:\n{errors}");
+            tracing::error!("reload failed; the running config stays in force:\n{errors}");
             return ReloadOutcome::Refused {
                 errors: errors.lines().map(str::to_string).collect(),
             };
         }
     };
     for warning in &loaded.warnings {
-        log::warn!("{warning}");
+        tracing::warn!("{warning}");
     }
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     let sha256 = loaded.sha256.clone();
     let text = loaded.text;
     if let Err(e) = engine.apply(loaded.snapshot) {
-        log::error!("reload failed; the running config stays in force: {e}");
+        tracing::error!("reload failed; the running config stays in force: {e}");
         return ReloadOutcome::Refused {
             errors: vec![e.to_string()],
         };
     }
     // Reopening also serves log rotation: move the file away, then SIGHUP.
     if let Err(e) = session_log.reopen(path.clone()) {
-        log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
+        tracing::error!("cannot open session log {path:?}: {e}; records go to the previous file");
     }
-    log::info!("reloaded: {line}");
+    tracing::info!("reloaded: {line}");
     admin
         .config
         .store(Arc::new(RunningConfig::redacted(source.name(), &text)));

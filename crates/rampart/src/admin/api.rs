@@ -194,7 +194,7 @@ fn drain(shared: &AdminShared, rest: &str) -> Answer {
     };
     let changed = t.health.set_drained(drained);
     if changed {
-        log::info!(
+        tracing::info!(
             "admin: upstream {upstream} target {}: {}",
             t.name,
             if drained {
