@@ -18,6 +18,7 @@ pub mod raw;
 pub mod units;
 
 pub use compile::{
-    compile_toml, simple_l4, AdminAddress, AdminSettings, Compiled, LiveState, LogFormat, LogLevel, LogSettings, SimpleL4,
+    compile_toml, simple_l4, AdminAddress, AdminSettings, Compiled, LiveState, LogFormat, LogLevel, LogSettings,
+    SimpleL4,
 };
 pub use error::{ConfigError, ConfigErrors};

@@ -74,7 +74,12 @@ impl Checker<'_> {
     pub(super) fn log_settings(&mut self, global: &RawGlobal) -> LogSettings {
         LogSettings {
             level: self.named(&global.log_level, "log_level", &LogLevel::NAMES, LogLevel::from_name),
-            format: self.named(&global.log_format, "log_format", &LogFormat::NAMES, LogFormat::from_name),
+            format: self.named(
+                &global.log_format,
+                "log_format",
+                &LogFormat::NAMES,
+                LogFormat::from_name,
+            ),
         }
     }
 
@@ -90,7 +95,11 @@ impl Checker<'_> {
         parse(v.get_ref()).unwrap_or_else(|| {
             self.error(
                 v.span(),
-                format!("unknown {key} `{}` (expected one of: {})", v.get_ref(), names.join(", ")),
+                format!(
+                    "unknown {key} `{}` (expected one of: {})",
+                    v.get_ref(),
+                    names.join(", ")
+                ),
             );
             T::default()
         })

@@ -161,7 +161,10 @@ fn log_settings_compile_and_bad_values_point_at_the_value() {
         (LogSettings::default().level, LogSettings::default().format),
         (LogLevel::Info, LogFormat::Text)
     );
-    let c = compile(&format!("[global]\nlog_level = \"debug\"\nlog_format = \"json\"\n{GOOD}")).unwrap();
+    let c = compile(&format!(
+        "[global]\nlog_level = \"debug\"\nlog_format = \"json\"\n{GOOD}"
+    ))
+    .unwrap();
     assert_eq!(
         c.log,
         LogSettings {
