@@ -6,8 +6,8 @@
 //! The format is `--log-format` when given, else the first config's `[global] log_format`
 //! (a change on reload is logged and waits for a restart). The level is `RUST_LOG` (EnvFilter
 //! directives; `RAMPART_LOG` is an older name for it) when set, else `[global] log_level`, which
-//! follows reloads. Until the first config is loaded the log is at `info`, in the
-//! command line's format.
+//! follows reloads. Until the first config is loaded the level is `RUST_LOG`'s or `info`, and the
+//! format the command line's or text.
 
 use std::cell::Cell;
 use std::fmt;
@@ -73,7 +73,7 @@ impl Logger {
             .try_init()
             .is_ok();
         sync_log_crate();
-        if let Some((var, directives, e)) = bad_env.filter(|_| from_env.is_none()) {
+        if let Some((var, directives, e)) = bad_env {
             tracing::warn!(variable = var, value = directives.as_str(), error = %e, "{var} ignored: not a valid filter");
         }
         Logger {
@@ -114,7 +114,7 @@ impl Logger {
         if self.from_env.is_some() || settings.level == before {
             return;
         }
-        // Said at the more verbose of the two levels, so that it shows at either.
+        // Said while the more verbose of the two levels is in force.
         let say = || tracing::info!(from = before.name(), to = settings.level.name(), "log level changed");
         if settings.level < before {
             say();
