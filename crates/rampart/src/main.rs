@@ -18,7 +18,7 @@ use source::{summary, Source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
-    logger::init();
+    let logger = logger::Logger::init(cli.log_format());
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
         Some(Command::Run { config, engine }) => {
@@ -26,14 +26,14 @@ fn main() -> ExitCode {
                 path: config,
                 session_log: engine.session_log.clone(),
             };
-            control::serve(source, &engine)
+            control::serve(source, &engine, &logger)
         }
         Some(Command::Tcp(args)) => fixed_source(false, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &args.engine)),
+            .and_then(|source| control::serve(source, &args.engine, &logger)),
         Some(Command::Http(args)) => fixed_source(true, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &args.engine)),
+            .and_then(|source| control::serve(source, &args.engine, &logger)),
         None => {
             let listen = cli.listen.unwrap_or_default();
             let source = Source::Hosts {
@@ -42,13 +42,13 @@ fn main() -> ExitCode {
                 policy: policy(&cli.balance),
                 session_log: cli.engine.session_log.clone(),
             };
-            control::serve(source, &cli.engine)
+            control::serve(source, &cli.engine, &logger)
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rampart: {e:#}");
+            control::log_fatal(&logger, &e);
             ExitCode::from(1)
         }
     }

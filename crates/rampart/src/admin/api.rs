@@ -242,15 +242,17 @@ fn drain(shared: &AdminShared, rest: &str) -> Answer {
     };
     let changed = t.health.set_drained(drained);
     if changed {
-        log::info!(
-            "admin: upstream {upstream} target {}: {}",
-            t.name,
-            if drained {
-                "drained (no new connections or requests)"
-            } else {
-                "enabled"
-            }
-        );
+        let (upstream, target) = (up.name.as_str(), t.name.as_str());
+        if drained {
+            tracing::info!(
+                upstream,
+                target,
+                action = "drain",
+                "admin: target drained (no new connections or requests)"
+            );
+        } else {
+            tracing::info!(upstream, target, action = "enable", "admin: target enabled");
+        }
     }
     Answer::json(
         200,

@@ -99,7 +99,7 @@ async fn accept_loop(listener: Listener, shared: Arc<AdminShared>) {
 
 /// Out of descriptors or similar: say so and give the system a moment.
 async fn accept_failed(e: std::io::Error) {
-    log::warn!("admin: accept failed: {e}");
+    tracing::warn!("admin: accept failed: {e}");
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 

@@ -87,7 +87,7 @@ async fn read_response<D: Downstream>(
                 Ok(Some(head)) => return Ok(head),
                 Ok(None) => {}
                 Err(e) => {
-                    log::warn!("upstream {}: bad response head: {e}", req.upstream().name);
+                    tracing::warn!("upstream {}: bad response head: {e}", req.upstream().name);
                     return Err(HttpError::UpstreamBadResponse);
                 }
             }
