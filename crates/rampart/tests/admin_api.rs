@@ -146,6 +146,8 @@ fn readiness_turns_off_while_draining_and_health_stays_on() {
     assert_eq!(admin(admin_port, "POST", "/api/reload", None).0, 200);
     let mut stuck = connect(port);
     stuck.write_all(&common::http::get("/hang")).unwrap();
+    // In flight: the backend has the request (and holds it).
+    slow.next_head();
     proxy.signal(libc::SIGTERM);
     proxy.wait_for("draining open connections");
     let deadline = Instant::now() + WAIT;
