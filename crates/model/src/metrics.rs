@@ -50,28 +50,36 @@ impl Level {
 }
 
 /// A peak-EWMA of response times, written by one thread: a slower response replaces the average
-/// at once, a faster one pulls it down by a tenth of the difference.
+/// at once, a faster one pulls it down by a tenth of the difference (integer nanoseconds).
 #[derive(Debug, Default)]
 pub struct PeakEwma(AtomicU64);
 
 impl PeakEwma {
     #[inline]
     pub fn observe(&self, took: Duration) {
-        let sample = took.as_nanos() as f64;
-        let current = f64::from_bits(self.0.load(Relaxed));
+        let sample = nanos_of(took);
+        let current = self.0.load(Relaxed);
         let next = if sample >= current {
             sample
         } else {
-            current + (sample - current) * 0.1
+            current - (current - sample) / 10
         };
-        self.0.store(next.to_bits(), Relaxed);
+        self.0.store(next, Relaxed);
     }
 
     /// The average, or `None` before the first response.
     pub fn get(&self) -> Option<Duration> {
-        let nanos = f64::from_bits(self.0.load(Relaxed));
-        (nanos > 0.0).then(|| Duration::from_nanos(nanos as u64))
+        let nanos = self.0.load(Relaxed);
+        (nanos > 0).then(|| Duration::from_nanos(nanos))
     }
+}
+
+/// Nanoseconds in a `u64` (saturating after 584 years), without `u128` arithmetic.
+#[inline]
+fn nanos_of(d: Duration) -> u64 {
+    d.as_secs()
+        .saturating_mul(1_000_000_000)
+        .saturating_add(u64::from(d.subsec_nanos()))
 }
 
 /// Bucket upper bounds (seconds) of request and response durations.
@@ -114,7 +122,7 @@ impl<const N: usize> Default for Histogram<N> {
 impl<const N: usize> Histogram<N> {
     #[inline]
     fn observe_in(&self, bounds: &[u64], took: Duration) {
-        let nanos = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
+        let nanos = nanos_of(took);
         let bucket = bounds.iter().position(|&b| nanos <= b).unwrap_or(bounds.len());
         self.buckets[bucket].add(1);
         self.sum_nanos.add(nanos);

@@ -168,7 +168,9 @@ async fn exchange<D: Downstream>(
         }
 
         let _in_flight = InFlight::new(ctx, req, target);
-        let started = Instant::now();
+        // Only a latency-aware balancer needs the time of an attempt that failed.
+        let latency_aware = up.policy == BalancePolicy::P2cEwma;
+        let started = latency_aware.then(Instant::now);
         let sent = send_request(req, &mut conn, down, head_out, settings.write_timeout).await;
         let result = match sent {
             Ok(()) => {
@@ -177,10 +179,9 @@ async fn exchange<D: Downstream>(
                 down.body().release_if_empty(&ctx.http);
                 let sent = Sent {
                     continued: sent_continue,
-                    at: started,
                 };
                 let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
-                if up.policy == BalancePolicy::P2cEwma {
+                if let Some(started) = started {
                     let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
                     ctx.observe_latency(req.snapshot, req.upstream, target, took);
                 }

@@ -2,7 +2,6 @@
 //! framed, or the hand-over to a tunnel after a 101.
 
 use std::borrow::Cow;
-use std::time::Instant;
 
 use rampart_model::metrics::code_class;
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
@@ -31,8 +30,6 @@ pub(super) enum Responded {
 pub(super) struct Sent {
     /// Rampart answered `100 Continue` itself (the upstream's own 100 is not relayed then).
     pub continued: bool,
-    /// When the request went out.
-    pub at: Instant,
 }
 
 /// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
@@ -57,15 +54,17 @@ async fn read_response<D: Downstream>(
     conn: &mut Stream,
     down: &mut D,
     upbuf: &mut IoBuf,
-    Sent { continued, at: started }: Sent,
+    Sent { continued }: Sent,
     rctx: &mut RequestContext,
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
     let limits = Limits::default();
     // A field list from the worker's pool: parsing a response head allocates nothing.
     let mut fields = ctx.http.take_field_list();
+    // The request is out: the response time, and its timeout, start now.
+    let sent_at = tokio::time::Instant::now();
     let result = async {
-        let deadline = tokio::time::Instant::now() + settings.response_header_timeout;
+        let deadline = sent_at + settings.response_header_timeout;
         let mut any_byte = false;
         loop {
             match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
@@ -109,7 +108,7 @@ async fn read_response<D: Downstream>(
             return Err(e);
         }
     };
-    let took = started.elapsed();
+    let took = sent_at.elapsed();
     rctx.upstream_time = Some(took);
     let up = req.upstream();
     up.metrics.worker(ctx.id).response_duration.observe(took);
