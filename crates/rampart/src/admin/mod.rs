@@ -4,6 +4,7 @@
 //!
 //! - [`api`]: the endpoints.
 //! - [`metrics`]: `GET /metrics`.
+//! - [`page`]: `GET /`, the live status page.
 //! - [`state`]: what the control loop shares with it.
 
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod api;
 pub mod metrics;
+pub mod page;
 pub mod state;
 pub mod traffic;
 
