@@ -261,6 +261,7 @@
       return;
     }
     const n = h.times.length;
+    $("charts").dataset.latest = n ? String(h.times[n - 1]) : "";
     note.textContent = n
       ? "(" + n + " samples of " + h.interval_seconds + " s, latest " + clock(new Date(h.times[n - 1] * 1000)) + ")"
       : "(no sample yet: the first comes within " + h.interval_seconds + " s)";
