@@ -14,7 +14,7 @@ use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -40,19 +40,24 @@ const CHROMIUM_ARGS: &[&str] = &[
     "--disable-quic",
 ];
 
-/// `CHROMEDRIVER` if set, else what `scripts/browser` installs (when missing) and prints.
+/// `CHROMEDRIVER` if set, else what `scripts/browser` installs (when missing) and prints. Once
+/// per process: the tests run side by side, and two package installs would fight over dpkg's lock.
 fn chromedriver() -> PathBuf {
-    if let Some(path) = std::env::var_os("CHROMEDRIVER") {
-        return path.into();
-    }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
-    let out = Command::new(&script).output().expect("run scripts/browser");
-    assert!(
-        out.status.success(),
-        "scripts/browser failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Some(path) = std::env::var_os("CHROMEDRIVER") {
+            return path.into();
+        }
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
+        let out = Command::new(&script).output().expect("run scripts/browser");
+        assert!(
+            out.status.success(),
+            "scripts/browser failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
 }
 
 /// `METHOD path` on the admin port: the JSON body.
