@@ -25,6 +25,8 @@ pub struct Compiled {
     pub warnings: Vec<ConfigError>,
     /// `[admin]`, if the file has one.
     pub admin: Option<AdminSettings>,
+    /// `[global] log_level` and `log_format`.
+    pub log: LogSettings,
 }
 
 /// Parses, validates and compiles the TOML text `src` read from `file`.
@@ -221,6 +223,7 @@ impl Checker<'_> {
             .and_then(|w| self.count(w, "workers", 1, 1024));
         live.fix_workers(workers);
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        let log = self.log_settings(&raw.global);
         if let Some(path) = &raw.global.session_log {
             self.log_file("session log", path);
         }
@@ -278,6 +281,7 @@ impl Checker<'_> {
             pin: raw.global.pin.unwrap_or(false),
             warnings: Vec::new(),
             admin,
+            log,
         })
     }
 
@@ -474,11 +478,13 @@ mod admin;
 mod checks;
 mod http;
 mod live;
+mod log;
 mod tls;
 mod upstream;
 
 pub use admin::{AdminAddress, AdminSettings};
 pub use live::LiveState;
+pub use log::{LogFormat, LogLevel, LogSettings};
 
 #[cfg(test)]
 mod tests;

@@ -17,5 +17,8 @@ pub mod hosts;
 pub mod raw;
 pub mod units;
 
-pub use compile::{compile_toml, simple_l4, AdminAddress, AdminSettings, Compiled, LiveState, SimpleL4};
+pub use compile::{
+    compile_toml, simple_l4, AdminAddress, AdminSettings, Compiled, LiveState, LogFormat, LogLevel, LogSettings,
+    SimpleL4,
+};
 pub use error::{ConfigError, ConfigErrors};

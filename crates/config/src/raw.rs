@@ -46,6 +46,10 @@ pub struct RawGlobal {
     #[serde(default, deserialize_with = "described::duration")]
     pub drain_timeout: Option<Spanned<String>>,
     pub session_log: Option<Spanned<String>>,
+    /// `error`, `warn`, `info`, `debug` or `trace` (`RUST_LOG` wins).
+    pub log_level: Option<Spanned<String>>,
+    /// `text` or `json` (`--log-format` wins).
+    pub log_format: Option<Spanned<String>>,
 }
 
 /// `[listeners.NAME]`.

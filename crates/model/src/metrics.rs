@@ -49,6 +49,31 @@ impl Level {
     }
 }
 
+/// A peak-EWMA of response times, written by one thread: a slower response replaces the average
+/// at once, a faster one pulls it down by a tenth of the difference.
+#[derive(Debug, Default)]
+pub struct PeakEwma(AtomicU64);
+
+impl PeakEwma {
+    #[inline]
+    pub fn observe(&self, took: Duration) {
+        let sample = took.as_nanos() as f64;
+        let current = f64::from_bits(self.0.load(Relaxed));
+        let next = if sample >= current {
+            sample
+        } else {
+            current + (sample - current) * 0.1
+        };
+        self.0.store(next.to_bits(), Relaxed);
+    }
+
+    /// The average, or `None` before the first response.
+    pub fn get(&self) -> Option<Duration> {
+        let nanos = f64::from_bits(self.0.load(Relaxed));
+        (nanos > 0.0).then(|| Duration::from_nanos(nanos as u64))
+    }
+}
+
 /// Bucket upper bounds (seconds) of request and response durations.
 pub const LATENCY_BOUNDS: [f64; 14] = [
     0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -304,6 +329,8 @@ pub struct TargetCells {
     pub reused: Count,
     /// HTTP requests in flight to it, or TCP sessions relayed to it.
     pub active: Level,
+    /// Response times (HTTP) as this worker saw them.
+    pub latency: PeakEwma,
 }
 
 impl TargetCells {
@@ -342,6 +369,18 @@ mod tests {
         set.worker(1).down();
         let sum = set.iter().fold(0i64, |s, l| s.wrapping_add(l.get()));
         assert_eq!(sum, 1);
+    }
+
+    #[test]
+    fn peak_ewma_jumps_up_and_decays_down() {
+        let e = PeakEwma::default();
+        assert_eq!(e.get(), None);
+        e.observe(Duration::from_millis(10));
+        assert_eq!(e.get(), Some(Duration::from_millis(10)));
+        e.observe(Duration::from_millis(100));
+        assert_eq!(e.get(), Some(Duration::from_millis(100)));
+        e.observe(Duration::ZERO);
+        assert_eq!(e.get(), Some(Duration::from_millis(90)));
     }
 
     #[test]

@@ -57,7 +57,7 @@ pub fn spawn_checks(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> Jo
         let Some(check) = &upstream.health_check else { continue };
         for target in &upstream.targets {
             let health = target.health.clone();
-            let label = Arc::new(format!("upstream {} target {}", upstream.name, target.name));
+            let label = Arc::new((upstream.name.clone(), target.name.clone()));
             let (addr, check) = (target.addr, check.clone());
             // Over TLS when the upstream speaks it (verified as requests are).
             let tls = upstream
@@ -79,7 +79,8 @@ pub fn spawn_checks(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> Jo
 type CheckTls = Option<(Arc<rustls::ClientConfig>, TargetTlsName)>;
 
 async fn check_target(
-    label: Arc<String>,
+    // The upstream's and the target's names.
+    label: Arc<(String, String)>,
     addr: SocketAddr,
     tls: CheckTls,
     health: Arc<TargetHealth>,
@@ -100,14 +101,29 @@ async fn check_target(
                 successes += 1;
                 failures = 0;
                 if successes >= check.rise && health.set_active_up(true) {
-                    log::warn!("health check: {label} is up after {successes} successful check(s)");
+                    let (upstream, target) = (label.0.as_str(), label.1.as_str());
+                    tracing::warn!(
+                        upstream,
+                        target,
+                        state = "up",
+                        checks = successes,
+                        "health check: target is up"
+                    );
                 }
             }
             Err(why) => {
                 failures += 1;
                 successes = 0;
                 if failures >= check.fall && health.set_active_up(false) {
-                    log::warn!("health check: {label} is down after {failures} failed check(s): {why}");
+                    let (upstream, target, reason) = (label.0.as_str(), label.1.as_str(), why.as_str());
+                    tracing::warn!(
+                        upstream,
+                        target,
+                        state = "down",
+                        reason,
+                        checks = failures,
+                        "health check: target is down"
+                    );
                 }
             }
         }

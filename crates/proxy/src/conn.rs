@@ -163,7 +163,7 @@ fn fail(
 ) {
     bump(&ctx.counters.tls_handshake_failures, 1);
     listener.metrics.worker(ctx.id).refused(RefusedReason::Tls).add(1);
-    log::debug!(
+    tracing::debug!(
         "listener {}: TLS handshake from {peer} failed: {failure}",
         listener.name
     );
@@ -206,7 +206,7 @@ async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Opti
             }
             Ok(None) => continue,
             Err(e) => {
-                log::warn!(
+                tracing::warn!(
                     "PROXY header from {}: {e}",
                     client.peer_addr().map(|a| a.to_string()).unwrap_or_default()
                 );

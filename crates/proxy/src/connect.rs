@@ -74,6 +74,10 @@ pub async fn connect_upstream(
             return Err(last);
         };
         tried.push(t);
+        if made > 0 {
+            // Another target after a failed connect: a retry.
+            upstream.metrics.worker(ctx.id).retries.add(1);
+        }
         made += 1;
         let target = &upstream.targets[t];
         let attempt = tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header));

@@ -38,7 +38,7 @@ impl LogSummary {
             }
             None => {
                 self.open.set(true);
-                log::warn!("{}", message());
+                tracing::warn!("{}", message());
                 let now = Instant::now();
                 events.insert(
                     key.to_string(),
@@ -67,9 +67,9 @@ impl LogSummary {
         self.open.set(!events.is_empty());
         drop(events);
         if event.unreported > 0 {
-            log::warn!("{key}: {} more time(s) since the last report", event.unreported);
+            tracing::warn!("{key}: {} more time(s) since the last report", event.unreported);
         }
-        log::info!(
+        tracing::info!(
             "{key}: over after {} time(s) in {:.0?}",
             event.total,
             event.first.elapsed()
@@ -83,7 +83,7 @@ impl LogSummary {
         for (key, event) in events.iter_mut() {
             let due = all || now.saturating_duration_since(event.window_start) >= WINDOW;
             if event.unreported > 0 && due {
-                log::warn!(
+                tracing::warn!(
                     "{key}: {} more time(s) in the last {:.0?}",
                     event.unreported,
                     now.saturating_duration_since(event.window_start)

@@ -102,7 +102,7 @@ fn write_loop(mut files: HashMap<PathBuf, File>, rx: mpsc::Receiver<Command>) {
                         }
                         Err(e) => {
                             if failed.insert(path.to_path_buf(), ()).is_none() {
-                                log::error!("log file {}: cannot open: {e}", path.display());
+                                tracing::error!("log file {}: cannot open: {e}", path.display());
                             }
                             continue;
                         }
@@ -110,7 +110,7 @@ fn write_loop(mut files: HashMap<PathBuf, File>, rx: mpsc::Receiver<Command>) {
                 }
                 if let Some(f) = files.get_mut(&*path) {
                     if let Err(e) = f.write_all(&bytes) {
-                        log::error!("log file {}: write failed: {e}", path.display());
+                        tracing::error!("log file {}: write failed: {e}", path.display());
                     }
                 }
             }

@@ -7,6 +7,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, Parser, Subcommand};
 use rampart_config::compile::parse_bind;
+use rampart_config::LogFormat;
 use rampart_model::balance::BalancePolicy;
 
 /// Rampart: a reverse proxy and load balancer.
@@ -105,7 +106,8 @@ pub struct FixedArgs {
     /// The PEM private key of the --tls-cert given in the same position.
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Vec<PathBuf>,
-    /// `http` only: append one line per request to FILE.
+    /// Append one line per request (`http`) or one JSON line per connection (`tcp`, the same
+    /// records as --session-log) to FILE.
     #[arg(long = "access-log", value_name = "FILE")]
     pub access_log: Option<PathBuf>,
     /// The access log's format.
@@ -131,6 +133,23 @@ pub struct EngineArgs {
     /// Serve the admin API on ADDR:PORT (loopback) or unix:/path; wins over the config's [admin].
     #[arg(long, value_name = "ADDR:PORT")]
     pub admin: Option<String>,
+    /// stderr log lines as `text` or `json` (one object per line); wins over the config's
+    /// `[global] log_format`.
+    #[arg(long = "log-format", value_name = "FORMAT", value_parser = PossibleValuesParser::new(LogFormat::NAMES))]
+    pub log_format: Option<String>,
+}
+
+impl Cli {
+    /// `--log-format` of whichever mode runs.
+    pub fn log_format(&self) -> Option<LogFormat> {
+        let engine = match &self.command {
+            None => &self.engine,
+            Some(Command::Run { engine, .. }) => engine,
+            Some(Command::Tcp(args) | Command::Http(args)) => &args.engine,
+            Some(Command::Check { .. }) => return None,
+        };
+        engine.log_format.as_deref().and_then(LogFormat::from_name)
+    }
 }
 
 fn policy_parser() -> PossibleValuesParser {
@@ -210,6 +229,23 @@ mod tests {
         );
         assert!(Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1"]).is_err());
         assert!(Cli::try_parse_from(["rampart", "7777", "--balance", "nope"]).is_err());
+    }
+
+    #[test]
+    fn log_format_is_taken_in_every_serving_mode() {
+        let modes: [&[&str]; 4] = [
+            &["rampart", "7777"],
+            &["rampart", "run", "-c", "x.toml"],
+            &["rampart", "tcp", "--listen", "127.0.0.1:1", "--to", "a:1"],
+            &["rampart", "http", "--listen", "127.0.0.1:1", "--to", "a:1"],
+        ];
+        for args in modes {
+            assert_eq!(Cli::parse_args(args).unwrap().log_format(), None);
+            let json = [args, &["--log-format", "json"]].concat();
+            assert_eq!(Cli::parse_args(json).unwrap().log_format(), Some(LogFormat::Json));
+            let bad = [args, &["--log-format", "xml"]].concat();
+            assert_eq!(Cli::parse_args(bad).unwrap_err().kind(), ErrorKind::InvalidValue);
+        }
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! SIGTERM/SIGINT drain and exit). It runs on the main thread's own small runtime; workers never
 //! wait on it.
 
+use std::net::SocketAddr;
 use std::path::Path;
 
 use anyhow::Context;
 use rampart_config::LiveState;
 use rampart_proxy::checker::spawn_checks;
 use rampart_proxy::session_log::SessionLogWriter;
-use rampart_runtime::{Engine, EngineOptions};
+use rampart_runtime::{Engine, EngineError, EngineOptions};
 use tokio::signal::unix::{signal, SignalKind};
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,11 +23,12 @@ use rampart_proxy::checker::FirstRound;
 use crate::admin::state::{ConfigFile, RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
+use crate::logger::Logger;
 use crate::source::{summary, Source};
 
 /// Serves `source` until SIGTERM or SIGINT. Returns an error (exit code 1) only when the first
 /// load or the start fails.
-pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
+pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Result<()> {
     if let Some(path) = &args.session_log {
         check_log_file(path).with_context(|| format!("--session-log {}: cannot open", path.display()))?;
     }
@@ -45,8 +47,9 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     // per CPU). Metric cells are made per worker, so reloads keep it.
     let mut live = LiveState::new(args.workers.map(usize::from));
     let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
+    logger.start(loaded.log);
     for warning in &loaded.warnings {
-        log::warn!("{warning}");
+        tracing::warn!("{warning}");
     }
     let workers = live.workers();
     let pin = args.pin || loaded.pin;
@@ -59,7 +62,9 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     let mut status = Status::new(&loaded.snapshot, workers, config_file(&source, loaded.sha256.clone()));
     let line = summary(&loaded.snapshot);
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
-    let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())?;
+    let listeners = listener_names(&loaded.snapshot);
+    let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())
+        .map_err(|e| BindFailure::wrap(&listeners, e))?;
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -72,13 +77,14 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         commands,
         token: admin_settings.as_ref().and_then(|a| a.token.clone()),
         started: Instant::now(),
+        history: Default::default(),
     });
     if let Some(settings) = &admin_settings {
         admin::start(&settings.listen, admin.clone())?;
-        log::info!("admin API on {}", settings.listen);
+        tracing::info!("admin API on {}", settings.listen);
     }
     // Last: "listening" means every listener, the admin one included, is bound.
-    log::info!(
+    tracing::info!(
         "listening: {line}; {workers} worker(s){}",
         if pin { ", pinned" } else { "" }
     );
@@ -91,7 +97,7 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
                 _ = terminate.recv() => break "SIGTERM",
                 _ = interrupt.recv() => break "SIGINT",
             };
-            let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin);
+            let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin, logger);
             if matches!(outcome, ReloadOutcome::Applied { .. }) {
                 checks.abort_all();
                 checks = spawn_checks(&engine.current(), None);
@@ -107,8 +113,29 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
     drop(command_rx);
     let drain_timeout = engine.current().drain_timeout;
     let counters = engine.counters();
-    log::info!("{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}");
+    let drain_started = Instant::now();
+    tracing::info!(
+        signal = drain,
+        timeout_ms = drain_timeout.as_millis() as u64,
+        "{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}"
+    );
     let cut = engine.shutdown(drain_timeout);
+    let elapsed_ms = drain_started.elapsed().as_millis() as u64;
+    if cut > 0 {
+        tracing::warn!(
+            signal = drain,
+            elapsed_ms,
+            cut,
+            "drain ended: closed {cut} connection(s) still open at the drain deadline"
+        );
+    } else {
+        tracing::info!(
+            signal = drain,
+            elapsed_ms,
+            cut,
+            "drain ended: every connection finished"
+        );
+    }
     let sum = |f: fn(&rampart_proxy::worker::WorkerCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
     let (requests, opened, reused) = (
         sum(|c| c.http_requests.load(std::sync::atomic::Ordering::Relaxed)),
@@ -121,19 +148,16 @@ pub fn serve(source: Source, args: &EngineArgs) -> anyhow::Result<()> {
         } else {
             0.0
         };
-        log::info!(
+        tracing::info!(
             "http: {requests} request(s); upstream connections: {opened} opened, {reused} reuse(s) ({rate:.1}% reused)"
         );
     }
     let failed_handshakes = sum(|c| c.tls_handshake_failures.load(std::sync::atomic::Ordering::Relaxed));
     if failed_handshakes > 0 {
-        log::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
-    }
-    if cut > 0 {
-        log::warn!("closed {cut} connection(s) still open at the drain deadline");
+        tracing::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
     }
     session_log.flush();
-    log::info!("stopped");
+    tracing::info!("stopped");
     Ok(())
 }
 
@@ -144,38 +168,54 @@ fn reload(
     engine: &mut Engine,
     session_log: &SessionLogWriter,
     admin: &AdminShared,
+    logger: &Logger,
 ) -> ReloadOutcome {
     if !source.reloadable() {
-        log::info!("reload: the command line is the whole config and names no certificate; nothing to reload");
+        tracing::info!(
+            result = "skipped",
+            "reload: the command line is the whole config and names no certificate; nothing to reload"
+        );
         return ReloadOutcome::NotReloadable;
     }
     let loaded = match source.load(live) {
         Ok(l) => l,
         Err(errors) => {
-            log::error!("reload failed; the running config stays in force:\n{errors}");
+            tracing::error!(result = "refused", errors = %errors, "reload failed; the running config stays in force");
             return ReloadOutcome::Refused {
                 errors: errors.lines().map(str::to_string).collect(),
             };
         }
     };
     for warning in &loaded.warnings {
-        log::warn!("{warning}");
+        tracing::warn!("{warning}");
     }
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     let sha256 = loaded.sha256.clone();
     let text = loaded.text;
+    let log = loaded.log;
+    let listeners = listener_names(&loaded.snapshot);
     if let Err(e) = engine.apply(loaded.snapshot) {
-        log::error!("reload failed; the running config stays in force: {e}");
+        if let Some(failure) = BindFailure::of(&listeners, &e) {
+            failure.log();
+        }
+        tracing::error!(result = "refused", errors = %e, "reload failed; the running config stays in force");
         return ReloadOutcome::Refused {
             errors: vec![e.to_string()],
         };
     }
     // Reopening also serves log rotation: move the file away, then SIGHUP.
     if let Err(e) = session_log.reopen(path.clone()) {
-        log::error!("cannot open session log {path:?}: {e}; records go to the previous file");
+        tracing::error!("cannot open session log {path:?}: {e}; records go to the previous file");
     }
-    log::info!("reloaded: {line}");
+    // The new level is in force from the "reloaded" line on.
+    logger.reload(log);
+    tracing::info!(
+        result = "applied",
+        summary = line.as_str(),
+        sha256 = sha256.as_deref(),
+        "reloaded"
+    );
     admin
         .config
         .store(Arc::new(RunningConfig::redacted(source.name(), &text)));
@@ -237,5 +277,78 @@ fn raise_open_files_limit() {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
+    }
+}
+
+/// Each listener's name and address, to name the listener a bind error is about.
+fn listener_names(snapshot: &rampart_model::Snapshot) -> Vec<(String, SocketAddr)> {
+    snapshot.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect()
+}
+
+/// A listener that could not be bound. It reads as the engine's error, so the command line's
+/// exit line stays `rampart: ADDR: reason`.
+#[derive(Debug)]
+pub struct BindFailure {
+    listener: String,
+    address: SocketAddr,
+    reason: String,
+    /// The engine's error, as the exit line says it.
+    message: String,
+}
+
+impl BindFailure {
+    /// `error` with its listener when it is a bind error.
+    fn wrap(listeners: &[(String, SocketAddr)], error: EngineError) -> anyhow::Error {
+        match BindFailure::of(listeners, &error) {
+            Some(failure) => anyhow::Error::new(failure),
+            None => error.into(),
+        }
+    }
+
+    fn of(listeners: &[(String, SocketAddr)], error: &EngineError) -> Option<BindFailure> {
+        let (address, reason) = match error {
+            EngineError::InUse { addr } => (*addr, "already in use by another process".to_string()),
+            EngineError::Bind { addr, error } => (*addr, error.to_string()),
+            _ => return None,
+        };
+        let listener = listeners
+            .iter()
+            .find(|(_, bind)| *bind == address)
+            .map_or_else(String::new, |(name, _)| name.clone());
+        Some(BindFailure {
+            listener,
+            address,
+            reason,
+            message: error.to_string(),
+        })
+    }
+
+    fn log(&self) {
+        tracing::error!(
+            listener = self.listener.as_str(),
+            address = %self.address,
+            error = self.reason.as_str(),
+            "cannot bind a listener"
+        );
+    }
+}
+
+impl std::fmt::Display for BindFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for BindFailure {}
+
+/// Says why the process could not start: in text, the `rampart: reason` line it always wrote;
+/// in JSON, an error event (with the listener's fields for a bind failure).
+pub fn log_fatal(logger: &Logger, error: &anyhow::Error) {
+    if !logger.is_json() {
+        eprintln!("rampart: {error:#}");
+    } else if let Some(failure) = error.downcast_ref::<BindFailure>() {
+        failure.log();
+    } else {
+        tracing::error!("rampart: {error:#}");
     }
 }

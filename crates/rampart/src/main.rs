@@ -18,7 +18,7 @@ use source::{summary, Source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
-    logger::init();
+    let logger = logger::Logger::init(cli.log_format());
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
         Some(Command::Run { config, engine }) => {
@@ -26,14 +26,14 @@ fn main() -> ExitCode {
                 path: config,
                 session_log: engine.session_log.clone(),
             };
-            control::serve(source, &engine)
+            control::serve(source, &engine, &logger)
         }
         Some(Command::Tcp(args)) => fixed_source(false, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &args.engine)),
+            .and_then(|source| control::serve(source, &args.engine, &logger)),
         Some(Command::Http(args)) => fixed_source(true, &args)
             .map_err(anyhow::Error::msg)
-            .and_then(|source| control::serve(source, &args.engine)),
+            .and_then(|source| control::serve(source, &args.engine, &logger)),
         None => {
             let listen = cli.listen.unwrap_or_default();
             let source = Source::Hosts {
@@ -42,13 +42,13 @@ fn main() -> ExitCode {
                 policy: policy(&cli.balance),
                 session_log: cli.engine.session_log.clone(),
             };
-            control::serve(source, &cli.engine)
+            control::serve(source, &cli.engine, &logger)
         }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("rampart: {e:#}");
+            control::log_fatal(&logger, &e);
             ExitCode::from(1)
         }
     }
@@ -70,8 +70,16 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         access_log_format,
         engine,
     } = args;
-    if access_log.is_some() && !http {
-        return Err("--access-log: only `rampart http` logs requests (TCP connections go to --session-log)".into());
+    // A TCP listener logs connections: its access log is the session log (one JSON line each).
+    let mut session_log = engine.session_log.clone();
+    if !http && access_log.is_some() {
+        if access_log_format != "json" {
+            return Err("--access-log-format: `rampart tcp` logs each connection as one JSON line (combined is for HTTP requests)".into());
+        }
+        if session_log.is_some() {
+            return Err("--access-log and --session-log name the same log in `rampart tcp`: give one".into());
+        }
+        session_log = access_log.clone();
     }
     if tls_cert.len() != tls_key.len() {
         return Err(format!(
@@ -94,9 +102,12 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         bind,
         targets,
         policy: policy(balance),
-        session_log: engine.session_log.clone(),
+        session_log,
         tls: tls_cert.iter().cloned().zip(tls_key.iter().cloned()).collect(),
-        access_log: access_log.clone().map(|path| (path, access_log_format.clone())),
+        access_log: access_log
+            .clone()
+            .filter(|_| http)
+            .map(|path| (path, access_log_format.clone())),
     }))
 }
 

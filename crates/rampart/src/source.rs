@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rampart_config::compile::parse_bind;
-use rampart_config::{compile_toml, hosts, simple_l4, AdminSettings, Compiled, LiveState, SimpleL4};
+use rampart_config::{compile_toml, hosts, simple_l4, AdminSettings, Compiled, LiveState, LogSettings, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 use rampart_model::ListenerProtocol;
 use rampart_model::Snapshot;
@@ -36,6 +36,8 @@ pub struct Loaded {
     pub warnings: Vec<String>,
     /// `[admin]` of a config file.
     pub admin: Option<AdminSettings>,
+    /// `[global] log_level` and `log_format` (defaults for the command-line sources).
+    pub log: LogSettings,
     /// The SHA-256 of the config file's text, in hex (config files only).
     pub sha256: Option<String>,
     /// The TOML the snapshot was compiled from (the file's text, or what the command line
@@ -50,6 +52,7 @@ impl Loaded {
             pin: compiled.pin,
             warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
             admin: compiled.admin,
+            log: compiled.log,
             sha256: None,
             text: String::new(),
         }

@@ -9,6 +9,7 @@ use std::net::TcpStream;
 use std::time::Instant;
 
 use common::http::{HttpBackend, Reply};
+use common::scrape::{scrape, value};
 use common::*;
 
 /// `METHOD path` to the admin port with an optional token: status and JSON body.
@@ -316,51 +317,6 @@ fn a_drained_target_gets_no_requests_until_enabled_and_stays_drained_across_relo
         404
     );
     assert_eq!(admin(admin_port, "GET", &drain_b, None).0, 405);
-}
-
-/// One scraped sample: metric name, sorted labels, value.
-type Sample = (String, Vec<(String, String)>, f64);
-
-/// `GET /metrics`, parsed by a Prometheus text-format parser.
-fn scrape(port: u16) -> Vec<Sample> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
-        .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    assert!(
-        head.starts_with("HTTP/1.1 200") && head.contains("application/openmetrics-text"),
-        "{head}"
-    );
-    assert!(body.ends_with("# EOF\n"), "{body}");
-    let lines = body.lines().map(|l| Ok(l.to_string()));
-    let scraped = prometheus_parse::Scrape::parse(lines).expect("the exposition parses");
-    scraped
-        .samples
-        .into_iter()
-        .map(|s| {
-            let value = match s.value {
-                prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Untyped(v) => v,
-                other => panic!("{}: unexpected {other:?}", s.metric),
-            };
-            let mut labels: Vec<(String, String)> = s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-            labels.sort();
-            (s.metric, labels, value)
-        })
-        .collect()
-}
-
-fn value(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> f64 {
-    let mut want: Vec<(String, String)> = labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-    want.sort();
-    samples
-        .iter()
-        .find(|(n, l, _)| n == name && *l == want)
-        .unwrap_or_else(|| panic!("no {name}{labels:?} in {samples:?}"))
-        .2
 }
 
 #[test]

@@ -266,7 +266,7 @@ fn scripts_run_binaries_from_the_cargo_target_dir() {
 }
 
 #[test]
-fn the_http_one_liner_writes_an_access_log() {
+fn the_one_liners_write_access_logs() {
     let backend = common::http::HttpBackend::start(common::http::Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -293,6 +293,31 @@ fn the_http_one_liner_writes_an_access_log() {
     assert_eq!(proxy.stop(), 0);
     let log = std::fs::read_to_string(dir.path().join("access.log")).unwrap();
     assert!(log.contains("\"GET /logged HTTP/1.1\" 200 "), "{log}");
+    // `rampart tcp` logs each connection as one JSON line (its session record).
+    let tcp_backend = Backend::start("t", Behavior::TagEcho);
+    let tcp_port = free_port();
+    let tcp_listen = format!("127.0.0.1:{tcp_port}");
+    let mut tcp = Rampart::start(
+        dir.path(),
+        &[
+            "tcp",
+            "--listen",
+            &tcp_listen,
+            "--to",
+            &tcp_backend.target(),
+            "--workers",
+            "1",
+            "--access-log",
+            "tcp.log",
+        ],
+    );
+    let mut session = connect(tcp_port);
+    assert_eq!(read_line(&mut session), "t");
+    drop(session);
+    assert_eq!(tcp.stop(), 0);
+    let log = std::fs::read_to_string(dir.path().join("tcp.log")).unwrap();
+    let record: serde_json::Value = serde_json::from_str(log.lines().next().expect("one line")).unwrap();
+    assert_eq!(record["target"], tcp_backend.target());
     let (code, _, err) = run_rampart(
         dir.path(),
         &[
@@ -303,8 +328,10 @@ fn the_http_one_liner_writes_an_access_log() {
             "127.0.0.1:2",
             "--access-log",
             "a.log",
+            "--access-log-format",
+            "combined",
         ],
     );
     assert_eq!(code, 1);
-    assert!(err.contains("--access-log: only `rampart http` logs requests"), "{err}");
+    assert!(err.contains("combined is for HTTP requests"), "{err}");
 }

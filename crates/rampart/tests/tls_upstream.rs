@@ -178,7 +178,7 @@ fn http_health_checks_over_tls_take_a_plain_backend_down_and_keep_a_tls_one_up()
     );
     let check = "[upstreams.app.health_check]\nhttp_path = \"/health\"\ninterval = \"100ms\"\ntimeout = \"1s\"\nfall = 1\nrise = 1\n";
     let (mut proxy, port) = gateway(dir.path(), &[secure.target(), plain.target()], &tls, check);
-    proxy.wait_for(&format!("target {} is down", plain.target()));
+    proxy.wait_for(&format!("target={} state=down", plain.target()));
     // The TLS backend is checked over TLS with the configured request.
     let health = std::iter::from_fn(|| secure.heads.recv_timeout(WAIT).ok())
         .find(|h| h.starts_with("GET /health HTTP/1.1\r\n"))

@@ -74,13 +74,13 @@ impl Drop for TaskGuard {
 pub(crate) fn run(setup: WorkerSetup) {
     if let Some(core) = setup.core {
         if let Err(e) = crate::pin_current_thread(core) {
-            log::warn!("worker {}: cannot pin to core {core}: {e}", setup.id);
+            tracing::warn!("worker {}: cannot pin to core {core}: {e}", setup.id);
         }
     }
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            log::error!("worker {}: cannot start its runtime: {e}", setup.id);
+            tracing::error!("worker {}: cannot start its runtime: {e}", setup.id);
             return;
         }
     };
@@ -147,7 +147,7 @@ async fn serve(mut setup: WorkerSetup) {
     if tokio::time::timeout_at(deadline.into(), drained).await.is_err() {
         let open = ctx.counters.open.load(std::sync::atomic::Ordering::Relaxed);
         rampart_proxy::worker::bump(&ctx.counters.cut_at_drain, open);
-        log::warn!(
+        tracing::warn!(
             "worker {}: drain deadline passed with {open} connection(s) open; closing them",
             ctx.id,
         );
@@ -164,13 +164,13 @@ fn listen(
     socket: std::net::TcpListener,
 ) {
     let Some(bound) = BoundListener::new(&ctx.counters, &ctx.snapshot(), addr) else {
-        log::error!("worker {}: no listener for {addr} in the current config", ctx.id);
+        tracing::error!("worker {}: no listener for {addr} in the current config", ctx.id);
         return;
     };
     let listener = match TcpListener::from_std(socket) {
         Ok(l) => l,
         Err(e) => {
-            log::error!("worker {}: cannot use listening socket {addr}: {e}", ctx.id);
+            tracing::error!("worker {}: cannot use listening socket {addr}: {e}", ctx.id);
             return;
         }
     };
@@ -186,7 +186,7 @@ async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, bound: Rc<Boun
             Ok(accepted) => accepted,
             Err(e) => {
                 // Out of descriptors or memory: back off briefly rather than spin.
-                log::error!("worker {}: accept on {} failed: {e}", ctx.id, bound.bind);
+                tracing::error!("worker {}: accept on {} failed: {e}", ctx.id, bound.bind);
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
             }
@@ -205,7 +205,7 @@ async fn wake_parked(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>) {
     let mut woken = Vec::new();
     loop {
         if let Err(e) = ctx.wait_woken(&mut woken).await {
-            log::error!("worker {}: parked connections cannot be watched: {e}", ctx.id);
+            tracing::error!("worker {}: parked connections cannot be watched: {e}", ctx.id);
             return;
         }
         for parked in woken.drain(..) {

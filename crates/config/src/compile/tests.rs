@@ -155,6 +155,36 @@ fn bad_configs_name_file_line_and_column() {
 }
 
 #[test]
+fn log_settings_compile_and_bad_values_point_at_the_value() {
+    assert_eq!(compile(GOOD).unwrap().log, LogSettings::default());
+    assert_eq!(
+        (LogSettings::default().level, LogSettings::default().format),
+        (LogLevel::Info, LogFormat::Text)
+    );
+    let c = compile(&format!(
+        "[global]\nlog_level = \"debug\"\nlog_format = \"json\"\n{GOOD}"
+    ))
+    .unwrap();
+    assert_eq!(
+        c.log,
+        LogSettings {
+            level: LogLevel::Debug,
+            format: LogFormat::Json
+        }
+    );
+    let got = errors(&format!("[global]\nlog_level = \"loud\"\nlog_format = \"xml\"\n{GOOD}"));
+    assert_eq!(
+        got,
+        [
+            "test.toml:2:13: unknown log_level `loud` (expected one of: error, warn, info, debug, trace)",
+            "test.toml:3:14: unknown log_format `xml` (expected one of: text, json)",
+        ]
+    );
+    let got = errors(&format!("[global]\nlog_level = 3\n{GOOD}"));
+    assert!(got[0].starts_with("test.toml:2:13: expected a string"), "{got:?}");
+}
+
+#[test]
 fn every_error_of_a_file_is_reported() {
     let src = "[listeners.a]\nbind = \"nope\"\nupstream = \"x\"\n[upstreams.b]\ntargets = []\nbalance = \"?\"\n";
     let got = errors(src);

@@ -7,7 +7,13 @@ use tokio::sync::oneshot;
 
 use rampart_proxy::http::local::write_response;
 
+use std::time::Duration;
+
+use rampart_model::metrics::{UpstreamErrorKind, CODE_CLASSES};
+
+use super::history::Reading;
 use super::state::{AdminShared, Command, ReloadOutcome};
+use super::traffic::TrafficTotals;
 use super::Request;
 
 /// An answer: status, content type, body, and an `Allow` list for 405.
@@ -57,6 +63,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("/api/reload", "POST"),
     ("/api/config", "GET"),
     ("/api/upstreams", "GET"),
+    ("/api/history", "GET"),
     ("/metrics", "GET"),
 ];
 
@@ -96,6 +103,7 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         "/api/reload" => reload(shared).await,
         "/api/config" => Answer::json(200, &serde_json::to_value(&**shared.config.load()).unwrap_or_default()),
         "/api/upstreams" => upstreams(shared),
+        "/api/history" => history(shared),
         "/metrics" => Answer {
             status: 200,
             content_type: super::metrics::CONTENT_TYPE,
@@ -127,18 +135,30 @@ fn status(shared: &AdminShared) -> Answer {
     Answer::json(200, &value)
 }
 
-/// Every upstream's targets with their health as the workers see it.
+/// Every upstream's targets: health as the workers see it, load, latency and errors.
 fn upstreams(shared: &AdminShared) -> Answer {
     let snapshot = shared.snapshot.load();
+    let traffic = TrafficTotals::read(&snapshot);
+    // The errors of a minute ago (or of the oldest reading, in the first minute).
+    let minute_ago = shared.history.since(Duration::from_secs(60));
+    let errors_before = |upstream: &str, target: &str| -> u64 {
+        let Some(reading) = &minute_ago else { return 0 };
+        let totals = reading.totals.upstreams.iter().find(|u| u.name == upstream);
+        let target = totals.and_then(|u| u.targets.iter().find(|t| t.name == target));
+        target.map_or(0, |t| t.errors.iter().sum())
+    };
     let upstreams: Vec<Value> = snapshot
         .upstreams
         .iter()
-        .map(|u| {
+        .zip(&traffic.upstreams)
+        .map(|(u, totals)| {
             let targets: Vec<Value> = u
                 .targets
                 .iter()
-                .map(|t| {
+                .zip(&totals.targets)
+                .map(|(t, traffic)| {
                     let h = &t.health;
+                    let errors: u64 = traffic.errors.iter().sum();
                     json!({
                         "target": t.name,
                         "address": t.addr.to_string(),
@@ -150,6 +170,12 @@ fn upstreams(shared: &AdminShared) -> Answer {
                             "consecutive_failures": h.consecutive_failures(),
                             "down_for_ms": h.passive_down_for().as_millis() as u64,
                         },
+                        "active": traffic.active,
+                        "latency_ewma_ms": traffic.latency_ewma.map(|d| d.as_secs_f64() * 1000.0),
+                        "responses": by_name(&CODE_CLASSES, &traffic.responses),
+                        "errors": by_name(&UpstreamErrorKind::ALL.map(|k| k.as_str()), &traffic.errors),
+                        "errors_last_minute": errors.saturating_sub(errors_before(&u.name, &t.name)),
+                        "connections": { "opened": traffic.opened, "reused": traffic.reused },
                     })
                 })
                 .collect();
@@ -157,11 +183,33 @@ fn upstreams(shared: &AdminShared) -> Answer {
                 "name": u.name,
                 "balance": u.policy.name(),
                 "tls": u.tls.is_some(),
+                "retries": totals.retries,
                 "targets": targets,
             })
         })
         .collect();
     Answer::json(200, &json!({ "upstreams": upstreams }))
+}
+
+/// `{"NAME": count, ...}` in the order of `names`.
+fn by_name(names: &[&str], counts: &[u64]) -> Value {
+    let map: serde_json::Map<String, Value> = names
+        .iter()
+        .zip(counts)
+        .map(|(n, c)| (n.to_string(), json!(c)))
+        .collect();
+    Value::Object(map)
+}
+
+/// `GET /api/history`: the ring of readings, and a reading of now when the last one is more than
+/// a second old, so the newest interval is always current.
+fn history(shared: &AdminShared) -> Answer {
+    let mut readings = shared.history.readings();
+    if readings.last().is_none_or(|r| r.at.elapsed() > Duration::from_secs(1)) {
+        readings.push(std::sync::Arc::new(Reading::now(shared)));
+    }
+    let view = super::history::view(&readings);
+    Answer::json(200, &serde_json::to_value(&view).unwrap_or_default())
 }
 
 /// `POST /api/upstreams/{upstream}/targets/{target}/drain` (or `/enable`): the target (as
@@ -197,15 +245,17 @@ fn drain(shared: &AdminShared, rest: &str) -> Answer {
     };
     let changed = t.health.set_drained(drained);
     if changed {
-        log::info!(
-            "admin: upstream {upstream} target {}: {}",
-            t.name,
-            if drained {
-                "drained (no new connections or requests)"
-            } else {
-                "enabled"
-            }
-        );
+        let (upstream, target) = (up.name.as_str(), t.name.as_str());
+        if drained {
+            tracing::info!(
+                upstream,
+                target,
+                action = "drain",
+                "admin: target drained (no new connections or requests)"
+            );
+        } else {
+            tracing::info!(upstream, target, action = "enable", "admin: target enabled");
+        }
     }
     Answer::json(
         200,

@@ -16,6 +16,7 @@ use rampart_proto::h1::{parse_request, Framing, Limits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod api;
+pub mod history;
 pub mod metrics;
 pub mod page;
 pub mod state;
@@ -38,9 +39,14 @@ pub fn start(address: &AdminAddress, shared: Arc<AdminShared>) -> anyhow::Result
     let listener = runtime
         .block_on(Listener::bind(address))
         .with_context(|| format!("admin listen {address}"))?;
+    // The first reading is of the start, before any traffic.
+    shared.history.record(&shared);
     std::thread::Builder::new()
         .name("rampart-admin".into())
-        .spawn(move || runtime.block_on(accept_loop(listener, shared)))
+        .spawn(move || {
+            runtime.spawn(history::sample(shared.clone()));
+            runtime.block_on(accept_loop(listener, shared))
+        })
         .context("cannot start the admin thread")?;
     Ok(())
 }
@@ -95,7 +101,7 @@ async fn accept_loop(listener: Listener, shared: Arc<AdminShared>) {
 
 /// Out of descriptors or similar: say so and give the system a moment.
 async fn accept_failed(e: std::io::Error) {
-    log::warn!("admin: accept failed: {e}");
+    tracing::warn!("admin: accept failed: {e}");
     tokio::time::sleep(Duration::from_millis(100)).await;
 }
 

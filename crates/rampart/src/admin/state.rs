@@ -25,6 +25,8 @@ pub struct AdminShared {
     /// `Authorization: Bearer` value every request needs, if set.
     pub token: Option<String>,
     pub started: Instant,
+    /// The last 15 minutes of traffic readings.
+    pub history: super::history::History,
 }
 
 impl AdminShared {

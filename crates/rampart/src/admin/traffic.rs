@@ -69,6 +69,8 @@ pub struct TargetTotals {
     pub reused: u64,
     /// HTTP requests in flight, or TCP sessions relayed, now.
     pub active: u64,
+    /// The highest of the workers' peak-EWMA response times.
+    pub latency_ewma: Option<std::time::Duration>,
 }
 
 impl TrafficTotals {
@@ -128,6 +130,7 @@ impl TrafficTotals {
                         opened: sum(cells, |c| &c.opened),
                         reused: sum(cells, |c| &c.reused),
                         active: cells.iter().fold(0i64, |s, c| s.wrapping_add(c.active.get())).max(0) as u64,
+                        latency_ewma: cells.iter().filter_map(|c| c.latency.get()).max(),
                     }
                 })
                 .collect();

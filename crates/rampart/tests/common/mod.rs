@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod scrape;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -62,7 +63,7 @@ impl Rampart {
         r
     }
 
-    /// Starts `rampart ARGS` logging at `level` (`RAMPART_LOG`) and waits for its "listening" line.
+    /// Starts `rampart ARGS` logging at `level` (`RAMPART_LOG`, EnvFilter syntax) and waits for its "listening" line.
     pub fn start_logging(dir: &Path, args: &[&str], level: &str) -> Rampart {
         let mut r = Rampart::spawn_logging(dir, args, level);
         r.wait_for("listening:");
@@ -75,10 +76,25 @@ impl Rampart {
     }
 
     fn spawn_logging(dir: &Path, args: &[&str], level: &str) -> Rampart {
+        Rampart::spawn_with_env(dir, args, &[("RAMPART_LOG", level)])
+    }
+
+    /// Starts `rampart ARGS` with only `vars` of the log variables set (neither `RUST_LOG` nor
+    /// `RAMPART_LOG` is inherited), so that the config's `log_level` can decide; waits for its
+    /// "listening" line.
+    pub fn start_with_env(dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Rampart {
+        let mut r = Rampart::spawn_with_env(dir, args, vars);
+        r.wait_for("listening:");
+        r
+    }
+
+    fn spawn_with_env(dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Rampart {
         let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
             .args(args)
             .current_dir(dir)
-            .env("RAMPART_LOG", level)
+            .env_remove("RUST_LOG")
+            .env_remove("RAMPART_LOG")
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -87,7 +87,7 @@ async fn read_response<D: Downstream>(
                 Ok(Some(head)) => return Ok(head),
                 Ok(None) => {}
                 Err(e) => {
-                    log::warn!("upstream {}: bad response head: {e}", req.upstream().name);
+                    tracing::warn!("upstream {}: bad response head: {e}", req.upstream().name);
                     return Err(HttpError::UpstreamBadResponse);
                 }
             }
@@ -114,7 +114,9 @@ async fn read_response<D: Downstream>(
     let up = req.upstream();
     up.metrics.worker(ctx.id).response_duration.observe(took);
     if let Some(target) = rctx.target.and_then(|t| up.targets.get(t)) {
-        target.metrics.worker(ctx.id).responses[code_class(head.status)].add(1);
+        let cells = target.metrics.worker(ctx.id);
+        cells.responses[code_class(head.status)].add(1);
+        cells.latency.observe(took);
     }
 
     let tunnel = head.status == 101 && req.upgrade;

@@ -44,7 +44,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     let keepalive = connection.http().keepalive_timeout;
     // A keep-alive time no longer than the linger is over by now.
     if end == Next::Idle && keepalive > LINGER {
-        log::debug!("parking idle connection from {}", connection.client);
+        tracing::debug!("parking idle connection from {}", connection.client);
         let conn = connection.into_conn();
         if let Some(parked) = ctx.http.parking.entry(conn, keepalive.saturating_sub(LINGER)) {
             // A refused entry is dropped: the connection closes.
@@ -212,7 +212,7 @@ impl<'a> Connection<'a> {
                 HeadRead::Head(h) => h,
                 HeadRead::Closed => return Next::Close,
                 HeadRead::Failed(error) => {
-                    log::debug!("bad request from {}: {error}", self.client);
+                    tracing::debug!("bad request from {}: {error}", self.client);
                     self.answer_bad_request(&mut rctx, error).await;
                     return Next::Close;
                 }
