@@ -4,7 +4,6 @@
 // tab only) and sent as `Authorization: Bearer` on every request.
 (function () {
   const POLL_MS = 2000;
-  const WINDOW_S = 15 * 60;
   const TOKEN_KEY = "rampart-admin-token";
   const KINDS = [["listener", "Listeners"], ["route", "Routes"], ["upstream", "Upstreams"]];
   const $ = (id) => document.getElementById(id);
@@ -12,6 +11,7 @@
   let token = sessionStorage.getItem(TOKEN_KEY) || "";
   let timer = null;
   let lastHistory = null;
+  const protocols = new Map(); // listener name -> "http" | "tcp", from /api/status
   const rows = new Map(); // "upstream/target" -> {tr, cells, button, busy}
   const blocks = new Map(); // "kind:name" -> {el, now, canvases}
 
@@ -111,6 +111,8 @@
     const ready = $("readiness");
     ready.textContent = s.draining ? "draining" : s.ready ? "ready" : "not ready";
     ready.className = "badge " + (s.ready && !s.draining ? "ok" : "bad");
+    protocols.clear();
+    for (const l of s.listeners) protocols.set(l.name, l.protocol);
     $("config-path").textContent = s.config ? s.config.path : "command line";
     $("config-sha").textContent = s.config ? "sha256 " + s.config.sha256.slice(0, 12) : "";
     $("config-sha").title = s.config ? s.config.sha256 : "";
@@ -252,27 +254,44 @@
 
   // ---- history ----
 
+  // What a series' three figures are: HTTP listeners and routes count requests, 5xx answers and
+  // request time; TCP listeners connections, refused connections and session time; upstreams
+  // responses, failed attempts plus 5xx responses, and response time.
+  function flavour(s) {
+    if (s.kind === "upstream") return ["upstream", "responses/s", "errors/s", "response time", "resp/s"];
+    if (s.kind === "listener" && protocols.get(s.name) === "tcp") {
+      return ["tcp", "connections/s", "refused/s", "session time", "conn/s"];
+    }
+    return ["http", "requests/s", "5xx/s", "latency", "req/s"];
+  }
+
   function showHistory(h) {
     lastHistory = h;
     const note = $("history-note");
     if (!h) {
       note.textContent = "(this Rampart keeps no history: /api/history is missing)";
-      setCard("total-rps", null, rate);
+      for (const id of ["total-rps", "total-errors", "total-requests", "worst-p99"]) setCard(id, null, rate);
       return;
     }
     const n = h.times.length;
-    $("charts").dataset.latest = n ? String(h.times[n - 1]) : "";
+    $("charts").dataset.intervals = String(n);
     note.textContent = n
-      ? "(" + n + " samples of " + h.interval_seconds + " s, latest " + clock(new Date(h.times[n - 1] * 1000)) + ")"
-      : "(no sample yet: the first comes within " + h.interval_seconds + " s)";
-    const listeners = h.series.filter((s) => s.kind === "listener");
+      ? "(every " + h.interval_seconds + " s; the newest interval runs to " + clock(new Date(h.times[n - 1] * 1000)) + ")"
+      : "(no reading yet: the first comes within " + h.interval_seconds + " s)";
+    // The cards add up HTTP listeners (TCP listeners count connections, not requests).
+    const listeners = h.series.filter((s) => s.kind === "listener" && flavour(s)[0] === "http");
+    const tcp = h.series.filter((s) => s.kind === "listener" && flavour(s)[0] === "tcp");
     const last = (values) => (n && values[n - 1] != null ? values[n - 1] : null);
-    const sum = (f) => (n ? listeners.reduce((acc, s) => acc + (last(f(s)) || 0), 0) : null);
-    setCard("total-rps", sum((s) => s.rps), rate);
-    setCard("total-errors", sum((s) => s.errors_per_s), rate);
-    const total = n
-      ? listeners.reduce((acc, s) => acc + s.rps.reduce((a, v) => a + (v || 0), 0) * h.interval_seconds, 0)
-      : null;
+    const sum = (list, f) => (n ? list.reduce((acc, s) => acc + (last(f(s)) || 0), 0) : null);
+    setCard("total-rps", sum(listeners, (s) => s.rps), rate);
+    setCard("total-errors", sum(listeners, (s) => s.errors_per_s), rate);
+    $("tcp-card").hidden = !tcp.length;
+    setCard("total-cps", tcp.length ? sum(tcp, (s) => s.rps) : null, rate);
+    // Intervals are interval_seconds long, but for the newest, which runs to the moment of asking:
+    // its length is known from the one before it, so a single interval gives no total yet.
+    const seconds = h.times.map((t, i) => (i ? t - h.times[i - 1] : h.interval_seconds));
+    const requests = (s) => s.rps.reduce((acc, v, i) => acc + (v || 0) * seconds[i], 0);
+    const total = n >= 2 ? listeners.reduce((acc, s) => acc + requests(s), 0) : null;
     setCard("total-requests", total === null ? null : Math.round(total), count);
     const p99s = listeners.map((s) => last(s.p99_ms)).filter((v) => v !== null);
     setCard("worst-p99", p99s.length ? Math.max(...p99s) : null, ms);
@@ -288,8 +307,11 @@
   function drawCharts(h) {
     const root = $("charts");
     const seen = new Set();
+    const range = Chart.timeSpan(h);
     for (const [kind, title] of KINDS) {
-      const series = h.series.filter((s) => s.kind === kind);
+      // Requests that matched no route are charted only when there were some.
+      const idle = (s) => s.name.endsWith("/(unrouted)") && s.rps.every((v) => !v);
+      const series = h.series.filter((s) => s.kind === kind && !(kind === "route" && idle(s)));
       let group = root.querySelector('.kind[data-kind="' + kind + '"]');
       if (!series.length) {
         if (group) group.remove();
@@ -305,7 +327,7 @@
         root.append(group);
       }
       for (const s of series) {
-        const key = kind + ":" + s.name;
+        const key = kind + ":" + s.name + ":" + flavour(s)[0];
         seen.add(key);
         let block = blocks.get(key);
         if (!block) {
@@ -313,7 +335,7 @@
           blocks.set(key, block);
         }
         if (block.el.parentNode !== group) group.append(block.el);
-        fillBlock(block, h, s);
+        fillBlock(block, h, s, range);
       }
     }
     for (const [key, block] of blocks) {
@@ -336,13 +358,14 @@
     head.append(name, now);
     el.append(head);
     const canvases = {};
-    for (const [key, title] of [["rps", "requests/s"], ["errors", "errors/s"], ["latency", "latency"]]) {
+    const [, rps, errors, latency] = flavour(s);
+    for (const [key, title] of [["rps", rps], ["errors", errors], ["latency", latency]]) {
       const box = document.createElement("div");
       box.className = "chart";
       const t = document.createElement("div");
       t.className = "title";
       if (key === "latency") {
-        t.append(span("", "latency "), span("legend-p50", "p50"), span("", " / "), span("legend-p99", "p99"));
+        t.append(span("", title + " "), span("legend-p50", "p50"), span("", " / "), span("legend-p99", "p99"));
       } else {
         t.textContent = title;
       }
@@ -355,100 +378,23 @@
     return { el, now, canvases };
   }
 
-  function fillBlock(block, h, s) {
+  function fillBlock(block, h, s, range) {
     const n = h.times.length;
     const at = (values) => (n && values[n - 1] != null ? values[n - 1] : null);
     const p50 = at(s.p50_ms);
     const p99 = at(s.p99_ms);
     block.now.textContent = n
-      ? rate(at(s.rps) || 0) + " req/s · " + rate(at(s.errors_per_s) || 0) + " err/s" +
+      ? rate(at(s.rps) || 0) + " " + flavour(s)[4] + " · " + rate(at(s.errors_per_s) || 0) + " " + flavour(s)[2] +
         (p50 === null ? "" : " · p50 " + ms(p50)) + (p99 === null ? "" : " · p99 " + ms(p99))
-      : "no sample yet";
+      : "no reading yet";
     const css = getComputedStyle(document.documentElement);
     const color = (name) => css.getPropertyValue(name).trim();
-    chart(block.canvases.rps, h.times, [{ values: s.rps, color: color("--accent") }], "");
-    chart(block.canvases.errors, h.times, [{ values: s.errors_per_s, color: color("--err") }], "");
-    chart(block.canvases.latency, h.times, [
+    Chart.draw(block.canvases.rps, h.times, [{ values: s.rps, color: color("--accent") }], "", range);
+    Chart.draw(block.canvases.errors, h.times, [{ values: s.errors_per_s, color: color("--err") }], "", range);
+    Chart.draw(block.canvases.latency, h.times, [
       { values: s.p50_ms, color: color("--accent") },
       { values: s.p99_ms, color: color("--p99") },
-    ], " ms");
-  }
-
-  // A line chart of the last 15 minutes on a canvas: y from 0 to a round maximum, a gap wherever
-  // a value is null (no request in that interval).
-  function chart(canvas, times, lines, unit) {
-    const dpr = window.devicePixelRatio || 1;
-    const w = canvas.clientWidth;
-    const h = canvas.clientHeight;
-    if (!w || !h) return;
-    if (canvas.width !== Math.round(w * dpr) || canvas.height !== Math.round(h * dpr)) {
-      canvas.width = Math.round(w * dpr);
-      canvas.height = Math.round(h * dpr);
-    }
-    const ctx = canvas.getContext("2d");
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    ctx.clearRect(0, 0, w, h);
-    const box = { left: 52, right: 6, top: 6, bottom: 16 };
-    const pw = w - box.left - box.right;
-    const ph = h - box.top - box.bottom;
-    const end = times.length ? times[times.length - 1] : Date.now() / 1000;
-    const start = end - WINDOW_S;
-    let max = 0;
-    for (const line of lines) for (const v of line.values) if (v != null && v > max) max = v;
-    const top = niceCeil(max) || 1;
-    const x = (t) => box.left + ((t - start) / WINDOW_S) * pw;
-    const y = (v) => box.top + ph - (v / top) * ph;
-
-    ctx.font = "10px system-ui, sans-serif";
-    ctx.lineWidth = 1;
-    ctx.strokeStyle = "#e2e5ea";
-    ctx.fillStyle = "#6b7385";
-    ctx.textAlign = "right";
-    ctx.textBaseline = "middle";
-    for (const f of [0, 0.5, 1]) {
-      const yy = Math.round(y(top * f)) + 0.5;
-      ctx.beginPath();
-      ctx.moveTo(box.left, yy);
-      ctx.lineTo(w - box.right, yy);
-      ctx.stroke();
-      ctx.fillText(tick(top * f) + unit, box.left - 4, yy);
-    }
-    ctx.textBaseline = "top";
-    for (const [minutes, label] of [[15, "-15m"], [10, "-10m"], [5, "-5m"], [0, "now"]]) {
-      ctx.textAlign = minutes === 15 ? "left" : minutes === 0 ? "right" : "center";
-      ctx.fillText(label, x(end - minutes * 60), h - box.bottom + 3);
-    }
-
-    ctx.lineWidth = 1.5;
-    ctx.lineJoin = "round";
-    for (const line of lines) {
-      ctx.strokeStyle = line.color;
-      ctx.fillStyle = line.color;
-      let open = false;
-      ctx.beginPath();
-      for (let i = 0; i < times.length; i++) {
-        const v = line.values[i];
-        if (v == null || times[i] < start) {
-          open = false;
-          continue;
-        }
-        const px = x(times[i]);
-        const py = y(v);
-        const lone = (i === 0 || line.values[i - 1] == null) && (i + 1 >= times.length || line.values[i + 1] == null);
-        if (lone) ctx.fillRect(px - 1.5, py - 1.5, 3, 3);
-        if (open) ctx.lineTo(px, py);
-        else ctx.moveTo(px, py);
-        open = true;
-      }
-      ctx.stroke();
-    }
-  }
-
-  function niceCeil(v) {
-    if (!(v > 0)) return 0;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
+    ], " ms", range);
   }
 
   window.addEventListener("resize", () => {
@@ -476,13 +422,6 @@
     if (v >= 100) return Math.round(v) + " ms";
     if (v >= 10) return v.toFixed(1) + " ms";
     return v.toFixed(2) + " ms";
-  }
-
-  // An axis label: few digits (the maximum is a round number).
-  function tick(v) {
-    if (v >= 1e6) return +(v / 1e6).toFixed(2) + "M";
-    if (v >= 1e3) return +(v / 1e3).toFixed(2) + "k";
-    return String(+v.toFixed(2));
   }
 
   function count(v) {
