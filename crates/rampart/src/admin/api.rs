@@ -69,6 +69,9 @@ const ENDPOINTS: &[(&str, &str)] = &[
 
 /// Answers one request.
 pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
+    if super::page::serves(&request.path) {
+        return super::page::answer(request); // the status page holds no data: no token needed
+    }
     if !authorized(shared, request) {
         return Answer::error(401, "this admin listener needs Authorization: Bearer <token>");
     }

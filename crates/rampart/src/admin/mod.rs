@@ -4,6 +4,7 @@
 //!
 //! - [`api`]: the endpoints.
 //! - [`metrics`]: `GET /metrics`.
+//! - [`page`]: `GET /`, the live status page.
 //! - [`state`]: what the control loop shares with it.
 
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 pub mod api;
 pub mod history;
 pub mod metrics;
+pub mod page;
 pub mod state;
 pub mod traffic;
 

@@ -1,0 +1,316 @@
+//! The status page (`GET /` on the admin listener) in a real browser: headless Debian Chromium
+//! driven through ChromeDriver (installed by `scripts/browser` when missing). While a client sends
+//! keep-alive requests through Rampart to two backends, the page loads with no console error, its
+//! requests/s figure becomes positive and moves, and a click on one target's Drain button drains
+//! it in the API and stops its traffic while the other target keeps serving. The test leaves a
+//! screenshot in the target directory's tmp folder (`status-page.png`; docs/images/ has a copy).
+//! With an admin token, the page loads without it, asks for it, and works once given it.
+//!
+//! It lives with the other end-to-end tests (the binary is `CARGO_BIN_EXE_rampart`, always the
+//! one just built, and the backends and process harness are shared) because its WebDriver client
+//! is a few hundred lines over std sockets that add no dependency to the build.
+
+#[path = "../common/mod.rs"]
+mod common;
+mod webdriver;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::http::{get, send, HttpBackend, Reply};
+use common::{free_port, write_file, Rampart};
+use serde_json::Value;
+use webdriver::{ChromeDriver, Session};
+
+/// The longest any one wait may take: the history is sampled every 5 s, so two samples fit.
+const WAIT: Duration = Duration::from_secs(20);
+
+const CHROMIUM_ARGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--window-size=1400,1000",
+    "--disable-dev-shm-usage",
+    // This machine's network is closed: no background fetches, updates or sync to fail at.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+];
+
+/// `CHROMEDRIVER` if set, else what `scripts/browser` installs (when missing) and prints. Once
+/// per process: the tests run side by side, and two package installs would fight over dpkg's lock.
+fn chromedriver() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Some(path) = std::env::var_os("CHROMEDRIVER") {
+            return path.into();
+        }
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
+        let out = Command::new(&script).output().expect("run scripts/browser");
+        assert!(
+            out.status.success(),
+            "scripts/browser failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
+}
+
+/// `METHOD path` on the admin port: the JSON body.
+fn admin(port: u16, method: &str, path: &str) -> Value {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (_, body) = raw.split_once("\r\n\r\n").expect("a whole response");
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+/// Requests a backend answered so far (it reports every head it reads).
+struct Counted {
+    backend: HttpBackend,
+    seen: u64,
+}
+
+impl Counted {
+    fn count(&mut self) -> u64 {
+        self.seen += self.backend.heads.try_iter().count() as u64;
+        self.seen
+    }
+}
+
+/// One client sending keep-alive requests through the proxy until told to stop, `pause_ms`
+/// between requests (the test changes it to change the rate).
+struct Load {
+    stop: Arc<AtomicBool>,
+    pause_ms: Arc<AtomicU64>,
+    failures: Arc<AtomicU64>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16, pause_ms: u64) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let pause = Arc::new(AtomicU64::new(pause_ms));
+        let failures = Arc::new(AtomicU64::new(0));
+        let (s, p, f) = (stop.clone(), pause.clone(), failures.clone());
+        let thread = thread::spawn(move || {
+            let mut client = common::connect(port);
+            while !s.load(Ordering::Relaxed) {
+                let (status, _, _) = send(&mut client, &get("/load"));
+                if status != 200 {
+                    f.fetch_add(1, Ordering::Relaxed);
+                    client = common::connect(port);
+                }
+                thread::sleep(Duration::from_millis(p.load(Ordering::Relaxed)));
+            }
+        });
+        Load {
+            stop,
+            pause_ms: pause,
+            failures,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Load {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Polls `probe` until it gives `Some`, or fails the test saying `what` after [`WAIT`].
+fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        if let Some(v) = probe() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "not within {WAIT:?}: {what}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A card's number as the page shows it (`data-value`), once it has one.
+fn card(session: &Session, id: &str) -> Option<f64> {
+    let value = session.execute(&format!("return document.getElementById('{id}').dataset.value"));
+    value.as_str().and_then(|s| s.parse().ok())
+}
+
+#[test]
+fn the_status_page_shows_live_traffic_and_its_drain_button_stops_a_targets_traffic() {
+    let driver_path = chromedriver();
+    let mut a = Counted {
+        backend: HttpBackend::start(Reply::Echo),
+        seen: 0,
+    };
+    let mut b = Counted {
+        backend: HttpBackend::start(Reply::Echo),
+        seen: 0,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"backend\"\n\n\
+         [upstreams.backend]\ntargets = [\"{}\", \"{}\"]\n",
+        a.backend.target(),
+        b.backend.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &config);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // A request every 5 ms at first (plus the time each takes).
+    let load = Load::start(port, 5);
+
+    let driver = ChromeDriver::start(&driver_path, WAIT);
+    let session = driver.session(CHROMIUM_ARGS);
+    session.goto(&format!("http://127.0.0.1:{admin_port}/"));
+
+    // The requests/s figure becomes positive; with the load slowed to a request every 20 ms, it
+    // shows another positive figure; and the 15-minute total grows.
+    let first = wait_until("requests/s above 0", || {
+        card(&session, "total-rps").filter(|&v| v > 0.0)
+    });
+    load.pause_ms.store(20, Ordering::Relaxed);
+    let second = wait_until("requests/s to change", || {
+        card(&session, "total-rps").filter(|&v| v > 0.0 && v != first)
+    });
+    let total = wait_until("a 15-minute total", || card(&session, "total-requests"));
+    let later = wait_until("the 15-minute total to grow", || {
+        card(&session, "total-requests").filter(|&v| v > total)
+    });
+    println!("requests/s shown: {first} then {second}; 15-minute total {total} then {later}");
+
+    // Both targets are listed and serving, and both got traffic.
+    let (ta, tb) = (a.backend.target(), b.backend.target());
+    let row = |t: &str| format!("tr[data-target=\"backend/{t}\"]");
+    for t in [&ta, &tb] {
+        let drained = session.execute(&format!("return document.querySelector('{}').dataset.drained", row(t)));
+        assert_eq!(drained, "false", "{t}");
+    }
+    assert!(a.count() > 0 && b.count() > 0, "round robin reached both targets");
+
+    // Drain target a with its button.
+    let button = session
+        .find(&format!("{} button[data-action=\"drain\"]", row(&ta)))
+        .expect("a Drain button on target a's row");
+    session.click(&button);
+    wait_until("the API to show target a drained", || {
+        let upstreams = admin(admin_port, "GET", "/api/upstreams");
+        let targets = upstreams["upstreams"][0]["targets"].as_array().unwrap().clone();
+        let state = |t: &str| targets.iter().find(|x| x["target"] == t).unwrap()["drained"].clone();
+        (state(&ta) == true && state(&tb) == false).then_some(())
+    });
+    wait_until("the page to offer Enable for target a", || {
+        session
+            .find(&format!(
+                "{}[data-drained=\"true\"] button[data-action=\"enable\"]",
+                row(&ta)
+            ))
+            .map(|_| ())
+    });
+
+    // The client is sequential: once b answers one more request, nothing is in flight to a.
+    let b_now = b.count();
+    wait_until("b to answer after the drain", || (b.count() > b_now).then_some(()));
+    let a_after = a.count();
+    let b_after = b.count();
+    wait_until("b to answer 50 more requests", || {
+        (b.count() >= b_after + 50).then_some(())
+    });
+    assert_eq!(a.count(), a_after, "the drained target got no request");
+    assert_eq!(
+        load.failures.load(Ordering::Relaxed),
+        0,
+        "every request was answered 200"
+    );
+
+    // A few intervals on the charts (a reading every 5 s) before the picture.
+    wait_until("four intervals of history", || {
+        let n = session.execute("return document.getElementById('charts').dataset.intervals");
+        (n.as_str().and_then(|n| n.parse::<u32>().ok()) >= Some(4)).then_some(())
+    });
+    let shot = session.screenshot();
+    assert!(shot.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG screenshot");
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
+    std::fs::write(&file, shot).unwrap();
+    println!("screenshot: {}", file.display());
+
+    // No console error at any point (script errors, failed requests).
+    let errors: Vec<Value> = session
+        .browser_log()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+}
+
+#[test]
+fn with_a_token_the_page_loads_without_it_and_asks_for_it() {
+    let driver_path = chromedriver();
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\ntoken = \"s3cret\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"backend\"\n\n\
+         [upstreams.backend]\ntargets = [\"{}\"]\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &config);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let driver = ChromeDriver::start(&driver_path, WAIT);
+    let session = driver.session(CHROMIUM_ARGS);
+    session.goto(&format!("http://127.0.0.1:{admin_port}/"));
+
+    // The document came (a browser cannot send the token when it navigates); the API refused the
+    // page's requests, so it asks for the token and shows no target.
+    let input = wait_until("the token form", || session.find("#token-form:not([hidden]) #token"));
+    assert_eq!(
+        session.execute("return document.querySelectorAll('#targets tbody tr').length"),
+        0
+    );
+    let refused = session.browser_log();
+    assert!(
+        refused
+            .iter()
+            .all(|e| e["message"].as_str().unwrap().contains("status of 401")),
+        "only the API's 401s: {refused:#?}"
+    );
+
+    session.type_text(&input, "s3cret\n");
+    let target = format!("tr[data-target=\"backend/{}\"]", backend.target());
+    wait_until("the target table", || session.find(&target));
+    assert_eq!(
+        session.execute("return sessionStorage.getItem('rampart-admin-token')"),
+        "s3cret",
+        "kept for this tab"
+    );
+    assert_eq!(
+        session.execute("return document.getElementById('token-form').hidden"),
+        true
+    );
+    let errors: Vec<Value> = session
+        .browser_log()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors once the token is given: {errors:#?}");
+}
