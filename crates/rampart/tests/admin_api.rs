@@ -4,32 +4,12 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::time::Instant;
 
 use common::http::{HttpBackend, Reply};
 use common::scrape::{scrape, value};
 use common::*;
-
-/// `METHOD path` to the admin port with an optional token: status and JSON body.
-fn admin(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").expect("a whole response");
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (
-        status,
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}")),
-    )
-}
 
 fn config(admin_port: u16, port: u16, backend: &str, extra_admin: &str) -> String {
     format!(

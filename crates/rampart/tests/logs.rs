@@ -5,25 +5,11 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 
 use common::http::{HttpBackend, Reply};
 use common::*;
 use serde_json::Value;
-
-/// `POST path` to the admin port; the status.
-fn admin_post(port: u16, path: &str) -> u16 {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "POST {path} HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    raw.split(' ').nth(1).unwrap().parse().unwrap()
-}
 
 /// Every line parsed as a JSON object with timestamp, level, target, message and fields.
 fn parse_all(log: &[String]) -> Vec<Value> {
@@ -81,8 +67,11 @@ fn json_lines_carry_the_fields_of_every_key_event() {
     proxy.wait_for("target is up");
 
     let drain = format!("/api/upstreams/app/targets/{}/drain", live.target().replace(':', "%3A"));
-    assert_eq!(admin_post(admin_port, &drain), 200);
-    assert_eq!(admin_post(admin_port, &drain.replace("/drain", "/enable")), 200);
+    assert_eq!(admin(admin_port, "POST", &drain, None).0, 200);
+    assert_eq!(
+        admin(admin_port, "POST", &drain.replace("/drain", "/enable"), None).0,
+        200
+    );
     proxy.wait_for("target enabled");
 
     assert!(proxy.reload().contains("reloaded"));

@@ -5,7 +5,6 @@
 mod common;
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 use common::http::{get, send, HttpBackend, Reply};
@@ -374,12 +373,9 @@ fn with<'a>(base: &[(&'a str, &'a str)], key: &'a str, value: &'a str) -> Vec<(&
     labels
 }
 
+/// `GET path` on the admin port, which must answer 200: its JSON.
 fn admin_json(port: u16, path: &str) -> serde_json::Value {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
-    serde_json::from_str(body).unwrap()
+    let (status, body) = admin(port, "GET", path, None);
+    assert_eq!(status, 200, "{body}");
+    body
 }

@@ -407,3 +407,22 @@ pub fn http_gateway(dir: &Path, targets: &[String], upstream_extra: &str) -> (Ra
     let path = write_file(dir, "gw.toml", &cfg);
     (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
 }
+
+/// `METHOD path` to the admin port with an optional token: status and JSON body.
+pub fn admin(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: admin\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("a whole response");
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (
+        status,
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}")),
+    )
+}

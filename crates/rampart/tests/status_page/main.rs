@@ -14,8 +14,6 @@
 mod common;
 mod webdriver;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -63,20 +61,6 @@ fn chromedriver() -> PathBuf {
         PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
     })
     .clone()
-}
-
-/// `METHOD path` on the admin port: the JSON body.
-fn admin(port: u16, method: &str, path: &str) -> Value {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (_, body) = raw.split_once("\r\n\r\n").expect("a whole response");
-    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
 }
 
 /// Requests a backend answered so far (it reports every head it reads).
@@ -213,7 +197,7 @@ fn the_status_page_shows_live_traffic_and_its_drain_button_stops_a_targets_traff
         .expect("a Drain button on target a's row");
     session.click(&button);
     wait_until("the API to show target a drained", || {
-        let upstreams = admin(admin_port, "GET", "/api/upstreams");
+        let upstreams = common::admin(admin_port, "GET", "/api/upstreams", None).1;
         let targets = upstreams["upstreams"][0]["targets"].as_array().unwrap().clone();
         let state = |t: &str| targets.iter().find(|x| x["target"] == t).unwrap()["drained"].clone();
         (state(&ta) == true && state(&tb) == false).then_some(())
