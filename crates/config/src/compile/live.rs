@@ -61,27 +61,25 @@ impl LiveState {
 
     pub(super) fn listener_metrics(&mut self, listener: &str) -> Arc<PerWorker<ListenerCells>> {
         let workers = self.workers();
-        let cells = self.metrics.listeners.entry(listener.to_string());
-        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+        kept(&mut self.metrics.listeners, listener.to_string(), workers)
     }
 
     /// The cells of route `route` of `listener` (`""`: the requests that matched no route).
     pub(super) fn route_metrics(&mut self, listener: &str, route: &str) -> Arc<PerWorker<RouteCells>> {
+        let key = (listener.to_string(), route.to_string());
         let workers = self.workers();
-        let cells = self.metrics.routes.entry((listener.to_string(), route.to_string()));
-        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+        kept(&mut self.metrics.routes, key, workers)
     }
 
     pub(super) fn upstream_metrics(&mut self, upstream: &str) -> Arc<PerWorker<UpstreamCells>> {
         let workers = self.workers();
-        let cells = self.metrics.upstreams.entry(upstream.to_string());
-        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+        kept(&mut self.metrics.upstreams, upstream.to_string(), workers)
     }
 
     pub(super) fn target_metrics(&mut self, upstream: &str, target: &str) -> Arc<PerWorker<TargetCells>> {
+        let key = (upstream.to_string(), target.to_string());
         let workers = self.workers();
-        let cells = self.metrics.targets.entry((upstream.to_string(), target.to_string()));
-        cells.or_insert_with(|| Arc::new(PerWorker::new(workers))).clone()
+        kept(&mut self.metrics.targets, key, workers)
     }
 
     pub(super) fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
@@ -138,4 +136,16 @@ impl LiveState {
         m.targets
             .retain(|(u, t), _| upstream(u).is_some_and(|u| u.targets.iter().any(|x| &x.name == t)));
     }
+}
+
+/// The cells kept under `key`, made (one per worker) the first time.
+fn kept<K: Eq + std::hash::Hash, C: Default>(
+    cells: &mut HashMap<K, Arc<PerWorker<C>>>,
+    key: K,
+    workers: usize,
+) -> Arc<PerWorker<C>> {
+    cells
+        .entry(key)
+        .or_insert_with(|| Arc::new(PerWorker::new(workers)))
+        .clone()
 }
