@@ -19,7 +19,6 @@ use crate::units::{parse_duration, parse_size};
 #[derive(Debug)]
 pub struct Compiled {
     pub snapshot: Snapshot,
-    pub workers: Option<usize>,
     pub pin: bool,
     /// Problems that do not stop the load (a certificate close to expiry, `verify = false`).
     pub warnings: Vec<ConfigError>,
@@ -277,7 +276,6 @@ impl Checker<'_> {
                 session_log,
                 drain_timeout,
             },
-            workers,
             pin: raw.global.pin.unwrap_or(false),
             warnings: Vec::new(),
             admin,

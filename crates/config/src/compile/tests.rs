@@ -35,7 +35,7 @@ fn minimal_config_compiles_with_defaults() {
     assert_eq!(u.policy, BalancePolicy::RoundRobin);
     assert_eq!(u.targets.iter().map(|t| t.weight).collect::<Vec<_>>(), [1, 3]);
     assert!(u.health_check.is_none());
-    assert_eq!((c.workers, c.pin), (None, false));
+    assert!(!c.pin);
 }
 
 #[test]
@@ -80,10 +80,30 @@ fn make_named_certificates(src: &str, dir: &std::path::Path) {
 }
 
 #[test]
+fn the_worker_count_is_fixed_by_the_first_load() {
+    let with = |n: usize| {
+        format!("[global]\nworkers = {n}\n\n[listeners.a]\nbind = \"127.0.0.1:1\"\nupstream = \"u\"\n\n[upstreams.u]\ntargets = [\"127.0.0.1:2\"]\n")
+    };
+    let mut live = LiveState::default();
+    compile_toml("a.toml", &with(2), &mut live).unwrap();
+    compile_toml("a.toml", &with(3), &mut live).unwrap();
+    assert_eq!(live.workers(), 2, "a reload keeps the first count");
+    let mut from_cli = LiveState::new(Some(4));
+    let c = compile_toml("a.toml", &with(2), &mut from_cli).unwrap();
+    assert_eq!(from_cli.workers(), 4, "the command line wins");
+    assert_eq!(c.snapshot.listeners[0].metrics.workers(), 4, "metric cells per worker");
+    let mut unset = LiveState::default();
+    compile_toml("a.toml", &with(1).replace("workers = 1\n", ""), &mut unset).unwrap();
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert_eq!(unset.workers(), cpus, "one per CPU by default");
+}
+
+#[test]
 fn full_example_values_arrive() {
     let src = include_str!("../../../../examples/l4-full.toml");
-    let c = compile_toml("l4-full.toml", src, &mut LiveState::default()).unwrap();
-    assert_eq!((c.workers, c.pin), (Some(2), false));
+    let mut live = LiveState::default();
+    let c = compile_toml("l4-full.toml", src, &mut live).unwrap();
+    assert_eq!((live.workers(), c.pin), (2, false));
     let s = &c.snapshot;
     assert_eq!(s.drain_timeout, Duration::from_secs(20));
     let edge = s.listeners.iter().find(|l| l.name == "edge").unwrap();
