@@ -206,3 +206,36 @@ fn a_drain_sends_goaway_and_lets_streams_in_flight_finish() {
 fn libc_sigterm() -> i32 {
     15
 }
+
+#[test]
+fn answers_of_rampart_own_to_grpc_requests_are_grpc_shaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = super::common::free_port();
+    let dead = super::common::dead_target();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+         routes = [{{ match = {{ path_prefix = \"/pkg.Dead/\" }}, upstream = \"dead\" }}]\n\n\
+         [upstreams.dead]\ntargets = [\"{dead}\"]\nconnect_attempts = 1\n"
+    );
+    let path = super::common::write_file(dir.path(), "grpc.toml", &cfg);
+    let _proxy = super::common::Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    runtime().block_on(async {
+        let send = connect(port).await;
+        for (path, grpc_status) in [("/pkg.Missing/Call", "12"), ("/pkg.Dead/Call", "14")] {
+            let request = Request::post(format!("http://127.0.0.1:{port}{path}"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(())
+                .unwrap();
+            let mut ready = send.clone().ready().await.unwrap();
+            let (response, mut body) = ready.send_request(request, false).unwrap();
+            body.send_data(Bytes::from_static(&[0, 0, 0, 0, 0]), true).unwrap();
+            let response = response.await.unwrap();
+            // A trailers-only response: HTTP 200, the gRPC status in its only HEADERS frame.
+            assert_eq!(response.status(), 200, "{path}");
+            assert_eq!(response.headers()["content-type"], "application/grpc");
+            assert_eq!(response.headers()["grpc-status"], grpc_status, "{path}");
+            assert!(response.into_body().is_end_stream());
+        }
+    });
+}
