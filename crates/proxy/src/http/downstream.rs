@@ -49,10 +49,32 @@ pub struct LocalAnswer<'a> {
     pub close: bool,
 }
 
+/// A request body taken out of its downstream side, to flow to an HTTP/2 upstream on its own
+/// while the response flows back (full duplex: gRPC bidirectional streams).
+#[allow(async_fn_in_trait)]
+pub trait BodySource {
+    /// Moves the rest of the body (and its trailers) to `to`; an error resets `to`.
+    async fn pump(self, to: &mut h2::SendStream<bytes::Bytes>, write_timeout: Duration) -> Result<(), HttpError>;
+}
+
+/// The body source of a side whose body cannot be taken apart (HTTP/1).
+pub enum NoBodySource {}
+
+impl BodySource for NoBodySource {
+    async fn pump(self, _: &mut h2::SendStream<bytes::Bytes>, _: Duration) -> Result<(), HttpError> {
+        match self {}
+    }
+}
+
 /// The client side of one request.
 // Workers are single-threaded: the futures need not be `Send`, so `async fn` is fine here.
 #[allow(async_fn_in_trait)]
 pub trait Downstream {
+    /// See [`Downstream::take_body_source`].
+    type BodySource: BodySource;
+    /// The rest of the request body as a source of its own, when this side can give it (an
+    /// HTTP/2 stream whose body bytes are all still to come); `None` otherwise.
+    fn take_body_source(&mut self) -> Option<Self::BodySource>;
     /// Request body bytes received and not yet forwarded.
     fn body(&mut self) -> &mut IoBuf;
     /// Reads more request body bytes into [`Downstream::body`].
@@ -134,6 +156,12 @@ impl<'a> H1Downstream<'a> {
 const COPY_BEHIND_HEAD: usize = 2048;
 
 impl Downstream for H1Downstream<'_> {
+    type BodySource = NoBodySource;
+
+    fn take_body_source(&mut self) -> Option<NoBodySource> {
+        None
+    }
+
     fn body(&mut self) -> &mut IoBuf {
         self.inbuf
     }

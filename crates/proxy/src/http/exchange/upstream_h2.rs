@@ -19,8 +19,8 @@ use super::response::record_response_head;
 use super::{connect, pool_key, InFlight, ProxyRequest};
 use crate::balance::Tried;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{Downstream, ResponseHeader};
-use crate::http::error::HttpError;
+use crate::http::downstream::{BodySource, Downstream, ResponseHeader};
+use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2::write_data;
 use crate::http::h2pool::{handshake, H2Conn};
 use crate::stream::Stream;
@@ -204,9 +204,46 @@ async fn exchange_on<D: Downstream>(
     };
     let end = req.framing == Framing::None;
     let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
+    if !end && req.framing == Framing::Chunked && req.max_body_size.is_none() {
+        if let Some(source) = down.take_body_source() {
+            // Full duplex: the body flows up while the response flows back (a gRPC stream may
+            // answer before the client is done, and the client may wait for that answer).
+            let pump = source.pump(&mut body, settings.write_timeout);
+            let respond = receive(ctx, req, down, rctx, response);
+            tokio::pin!(pump);
+            tokio::pin!(respond);
+            let mut pumped = None;
+            loop {
+                tokio::select! {
+                    done = &mut pump, if pumped.is_none() => pumped = Some(done),
+                    responded = &mut respond => {
+                        // The response is over: nothing more of the body is needed.
+                        return match (responded, pumped) {
+                            // No answer because the client went away first: say so.
+                            (Err(_), Some(Err(client))) if client.source() == ErrorSource::Downstream => Err(client),
+                            (result, _) => result,
+                        };
+                    }
+                }
+            }
+        }
+    }
     if !end {
         send_body(req, down, &mut body, settings.write_timeout).await?;
     }
+    receive(ctx, req, down, rctx, response).await
+}
+
+/// Waits for the response and sends it to the client: its head (as an HTTP/1.1 head read by
+/// the HTTP/1 codec), then its body framed as the head says.
+async fn receive<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    down: &mut D,
+    rctx: &mut RequestContext,
+    response: h2::client::ResponseFuture,
+) -> Result<(), HttpError> {
+    let settings = req.upstream().http;
     down.body().release_if_empty(&ctx.http);
     let sent_at = Instant::now();
     let response = match tokio::time::timeout(settings.response_header_timeout, response).await {

@@ -6,13 +6,13 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::SendStream;
+use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
 use rampart_proto::h1::{ChunkedPart, Framing};
 use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, trailer_fields};
 
 use super::stream::H2Stream;
-use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
+use crate::http::downstream::{BodySource, Downstream, LocalAnswer, ResponseHeader};
 use crate::http::error::HttpError;
 use crate::http::head_out::response_fields;
 use crate::http::iobuf::IoBuf;
@@ -65,6 +65,55 @@ pub(crate) async fn write_data(
         rest = &rest[n..];
     }
     Ok(())
+}
+
+/// The rest of a stream's request body, taken out of its downstream side so that it can flow
+/// to an HTTP/2 upstream while the response flows back (gRPC bidirectional streams).
+pub(crate) struct H2BodySource<'c> {
+    recv: RecvStream,
+    info: &'c super::ConnInfo,
+    timeout: Duration,
+}
+
+impl BodySource for H2BodySource<'_> {
+    /// Moves DATA and trailers to `to` until the client's side ends. Errors reset `to`.
+    async fn pump(mut self, to: &mut SendStream<Bytes>, write_timeout: Duration) -> Result<(), HttpError> {
+        let result = self.pump_inner(to, write_timeout).await;
+        if result.is_err() {
+            to.send_reset(h2::Reason::CANCEL);
+        }
+        result
+    }
+}
+
+impl H2BodySource<'_> {
+    async fn pump_inner(&mut self, to: &mut SendStream<Bytes>, write_timeout: Duration) -> Result<(), HttpError> {
+        let mut sent = 0;
+        loop {
+            match tokio::time::timeout(self.timeout, self.recv.data()).await {
+                Err(_) => return Err(HttpError::ClientBodyTimeout),
+                Ok(Some(Ok(bytes))) => {
+                    let _ = self.recv.flow_control().release_capacity(bytes.len());
+                    write_data(to, &bytes, false, write_timeout, &mut sent)
+                        .await
+                        .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })?;
+                }
+                Ok(Some(Err(e))) => {
+                    if e.is_reset() && e.is_remote() {
+                        self.info.count_reset();
+                    }
+                    return Err(HttpError::ClientGone);
+                }
+                Ok(None) => break,
+            }
+        }
+        match self.recv.trailers().await {
+            Ok(Some(trailers)) => to.send_trailers(trailers),
+            Ok(None) => to.send_data(Bytes::new(), true),
+            Err(_) => return Err(HttpError::ClientGone),
+        }
+        .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
+    }
 }
 
 /// The gRPC status for an answer of Rampart's own with HTTP status `status` (as Envoy maps them,
@@ -150,7 +199,9 @@ impl H2Downstream<'_, '_> {
     }
 }
 
-impl Downstream for H2Downstream<'_, '_> {
+impl<'c> Downstream for H2Downstream<'_, 'c> {
+    type BodySource = H2BodySource<'c>;
+
     fn body(&mut self) -> &mut IoBuf {
         self.inbuf
     }
@@ -160,14 +211,17 @@ impl Downstream for H2Downstream<'_, '_> {
             // The framing asked for bytes the stream does not have (h2 checks content-length).
             return Err(HttpError::BadRequestBody);
         }
+        let Some(recv) = self.s.recv.as_mut() else {
+            return Err(HttpError::ClientGone);
+        };
         loop {
-            let data = match tokio::time::timeout(self.body_timeout, self.s.recv.data()).await {
+            let data = match tokio::time::timeout(self.body_timeout, recv.data()).await {
                 Err(_) => return Err(HttpError::ClientBodyTimeout),
                 Ok(data) => data,
             };
             match data {
                 Some(Ok(bytes)) => {
-                    let _ = self.s.recv.flow_control().release_capacity(bytes.len());
+                    let _ = recv.flow_control().release_capacity(bytes.len());
                     if bytes.is_empty() {
                         continue;
                     }
@@ -192,7 +246,7 @@ impl Downstream for H2Downstream<'_, '_> {
                     if !self.s.chunk_request {
                         return Err(HttpError::BadRequestBody);
                     }
-                    let trailers = match self.s.recv.trailers().await {
+                    let trailers = match recv.trailers().await {
                         Ok(t) => t,
                         Err(_) => return Err(HttpError::ClientGone),
                     };
@@ -326,6 +380,18 @@ impl Downstream for H2Downstream<'_, '_> {
             self.data(answer.body, true).await?;
         }
         Ok(())
+    }
+
+    fn take_body_source(&mut self) -> Option<H2BodySource<'c>> {
+        if self.s.request_ended || !self.inbuf.is_empty() {
+            return None;
+        }
+        let recv = self.s.recv.take()?;
+        Some(H2BodySource {
+            recv,
+            info: self.s.info,
+            timeout: self.body_timeout,
+        })
     }
 
     fn bytes_sent(&self) -> u64 {

@@ -30,7 +30,8 @@ use crate::worker::{bump, WorkerContext};
 /// The client side of one stream.
 pub(crate) struct H2Stream<'c> {
     pub(super) info: &'c ConnInfo,
-    pub(super) recv: RecvStream,
+    /// The request body; taken by an exchange that streams it on its own ([`H2BodySource`]).
+    pub(super) recv: Option<RecvStream>,
     pub(super) respond: SendResponse<Bytes>,
     /// The response body's stream, once the head has gone.
     pub(super) send: Option<SendStream<Bytes>>,
@@ -90,7 +91,7 @@ pub(super) async fn serve(
     let stream = H2Stream {
         info,
         request_ended: recv.is_end_stream(),
-        recv,
+        recv: Some(recv),
         respond,
         send: None,
         chunk_request: false,
@@ -336,13 +337,16 @@ impl<'c> Transport for H2Stream<'c> {
             return (0, 0);
         };
         let mut buf = vec![0u8; buffer_size.min(64 * 1024)];
-        let mut client_open = !self.recv.is_end_stream();
+        let Some(recv) = self.recv.as_mut() else {
+            return (0, 0);
+        };
+        let mut client_open = !recv.is_end_stream();
         loop {
             let idle = tokio::time::sleep(idle_timeout);
             tokio::select! {
-                data = self.recv.data(), if client_open => match data {
+                data = recv.data(), if client_open => match data {
                     Some(Ok(bytes)) => {
-                        let _ = self.recv.flow_control().release_capacity(bytes.len());
+                        let _ = recv.flow_control().release_capacity(bytes.len());
                         up += bytes.len() as u64;
                         if upstream.write_all(&bytes).await.is_err() {
                             break;
