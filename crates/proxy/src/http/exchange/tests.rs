@@ -21,6 +21,12 @@ struct Recording {
 }
 
 impl Downstream for Recording {
+    type BodySource = crate::http::downstream::NoBodySource;
+
+    fn take_body_source(&mut self) -> Option<Self::BodySource> {
+        None
+    }
+
     fn body(&mut self) -> &mut IoBuf {
         &mut self.body_in
     }
