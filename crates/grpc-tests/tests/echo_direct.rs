@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::backend::{connect, connect_tls, EchoBackend};
+use common::backend::{connect, connect_bare, connect_tls, EchoBackend};
 use common::echo::{collect, EchoRequest};
 use common::tls::TestCa;
 use tonic::Code;
@@ -82,4 +82,37 @@ async fn tls_backend_direct() {
 
 fn tokio_stream_iter(items: Vec<EchoRequest>) -> impl tonic::codegen::tokio_stream::Stream<Item = EchoRequest> {
     tonic::codegen::tokio_stream::iter(items)
+}
+
+/// Neither the bare backend nor the bare client acts on `grpc-timeout`: the call outlives its
+/// deadline and succeeds. So through a proxy, DEADLINE_EXCEEDED for such a call can only come
+/// from the proxy.
+#[tokio::test]
+async fn bare_backend_and_client_ignore_grpc_timeout() {
+    let backend = EchoBackend::start_ignoring_deadlines();
+    let mut client = connect_bare(backend.addr).await;
+    let mut req = tonic::Request::new(EchoRequest {
+        message: "late".into(),
+        sleep_ms: 300,
+        ..Default::default()
+    });
+    req.set_timeout(std::time::Duration::from_millis(50));
+    let reply = client.unary_echo(req).await.expect("no deadline enforced").into_inner();
+    assert_eq!(reply.message, "late");
+}
+
+/// Whereas tonic's own server (and tonic's channel) end a call at its `grpc-timeout` with
+/// CANCELLED.
+#[tokio::test]
+async fn tonic_cancels_on_grpc_timeout() {
+    let backend = EchoBackend::start();
+    let mut client = connect_bare(backend.addr).await;
+    let mut req = tonic::Request::new(EchoRequest {
+        message: "late".into(),
+        sleep_ms: 5_000,
+        ..Default::default()
+    });
+    req.set_timeout(std::time::Duration::from_millis(50));
+    let status = client.unary_echo(req).await.unwrap_err();
+    assert_eq!(status.code(), Code::Cancelled, "{status:?}");
 }

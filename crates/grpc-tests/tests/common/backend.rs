@@ -6,7 +6,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::thread;
+
+use hyper::client::conn::http2;
+use tonic::codegen::http::{Request as HttpRequest, Response as HttpResponse, Uri};
 
 use tokio::sync::oneshot;
 use tonic::body::Body;
@@ -141,7 +147,7 @@ pub async fn connect(addr: SocketAddr) -> EchoClient {
         .connect()
         .await
         .unwrap_or_else(|e| panic!("connect to {addr}: {e:?}"));
-    EchoClient::new(channel)
+    EchoClient::new(channel, origin(addr, "http"))
 }
 
 /// An h2c client of 127.0.0.1:`port`.
@@ -162,5 +168,39 @@ pub async fn connect_tls(addr: SocketAddr, ca_pem: &str, domain: &str) -> EchoCl
         .connect()
         .await
         .unwrap_or_else(|e| panic!("TLS connect to {addr}: {e:?}"));
-    EchoClient::new(channel)
+    EchoClient::new(channel, origin(addr, "https"))
+}
+
+fn origin(addr: SocketAddr, scheme: &str) -> Uri {
+    format!("{scheme}://{addr}").parse().unwrap()
+}
+
+/// One bare HTTP/2 (h2c prior knowledge) connection from hyper's client, with nothing of
+/// tonic's channel around it: unlike the channel, it does not end a call at its `grpc-timeout`
+/// (the channel cancels it locally, with CANCELLED "Timeout expired").
+#[derive(Clone)]
+pub struct BareH2(http2::SendRequest<Body>);
+
+impl Service<HttpRequest<Body>> for BareH2 {
+    type Response = HttpResponse<hyper::body::Incoming>;
+    type Error = hyper::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, hyper::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), hyper::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: HttpRequest<Body>) -> Self::Future {
+        Box::pin(self.0.send_request(request))
+    }
+}
+
+/// An echo client over one bare HTTP/2 connection to `addr` (see [`BareH2`]).
+pub async fn connect_bare(addr: SocketAddr) -> EchoClient<BareH2> {
+    let tcp = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let (sender, connection) = http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+        .await
+        .expect("HTTP/2 handshake");
+    tokio::spawn(connection);
+    EchoClient::new(BareH2(sender), origin(addr, "http"))
 }

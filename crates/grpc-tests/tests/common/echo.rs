@@ -22,10 +22,12 @@ use std::time::Duration;
 
 use tonic::body::Body;
 use tonic::client::Grpc as GrpcClient;
+use tonic::client::GrpcService;
 use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::http::Uri;
 use tonic::codegen::http::{Request as HttpRequest, Response as HttpResponse};
 use tonic::codegen::tokio_stream::{self, Stream, StreamExt};
-use tonic::codegen::Service;
+use tonic::codegen::{Body as HttpBody, Bytes, Service, StdError};
 use tonic::server::{ClientStreamingService, Grpc, ServerStreamingService, StreamingService, UnaryService};
 use tonic::transport::Channel;
 use tonic::{Code, IntoRequest, IntoStreamingRequest, Request, Response, Status, Streaming};
@@ -44,7 +46,8 @@ pub struct EchoRequest {
     /// ServerStreamingEcho: how many replies.
     #[prost(uint32, tag = "3")]
     pub count: u32,
-    /// Non-zero: answer with this grpc-status (and `message` as its grpc-message) instead.
+    /// Non-zero: answer with this grpc-status (`message` its grpc-message, a non-empty `payload`
+    /// its details) instead.
     #[prost(int32, tag = "4")]
     pub fail_with: i32,
     /// Wait this long before answering (ignoring any deadline the request carries).
@@ -94,11 +97,17 @@ impl EchoService {
     }
 }
 
-/// `fail_with` as a status, if set.
+/// `fail_with` as a status, if set: `message` as its grpc-message and a non-empty `payload` as
+/// its details (the binary `grpc-status-details-bin` trailer).
 fn failure(req: &EchoRequest) -> Result<(), Status> {
     match req.fail_with {
         0 => Ok(()),
-        code => Err(Status::new(Code::from_i32(code), req.message.clone())),
+        code if req.payload.is_empty() => Err(Status::new(Code::from_i32(code), req.message.clone())),
+        code => Err(Status::with_details(
+            Code::from_i32(code),
+            req.message.clone(),
+            Bytes::from(req.payload.clone()),
+        )),
     }
 }
 
@@ -225,16 +234,24 @@ impl Service<HttpRequest<Body>> for EchoService {
 // ---------------------------------------------------------------------------------------------
 // Client
 
-/// A client of `echo.Echo` (and of any other path, to call what no backend serves).
+/// A client of `echo.Echo` (and of any other path, to call what no backend serves) over any
+/// transport `T`: tonic's `Channel`, or a bare HTTP/2 connection (see `backend::connect_bare`).
 #[derive(Clone)]
-pub struct EchoClient {
-    inner: GrpcClient<Channel>,
+pub struct EchoClient<T = Channel> {
+    inner: GrpcClient<T>,
 }
 
-impl EchoClient {
-    pub fn new(channel: Channel) -> EchoClient {
+impl<T> EchoClient<T>
+where
+    T: GrpcService<Body>,
+    T::Error: Into<StdError>,
+    T::ResponseBody: HttpBody<Data = Bytes> + Send + 'static,
+    <T::ResponseBody as HttpBody>::Error: Into<StdError> + Send,
+{
+    /// A client whose requests go to `origin` (scheme and authority) over `transport`.
+    pub fn new(transport: T, origin: Uri) -> EchoClient<T> {
         EchoClient {
-            inner: GrpcClient::new(channel)
+            inner: GrpcClient::with_origin(transport, origin)
                 .max_decoding_message_size(MAX_MESSAGE)
                 .max_encoding_message_size(MAX_MESSAGE),
         }
@@ -244,7 +261,7 @@ impl EchoClient {
         self.inner
             .ready()
             .await
-            .map_err(|e| Status::unknown(format!("service was not ready: {e}")))
+            .map_err(|e| Status::unknown(format!("service was not ready: {}", e.into())))
     }
 
     /// A unary call of `path` (e.g. `/echo.Echo/UnaryEcho`).

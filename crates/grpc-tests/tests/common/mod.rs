@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::{channel, Receiver, RecvTimeoutError};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -137,10 +137,9 @@ impl Rampart {
                         return line;
                     }
                 }
-                Err(_) => panic!(
-                    "no log line containing {needle:?} within {WAIT:?}; log so far:\n{}",
-                    self.log.join("\n")
-                ),
+                // The log is printed when the panic drops `self`.
+                Err(RecvTimeoutError::Timeout) => panic!("no log line containing {needle:?} within {WAIT:?}"),
+                Err(RecvTimeoutError::Disconnected) => panic!("rampart exited before logging {needle:?}"),
             }
         }
     }
@@ -164,4 +163,30 @@ impl Drop for Rampart {
             eprintln!("--- rampart log ---\n{}\n--- end of rampart log ---", self.log_so_far());
         }
     }
+}
+
+/// Rampart with HTTP listener `grpc` sending everything (catch-all `upstream = "echo"`) to the
+/// echo backends at `targets` over h2c, plus `upstream_extra` lines in the upstream; returns
+/// the proxy and its port.
+pub fn h2c_proxy(targets: &[String], upstream_extra: &str) -> (Rampart, u16) {
+    let port = free_port();
+    let upstream = format!("protocol = \"h2c\"\n{upstream_extra}");
+    let config = grpc_config(port, targets, "upstream = \"echo\"", &upstream, "");
+    (Rampart::start(&config), port)
+}
+
+/// Asserts that `status` is a real gRPC answer with `code`: sent as a `grpc-status` (tonic
+/// otherwise maps a bare HTTP status, 404 to UNIMPLEMENTED and 502/503/504 to UNAVAILABLE, and
+/// says so in the message).
+pub fn assert_grpc_status(status: &tonic::Status, code: tonic::Code) {
+    assert_eq!(status.code(), code, "unexpected status: {status:?}");
+    assert!(
+        !status.message().contains("grpc-status header missing"),
+        "an HTTP error, not a gRPC answer: {status:?}"
+    );
+}
+
+/// A payload of `len` bytes in a pattern that shows any reordering or loss.
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8 ^ seed).collect()
 }
