@@ -116,3 +116,13 @@ async fn tonic_cancels_on_grpc_timeout() {
     let status = client.unary_echo(req).await.unwrap_err();
     assert_eq!(status.code(), Code::Cancelled, "{status:?}");
 }
+
+/// `raw_call` against the backend itself: tonic's own UNIMPLEMENTED is trailers-only, HTTP 200.
+#[tokio::test]
+async fn raw_call_sees_a_trailers_only_answer() {
+    let backend = EchoBackend::start();
+    let raw = common::raw::raw_call(backend.addr, "/echo.Echo/Missing", &EchoRequest::text("x"), &[]).await;
+    raw.assert_trailers_only(Code::Unimplemented);
+    let ok = common::raw::raw_call(backend.addr, "/echo.Echo/UnaryEcho", &EchoRequest::text("x"), &[]).await;
+    assert_eq!((ok.status, ok.trailers_only), (200, false));
+}

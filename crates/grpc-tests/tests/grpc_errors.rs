@@ -1,16 +1,24 @@
 //! gRPC errors through rampart: a backend's grpc-status, grpc-message and details pass through
 //! untouched; and rampart's own answers are gRPC-shaped (HTTP 200, grpc-status in a
 //! trailers-only response): no route 12 UNIMPLEMENTED, no live target 14 UNAVAILABLE, the
-//! upstream's `request_timeout` and the client's `grpc-timeout` 4 DEADLINE_EXCEEDED.
+//! upstream's `request_timeout` and the client's `grpc-timeout` 4 DEADLINE_EXCEEDED. Each of
+//! rampart's answers is seen both by tonic's client and by a call made by hand (`raw_call`),
+//! which checks the HTTP status and the trailers-only shape that tonic's client hides.
 
 mod common;
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::backend::{connect_bare, connect_port, EchoBackend};
 use common::echo::{EchoRequest, EchoResponse};
+use common::raw::raw_call;
 use common::{assert_grpc_status, dead_target, free_port, grpc_config, h2c_proxy, Rampart};
 use tonic::{Code, Request};
+
+fn addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
 
 /// A call that makes the backend fail with `code`, `message` and `details`.
 fn failing(code: Code, message: &str, details: &[u8]) -> EchoRequest {
@@ -89,6 +97,8 @@ async fn no_route_is_unimplemented() {
         .await
         .unwrap_err();
     assert_grpc_status(&status, Code::Unimplemented);
+    let raw = raw_call(addr(port), "/other.Other/Method", &EchoRequest::text("raw"), &[]).await;
+    raw.assert_trailers_only(Code::Unimplemented);
     assert_eq!(backend.calls(), 1, "the unrouted call reached the backend");
 }
 
@@ -98,6 +108,8 @@ async fn dead_target_is_unavailable() {
     let mut client = connect_port(port).await;
     let status = client.unary_echo(EchoRequest::text("anyone?")).await.unwrap_err();
     assert_grpc_status(&status, Code::Unavailable);
+    let raw = raw_call(addr(port), "/echo.Echo/UnaryEcho", &EchoRequest::text("raw"), &[]).await;
+    raw.assert_trailers_only(Code::Unavailable);
     eprintln!("client saw: {status:?}\nrampart logged:\n{}", rampart.log_so_far());
 }
 
@@ -111,8 +123,10 @@ async fn upstream_request_timeout_is_deadline_exceeded() {
         sleep_ms: 10_000,
         ..Default::default()
     };
-    let status = client.unary_echo(slow).await.unwrap_err();
+    let status = client.unary_echo(slow.clone()).await.unwrap_err();
     assert_grpc_status(&status, Code::DeadlineExceeded);
+    let raw = raw_call(addr(port), "/echo.Echo/UnaryEcho", &slow, &[]).await;
+    raw.assert_trailers_only(Code::DeadlineExceeded);
     eprintln!("client saw: {status:?}\nrampart logged:\n{}", rampart.log_so_far());
 }
 
@@ -123,14 +137,17 @@ async fn upstream_request_timeout_is_deadline_exceeded() {
 async fn client_grpc_timeout_is_honoured_by_rampart() {
     let backend = EchoBackend::start_ignoring_deadlines();
     let (mut rampart, port) = h2c_proxy(&[backend.target()], "");
-    let mut client = connect_bare(([127, 0, 0, 1], port).into()).await;
-    let mut slow = Request::new(EchoRequest {
+    let mut client = connect_bare(addr(port)).await;
+    let slow = EchoRequest {
         message: "slow".into(),
         sleep_ms: 10_000,
         ..Default::default()
-    });
-    slow.set_timeout(Duration::from_millis(300));
-    let status = client.unary_echo(slow).await.unwrap_err();
+    };
+    let mut request = Request::new(slow.clone());
+    request.set_timeout(Duration::from_millis(300));
+    let status = client.unary_echo(request).await.unwrap_err();
     assert_grpc_status(&status, Code::DeadlineExceeded);
+    let raw = raw_call(addr(port), "/echo.Echo/UnaryEcho", &slow, &[("grpc-timeout", "300m")]).await;
+    raw.assert_trailers_only(Code::DeadlineExceeded);
     eprintln!("client saw: {status:?}\nrampart logged:\n{}", rampart.log_so_far());
 }

@@ -5,6 +5,7 @@
 
 pub mod backend;
 pub mod echo;
+pub mod raw;
 pub mod tls;
 
 use std::io::{BufRead, BufReader};
