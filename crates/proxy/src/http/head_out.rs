@@ -219,6 +219,28 @@ pub struct ResponseOut<'a> {
     pub keep_alive_10: bool,
 }
 
+/// Calls `each` with every field of a response head that crosses the proxy (hop-by-hop fields,
+/// those `Connection` names and those the edits remove are dropped; `Upgrade` crosses with a
+/// tunnel), then with the edits' own fields. For heads written in another protocol (HTTP/2).
+pub fn response_fields(
+    buf: &[u8],
+    fields: &[Field],
+    upgrade: bool,
+    ops: &HeaderOps,
+    mut each: impl FnMut(&[u8], &[u8]),
+) {
+    let named = Named::collect(buf, fields);
+    for f in fields {
+        let name = f.name(buf);
+        if passes(buf, &named, name, upgrade, ops) {
+            each(name, f.value(buf));
+        }
+    }
+    for (name, value) in ops.set.iter().chain(&ops.add) {
+        each(name.as_bytes(), value.as_bytes());
+    }
+}
+
 /// Writes the response head to send to the client.
 pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     let buf = r.buf;
