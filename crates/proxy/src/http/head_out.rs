@@ -251,7 +251,15 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
         .position(|&b| b == b' ')
         .map_or(line_end, |i| i + 1);
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&buf[after_version..line_end]);
+    let status_and_reason = &buf[after_version..line_end];
+    out.extend_from_slice(status_and_reason);
+    if status_and_reason.len() <= 4 {
+        // No reason phrase (a head made from HTTP/2, which has none): the standard one.
+        if status_and_reason.len() == 3 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(super::local::reason(r.head.status).as_bytes());
+    }
     out.extend_from_slice(b"\r\n");
     let named = Named::collect(buf, r.fields);
     for f in r.fields {

@@ -30,6 +30,7 @@ pub mod downstream;
 pub mod error;
 pub mod exchange;
 pub mod h2;
+pub mod h2pool;
 pub mod head_out;
 pub mod iobuf;
 pub mod local;

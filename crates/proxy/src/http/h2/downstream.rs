@@ -30,7 +30,7 @@ pub(crate) struct H2Downstream<'b, 'c> {
 
 /// Sends `bytes` as DATA as the client's window opens, each wait at most `limit` (a window that
 /// stays shut fails the stream). `end` closes the stream with the last frame.
-pub(super) async fn write_data(
+pub(crate) async fn write_data(
     send: &mut SendStream<Bytes>,
     bytes: &[u8],
     end: bool,

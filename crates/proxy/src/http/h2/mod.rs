@@ -34,6 +34,8 @@ mod downstream;
 mod io;
 mod stream;
 
+pub(crate) use downstream::write_data;
+
 /// What the streams of one connection share.
 pub(crate) struct ConnInfo {
     pub bind: SocketAddr,
