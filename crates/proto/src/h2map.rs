@@ -17,13 +17,20 @@ pub enum Preface {
     Other,
     /// A beginning of the preface; more bytes decide.
     NeedMore,
+    /// The preface's request line (`PRI * HTTP/2.0`) with something else behind it: neither
+    /// protocol, to be closed (RFC 9113 section 3.4).
+    Invalid,
 }
 
 /// Says whether `bytes` (the start of a connection) begin with the HTTP/2 preface.
 pub fn preface(bytes: &[u8]) -> Preface {
     let n = bytes.len().min(PREFACE.len());
     if bytes[..n] != PREFACE[..n] {
-        Preface::Other
+        if n > 16 && bytes[..16] == PREFACE[..16] {
+            Preface::Invalid
+        } else {
+            Preface::Other
+        }
     } else if n == PREFACE.len() {
         Preface::Http2
     } else {
@@ -326,6 +333,9 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
+
+#[doc(hidden)]
+pub mod fuzzing;
 
 #[cfg(test)]
 mod tests;

@@ -95,3 +95,12 @@ fn tls_peek_corpus_replays_cleanly() {
         }
     }
 }
+
+#[test]
+fn h2_request_corpus_replays_cleanly() {
+    for data in corpus("h2_request", 6) {
+        for cut in 0..=data.len() {
+            rampart_proto::h2map::fuzzing::request_translation_holds(&data[..cut]);
+        }
+    }
+}

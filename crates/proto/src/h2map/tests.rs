@@ -32,6 +32,7 @@ fn the_preface_is_told_from_http1_as_soon_as_the_bytes_differ() {
     assert_eq!(preface(b""), Preface::NeedMore);
     assert_eq!(preface(b"GET / HTTP/1.1\r\n"), Preface::Other);
     assert_eq!(preface(b"PRIX"), Preface::Other);
+    assert_eq!(preface(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"), Preface::Invalid);
 }
 
 #[test]

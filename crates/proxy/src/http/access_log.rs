@@ -54,6 +54,8 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     write_json_str(out, &lossy(r.target));
     out.extend_from_slice(b",\"host\":");
     write_json_str(out, &lossy(r.host));
+    out.extend_from_slice(b",\"protocol\":");
+    write_json_str(out, r.version);
     let _ = write!(out, ",\"status\":{},\"bytes\":{},\"route\":", r.status, r.bytes);
     write_json_str(out, r.route);
     out.extend_from_slice(b",\"upstream_target\":");

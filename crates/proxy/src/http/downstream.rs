@@ -1,7 +1,7 @@
 //! The downstream side of an exchange: everything the exchange says to the client goes through
 //! [`Downstream`] (interim responses, the response head, body bytes, answers of Rampart's own),
 //! and request body bytes come from it. HTTP/1 implements it here ([`H1Downstream`]); HTTP/2
-//! implements it next, as a stream of a multiplexed connection.
+//! implements it for one stream of a multiplexed connection (`crate::http::h2`).
 //!
 //! Bodies cross the seam in HTTP/1 framing, as the heads declare them (a chunked body with its
 //! chunk lines): HTTP/1 on both sides forwards them verbatim; another protocol frames or unframes

@@ -1,4 +1,4 @@
-//! The HTTP/1.1 reverse proxy, in the order a request meets it:
+//! The HTTP reverse proxy (HTTP/1.x, and HTTP/2 on both sides), in the order a request meets it:
 //!
 //! - [`session`]: one client connection past the connection stage: read a request head, take the
 //!   current snapshot, route it, answer it locally or proxy it, log it, repeat while keep-alive
@@ -20,6 +20,11 @@
 //!   (idle client connections held outside any task), buffers.
 //! - [`iobuf`]: the read buffer with cursors that these share.
 //! - [`access_log`]: access log lines (JSON or combined).
+//! - [`transport`]: what the request path needs of the connection a request came on, for HTTP/1
+//!   (a [`crate::stream::Stream`]) and one HTTP/2 stream alike.
+//! - [`h2`]: HTTP/2 from clients: the connection driver, each stream as a request, its
+//!   downstream side. [`h2pool`]: HTTP/2 connections to targets, shared by a worker's requests
+//!   (the exchange over them is `exchange::upstream_h2`).
 //!
 //! Routes themselves are compiled data in `rampart_model::route`.
 

@@ -121,9 +121,14 @@ async fn exchange<D: Downstream>(
     let mut tried = Tried::default();
     let mut sent_continue = false;
     let mut retries_left = settings.retries;
+    // A target that refused a stream unprocessed (HTTP/2) is tried again on another connection.
+    let mut again = None;
     loop {
         // An upstream connection: a pooled one to the chosen target, or a new one.
-        let Some(choice) = ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried) else {
+        let picked = again
+            .take()
+            .or_else(|| ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried));
+        let Some(choice) = picked else {
             let error = if tried.is_empty() {
                 ctx.log_summary.warn(&no_target_key(&up.name), || {
                     format!(
@@ -152,8 +157,10 @@ async fn exchange<D: Downstream>(
                     if retry_allowed(req, error) && retries_left > 0 {
                         retries_left -= 1;
                         up.metrics.worker(ctx.id).retries.add(1);
-                        if let (Some(target), false) = (target, reused) {
-                            tried.push(target);
+                        match (target, error) {
+                            (Some(target), HttpError::UpstreamRefused) => again = Some(target),
+                            (Some(target), _) if !reused => tried.push(target),
+                            _ => {}
                         }
                         continue;
                     }

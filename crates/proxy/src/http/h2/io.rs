@@ -1,8 +1,10 @@
 //! The connection's byte stream with the bytes already read in front (the preface that told
 //! HTTP/2 from HTTP/1.1, or bytes behind a PROXY header).
 
+use std::cell::Cell;
 use std::io;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -13,11 +15,19 @@ pub(super) struct Rewind {
     early: Vec<u8>,
     at: usize,
     inner: Stream,
+    /// Bytes read from the client, for the traffic counters (taken by the connection's driver).
+    received: Rc<Cell<u64>>,
 }
 
 impl Rewind {
-    pub fn new(early: Vec<u8>, inner: Stream) -> Self {
-        Rewind { early, at: 0, inner }
+    pub fn new(early: Vec<u8>, inner: Stream, received: Rc<Cell<u64>>) -> Self {
+        received.set(received.get() + early.len() as u64);
+        Rewind {
+            early,
+            at: 0,
+            inner,
+            received,
+        }
     }
 }
 
@@ -34,7 +44,11 @@ impl AsyncRead for Rewind {
             }
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        let got = (buf.filled().len() - before) as u64;
+        this.received.set(this.received.get() + got);
+        read
     }
 }
 

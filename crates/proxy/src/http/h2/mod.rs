@@ -19,6 +19,7 @@
 
 use std::cell::Cell;
 use std::net::SocketAddr;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -123,7 +124,8 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         .initial_connection_window_size(settings.connection_window)
         .max_send_buffer_size(64 * 1024)
         .enable_connect_protocol();
-    let handshake = builder.handshake::<_, Bytes>(io::Rewind::new(early, stream));
+    let received = Rc::new(Cell::new(0u64));
+    let handshake = builder.handshake::<_, Bytes>(io::Rewind::new(early, stream, received.clone()));
     let mut connection = match tokio::time::timeout(handshake_timeout, handshake).await {
         Ok(Ok(c)) => c,
         Ok(Err(e)) => {
@@ -160,7 +162,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                 }
             }
             _ = info.calm_wake.notified() => {}
-            _ = tick.tick() => {}
+            _ = tick.tick() => count_received(ctx, &info, &received),
         }
         if info.calm.get() {
             tracing::debug!("HTTP/2 client {client} reset too many streams: GOAWAY ENHANCE_YOUR_CALM");
@@ -176,5 +178,15 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         }
     }
     drop(streams);
+    count_received(ctx, &info, &received);
     drop(slot);
+}
+
+/// Adds the bytes read from the client since the last call to its listener's traffic counter.
+fn count_received(ctx: &WorkerContext, info: &ConnInfo, received: &Cell<u64>) {
+    let bytes = received.replace(0);
+    let snapshot = ctx.snapshot();
+    if let Some(listener) = snapshot.listeners.iter().find(|l| l.bind == info.bind) {
+        listener.metrics.worker(ctx.id).bytes_in.add(bytes);
+    }
 }

@@ -246,6 +246,18 @@ impl H2Stream<'_> {
     /// it open (a body delimited by the upstream's close), a reset where the response failed or
     /// never began.
     fn end(&mut self, rctx: &RequestContext) {
+        // A stream the client reset before its answer was done counts toward the reset limit.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        let reset = match &mut self.send {
+            None => self.respond.poll_reset(&mut cx),
+            Some(send) => send.poll_reset(&mut cx),
+        };
+        if let std::task::Poll::Ready(Ok(reason)) = reset {
+            if reason != Reason::NO_ERROR {
+                self.info.count_reset();
+            }
+            return;
+        }
         if self.response.ended {
             return;
         }

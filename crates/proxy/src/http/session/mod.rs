@@ -192,8 +192,8 @@ impl<'a> Connection<'a, Stream> {
             if first && self.http().http2.is_some() && matches!(self.stream, Stream::Tcp(_)) {
                 match self.sniff_preface().await {
                     Some(Preface::Http2) => return Next::Http2,
+                    Some(Preface::Invalid) | None => return Next::Close,
                     Some(_) => {}
-                    None => return Next::Close,
                 }
             }
             // Requests are handled in a boxed future that exists only while they keep coming

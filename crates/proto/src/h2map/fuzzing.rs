@@ -1,0 +1,70 @@
+//! The property the `h2_request` fuzz target checks (and the corpus replay test re-checks): an
+//! HTTP/2 request either is refused, or becomes an HTTP/1.1 head that the HTTP/1 codec reads
+//! whole, with the same method, target and host, and a framing that matches the stream's.
+
+use super::{request_head, RequestKind, RequestPseudo};
+use crate::h1::{parse_request, Framing, Limits};
+
+/// Reads fuzz input as an HTTP/2 request: a flags byte (bit 0: END_STREAM on the head), then
+/// `\n`-separated lines: `:method`, `:authority`, `:path`, `:protocol` (an empty line is absent,
+/// except for the method), then fields as `name\0value`.
+pub fn request_translation_holds(data: &[u8]) {
+    let Some((&flags, rest)) = data.split_first() else {
+        return;
+    };
+    let mut lines = rest.split(|&b| b == b'\n');
+    let mut pseudo_line = || lines.next().filter(|l| !l.is_empty());
+    let method = pseudo_line().unwrap_or(b"GET");
+    let pseudo = RequestPseudo {
+        method,
+        authority: pseudo_line(),
+        path: pseudo_line(),
+        protocol: pseudo_line(),
+    };
+    let fields: Vec<(&[u8], &[u8])> = lines
+        .filter_map(|l| {
+            let at = l.iter().position(|&b| b == 0)?;
+            Some((&l[..at], &l[at + 1..]))
+        })
+        .collect();
+    let end_stream = flags & 1 == 1;
+    let mut out = Vec::new();
+    let Ok(kind) = request_head(
+        &pseudo,
+        fields.iter().copied(),
+        end_stream,
+        b"dGhlIHNhbXBsZSBub25jZQ==",
+        &mut out,
+    ) else {
+        return;
+    };
+    let limits = Limits {
+        max_request_line: usize::MAX,
+        max_head: usize::MAX,
+        max_fields: usize::MAX,
+    };
+    let mut parsed = Vec::new();
+    let head = match parse_request(&out, &limits, &mut parsed) {
+        Ok(Some(head)) => head,
+        // A field the HTTP/1 codec refuses (an odd content-length, say) is answered 400 there.
+        Err(_) => return,
+        Ok(None) => panic!("a translated head is complete: {:?}", String::from_utf8_lossy(&out)),
+    };
+    assert_eq!(head.len, out.len(), "one head, nothing behind it");
+    let slice = |r: (u32, u32)| &out[r.0 as usize..r.1 as usize];
+    match kind {
+        RequestKind::Plain => assert_eq!(slice(head.method), method),
+        RequestKind::WebSocket => assert!(head.upgrade && slice(head.method) == b"GET"),
+    }
+    assert_eq!(Some(slice(head.target)), pseudo.path);
+    if let Some(authority) = pseudo.authority {
+        assert_eq!(head.host.map(slice), Some(authority));
+    }
+    let has_length = fields.iter().any(|(n, _)| *n == b"content-length");
+    match head.framing {
+        Framing::Chunked => assert!(!end_stream && !has_length && kind == RequestKind::Plain),
+        Framing::Length(_) => assert!(has_length),
+        Framing::None => assert!(end_stream || has_length || kind == RequestKind::WebSocket),
+        Framing::UntilClose => panic!("a request is never delimited by close"),
+    }
+}

@@ -1,0 +1,149 @@
+//! HTTP/2 to upstreams: an `h2` crate server as the backend (h2c), with trailers, REFUSED_STREAM
+//! and GOAWAY; HTTP/1.1 and HTTP/2 clients in front.
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Response};
+
+use super::clients::{connect, exchange, get, runtime};
+use super::gateway;
+
+/// How the test backend behaves.
+#[derive(Clone, Copy)]
+enum Behaviour {
+    /// `200`, body `path`, trailer `grpc-status: 0`.
+    Trailers,
+    /// The first stream this backend sees is refused (REFUSED_STREAM).
+    RefuseFirst,
+    /// Each connection answers one request, then sends GOAWAY.
+    GoAwayAfterOne,
+}
+
+struct H2Backend {
+    addr: SocketAddr,
+    connections: Arc<AtomicUsize>,
+}
+
+impl H2Backend {
+    fn start(behaviour: Behaviour) -> H2Backend {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let connections = Arc::new(AtomicUsize::new(0));
+        let count = connections.clone();
+        std::thread::spawn(move || {
+            runtime().block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+                while let Ok((tcp, _)) = listener.accept().await {
+                    let first_connection = count.fetch_add(1, Ordering::SeqCst) == 0;
+                    tokio::spawn(serve(tcp, behaviour, first_connection));
+                }
+            })
+        });
+        H2Backend { addr, connections }
+    }
+}
+
+async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, first_connection: bool) {
+    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+        return;
+    };
+    let mut first = first_connection;
+    while let Some(Ok((request, mut respond))) = conn.accept().await {
+        if matches!(behaviour, Behaviour::RefuseFirst) && first {
+            first = false;
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+            continue;
+        }
+        let path = request.uri().path().to_string();
+        let mut response = Response::new(());
+        response
+            .headers_mut()
+            .insert("content-type", HeaderValue::from_static("text/plain"));
+        let mut send = respond.send_response(response, false).unwrap();
+        send.send_data(Bytes::from(path), false).unwrap();
+        let mut trailers = HeaderMap::new();
+        trailers.insert("grpc-status", HeaderValue::from_static("0"));
+        trailers.insert("grpc-message", HeaderValue::from_static("fine"));
+        send.send_trailers(trailers).unwrap();
+        if matches!(behaviour, Behaviour::GoAwayAfterOne) {
+            conn.graceful_shutdown();
+        }
+    }
+}
+
+#[test]
+fn trailers_from_an_h2c_upstream_reach_http2_and_http1_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = H2Backend::start(Behaviour::Trailers);
+    let (_proxy, port) = gateway(dir.path(), &[backend.addr.to_string()], "", "protocol = \"h2c\"");
+    runtime().block_on(async {
+        let send = connect(port).await;
+        let (status, body, trailers) = exchange(&send, get(port, "/pkg.Svc/Call"), b"").await;
+        assert_eq!(status, 200);
+        assert_eq!(body, b"/pkg.Svc/Call");
+        let trailers = trailers.expect("trailers");
+        assert_eq!(trailers.get("grpc-status").unwrap(), "0");
+        assert_eq!(trailers.get("grpc-message").unwrap(), "fine");
+    });
+    // HTTP/1.1 in front: a chunked body with the trailers in its trailer section.
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /h1 HTTP/1.1\r\nHost: x\r\nTE: trailers\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "{raw}");
+    assert!(raw.to_ascii_lowercase().contains("transfer-encoding: chunked"), "{raw}");
+    assert!(
+        raw.ends_with("3\r\n/h1\r\n0\r\ngrpc-status: 0\r\ngrpc-message: fine\r\n\r\n"),
+        "{raw}"
+    );
+}
+
+#[test]
+fn refused_streams_and_goaway_from_the_upstream_fail_no_client_request() {
+    for behaviour in [Behaviour::RefuseFirst, Behaviour::GoAwayAfterOne] {
+        let dir = tempfile::tempdir().unwrap();
+        let backend = H2Backend::start(behaviour);
+        let (_proxy, port) = gateway(dir.path(), &[backend.addr.to_string()], "", "protocol = \"h2c\"");
+        runtime().block_on(async {
+            let send = connect(port).await;
+            for i in 0..5 {
+                let (status, body, _) = exchange(&send, get(port, &format!("/r{i}")), b"").await;
+                assert_eq!(status, 200, "request {i}");
+                assert_eq!(body, format!("/r{i}").as_bytes());
+            }
+        });
+        // Each refusal or GOAWAY moved the requests to a new connection.
+        assert!(backend.connections.load(Ordering::SeqCst) >= 2);
+    }
+}
+
+#[test]
+fn an_http1_client_reaches_an_h2c_upstream_from_the_command_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = H2Backend::start(Behaviour::Trailers);
+    let port = super::common::free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let _proxy = super::common::Rampart::start(
+        dir.path(),
+        &[
+            "http",
+            "--listen",
+            &listen,
+            "--to",
+            &backend.addr.to_string(),
+            "--upstream-protocol",
+            "h2c",
+            "--workers",
+            "1",
+        ],
+    );
+    let (status, body) = super::curl(&["--http1.1", &format!("http://{listen}/cli")]);
+    assert_eq!(status, "1.1 200");
+    assert_eq!(body, "/cli");
+}
