@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use futures_util::FutureExt;
 use h2::Reason;
 use tokio::sync::Notify;
 
@@ -142,7 +143,18 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     let mut idle_since = Instant::now();
     let mut shutting_down = false;
     loop {
+        // Streams first, then the connection: what every ready stream queued in this pass goes
+        // out in one write when the connection is polled after them.
         tokio::select! {
+            biased;
+            _ = info.calm_wake.notified() => {}
+            Some(()) = streams.next(), if !streams.is_empty() => {
+                // Every other stream that is done now, before the connection flushes.
+                while let Some(Some(())) = streams.next().now_or_never() {}
+                if streams.is_empty() {
+                    idle_since = Instant::now();
+                }
+            }
             accepted = connection.accept() => match accepted {
                 Some(Ok((request, respond))) => {
                     streams.push(stream::serve(ctx, &info, request, respond));
@@ -156,12 +168,6 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                 }
                 None => break,
             },
-            Some(()) = streams.next(), if !streams.is_empty() => {
-                if streams.is_empty() {
-                    idle_since = Instant::now();
-                }
-            }
-            _ = info.calm_wake.notified() => {}
             _ = tick.tick() => count_received(ctx, &info, &received),
         }
         if info.calm.get() {
