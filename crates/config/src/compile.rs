@@ -110,6 +110,8 @@ pub struct SimpleL4 {
     pub tls: Vec<(std::path::PathBuf, std::path::PathBuf)>,
     /// HTTP only: the access log file and its format (`json` or `combined`).
     pub access_log: Option<(std::path::PathBuf, String)>,
+    /// HTTP only: the upstream's `protocol` (`http1`, `h2c`, `h2`, `auto`), when not the default.
+    pub upstream_protocol: Option<String>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
@@ -155,9 +157,13 @@ impl SimpleL4 {
             ),
             None => String::new(),
         };
+        let protocol = match &self.upstream_protocol {
+            Some(p) => format!("protocol = {}\n", toml_string(p)),
+            None => String::new(),
+        };
         format!(
             "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{access_log}{tls}\n\
-             [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n",
+             [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n{protocol}",
             toml_string(&self.bind.to_string()),
             if self.http { "http" } else { "tcp" },
             targets.join(", "),
@@ -360,10 +366,12 @@ impl Checker<'_> {
                 Err(e) => self.error(net.span(), e.to_string()),
             }
         }
+        // HTTP/2 by ALPN on HTTP listeners that have not turned it off.
+        let h2 = http && !l.http2.as_ref().is_some_and(|on| !*on.get_ref());
         let tls = l
             .tls
             .as_ref()
-            .map(|t| self.listener_tls(name.get_ref(), bind, t, http, live));
+            .map(|t| self.listener_tls(name.get_ref(), bind, t, http, h2, live));
         let tls = match tls {
             Some(None) => return None,
             Some(t) => t,

@@ -76,6 +76,16 @@ pub struct RawListener {
     #[serde(default, deserialize_with = "described::duration")]
     pub keepalive_timeout: Option<Spanned<String>>,
     pub access_log: Option<Spanned<RawAccessLog>>,
+    /// HTTP/2 on this listener (default on) and its limits.
+    pub http2: Option<Spanned<bool>>,
+    pub http2_max_concurrent_streams: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub http2_max_header_list_size: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub http2_stream_window: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub http2_connection_window: Option<Spanned<String>>,
+    pub http2_max_resets_per_second: Option<Spanned<i64>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
     /// `[listeners.NAME.tls]`: terminate TLS.
@@ -256,6 +266,8 @@ pub struct RawUpstream {
     pub retries: Option<Spanned<i64>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
+    /// `http1`, `h2c`, `h2` or `auto`.
+    pub protocol: Option<Spanned<String>>,
     /// `[upstreams.NAME.tls]`: speak TLS to the targets.
     pub tls: Option<Spanned<RawUpstreamTls>>,
 }

@@ -28,3 +28,10 @@ pub const RETRIES: usize = 1;
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Entries in each TLS listener's session-id cache.
 pub const TLS_SESSION_CACHE: usize = 20_000;
+/// HTTP/2 listener limits.
+pub const HTTP2_MAX_CONCURRENT_STREAMS: u32 = 100;
+pub const HTTP2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
+/// One stream's window fills a 1 Gbit/s path with a 10 ms round trip (1.25 MB in flight).
+pub const HTTP2_STREAM_WINDOW: u32 = 2 << 20;
+pub const HTTP2_CONNECTION_WINDOW: u32 = 4 << 20;
+pub const HTTP2_MAX_RESETS_PER_SECOND: u32 = 100;

@@ -113,6 +113,48 @@ pub struct HttpListener {
     pub access_log: Option<(Arc<std::path::Path>, AccessLogFormat)>,
     /// Counters of the requests that matched no route (and of those whose head could not be read).
     pub unrouted: Arc<PerWorker<RouteCells>>,
+    /// HTTP/2 (prior knowledge in clear, `h2` by ALPN over TLS); `None` when turned off.
+    pub http2: Option<Http2Settings>,
+}
+
+/// The limits of a listener's HTTP/2 connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Settings {
+    /// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub max_concurrent_streams: u32,
+    /// Largest decoded header list a request may carry (SETTINGS_MAX_HEADER_LIST_SIZE).
+    pub max_header_list_size: u32,
+    /// Flow-control window of each stream, and of the whole connection.
+    pub stream_window: u32,
+    pub connection_window: u32,
+    /// Streams a client may reset in one second before the connection gets GOAWAY
+    /// ENHANCE_YOUR_CALM (CVE-2023-44487, "rapid reset").
+    pub max_resets_per_second: u32,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: defaults::HTTP2_MAX_CONCURRENT_STREAMS,
+            max_header_list_size: defaults::HTTP2_MAX_HEADER_LIST_SIZE,
+            stream_window: defaults::HTTP2_STREAM_WINDOW,
+            connection_window: defaults::HTTP2_CONNECTION_WINDOW,
+            max_resets_per_second: defaults::HTTP2_MAX_RESETS_PER_SECOND,
+        }
+    }
+}
+
+/// The protocol spoken to an upstream's targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum UpstreamProtocol {
+    #[default]
+    Http1,
+    /// HTTP/2 in clear, with prior knowledge.
+    H2c,
+    /// HTTP/2 over TLS (ALPN `h2`).
+    H2,
+    /// Over TLS, whatever ALPN gives (`h2` offered first); HTTP/1.1 in clear.
+    Auto,
 }
 
 /// Access log line formats.
@@ -142,6 +184,7 @@ pub struct HttpUpstream {
     pub retries: usize,
     /// Longest time for a whole exchange, from choosing a target to the end of the response.
     pub request_timeout: Option<Duration>,
+    pub protocol: UpstreamProtocol,
 }
 
 impl Default for HttpUpstream {
@@ -155,6 +198,7 @@ impl Default for HttpUpstream {
             pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
             retries: defaults::RETRIES,
             request_timeout: None,
+            protocol: UpstreamProtocol::Http1,
         }
     }
 }

@@ -5,9 +5,11 @@
 //!
 //! - [`h1`]: HTTP/1.x request and response heads and chunked bodies, strict against smuggling.
 //! - [`proxy_protocol`]: HAProxy PROXY protocol v1 (text) and v2 (binary), both directions.
+//! - [`h2map`]: HTTP/2 requests and responses as HTTP/1.1 heads and back, and the preface.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
 #![forbid(unsafe_code)]
 
 pub mod h1;
+pub mod h2map;
 pub mod proxy_protocol;
 pub mod tls_peek;

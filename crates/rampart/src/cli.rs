@@ -114,6 +114,11 @@ pub struct FixedArgs {
     #[arg(long = "access-log-format", value_name = "FORMAT", default_value = "json",
           value_parser = clap::builder::PossibleValuesParser::new(["json", "combined"]), requires = "access_log")]
     pub access_log_format: String,
+    /// `http`: the protocol spoken to the targets: http1, h2c (HTTP/2 in clear), h2 (over TLS),
+    /// auto.
+    #[arg(long = "upstream-protocol", value_name = "PROTOCOL",
+          value_parser = clap::builder::PossibleValuesParser::new(["http1", "h2c"]))]
+    pub upstream_protocol: Option<String>,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

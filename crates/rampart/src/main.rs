@@ -68,8 +68,12 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         tls_key,
         access_log,
         access_log_format,
+        upstream_protocol,
         engine,
     } = args;
+    if !http && upstream_protocol.is_some() {
+        return Err("--upstream-protocol is for `rampart http`".into());
+    }
     // A TCP listener logs connections: its access log is the session log (one JSON line each).
     let mut session_log = engine.session_log.clone();
     if !http && access_log.is_some() {
@@ -108,6 +112,7 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
             .clone()
             .filter(|_| http)
             .map(|path| (path, access_log_format.clone())),
+        upstream_protocol: upstream_protocol.clone().filter(|_| http),
     }))
 }
 

@@ -95,6 +95,7 @@ impl Source {
                     session_log: session_log.clone(),
                     tls: Vec::new(),
                     access_log: None,
+                    upstream_protocol: None,
                 };
                 load_command_line(&spec, live)
             }

@@ -28,7 +28,7 @@ impl Checker<'_> {
         if is_http(l) != Some(false) {
             return;
         }
-        let keys: [(&str, Option<Range<usize>>); 5] = [
+        let keys: [(&str, Option<Range<usize>>); 11] = [
             ("forwarded_headers", l.forwarded_headers.as_ref().map(Spanned::span)),
             (
                 "client_header_timeout",
@@ -37,6 +37,24 @@ impl Checker<'_> {
             ("keepalive_timeout", l.keepalive_timeout.as_ref().map(Spanned::span)),
             ("access_log", l.access_log.as_ref().map(Spanned::span)),
             ("routes", l.routes.first().map(Spanned::span)),
+            ("http2", l.http2.as_ref().map(Spanned::span)),
+            (
+                "http2_max_concurrent_streams",
+                l.http2_max_concurrent_streams.as_ref().map(Spanned::span),
+            ),
+            (
+                "http2_max_header_list_size",
+                l.http2_max_header_list_size.as_ref().map(Spanned::span),
+            ),
+            ("http2_stream_window", l.http2_stream_window.as_ref().map(Spanned::span)),
+            (
+                "http2_connection_window",
+                l.http2_connection_window.as_ref().map(Spanned::span),
+            ),
+            (
+                "http2_max_resets_per_second",
+                l.http2_max_resets_per_second.as_ref().map(Spanned::span),
+            ),
         ];
         for (key, span) in keys {
             if let Some(span) = span {
@@ -70,7 +88,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 7] = [
+            let keys: [(&str, Option<Range<usize>>); 8] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -81,6 +99,7 @@ impl Checker<'_> {
                 ("pool_idle_timeout", up.pool_idle_timeout.as_ref().map(Spanned::span)),
                 ("retries", up.retries.as_ref().map(Spanned::span)),
                 ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
+                ("protocol", up.protocol.as_ref().map(Spanned::span)),
             ];
             let users = tcp_users.join(", ");
             for (key, span) in keys {

@@ -6,7 +6,7 @@ use rampart_model::route::{
     HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, RedirectTo, Route, RouteAction, RouteFilters,
     RouteMatcher,
 };
-use rampart_model::{AccessLogFormat, ForwardedHeaders, HttpListener};
+use rampart_model::{AccessLogFormat, ForwardedHeaders, Http2Settings, HttpListener};
 use rampart_proto::h1::Limits;
 use regex::bytes::Regex;
 use toml::Spanned;
@@ -91,6 +91,50 @@ impl Checker<'_> {
             keepalive_timeout: self.duration(&l.keepalive_timeout, defaults::KEEPALIVE_TIMEOUT),
             access_log,
             unrouted: live.route_metrics(name, ""),
+            http2: self.http2(l),
+        })
+    }
+
+    /// The listener's HTTP/2 settings, `None` when `http2 = false`.
+    pub(super) fn http2(&mut self, l: &RawListener) -> Option<Http2Settings> {
+        if l.http2.as_ref().is_some_and(|on| !*on.get_ref()) {
+            return None;
+        }
+        let d = Http2Settings::default();
+        let mut count = |v: &Option<Spanned<i64>>, key: &str, default: u32, min: i64, max: i64| {
+            v.as_ref()
+                .and_then(|v| self.count(v, key, min, max))
+                .map_or(default, |n| n as u32)
+        };
+        let max_concurrent_streams = count(
+            &l.http2_max_concurrent_streams,
+            "http2_max_concurrent_streams",
+            d.max_concurrent_streams,
+            1,
+            10_000,
+        );
+        let max_resets_per_second = count(
+            &l.http2_max_resets_per_second,
+            "http2_max_resets_per_second",
+            d.max_resets_per_second,
+            1,
+            1_000_000,
+        );
+        // Windows: at least the protocol's initial 65,535 bytes, at most its 2^31-1.
+        let window = |s: &mut Self, v: &Option<Spanned<String>>, default: u32| {
+            s.size(v, default as usize, 65_535, (1 << 31) - 1) as u32
+        };
+        Some(Http2Settings {
+            max_concurrent_streams,
+            max_header_list_size: self.size(
+                &l.http2_max_header_list_size,
+                d.max_header_list_size as usize,
+                1024,
+                16 << 20,
+            ) as u32,
+            stream_window: window(self, &l.http2_stream_window, d.stream_window),
+            connection_window: window(self, &l.http2_connection_window, d.connection_window),
+            max_resets_per_second,
         })
     }
 

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rampart_model::UpstreamProtocol;
 use rampart_model::defaults;
 use rampart_model::tls::{CertificateSet, ListenerTls, SniResolver, TargetTlsName, UpstreamTls};
 use rustls::crypto::CryptoProvider;
@@ -43,6 +44,7 @@ impl Checker<'_> {
         bind: Option<std::net::SocketAddr>,
         raw: &Spanned<RawListenerTls>,
         http: bool,
+        h2: bool,
         live: &mut LiveState,
     ) -> Option<Arc<ListenerTls>> {
         let t = raw.get_ref();
@@ -95,6 +97,7 @@ impl Checker<'_> {
         let versions = self.min_version(t.min_version.as_ref())?;
         let alpn = match &t.alpn {
             Some(list) => self.alpn(list)?,
+            None if h2 => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
             None if http => vec![b"http/1.1".to_vec()],
             None => Vec::new(),
         };
@@ -317,6 +320,7 @@ impl Checker<'_> {
         name: &str,
         raw: &Spanned<RawUpstreamTls>,
         target_names: &[&str],
+        protocol: UpstreamProtocol,
     ) -> Option<(UpstreamTls, Vec<TargetTlsName>)> {
         let t = raw.get_ref();
         let provider = provider();
@@ -358,9 +362,13 @@ impl Checker<'_> {
                 return None;
             }
         };
-        if let Some(list) = &t.alpn {
-            config.alpn_protocols = self.alpn(list)?;
-        }
+        // ALPN says which HTTP the target speaks; an explicit list wins.
+        config.alpn_protocols = match (&t.alpn, protocol) {
+            (Some(list), _) => self.alpn(list)?,
+            (None, UpstreamProtocol::H2) => vec![b"h2".to_vec()],
+            (None, UpstreamProtocol::Auto) => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            (None, _) => Vec::new(),
+        };
         let sni = match &t.sni {
             Some(s) => match ServerName::try_from(s.get_ref().clone()) {
                 Ok(n @ ServerName::DnsName(_)) => Some(n),

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use rampart_model::balance::{BalancePolicy, HashKey};
-use rampart_model::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream};
+use rampart_model::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream, UpstreamProtocol};
 use rampart_proto::proxy_protocol::ProxyVersion;
 
 use super::{build_maglev, resolve, Checker, LiveState};
@@ -127,6 +127,7 @@ impl Checker<'_> {
             }),
         });
         let d = HttpUpstream::default();
+        let protocol = self.upstream_protocol(name, up);
         let http = HttpUpstream {
             response_header_timeout: self.duration(&up.response_header_timeout, d.response_header_timeout),
             read_timeout: self.duration(&up.read_timeout, d.read_timeout),
@@ -146,12 +147,14 @@ impl Checker<'_> {
                 .request_timeout
                 .is_some()
                 .then(|| self.duration(&up.request_timeout, Duration::ZERO)),
+            protocol: UpstreamProtocol::Http1,
         };
+        let http = HttpUpstream { protocol, ..http };
         let hash_key = self.hash_key(up, policy);
         let tls = match &up.tls {
             Some(raw) => {
                 let names: Vec<&str> = targets.iter().map(|t| t.name.as_str()).collect();
-                let (tls, tls_names) = self.upstream_tls(name, raw, &names)?;
+                let (tls, tls_names) = self.upstream_tls(name, raw, &names, protocol)?;
                 for (target, tls_name) in targets.iter_mut().zip(tls_names) {
                     target.tls_name = Some(tls_name);
                 }
@@ -175,6 +178,38 @@ impl Checker<'_> {
             tls,
             metrics: live.upstream_metrics(name),
         })
+    }
+
+    /// `protocol`: `"http1"` (the default), `"h2c"`, `"h2"` (needs `tls`) or `"auto"`.
+    fn upstream_protocol(&mut self, name: &str, up: &RawUpstream) -> UpstreamProtocol {
+        let Some(p) = &up.protocol else {
+            return UpstreamProtocol::Http1;
+        };
+        let protocol = match p.get_ref().as_str() {
+            "http1" => UpstreamProtocol::Http1,
+            "h2c" => UpstreamProtocol::H2c,
+            "h2" => UpstreamProtocol::H2,
+            "auto" => UpstreamProtocol::Auto,
+            other => {
+                self.error(
+                    p.span(),
+                    format!("unknown protocol `{other}` (expected \"http1\", \"h2c\", \"h2\" or \"auto\")"),
+                );
+                return UpstreamProtocol::Http1;
+            }
+        };
+        match (protocol, up.tls.is_some()) {
+            (UpstreamProtocol::H2, false) => self.error(
+                p.span(),
+                format!("upstream `{name}`: protocol \"h2\" is HTTP/2 over TLS and needs [upstreams.{name}.tls] (\"h2c\" is HTTP/2 in clear)"),
+            ),
+            (UpstreamProtocol::H2c, true) => self.error(
+                p.span(),
+                format!("upstream `{name}`: protocol \"h2c\" is HTTP/2 in clear; with TLS use \"h2\" or \"auto\""),
+            ),
+            _ => {}
+        }
+        protocol
     }
 
     /// `hash_key`: `"client_address"` (the default), `"header:NAME"` or `"cookie:NAME"`.

@@ -53,6 +53,15 @@ pub enum ChunkedProgress {
     Done,
 }
 
+/// What [`ChunkedDecoder::decode`] hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChunkedPart<'a> {
+    /// Body data.
+    Data(&'a [u8]),
+    /// Bytes of the trailer section.
+    Trailer(&'a [u8]),
+}
+
 /// A chunked-body walker. Feed it the body bytes as they arrive.
 #[derive(Debug, Clone)]
 pub struct ChunkedDecoder {
@@ -92,10 +101,29 @@ impl ChunkedDecoder {
     /// Walks `input`; returns how many of its bytes belong to the body (all of them unless the
     /// body ends inside `input`) and whether it ended.
     pub fn advance(&mut self, input: &[u8]) -> Result<(usize, ChunkedProgress), H1Error> {
+        self.walk(input, |_| {})
+    }
+
+    /// [`ChunkedDecoder::advance`], also handing out the body's content: its data bytes, and
+    /// the bytes of its trailer section (field lines with their line ends), as they pass.
+    pub fn decode(
+        &mut self,
+        input: &[u8],
+        mut on: impl FnMut(ChunkedPart<'_>),
+    ) -> Result<(usize, ChunkedProgress), H1Error> {
+        self.walk(input, &mut on)
+    }
+
+    fn walk(
+        &mut self,
+        input: &[u8],
+        mut on: impl FnMut(ChunkedPart<'_>),
+    ) -> Result<(usize, ChunkedProgress), H1Error> {
         let mut i = 0;
         while i < input.len() {
             if let State::Data { left } = self.state {
                 let take = left.min((input.len() - i) as u64) as usize;
+                on(ChunkedPart::Data(&input[i..i + take]));
                 i += take;
                 self.state = if left == take as u64 {
                     State::DataCr
@@ -107,8 +135,15 @@ impl ChunkedDecoder {
                 continue;
             }
             let b = input[i];
+            let in_trailers = matches!(
+                self.state,
+                State::TrailerStart | State::TrailerLine { .. } | State::TrailerLf { empty: false }
+            );
             i += 1;
             self.state = self.step(b)?;
+            if in_trailers && !matches!(self.state, State::TrailerLf { empty: true } | State::Done) {
+                on(ChunkedPart::Trailer(&input[i - 1..i]));
+            }
             if self.state == State::Done {
                 return Ok((i, ChunkedProgress::Done));
             }

@@ -14,7 +14,7 @@
 mod chunked;
 mod head;
 
-pub use chunked::{ChunkedDecoder, ChunkedProgress};
+pub use chunked::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
 pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 
 /// Size limits applied while parsing a head.

@@ -1,0 +1,312 @@
+//! HTTP/2 messages as HTTP/1.1 heads, and back: the glue that lets an HTTP/2 stream go through
+//! the HTTP/1 codec, the routes and the exchange unchanged (RFC 9113 section 8).
+//!
+//! Sans-IO: HTTP/2 field lists come in as byte slices (the framing, HPACK and flow control are
+//! the `h2` crate's); HTTP/1.1 heads go out as bytes that [`crate::h1::parse_request`] and
+//! [`crate::h1::parse_response`] read. Nothing here allocates beyond the output buffer.
+
+/// The HTTP/2 client connection preface (RFC 9113 section 3.4).
+pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What the first bytes of a cleartext connection are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Preface {
+    /// The HTTP/2 preface: prior-knowledge HTTP/2.
+    Http2,
+    /// Anything else (HTTP/1.x).
+    Other,
+    /// A beginning of the preface; more bytes decide.
+    NeedMore,
+}
+
+/// Says whether `bytes` (the start of a connection) begin with the HTTP/2 preface.
+pub fn preface(bytes: &[u8]) -> Preface {
+    let n = bytes.len().min(PREFACE.len());
+    if bytes[..n] != PREFACE[..n] {
+        Preface::Other
+    } else if n == PREFACE.len() {
+        Preface::Http2
+    } else {
+        Preface::NeedMore
+    }
+}
+
+/// Why an HTTP/2 message cannot be an HTTP/1.1 one: each is a malformed message (RFC 9113
+/// section 8.1.1), answered as a stream error or a 400.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum H2MapError {
+    #[error("missing or empty :path")]
+    MissingPath,
+    #[error(":path is not an origin-form or asterisk target")]
+    BadPath,
+    #[error("CONNECT is not proxied (only extended CONNECT for WebSockets)")]
+    Connect,
+    #[error("extended CONNECT for a protocol other than websocket")]
+    UnsupportedProtocol,
+    #[error("connection-specific header field")]
+    ConnectionSpecific,
+    #[error("header field name is not a lowercase token")]
+    BadName,
+    #[error("header field value holds CR, LF or NUL")]
+    BadValue,
+    #[error("host differs from :authority")]
+    HostMismatch,
+    #[error("malformed method or authority")]
+    BadPseudo,
+}
+
+/// The pseudo-header fields of an HTTP/2 request.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RequestPseudo<'a> {
+    pub method: &'a [u8],
+    pub authority: Option<&'a [u8]>,
+    pub path: Option<&'a [u8]>,
+    /// `:protocol` of an extended CONNECT (RFC 8441).
+    pub protocol: Option<&'a [u8]>,
+}
+
+/// What the HTTP/1.1 request stands for beyond its head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequestKind {
+    /// A plain request; its body (if any) follows in the framing the head declares.
+    Plain,
+    /// An extended CONNECT for a WebSocket, written as an HTTP/1.1 `Upgrade: websocket`.
+    WebSocket,
+}
+
+/// Fields that mean something only for one HTTP/1 connection, never sent on HTTP/2.
+const CONNECTION_SPECIFIC: [&[u8]; 5] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"upgrade",
+];
+
+/// Whether `name` is a connection-specific field (`te` counts unless its value is `trailers`).
+pub fn is_connection_specific(name: &[u8], value: &[u8]) -> bool {
+    CONNECTION_SPECIFIC.iter().any(|c| name.eq_ignore_ascii_case(c))
+        || (name.eq_ignore_ascii_case(b"te") && !value.eq_ignore_ascii_case(b"trailers"))
+}
+
+fn is_token_lower(name: &[u8]) -> bool {
+    !name.is_empty()
+        && name.iter().all(|&b| {
+            b.is_ascii_lowercase()
+                || b.is_ascii_digit()
+                || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+        })
+}
+
+fn is_clean_value(value: &[u8]) -> bool {
+    !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+}
+
+/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out`:
+/// - `:authority` becomes `Host` (a `host` field that differs is an error);
+/// - `cookie` crumbs are joined into one field (RFC 9113 section 8.2.3);
+/// - without `content-length`, a request whose stream goes on (`end_stream` false) gets
+///   `transfer-encoding: chunked`, and its DATA must be framed as chunks;
+/// - an extended CONNECT for `websocket` becomes `GET` with `Upgrade: websocket` and the key
+///   given (HTTP/2 WebSockets carry none; the upstream's `Sec-WebSocket-Accept` is dropped on
+///   the way back).
+///
+/// `te: trailers` is kept (as `te: trailers`, which HTTP/1 hop-by-hop rules then drop toward an
+/// HTTP/1 upstream and the HTTP/2 upstream side adds back for gRPC).
+pub fn request_head<'a>(
+    pseudo: &RequestPseudo<'_>,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    end_stream: bool,
+    websocket_key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<RequestKind, H2MapError> {
+    if pseudo.method.is_empty() || !pseudo.method.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(H2MapError::BadPseudo);
+    }
+    if let Some(a) = pseudo.authority {
+        if a.is_empty() || !a.iter().all(|b| b.is_ascii_graphic()) || a.contains(&b'@') {
+            return Err(H2MapError::BadPseudo);
+        }
+    }
+    let kind = match (pseudo.method, pseudo.protocol) {
+        (b"CONNECT", Some(p)) if p.eq_ignore_ascii_case(b"websocket") => RequestKind::WebSocket,
+        (b"CONNECT", Some(_)) => return Err(H2MapError::UnsupportedProtocol),
+        (b"CONNECT", None) => return Err(H2MapError::Connect),
+        (_, Some(_)) => return Err(H2MapError::BadPseudo),
+        _ => RequestKind::Plain,
+    };
+    let path = pseudo.path.filter(|p| !p.is_empty()).ok_or(H2MapError::MissingPath)?;
+    let asterisk = path == b"*" && pseudo.method == b"OPTIONS";
+    if !(path[0] == b'/' || asterisk) || !path.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(H2MapError::BadPath);
+    }
+    let mut has_length = false;
+    let mut host = None;
+    for (name, value) in fields.clone() {
+        if !is_token_lower(name) {
+            return Err(H2MapError::BadName);
+        }
+        if !is_clean_value(value) {
+            return Err(H2MapError::BadValue);
+        }
+        if is_connection_specific(name, value) {
+            return Err(H2MapError::ConnectionSpecific);
+        }
+        match name {
+            b"content-length" => has_length = true,
+            b"host" => host = Some(value),
+            _ => {}
+        }
+    }
+    let authority = match (pseudo.authority, host) {
+        (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => return Err(H2MapError::HostMismatch),
+        (Some(a), _) => Some(a),
+        (None, h) => h,
+    };
+    match kind {
+        RequestKind::Plain => out.extend_from_slice(pseudo.method),
+        RequestKind::WebSocket => out.extend_from_slice(b"GET"),
+    }
+    out.push(b' ');
+    out.extend_from_slice(path);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    if let Some(a) = authority {
+        field(out, b"host", a);
+    }
+    let mut cookie_written = false;
+    for (name, value) in fields.clone() {
+        match name {
+            b"host" => {}
+            b"cookie" if cookie_written => {}
+            b"cookie" => {
+                cookie_written = true;
+                out.extend_from_slice(b"cookie: ");
+                let mut first = true;
+                for (_, crumb) in fields.clone().filter(|(n, _)| *n == b"cookie") {
+                    if !first {
+                        out.extend_from_slice(b"; ");
+                    }
+                    first = false;
+                    out.extend_from_slice(crumb);
+                }
+                out.extend_from_slice(b"\r\n");
+            }
+            b"content-length" if kind == RequestKind::WebSocket => {}
+            _ => field(out, name, value),
+        }
+    }
+    match kind {
+        RequestKind::WebSocket => {
+            out.extend_from_slice(b"connection: upgrade\r\nupgrade: websocket\r\n");
+            field(out, b"sec-websocket-key", websocket_key);
+        }
+        RequestKind::Plain if !has_length && !end_stream => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        }
+        RequestKind::Plain => {}
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(kind)
+}
+
+/// Writes the HTTP/1.1 response head an HTTP/2 response stands for into `out`. A response with a
+/// body but no `content-length` gets `transfer-encoding: chunked` (its DATA must be framed as
+/// chunks, its trailers as the chunked trailer section); one that ended with its head
+/// (`end_stream`) and says no length gets `content-length: 0`, unless it can have no body anyway.
+pub fn response_head<'a>(
+    status: u16,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    end_stream: bool,
+    head_request: bool,
+    out: &mut Vec<u8>,
+) -> Result<(), H2MapError> {
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let digits = [
+        b'0' + (status / 100 % 10) as u8,
+        b'0' + (status / 10 % 10) as u8,
+        b'0' + (status % 10) as u8,
+    ];
+    out.extend_from_slice(&digits);
+    out.extend_from_slice(b" \r\n");
+    let mut has_length = false;
+    for (name, value) in fields {
+        if !is_token_lower(name) {
+            return Err(H2MapError::BadName);
+        }
+        if !is_clean_value(value) {
+            return Err(H2MapError::BadValue);
+        }
+        if is_connection_specific(name, value) || name == b"te" {
+            continue;
+        }
+        has_length |= name == b"content-length";
+        field(out, name, value);
+    }
+    let bodiless = head_request || (100..200).contains(&status) || status == 204 || status == 304;
+    if !has_length && !bodiless {
+        out.extend_from_slice(match end_stream {
+            true => b"content-length: 0\r\n".as_slice(),
+            false => b"transfer-encoding: chunked\r\n".as_slice(),
+        });
+    }
+    out.extend_from_slice(b"\r\n");
+    Ok(())
+}
+
+/// Writes the end of a chunked body: the last chunk, the trailer fields, the final CRLF.
+pub fn chunked_end<'a>(trailers: impl Iterator<Item = (&'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers {
+        if is_token_lower(name) && is_clean_value(value) && !is_connection_specific(name, value) {
+            field(out, name, value);
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes one chunk of a chunked body (nothing for an empty slice, which would end the body).
+pub fn chunk(data: &[u8], out: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    let mut digits = [0u8; 16];
+    let mut n = data.len();
+    let mut i = digits.len();
+    while n > 0 || i == digits.len() {
+        i -= 1;
+        digits[i] = b"0123456789abcdef"[n % 16];
+        n /= 16;
+    }
+    out.extend_from_slice(&digits[i..]);
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The fields of a chunked trailer section as the chunked decoder collected it (`name: value`
+/// lines, each ending in CRLF), with lowercase names; lines that are not fields are skipped.
+pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+    section.split(|&b| b == b'\n').filter_map(|line| {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line.iter().position(|&b| b == b':')?;
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        let value = trim(value);
+        (!name.is_empty() && name.iter().all(|b| b.is_ascii_graphic())).then_some((name, value))
+    })
+}
+
+fn trim(v: &[u8]) -> &[u8] {
+    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
+    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    &v[start..end]
+}
+
+fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+    out.extend_from_slice(name);
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,179 @@
+use super::*;
+use crate::h1::{parse_request, parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits};
+
+fn get(path: &[u8]) -> RequestPseudo<'_> {
+    RequestPseudo {
+        method: b"GET",
+        authority: Some(b"example.com"),
+        path: Some(path),
+        protocol: None,
+    }
+}
+
+type Fields<'a> = &'a [(&'a [u8], &'a [u8])];
+
+fn translate(pseudo: &RequestPseudo<'_>, fields: Fields<'_>, end: bool) -> Result<String, H2MapError> {
+    let mut out = Vec::new();
+    request_head(pseudo, fields.iter().copied(), end, b"dGhlIHNhbXBsZSBub25jZQ==", &mut out)?;
+    Ok(String::from_utf8(out).unwrap())
+}
+
+#[test]
+fn the_preface_is_told_from_http1_as_soon_as_the_bytes_differ() {
+    assert_eq!(preface(PREFACE), Preface::Http2);
+    assert_eq!(preface(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\x12\x04"), Preface::Http2);
+    assert_eq!(preface(b"PRI * HT"), Preface::NeedMore);
+    assert_eq!(preface(b""), Preface::NeedMore);
+    assert_eq!(preface(b"GET / HTTP/1.1\r\n"), Preface::Other);
+    assert_eq!(preface(b"PRIX"), Preface::Other);
+}
+
+#[test]
+fn a_request_becomes_an_http1_head_the_codec_reads() {
+    let head = translate(
+        &get(b"/a?b=1"),
+        &[(b"accept", b"*/*"), (b"cookie", b"a=1"), (b"x", b"y"), (b"cookie", b"b=2")],
+        true,
+    )
+    .unwrap();
+    assert_eq!(
+        head,
+        "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncookie: a=1; b=2\r\nx: y\r\n\r\n"
+    );
+    let mut fields = Vec::new();
+    let parsed = parse_request(head.as_bytes(), &Limits::default(), &mut fields)
+        .unwrap()
+        .unwrap();
+    assert_eq!(parsed.framing, Framing::None);
+    assert!(parsed.host.is_some());
+}
+
+#[test]
+fn a_body_without_length_is_chunked_and_one_with_length_keeps_it() {
+    let post = RequestPseudo {
+        method: b"POST",
+        ..get(b"/up")
+    };
+    let chunked = translate(
+        &post,
+        &[(b"content-type", b"application/grpc"), (b"te", b"trailers")],
+        false,
+    )
+    .unwrap();
+    assert!(
+        chunked.ends_with("te: trailers\r\ntransfer-encoding: chunked\r\n\r\n"),
+        "{chunked}"
+    );
+    let sized = translate(&post, &[(b"content-length", b"5")], false).unwrap();
+    assert!(!sized.contains("transfer-encoding"));
+    let mut fields = Vec::new();
+    let head = parse_request(sized.as_bytes(), &Limits::default(), &mut fields)
+        .unwrap()
+        .unwrap();
+    assert_eq!(head.framing, Framing::Length(5));
+}
+
+#[test]
+fn malformed_requests_are_refused() {
+    let e = |pseudo: &RequestPseudo<'_>, fields: Fields<'_>| translate(pseudo, fields, true).unwrap_err();
+    assert_eq!(e(&get(b"/"), &[(b"connection", b"close")]), H2MapError::ConnectionSpecific);
+    assert_eq!(
+        e(&get(b"/"), &[(b"transfer-encoding", b"chunked")]),
+        H2MapError::ConnectionSpecific
+    );
+    assert_eq!(e(&get(b"/"), &[(b"te", b"gzip")]), H2MapError::ConnectionSpecific);
+    assert_eq!(e(&get(b"/"), &[(b"X-Upper", b"1")]), H2MapError::BadName);
+    assert_eq!(e(&get(b"/"), &[(b"x", b"a\r\nevil: 1")]), H2MapError::BadValue);
+    assert_eq!(e(&get(b"/"), &[(b"host", b"other.example")]), H2MapError::HostMismatch);
+    assert_eq!(e(&get(b""), &[]), H2MapError::MissingPath);
+    assert_eq!(e(&get(b"a b"), &[]), H2MapError::BadPath);
+    let connect = RequestPseudo {
+        method: b"CONNECT",
+        path: None,
+        ..get(b"/")
+    };
+    assert_eq!(e(&connect, &[]), H2MapError::Connect);
+    let other = RequestPseudo {
+        method: b"CONNECT",
+        protocol: Some(b"chat"),
+        ..get(b"/")
+    };
+    assert_eq!(e(&other, &[]), H2MapError::UnsupportedProtocol);
+}
+
+#[test]
+fn an_extended_connect_becomes_a_websocket_upgrade() {
+    let ws = RequestPseudo {
+        method: b"CONNECT",
+        protocol: Some(b"websocket"),
+        ..get(b"/chat")
+    };
+    let mut out = Vec::new();
+    let kind = request_head(
+        &ws,
+        [(&b"sec-websocket-version"[..], &b"13"[..])].into_iter(),
+        false,
+        b"dGhlIHNhbXBsZSBub25jZQ==",
+        &mut out,
+    )
+    .unwrap();
+    assert_eq!(kind, RequestKind::WebSocket);
+    let mut fields = Vec::new();
+    let head = parse_request(&out, &Limits::default(), &mut fields).unwrap().unwrap();
+    assert!(head.upgrade);
+    assert_eq!(head.framing, Framing::None);
+    assert!(String::from_utf8(out).unwrap().starts_with("GET /chat HTTP/1.1\r\n"));
+}
+
+#[test]
+fn responses_are_delimited_for_http1() {
+    let mut out = Vec::new();
+    let fields = [(&b"content-type"[..], &b"text/plain"[..])];
+    response_head(200, fields.iter().copied(), false, false, &mut out).unwrap();
+    let mut parsed = Vec::new();
+    let head = parse_response(&out, &Limits::default(), false, &mut parsed)
+        .unwrap()
+        .unwrap();
+    assert_eq!((head.status, head.framing), (200, Framing::Chunked));
+
+    out.clear();
+    response_head(404, fields.iter().copied(), true, false, &mut out).unwrap();
+    let head = parse_response(&out, &Limits::default(), false, &mut parsed)
+        .unwrap()
+        .unwrap();
+    assert_eq!((head.status, head.framing), (404, Framing::None));
+
+    out.clear();
+    response_head(204, [].into_iter(), true, false, &mut out).unwrap();
+    assert_eq!(out, b"HTTP/1.1 204 \r\n\r\n");
+}
+
+#[test]
+fn chunks_and_trailers_round_trip_through_the_decoder() {
+    let mut body = Vec::new();
+    chunk(b"hello ", &mut body);
+    chunk(b"", &mut body);
+    chunk(&[b'x'; 300], &mut body);
+    chunked_end(
+        [(&b"grpc-status"[..], &b"0"[..]), (&b"grpc-message"[..], &b"ok"[..])].into_iter(),
+        &mut body,
+    );
+    let (mut data, mut trailers) = (Vec::new(), Vec::new());
+    let mut decoder = ChunkedDecoder::new();
+    // Fed in small pieces: parts must come out whole across the splits.
+    for piece in body.chunks(7) {
+        decoder
+            .decode(piece, |part| match part {
+                ChunkedPart::Data(d) => data.extend_from_slice(d),
+                ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
+            })
+            .unwrap();
+    }
+    assert!(decoder.is_done());
+    assert_eq!(data.len(), 306);
+    let fields: Vec<_> = trailer_fields(&trailers).collect();
+    assert_eq!(
+        fields,
+        [(&b"grpc-status"[..], &b"0"[..]), (&b"grpc-message"[..], &b"ok"[..])]
+    );
+}
