@@ -94,7 +94,23 @@ fn is_token_lower(name: &[u8]) -> bool {
         && name.iter().all(|&b| {
             b.is_ascii_lowercase()
                 || b.is_ascii_digit()
-                || matches!(b, b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~')
+                || matches!(
+                    b,
+                    b'!' | b'#'
+                        | b'$'
+                        | b'%'
+                        | b'&'
+                        | b'\''
+                        | b'*'
+                        | b'+'
+                        | b'-'
+                        | b'.'
+                        | b'^'
+                        | b'_'
+                        | b'`'
+                        | b'|'
+                        | b'~'
+                )
         })
 }
 
@@ -297,7 +313,10 @@ pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
 
 fn trim(v: &[u8]) -> &[u8] {
     let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
-    let end = v.iter().rposition(|b| !matches!(b, b' ' | b'\t')).map_or(start, |e| e + 1);
+    let end = v
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |e| e + 1);
     &v[start..end]
 }
 

@@ -6,9 +6,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use rampart_model::UpstreamProtocol;
 use rampart_model::defaults;
 use rampart_model::tls::{CertificateSet, ListenerTls, SniResolver, TargetTlsName, UpstreamTls};
+use rampart_model::UpstreamProtocol;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use rustls::server::WebPkiClientVerifier;

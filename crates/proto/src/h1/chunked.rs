@@ -114,11 +114,7 @@ impl ChunkedDecoder {
         self.walk(input, &mut on)
     }
 
-    fn walk(
-        &mut self,
-        input: &[u8],
-        mut on: impl FnMut(ChunkedPart<'_>),
-    ) -> Result<(usize, ChunkedProgress), H1Error> {
+    fn walk(&mut self, input: &[u8], mut on: impl FnMut(ChunkedPart<'_>)) -> Result<(usize, ChunkedProgress), H1Error> {
         let mut i = 0;
         while i < input.len() {
             if let State::Data { left } = self.state {

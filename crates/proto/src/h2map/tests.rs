@@ -14,7 +14,13 @@ type Fields<'a> = &'a [(&'a [u8], &'a [u8])];
 
 fn translate(pseudo: &RequestPseudo<'_>, fields: Fields<'_>, end: bool) -> Result<String, H2MapError> {
     let mut out = Vec::new();
-    request_head(pseudo, fields.iter().copied(), end, b"dGhlIHNhbXBsZSBub25jZQ==", &mut out)?;
+    request_head(
+        pseudo,
+        fields.iter().copied(),
+        end,
+        b"dGhlIHNhbXBsZSBub25jZQ==",
+        &mut out,
+    )?;
     Ok(String::from_utf8(out).unwrap())
 }
 
@@ -32,7 +38,12 @@ fn the_preface_is_told_from_http1_as_soon_as_the_bytes_differ() {
 fn a_request_becomes_an_http1_head_the_codec_reads() {
     let head = translate(
         &get(b"/a?b=1"),
-        &[(b"accept", b"*/*"), (b"cookie", b"a=1"), (b"x", b"y"), (b"cookie", b"b=2")],
+        &[
+            (b"accept", b"*/*"),
+            (b"cookie", b"a=1"),
+            (b"x", b"y"),
+            (b"cookie", b"b=2"),
+        ],
         true,
     )
     .unwrap();
@@ -76,7 +87,10 @@ fn a_body_without_length_is_chunked_and_one_with_length_keeps_it() {
 #[test]
 fn malformed_requests_are_refused() {
     let e = |pseudo: &RequestPseudo<'_>, fields: Fields<'_>| translate(pseudo, fields, true).unwrap_err();
-    assert_eq!(e(&get(b"/"), &[(b"connection", b"close")]), H2MapError::ConnectionSpecific);
+    assert_eq!(
+        e(&get(b"/"), &[(b"connection", b"close")]),
+        H2MapError::ConnectionSpecific
+    );
     assert_eq!(
         e(&get(b"/"), &[(b"transfer-encoding", b"chunked")]),
         H2MapError::ConnectionSpecific

@@ -48,6 +48,8 @@ pub enum HttpError {
     UpstreamWriteTimeout,
     #[error("upstream closed before answering")]
     UpstreamReset,
+    #[error("upstream refused the stream unprocessed (HTTP/2 REFUSED_STREAM or GOAWAY)")]
+    UpstreamRefused,
     #[error("upstream closed in the middle of the response")]
     UpstreamClosedEarly,
     #[error("malformed response head")]
@@ -89,6 +91,7 @@ impl HttpError {
             | UpstreamTls
             | UpstreamWriteFailed { .. }
             | UpstreamReset
+            | UpstreamRefused
             | UpstreamClosedEarly
             | UpstreamBadResponse
             | UpstreamBadBody => 502,
@@ -117,6 +120,7 @@ impl HttpError {
             UpstreamWriteFailed { .. } => "upstream_write_failed",
             UpstreamWriteTimeout => "upstream_write_timeout",
             UpstreamReset => "upstream_reset",
+            UpstreamRefused => "upstream_refused",
             UpstreamClosedEarly => "upstream_closed_early",
             UpstreamBadResponse => "upstream_bad_response",
             UpstreamTimeout => "upstream_timeout",
@@ -133,7 +137,7 @@ impl HttpError {
     pub fn retryable(self) -> bool {
         matches!(
             self,
-            HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { body_sent: false }
+            HttpError::UpstreamReset | HttpError::UpstreamRefused | HttpError::UpstreamWriteFailed { body_sent: false }
         )
     }
 
@@ -143,7 +147,9 @@ impl HttpError {
     pub fn target_error(self) -> Option<UpstreamErrorKind> {
         use HttpError::*;
         match self {
-            UpstreamWriteFailed { .. } | UpstreamReset | UpstreamClosedEarly => Some(UpstreamErrorKind::Reset),
+            UpstreamWriteFailed { .. } | UpstreamReset | UpstreamRefused | UpstreamClosedEarly => {
+                Some(UpstreamErrorKind::Reset)
+            }
             UpstreamWriteTimeout | UpstreamTimeout | UpstreamReadTimeout | RequestTimeout => {
                 Some(UpstreamErrorKind::Timeout)
             }

@@ -219,6 +219,28 @@ pub struct ResponseOut<'a> {
     pub keep_alive_10: bool,
 }
 
+/// Calls `each` with every field of a response head that crosses the proxy (hop-by-hop fields,
+/// those `Connection` names and those the edits remove are dropped; `Upgrade` crosses with a
+/// tunnel), then with the edits' own fields. For heads written in another protocol (HTTP/2).
+pub fn response_fields(
+    buf: &[u8],
+    fields: &[Field],
+    upgrade: bool,
+    ops: &HeaderOps,
+    mut each: impl FnMut(&[u8], &[u8]),
+) {
+    let named = Named::collect(buf, fields);
+    for f in fields {
+        let name = f.name(buf);
+        if passes(buf, &named, name, upgrade, ops) {
+            each(name, f.value(buf));
+        }
+    }
+    for (name, value) in ops.set.iter().chain(&ops.add) {
+        each(name.as_bytes(), value.as_bytes());
+    }
+}
+
 /// Writes the response head to send to the client.
 pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     let buf = r.buf;
@@ -229,7 +251,15 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
         .position(|&b| b == b' ')
         .map_or(line_end, |i| i + 1);
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(&buf[after_version..line_end]);
+    let status_and_reason = &buf[after_version..line_end];
+    out.extend_from_slice(status_and_reason);
+    if status_and_reason.len() <= 4 {
+        // No reason phrase (a head made from HTTP/2, which has none): the standard one.
+        if status_and_reason.len() == 3 {
+            out.push(b' ');
+        }
+        out.extend_from_slice(super::local::reason(r.head.status).as_bytes());
+    }
     out.extend_from_slice(b"\r\n");
     let named = Named::collect(buf, r.fields);
     for f in r.fields {

@@ -29,6 +29,8 @@ pub mod context;
 pub mod downstream;
 pub mod error;
 pub mod exchange;
+pub mod h2;
+pub mod h2pool;
 pub mod head_out;
 pub mod iobuf;
 pub mod local;
@@ -37,5 +39,6 @@ pub mod pool;
 pub mod session;
 pub mod state;
 pub mod target;
+pub mod transport;
 
 pub use state::HttpWorkerState;

@@ -7,6 +7,7 @@ use std::time::Instant;
 use rampart_model::Snapshot;
 use rampart_proto::h1::Field;
 
+use super::h2pool::H2Pool;
 use super::park::{Parked, ParkingLot};
 use super::pool::UpstreamPool;
 use crate::free_list::FreeList;
@@ -19,6 +20,8 @@ pub const HTTP_BUFFER_SIZE: usize = 32 * 1024;
 pub struct HttpWorkerState {
     /// Idle keep-alive upstream connections.
     pub pool: RefCell<UpstreamPool>,
+    /// HTTP/2 upstream connections, shared by the requests of this worker.
+    pub h2_pool: RefCell<H2Pool>,
     /// Idle keep-alive client connections held outside any task.
     pub parking: ParkingLot,
     /// Field lists for parsing response heads, one per request waiting for its response.
@@ -33,6 +36,7 @@ impl HttpWorkerState {
     pub fn new(max_pooled_buffers: usize) -> Self {
         HttpWorkerState {
             pool: RefCell::default(),
+            h2_pool: RefCell::default(),
             parking: ParkingLot::default(),
             field_lists: FreeList::new(max_pooled_buffers),
             read_buffers: FreeList::new(max_pooled_buffers),
@@ -92,6 +96,15 @@ impl HttpWorkerState {
         }
         pool.sweep(longest.unwrap_or_default());
         drop(pool);
+        let mut h2_pool = self.h2_pool.borrow_mut();
+        h2_pool.retain_targets(|addr| {
+            snapshot
+                .upstreams
+                .iter()
+                .any(|u| u.targets.iter().any(|t| t.addr == addr))
+        });
+        h2_pool.sweep(longest.unwrap_or_default());
+        drop(h2_pool);
         self.read_buffers.trim();
         self.write_buffers.trim();
         self.field_lists.trim();

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use rampart_model::route::HeaderOps;
-use rampart_model::{Snapshot, Upstream};
+use rampart_model::{Snapshot, Upstream, UpstreamProtocol};
 use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 
 use super::context::RequestContext;
@@ -21,8 +21,10 @@ use crate::stream::Stream;
 use crate::worker::{bump, WorkerContext};
 
 mod response;
+mod upstream_h2;
 
 use response::{respond, Responded, Sent};
+use upstream_h2::H2Outcome;
 
 /// What the session knows about the request being proxied.
 pub struct ProxyRequest<'a> {
@@ -138,18 +140,44 @@ async fn exchange<D: Downstream>(
         };
         // A target again: an outage of this upstream (if one was being counted) is over.
         ctx.log_summary.recovered(|| no_target_key(&up.name));
-        let pooled = ctx
-            .http
-            .pool
-            .borrow_mut()
-            .take(&pool_key(req, choice), settings.pool_idle_timeout);
-        let (target, mut conn, reused) = match pooled {
-            Some(conn) => {
+        let mut made = None;
+        if settings.protocol != UpstreamProtocol::Http1 {
+            match upstream_h2::attempt(ctx, req, down, head_out, rctx, choice, &mut tried).await {
+                H2Outcome::Done => return None,
+                H2Outcome::Http1 { target, conn } => made = Some((target, conn)),
+                H2Outcome::Failed { target, error, reused } => {
+                    if let Some(target) = target {
+                        count_target_error(ctx, up, target, error);
+                    }
+                    if retry_allowed(req, error) && retries_left > 0 {
+                        retries_left -= 1;
+                        up.metrics.worker(ctx.id).retries.add(1);
+                        if let (Some(target), false) = (target, reused) {
+                            tried.push(target);
+                        }
+                        continue;
+                    }
+                    answer_error(down, rctx, error).await;
+                    return None;
+                }
+            }
+        }
+        let pooled = match made {
+            Some(_) => None,
+            None => ctx
+                .http
+                .pool
+                .borrow_mut()
+                .take(&pool_key(req, choice), settings.pool_idle_timeout),
+        };
+        let (target, mut conn, reused) = match (made, pooled) {
+            (Some((target, conn)), _) => (target, conn, false),
+            (None, Some(conn)) => {
                 bump(&ctx.counters.upstream_reuses, 1);
                 up.targets[choice].metrics.worker(ctx.id).reused.add(1);
                 (choice, conn, true)
             }
-            None => match connect(ctx, req, choice, &mut tried).await {
+            (None, None) => match connect(ctx, req, choice, &mut tried).await {
                 Ok((target, conn)) => (target, conn, false),
                 Err(error) => {
                     answer_error(down, rctx, error).await;
@@ -193,7 +221,7 @@ async fn exchange<D: Downstream>(
             count_target_error(ctx, up, target, error);
         }
         match result {
-            Err(error) if error.retryable() && req.repeatable() && retries_left > 0 => {
+            Err(error) if retry_allowed(req, error) && retries_left > 0 => {
                 retries_left -= 1;
                 up.metrics.worker(ctx.id).retries.add(1);
                 if !reused {
@@ -218,6 +246,13 @@ async fn exchange<D: Downstream>(
             }
         }
     }
+}
+
+/// Whether a request that failed with `error` may go again: a failure before the upstream can
+/// have acted on it, for a request safe to repeat (any bodiless one when the upstream said it
+/// left the request unprocessed).
+fn retry_allowed(req: &ProxyRequest<'_>, error: HttpError) -> bool {
+    error.retryable() && (req.repeatable() || (error == HttpError::UpstreamRefused && req.framing == Framing::None))
 }
 
 /// The pool key of a connection to `target` for this request.

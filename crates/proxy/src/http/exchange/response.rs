@@ -108,15 +108,7 @@ async fn read_response<D: Downstream>(
             return Err(e);
         }
     };
-    let took = sent_at.elapsed();
-    rctx.upstream_time = Some(took);
-    let up = req.upstream();
-    up.metrics.worker(ctx.id).response_duration.observe(took);
-    if let Some(target) = rctx.target.and_then(|t| up.targets.get(t)) {
-        let cells = target.metrics.worker(ctx.id);
-        cells.responses[code_class(head.status)].add(1);
-        cells.latency.observe(took);
-    }
+    record_response_head(ctx, req, rctx, head.status, sent_at.elapsed());
 
     let tunnel = head.status == 101 && req.upgrade;
     let mut body = BodyFraming::new(head.framing);
@@ -159,6 +151,25 @@ async fn read_response<D: Downstream>(
             rctx.fail(e);
             Ok(Responded::Complete { reusable: false })
         }
+    }
+}
+
+/// Counts a response head that came `took` after the request went out: the upstream's response
+/// time, the target's responses by class and its latency.
+pub(super) fn record_response_head(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    rctx: &mut RequestContext,
+    status: u16,
+    took: std::time::Duration,
+) {
+    rctx.upstream_time = Some(took);
+    let up = req.upstream();
+    up.metrics.worker(ctx.id).response_duration.observe(took);
+    if let Some(target) = rctx.target.and_then(|t| up.targets.get(t)) {
+        let cells = target.metrics.worker(ctx.id);
+        cells.responses[code_class(status)].add(1);
+        cells.latency.observe(took);
     }
 }
 

@@ -10,28 +10,40 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
-use rampart_model::metrics::code_class;
 use rampart_model::{HttpListener, Snapshot};
 use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
+use rampart_proto::h2map::{preface, Preface};
 
-use super::access_log::{captured, write_line, AccessRecord};
 use super::context::RequestContext;
-use super::downstream::{Downstream, H1Downstream};
 use super::error::HttpError;
-use super::exchange::answer_error;
 use super::iobuf::IoBuf;
+use super::state::HTTP_BUFFER_SIZE;
 use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
 use crate::worker::{bump, SharedSnapshot, WorkerContext};
 
+mod common;
 mod request;
 
 /// Serves a connection until it closes or parks.
 pub async fn serve(ctx: &WorkerContext, conn: Conn) {
+    if conn.stream.tls_info().is_some_and(|t| t.alpn == Some(b"h2")) {
+        // Boxed: an HTTP/2 connection's state would otherwise enlarge every HTTP/1 task.
+        return Box::pin(super::h2::serve(ctx, conn)).await;
+    }
     let Some(mut connection) = Connection::new(ctx, conn) else {
         return;
     };
     let end = connection.run().await;
+    if end == Next::Http2 {
+        // The preface (and whatever came with it) is the HTTP/2 connection's first bytes.
+        let early = connection.inbuf.filled().to_vec();
+        connection.release_idle();
+        if let Some(conn) = connection.into_conn(early) {
+            Box::pin(super::h2::serve(ctx, conn)).await;
+        }
+        return;
+    }
     connection.release_idle();
     // Bytes read after the last request (a partial head, say) count too.
     let received = connection.inbuf.take_received();
@@ -45,7 +57,9 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     // A keep-alive time no longer than the linger is over by now.
     if end == Next::Idle && keepalive > LINGER {
         tracing::debug!("parking idle connection from {}", connection.client);
-        let conn = connection.into_conn();
+        let Some(conn) = connection.into_conn(Vec::new()) else {
+            return;
+        };
         if let Some(parked) = ctx.http.parking.entry(conn, keepalive.saturating_sub(LINGER)) {
             // A refused entry is dropped: the connection closes.
             let _ = ctx.http.parking.park(parked);
@@ -53,20 +67,26 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     }
 }
 
-struct Connection<'a> {
-    ctx: &'a WorkerContext,
-    stream: Stream,
-    client: SocketAddr,
+/// One client connection (HTTP/1: `T` is its [`Stream`]) or one stream of an HTTP/2 connection,
+/// with what its requests need: the snapshot, buffers, the client.
+pub(crate) struct Connection<'a, T = Stream> {
+    pub(crate) ctx: &'a WorkerContext,
+    pub(crate) stream: T,
+    pub(crate) client: SocketAddr,
     client_from_header: bool,
-    slot: ConnSlot,
+    /// The connection's place in its listener's limit (HTTP/1; an HTTP/2 connection keeps it
+    /// where its streams are driven).
+    slot: Option<ConnSlot>,
+    /// The listener's address, which finds it in a newer snapshot.
+    bind: SocketAddr,
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
     /// The snapshot the current (or last) request is routed with, and this connection's listener
     /// in it.
-    snapshot: Rc<SharedSnapshot>,
-    listener: usize,
-    inbuf: IoBuf,
-    fields: Vec<Field>,
+    pub(crate) snapshot: Rc<SharedSnapshot>,
+    pub(crate) listener: usize,
+    pub(crate) inbuf: IoBuf,
+    pub(crate) fields: Vec<Field>,
     out: Vec<u8>,
     head_out: Vec<u8>,
     /// Copies of the request's method, target, host, referer and user agent for the access log.
@@ -83,6 +103,8 @@ enum Next {
     /// The client paused; wait for it as an idle connection.
     Idle,
     Close,
+    /// The client sent the HTTP/2 preface.
+    Http2,
 }
 
 /// The outcome of reading a request head.
@@ -93,7 +115,7 @@ enum HeadRead {
     Failed(HttpError),
 }
 
-impl<'a> Connection<'a> {
+impl<'a> Connection<'a, Stream> {
     /// The connection's state, or `None` when its listener is no longer an HTTP listener.
     fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
         let snapshot = ctx.snapshot();
@@ -106,7 +128,8 @@ impl<'a> Connection<'a> {
             stream: conn.stream,
             client: conn.client,
             client_from_header: conn.client_from_header,
-            slot: conn.slot,
+            bind: conn.slot.listener().bind,
+            slot: Some(conn.slot),
             client_ip: conn.client.ip().to_string(),
             snapshot,
             listener,
@@ -118,38 +141,16 @@ impl<'a> Connection<'a> {
         })
     }
 
-    /// The connection again, for the parking lot.
-    fn into_conn(self) -> Conn {
-        Conn {
+    /// The connection again (for the parking lot, or for HTTP/2 with `early`, the bytes read and
+    /// not yet used).
+    fn into_conn(self, early: Vec<u8>) -> Option<Conn> {
+        Some(Conn {
             stream: self.stream,
             client: self.client,
             client_from_header: self.client_from_header,
-            early: Vec::new(),
-            slot: self.slot,
-        }
-    }
-
-    /// The HTTP settings of this connection's listener in the current snapshot.
-    fn http(&self) -> &HttpListener {
-        http_settings(&self.snapshot, self.listener)
-    }
-
-    /// Takes the snapshot current now for the next request. When a reload removed this
-    /// connection's listener (or made it a TCP listener), the previous snapshot stays and `false`
-    /// says the connection must close after this request.
-    fn follow_reload(&mut self) -> bool {
-        let current = self.ctx.snapshot();
-        if Rc::ptr_eq(&current, &self.snapshot) {
-            return true;
-        }
-        match self.slot.listener().index_in(&current) {
-            Some(i) if current.listeners[i].http().is_some() => {
-                self.snapshot = current;
-                self.listener = i;
-                true
-            }
-            _ => false,
-        }
+            early,
+            slot: self.slot?,
+        })
     }
 
     /// Serves requests until the connection must close ([`Next::Close`]) or has been idle long
@@ -188,12 +189,36 @@ impl<'a> Connection<'a> {
                     Poll::Pending => continue,
                 }
             }
+            if first && self.http().http2.is_some() && matches!(self.stream, Stream::Tcp(_)) {
+                match self.sniff_preface().await {
+                    Some(Preface::Http2) => return Next::Http2,
+                    Some(_) => {}
+                    None => return Next::Close,
+                }
+            }
             // Requests are handled in a boxed future that exists only while they keep coming
             // (one allocation per burst, not per request), so an idle connection's task holds
             // none of the request-handling state.
             match self.boxed_active().await {
                 Next::Idle => first = false,
-                Next::Close => return Next::Close,
+                Next::Close | Next::Http2 => return Next::Close,
+            }
+        }
+    }
+
+    /// Reads until the first bytes say whether they are the HTTP/2 preface (prior knowledge
+    /// in clear); `None` when the client closed or stalled first.
+    async fn sniff_preface(&mut self) -> Option<Preface> {
+        let wait = self.http().client_header_timeout;
+        loop {
+            match preface(self.inbuf.filled()) {
+                Preface::NeedMore => {}
+                decided => return Some(decided),
+            }
+            let read = self.inbuf.read_from(&self.ctx.http, &mut self.stream, HTTP_BUFFER_SIZE);
+            match tokio::time::timeout(wait, read).await {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return None,
             }
         }
     }
@@ -242,31 +267,6 @@ impl<'a> Connection<'a> {
         }
     }
 
-    /// Takes output buffers from the pool once a request needs them.
-    fn ensure_out(&mut self) {
-        if self.out.capacity() == 0 {
-            self.out = self.ctx.http.take_write_buffer();
-            self.head_out = self.ctx.http.take_write_buffer();
-        }
-    }
-
-    /// Gives the read and write buffers back to the worker's pools.
-    fn release_buffers(&mut self) {
-        self.inbuf.release_if_empty(&self.ctx.http);
-        if self.out.capacity() > 0 {
-            self.ctx.http.give_write_buffer(std::mem::take(&mut self.out));
-            self.ctx.http.give_write_buffer(std::mem::take(&mut self.head_out));
-        }
-    }
-
-    /// Gives everything back before waiting as an idle connection.
-    fn release_idle(&mut self) {
-        self.inbuf.release(&self.ctx.http);
-        self.release_buffers();
-        self.fields = Vec::new();
-        self.log_scratch = Vec::new();
-    }
-
     async fn read_head(&mut self) -> HeadRead {
         let limits = self.http().limits;
         let header_timeout = self.http().client_header_timeout;
@@ -310,28 +310,6 @@ impl<'a> Connection<'a> {
         }
     }
 
-    /// A downstream side for one request on this connection.
-    fn downstream(&mut self, keep_alive: bool, http10: bool, head_only: bool) -> H1Downstream<'_> {
-        let body_timeout = self.http().client_header_timeout;
-        H1Downstream::new(
-            &mut self.stream,
-            &mut self.inbuf,
-            &mut self.out,
-            &self.ctx.http,
-            body_timeout,
-            keep_alive,
-            http10,
-            head_only,
-        )
-    }
-
-    /// Fails the request with `error`: its error answer, and the connection closes after it.
-    async fn fail(&mut self, rctx: &mut RequestContext, error: HttpError, http10: bool, head_only: bool) {
-        let mut down = self.downstream(false, http10, head_only);
-        answer_error(&mut down, rctx, error).await;
-        rctx.bytes_out = down.bytes_sent();
-    }
-
     /// Answers a request whose head could not be read, then lets the client read the answer
     /// before the connection closes (rather than meet a reset from unread bytes).
     async fn answer_bad_request(&mut self, rctx: &mut RequestContext, error: HttpError) {
@@ -341,60 +319,6 @@ impl<'a> Connection<'a> {
         self.finish(None, rctx);
         self.stream.shutdown_write();
         drain_briefly(&mut self.stream).await;
-    }
-
-    /// Counts a finished request in the listener's and route's metrics, and logs it.
-    fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext) {
-        let took = rctx.began.elapsed();
-        let id = self.ctx.id;
-        let listener = &self.snapshot.listeners[self.listener];
-        let cells = listener.metrics.worker(id);
-        cells.bytes_in.add(self.inbuf.take_received());
-        cells.bytes_out.add(rctx.bytes_out);
-        let http = self.http();
-        let route = rctx.route.and_then(|r| http.routes.get(r));
-        let route_cells = route.map_or(&http.unrouted, |r| &r.metrics).worker(id);
-        // A request that got no answer (its client went away first) has no status to count.
-        if rctx.status != 0 {
-            route_cells.requests[code_class(rctx.status)].add(1);
-            route_cells.duration.observe(took);
-        }
-        self.write_access(head, rctx, took);
-    }
-
-    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, took: Duration) {
-        let (Some((path, format)), Some(wall)) = (&self.http().access_log, rctx.logged_at) else {
-            return;
-        };
-        let parts = captured(&self.log_scratch);
-        let route = rctx.route.and_then(|r| self.http().routes.get(r));
-        let upstream_target = rctx
-            .upstream
-            .zip(rctx.target)
-            .and_then(|(u, t)| self.snapshot.upstreams[u].targets.get(t))
-            .map(|t| t.name.as_str());
-        let record = AccessRecord {
-            time: wall,
-            client: self.client,
-            method: parts[0],
-            target: parts[1],
-            version: match head.map(|h| h.version) {
-                Some(rampart_proto::h1::Version::Http10) => "HTTP/1.0",
-                _ => "HTTP/1.1",
-            },
-            host: parts[2],
-            referer: parts[3],
-            user_agent: parts[4],
-            status: rctx.status,
-            bytes: rctx.bytes_out,
-            route: route.map_or("", |r| r.name.as_str()),
-            upstream_target,
-            upstream_time: rctx.upstream_time,
-            total_time: took,
-            error: rctx.error.map(HttpError::reason),
-            tls: self.stream.tls_info(),
-        };
-        self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }
 }
 

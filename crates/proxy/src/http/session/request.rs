@@ -16,13 +16,13 @@ use crate::http::error::HttpError;
 use crate::http::exchange::{self, ProxyRequest};
 use crate::http::head_out::{write_request_head, RequestHeader};
 use crate::http::target::{request_target, rewrite_target};
-use crate::relay::relay;
+use crate::http::transport::Transport;
 
-impl Connection<'_> {
+impl<T: Transport> Connection<'_, T> {
     /// Routes and answers one request, recording what happened in `rctx`. `follows` is false when
     /// a reload removed this connection's listener: the request is answered under the previous
     /// config and the connection closes after it.
-    pub(super) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, follows: bool) {
+    pub(crate) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, follows: bool) {
         if rctx.logged_at.is_some() {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
@@ -196,6 +196,7 @@ impl Connection<'_> {
         } else {
             rctx.keep_client &= down.keeps_alive();
         }
+        drop(down);
         self.head_out = head_out;
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
@@ -238,17 +239,12 @@ impl Connection<'_> {
             return;
         }
         self.inbuf.release(&self.ctx.http);
-        // Boxed: tunnels are rare, and the relay's state would otherwise enlarge every request.
-        let done = Box::pin(relay(
-            self.ctx,
-            &mut self.stream,
-            &mut upstream,
-            idle_timeout,
-            buffer_size,
-        ))
-        .await;
-        rctx.bytes_out += done.bytes_down;
+        let (up, down) = self
+            .stream
+            .tunnel(self.ctx, &mut upstream, idle_timeout, buffer_size)
+            .await;
+        rctx.bytes_out += down;
         let listener = &self.snapshot.listeners[self.listener];
-        listener.metrics.worker(self.ctx.id).bytes_in.add(done.bytes_up);
+        listener.metrics.worker(self.ctx.id).bytes_in.add(up);
     }
 }

@@ -1,0 +1,385 @@
+//! One request over HTTP/2 to a target (`protocol = "h2c"`, `"h2"`, or `"auto"` when ALPN chose
+//! h2): a stream on a shared connection from the worker's [`H2Pool`](crate::http::h2pool), or on
+//! a new one. The request head the exchange wrote (HTTP/1.1, with forwarded headers and edits)
+//! becomes the stream's HEADERS; the body is unframed into DATA (chunked trailers become HTTP/2
+//! trailers). The response comes back as an HTTP/1.1 head read by the HTTP/1 codec, its body
+//! framed as the head says, so the downstream side is the same for both protocols.
+
+use std::borrow::Cow;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::{Reason, RecvStream, SendStream};
+use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
+use rampart_model::UpstreamProtocol;
+use rampart_proto::h1::{parse_request, parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits};
+use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, response_head};
+
+use super::response::record_response_head;
+use super::{connect, pool_key, InFlight, ProxyRequest};
+use crate::balance::Tried;
+use crate::http::context::RequestContext;
+use crate::http::downstream::{Downstream, ResponseHeader};
+use crate::http::error::HttpError;
+use crate::http::h2::write_data;
+use crate::http::h2pool::{handshake, H2Conn};
+use crate::stream::Stream;
+use crate::worker::{bump, WorkerContext};
+
+/// How an attempt over HTTP/2 ended.
+pub(super) enum H2Outcome {
+    /// The response went to the client (or failed after its head; the context says so).
+    Done,
+    /// Nothing of the response reached the client. `target` is the one tried, if any.
+    Failed {
+        target: Option<usize>,
+        error: HttpError,
+        reused: bool,
+    },
+    /// `auto`, and the target speaks HTTP/1.1 on this connection.
+    Http1 { target: usize, conn: Stream },
+}
+
+/// Heads Rampart wrote itself: within the client's limits plus forwarded fields.
+const OWN_HEAD_LIMITS: Limits = Limits {
+    max_request_line: 1 << 20,
+    max_head: 1 << 20,
+    max_fields: 1024,
+};
+
+/// Tries the request on target `choice` (or another, if its connect fails).
+pub(super) async fn attempt<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    down: &mut D,
+    head_out: &[u8],
+    rctx: &mut RequestContext,
+    choice: usize,
+    tried: &mut Tried,
+) -> H2Outcome {
+    let up = req.upstream();
+    let protocol = up.http.protocol;
+    let pooled = ctx.http.h2_pool.borrow_mut().get(&pool_key(req, choice));
+    let (target, conn, reused) = match pooled {
+        Some(conn) => (choice, conn, true),
+        None => {
+            if protocol == UpstreamProtocol::Auto {
+                let idle = ctx
+                    .http
+                    .pool
+                    .borrow_mut()
+                    .take(&pool_key(req, choice), up.http.pool_idle_timeout);
+                if let Some(conn) = idle {
+                    return H2Outcome::Http1 { target: choice, conn };
+                }
+            }
+            let (target, stream) = match connect(ctx, req, choice, tried).await {
+                Ok(made) => made,
+                Err(error) => {
+                    return H2Outcome::Failed {
+                        target: None,
+                        error,
+                        reused: false,
+                    }
+                }
+            };
+            let h2 = stream.tls_info().is_some_and(|t| t.alpn == Some(b"h2"));
+            if protocol == UpstreamProtocol::Auto && !h2 {
+                return H2Outcome::Http1 { target, conn: stream };
+            }
+            match tokio::time::timeout(up.connect_timeout, handshake(stream)).await {
+                Ok(Ok(conn)) => {
+                    ctx.http.h2_pool.borrow_mut().add(pool_key(req, target), conn.clone());
+                    (target, conn, false)
+                }
+                _ => {
+                    return H2Outcome::Failed {
+                        target: Some(target),
+                        error: HttpError::UpstreamReset,
+                        reused: false,
+                    }
+                }
+            }
+        }
+    };
+    if reused {
+        bump(&ctx.counters.upstream_reuses, 1);
+        up.targets[target].metrics.worker(ctx.id).reused.add(1);
+    }
+    rctx.target = Some(target);
+    let _in_flight = InFlight::new(ctx, req, target);
+    let _stream = conn.open_stream();
+    match exchange_on(ctx, req, down, head_out, rctx, &conn).await {
+        Ok(()) => H2Outcome::Done,
+        Err(error) => {
+            if matches!(error, HttpError::UpstreamRefused | HttpError::UpstreamReset) {
+                // Whatever the stream met (GOAWAY, a broken connection) new streams go elsewhere.
+                conn.retire();
+            }
+            H2Outcome::Failed {
+                target: Some(target),
+                error,
+                reused,
+            }
+        }
+    }
+}
+
+/// What an `h2` error on a stream means for the request: refused (never processed, safe to send
+/// again) or reset.
+fn stream_error(e: &h2::Error) -> HttpError {
+    let refused = e.reason() == Some(Reason::REFUSED_STREAM)
+        || (e.is_go_away() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR));
+    if refused {
+        HttpError::UpstreamRefused
+    } else {
+        HttpError::UpstreamReset
+    }
+}
+
+/// The request `head_out` (an HTTP/1.1 head) as an HTTP/2 request.
+fn h2_request(req: &ProxyRequest<'_>, target: usize, head_out: &[u8], tls: bool) -> Result<Request<()>, HttpError> {
+    let mut fields = Vec::new();
+    let head = match parse_request(head_out, &OWN_HEAD_LIMITS, &mut fields) {
+        Ok(Some(head)) => head,
+        Ok(None) => return Err(HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge)),
+        Err(e) => return Err(HttpError::BadRequest(e)),
+    };
+    let slice = |r: (u32, u32)| &head_out[r.0 as usize..r.1 as usize];
+    let method = Method::from_bytes(slice(head.method)).map_err(|_| HttpError::BadRequestBody)?;
+    let fallback = req.upstream().targets[target].name.as_bytes();
+    let authority = head.host.map(slice).unwrap_or(fallback);
+    let uri = Uri::builder()
+        .scheme(if tls { "https" } else { "http" })
+        .authority(authority)
+        .path_and_query(slice(head.target))
+        .build()
+        .or_else(|_| {
+            Uri::builder()
+                .scheme(if tls { "https" } else { "http" })
+                .authority(fallback)
+                .path_and_query(slice(head.target))
+                .build()
+        })
+        .map_err(|_| HttpError::BadRequestBody)?;
+    let mut request = Request::new(());
+    *request.method_mut() = method;
+    *request.uri_mut() = uri;
+    let map = request.headers_mut();
+    let mut grpc = false;
+    for f in &fields {
+        let (name, value) = (f.name(head_out), f.value(head_out));
+        if name.eq_ignore_ascii_case(b"host") || is_connection_specific(name, value) || name.eq_ignore_ascii_case(b"te")
+        {
+            continue;
+        }
+        grpc |= name.eq_ignore_ascii_case(b"content-type") && value.starts_with(b"application/grpc");
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            map.append(n, v);
+        }
+    }
+    if grpc {
+        // gRPC servers want to know the client takes trailers (HTTP/1 hop-by-hop rules dropped it).
+        map.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    }
+    Ok(request)
+}
+
+async fn exchange_on<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    down: &mut D,
+    head_out: &[u8],
+    rctx: &mut RequestContext,
+    conn: &H2Conn,
+) -> Result<(), HttpError> {
+    let settings = req.upstream().http;
+    let target = rctx.target.unwrap_or_default();
+    let request = h2_request(req, target, head_out, req.upstream().tls.is_some())?;
+    let ready = tokio::time::timeout(settings.write_timeout, conn.send.clone().ready()).await;
+    let mut send = match ready {
+        Ok(Ok(send)) => send,
+        Ok(Err(e)) => return Err(stream_error(&e)),
+        Err(_) => return Err(HttpError::UpstreamWriteTimeout),
+    };
+    let end = req.framing == Framing::None;
+    let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
+    if !end {
+        send_body(req, down, &mut body, settings.write_timeout).await?;
+    }
+    down.body().release_if_empty(&ctx.http);
+    let sent_at = Instant::now();
+    let response = match tokio::time::timeout(settings.response_header_timeout, response).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(e)) => return Err(stream_error(&e)),
+        Err(_) => return Err(HttpError::UpstreamTimeout),
+    };
+    record_response_head(ctx, req, rctx, response.status().as_u16(), sent_at.elapsed());
+    let (parts, mut recv) = response.into_parts();
+    let mut head_bytes = ctx.http.take_write_buffer();
+    let fields: Vec<(&[u8], &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+        .collect();
+    let mut field_list = ctx.http.take_field_list();
+    let written = response_head(
+        parts.status.as_u16(),
+        fields.iter().copied(),
+        recv.is_end_stream(),
+        req.head_method,
+        &mut head_bytes,
+    );
+    let parsed = written
+        .ok()
+        .and_then(|()| parse_response(&head_bytes, &OWN_HEAD_LIMITS, req.head_method, &mut field_list).ok())
+        .flatten();
+    let result = match parsed {
+        None => Err(HttpError::UpstreamBadResponse),
+        Some(head) => {
+            rctx.status = head.status;
+            let header = ResponseHeader {
+                head: &head,
+                buf: &head_bytes,
+                fields: &field_list,
+                edits: Cow::Borrowed(req.response_ops),
+                upgrade: false,
+            };
+            match down.send_response_head(&header, &[], settings.read_timeout).await {
+                Err(e) => rctx.fail(e),
+                Ok(()) => {
+                    if let Err(e) =
+                        stream_response_body(ctx, down, &mut recv, head.framing, settings.read_timeout).await
+                    {
+                        rctx.fail(e);
+                    }
+                }
+            }
+            Ok(())
+        }
+    };
+    ctx.http.give_write_buffer(head_bytes);
+    ctx.http.give_field_list(field_list);
+    result
+}
+
+/// Streams the request body from the client as DATA (a chunked body unframed, its trailers sent
+/// as trailers).
+async fn send_body<D: Downstream>(
+    req: &ProxyRequest<'_>,
+    down: &mut D,
+    body: &mut SendStream<Bytes>,
+    write_timeout: Duration,
+) -> Result<(), HttpError> {
+    let failed = |_: HttpError| HttpError::UpstreamWriteFailed { body_sent: true };
+    let mut sent = 0u64;
+    match req.framing {
+        Framing::None | Framing::UntilClose => body.send_data(Bytes::new(), true).map_err(|e| stream_error(&e)),
+        Framing::Length(total) => {
+            let mut left = total;
+            while left > 0 {
+                if down.body().is_empty() {
+                    down.read_body().await?;
+                }
+                let buf = down.body();
+                let take = (buf.len() as u64).min(left) as usize;
+                left -= take as u64;
+                write_data(body, &buf.filled()[..take], left == 0, write_timeout, &mut sent)
+                    .await
+                    .map_err(failed)?;
+                buf.consume(take);
+            }
+            Ok(())
+        }
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let (mut data, mut trailers) = (Vec::new(), Vec::new());
+            loop {
+                if down.body().is_empty() {
+                    down.read_body().await?;
+                }
+                let buf = down.body();
+                data.clear();
+                let (used, _) = decoder
+                    .decode(buf.filled(), |part| match part {
+                        ChunkedPart::Data(d) => data.extend_from_slice(d),
+                        ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
+                    })
+                    .map_err(|_| HttpError::BadRequestBody)?;
+                buf.consume(used);
+                if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
+                    return Err(HttpError::BodyTooLarge);
+                }
+                let done = decoder.is_done();
+                let end = done && trailers.is_empty();
+                write_data(body, &data, end, write_timeout, &mut sent)
+                    .await
+                    .map_err(failed)?;
+                if done {
+                    if !trailers.is_empty() {
+                        let mut map = HeaderMap::new();
+                        for (name, value) in rampart_proto::h2map::trailer_fields(&trailers) {
+                            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+                                map.append(n, v);
+                            }
+                        }
+                        body.send_trailers(map).map_err(|e| stream_error(&e))?;
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+}
+
+/// Sends the response body to the client as `framing` says (chunks for a body without length,
+/// ending with the trailers).
+async fn stream_response_body<D: Downstream>(
+    ctx: &WorkerContext,
+    down: &mut D,
+    recv: &mut RecvStream,
+    framing: Framing,
+    read_timeout: Duration,
+) -> Result<(), HttpError> {
+    if framing == Framing::None {
+        return Ok(());
+    }
+    let mut framed = ctx.http.take_write_buffer();
+    let result = async {
+        loop {
+            let data = match tokio::time::timeout(read_timeout, recv.data()).await {
+                Err(_) => return Err(HttpError::UpstreamReadTimeout),
+                Ok(data) => data,
+            };
+            match data {
+                Some(Ok(bytes)) => {
+                    let _ = recv.flow_control().release_capacity(bytes.len());
+                    if framing == Framing::Chunked {
+                        framed.clear();
+                        chunk(&bytes, &mut framed);
+                        down.send_body(&framed).await?;
+                    } else if !bytes.is_empty() {
+                        down.send_body(&bytes).await?;
+                    }
+                }
+                Some(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
+                None => break,
+            }
+        }
+        if framing == Framing::Chunked {
+            let trailers = match tokio::time::timeout(read_timeout, recv.trailers()).await {
+                Ok(Ok(t)) => t,
+                Ok(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
+                Err(_) => return Err(HttpError::UpstreamReadTimeout),
+            };
+            framed.clear();
+            let fields = trailers.iter().flat_map(|t| t.iter());
+            chunked_end(fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())), &mut framed);
+            down.send_body(&framed).await?;
+        }
+        Ok(())
+    }
+    .await;
+    ctx.http.give_write_buffer(framed);
+    result
+}

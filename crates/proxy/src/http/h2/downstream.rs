@@ -1,0 +1,338 @@
+//! [`Downstream`] for one HTTP/2 stream. Bodies cross the seam in HTTP/1 framing (see
+//! [`crate::http::downstream`]): request DATA is framed as chunks when the request had no
+//! content-length, and a chunked response is unframed here, its trailer section sent as HTTP/2
+//! trailers. Response DATA waits for the client's window, at most the send timeout.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::SendStream;
+use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
+use rampart_proto::h1::{ChunkedPart, Framing};
+use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, trailer_fields};
+
+use super::stream::H2Stream;
+use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
+use crate::http::error::HttpError;
+use crate::http::head_out::response_fields;
+use crate::http::iobuf::IoBuf;
+use crate::http::local::reason;
+use crate::http::state::HttpWorkerState;
+
+/// The downstream side of one request on an HTTP/2 stream.
+pub(crate) struct H2Downstream<'b, 'c> {
+    pub(super) s: &'b mut H2Stream<'c>,
+    pub(super) inbuf: &'b mut IoBuf,
+    pub(super) state: &'b HttpWorkerState,
+    pub(super) body_timeout: Duration,
+    pub(super) head_only: bool,
+}
+
+/// Sends `bytes` as DATA as the client's window opens, each wait at most `limit` (a window that
+/// stays shut fails the stream). `end` closes the stream with the last frame.
+pub(crate) async fn write_data(
+    send: &mut SendStream<Bytes>,
+    bytes: &[u8],
+    end: bool,
+    limit: Duration,
+    sent: &mut u64,
+) -> Result<(), HttpError> {
+    if bytes.is_empty() {
+        if end {
+            send.send_data(Bytes::new(), true).map_err(|_| HttpError::ClientGone)?;
+        }
+        return Ok(());
+    }
+    let mut rest = bytes;
+    while !rest.is_empty() {
+        send.reserve_capacity(rest.len());
+        let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
+        let n = match tokio::time::timeout(limit, capacity).await {
+            Ok(Some(Ok(n))) => n.min(rest.len()),
+            Ok(_) => return Err(HttpError::ClientGone),
+            Err(_) => {
+                tracing::debug!("HTTP/2 stream stalled: the client's window stayed shut");
+                return Err(HttpError::ClientGone);
+            }
+        };
+        if n == 0 {
+            continue;
+        }
+        let last = end && n == rest.len();
+        send.send_data(Bytes::copy_from_slice(&rest[..n]), last)
+            .map_err(|_| HttpError::ClientGone)?;
+        *sent += n as u64;
+        rest = &rest[n..];
+    }
+    Ok(())
+}
+
+/// The gRPC status for an answer of Rampart's own with HTTP status `status` (as Envoy maps them,
+/// with timeouts as DEADLINE_EXCEEDED and limits as RESOURCE_EXHAUSTED).
+pub(super) fn grpc_status(status: u16) -> u8 {
+    match status {
+        400 => 13,            // INTERNAL
+        401 => 16,            // UNAUTHENTICATED
+        403 => 7,             // PERMISSION_DENIED
+        404 => 12,            // UNIMPLEMENTED
+        408 | 504 => 4,       // DEADLINE_EXCEEDED
+        413 | 429 | 431 => 8, // RESOURCE_EXHAUSTED
+        502 | 503 => 14,      // UNAVAILABLE
+        _ => 2,               // UNKNOWN
+    }
+}
+
+fn header(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
+    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+        map.append(n, v);
+    }
+}
+
+impl H2Downstream<'_, '_> {
+    /// The response head's fields as HTTP/2 fields: hop-by-hop ones dropped, edits applied.
+    fn response_headers(head: &ResponseHeader<'_>, map: &mut HeaderMap) {
+        response_fields(head.buf, head.fields, false, &head.edits, |name, value| {
+            let websocket_accept = head.upgrade && name.eq_ignore_ascii_case(b"sec-websocket-accept");
+            if !websocket_accept && !is_connection_specific(name, value) {
+                header(map, &name.to_ascii_lowercase(), value);
+            }
+        });
+    }
+
+    fn send_stream(&mut self) -> Result<&mut SendStream<Bytes>, HttpError> {
+        self.s.send.as_mut().ok_or(HttpError::ClientGone)
+    }
+
+    /// Sends the head; `end` when nothing follows it.
+    fn send_head(&mut self, response: Response<()>, end: bool) -> Result<(), HttpError> {
+        let send = self
+            .s
+            .respond
+            .send_response(response, end)
+            .map_err(|_| HttpError::ClientGone)?;
+        self.s.send = Some(send);
+        self.s.response.ended = end;
+        Ok(())
+    }
+
+    async fn data(&mut self, bytes: &[u8], end: bool) -> Result<(), HttpError> {
+        let limit = self.s.send_timeout;
+        let mut sent = self.s.sent;
+        let send = self.send_stream()?;
+        let result = write_data(send, bytes, end, limit, &mut sent).await;
+        self.s.sent = sent;
+        if end && result.is_ok() {
+            self.s.response.ended = true;
+        }
+        result
+    }
+
+    /// A gRPC-shaped answer: HTTP 200, the status in a trailers-only response.
+    fn send_grpc_answer(&mut self, status: u16, message: &[u8]) -> Result<(), HttpError> {
+        let mut response = Response::new(());
+        let map = response.headers_mut();
+        header(map, b"content-type", b"application/grpc");
+        header(map, b"grpc-status", grpc_status(status).to_string().as_bytes());
+        // grpc-message is percent-encoded; ours are plain ASCII words.
+        let message: Vec<u8> = message
+            .iter()
+            .copied()
+            .filter(|b| b.is_ascii_graphic() || *b == b' ')
+            .flat_map(|b| match b {
+                b' ' => *b"%20",
+                b'%' => *b"%25",
+                b => [b, 0, 0],
+            })
+            .filter(|b| *b != 0)
+            .collect();
+        header(map, b"grpc-message", &message);
+        self.send_head(response, true)
+    }
+}
+
+impl Downstream for H2Downstream<'_, '_> {
+    fn body(&mut self) -> &mut IoBuf {
+        self.inbuf
+    }
+
+    async fn read_body(&mut self) -> Result<(), HttpError> {
+        if self.s.request_ended {
+            // The framing asked for bytes the stream does not have (h2 checks content-length).
+            return Err(HttpError::BadRequestBody);
+        }
+        loop {
+            let data = match tokio::time::timeout(self.body_timeout, self.s.recv.data()).await {
+                Err(_) => return Err(HttpError::ClientBodyTimeout),
+                Ok(data) => data,
+            };
+            match data {
+                Some(Ok(bytes)) => {
+                    let _ = self.s.recv.flow_control().release_capacity(bytes.len());
+                    if bytes.is_empty() {
+                        continue;
+                    }
+                    if self.s.chunk_request {
+                        let mut framed = self.state.take_write_buffer();
+                        chunk(&bytes, &mut framed);
+                        self.inbuf.extend_from(self.state, &framed);
+                        self.state.give_write_buffer(framed);
+                    } else {
+                        self.inbuf.extend_from(self.state, &bytes);
+                    }
+                    return Ok(());
+                }
+                Some(Err(e)) => {
+                    if e.is_reset() && e.is_remote() {
+                        self.s.info.count_reset();
+                    }
+                    return Err(HttpError::ClientGone);
+                }
+                None => {
+                    self.s.request_ended = true;
+                    if !self.s.chunk_request {
+                        return Err(HttpError::BadRequestBody);
+                    }
+                    let trailers = match self.s.recv.trailers().await {
+                        Ok(t) => t,
+                        Err(_) => return Err(HttpError::ClientGone),
+                    };
+                    let mut end = self.state.take_write_buffer();
+                    let fields = trailers.iter().flat_map(|t| t.iter());
+                    chunked_end(fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())), &mut end);
+                    self.inbuf.extend_from(self.state, &end);
+                    self.state.give_write_buffer(end);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    async fn send_continue(&mut self) -> Result<(), HttpError> {
+        let mut interim = Response::new(());
+        *interim.status_mut() = StatusCode::CONTINUE;
+        self.s
+            .respond
+            .send_informational(interim)
+            .map_err(|_| HttpError::ClientGone)
+    }
+
+    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+        let mut interim = Response::new(());
+        *interim.status_mut() = StatusCode::from_u16(head.head.status).map_err(|_| HttpError::UpstreamBadResponse)?;
+        Self::response_headers(head, interim.headers_mut());
+        // An interim answer the client cannot take is no reason to fail the request.
+        let _ = self.s.respond.send_informational(interim);
+        Ok(())
+    }
+
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseHeader<'_>,
+        body: &[u8],
+        limit: Duration,
+    ) -> Result<(), HttpError> {
+        let h = head.head;
+        let mut response = Response::new(());
+        // A WebSocket accepted by the upstream's 101 is a 200 on an extended CONNECT stream.
+        let status = if head.upgrade { 200 } else { h.status };
+        *response.status_mut() = StatusCode::from_u16(status).map_err(|_| HttpError::UpstreamBadResponse)?;
+        Self::response_headers(head, response.headers_mut());
+        self.s.send_timeout = limit;
+        let framing = if head.upgrade { Framing::UntilClose } else { h.framing };
+        self.s.response.framing = framing;
+        self.s.response.left = match framing {
+            Framing::Length(n) => n,
+            _ => 0,
+        };
+        let end = matches!(framing, Framing::None | Framing::Length(0));
+        self.send_head(response, end)?;
+        if !body.is_empty() {
+            self.send_body(body).await?;
+        }
+        Ok(())
+    }
+
+    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        match self.s.response.framing {
+            Framing::None => Ok(()),
+            Framing::Length(_) => {
+                let take = (bytes.len() as u64).min(self.s.response.left) as usize;
+                self.s.response.left -= take as u64;
+                let end = self.s.response.left == 0;
+                self.data(&bytes[..take], end).await
+            }
+            Framing::UntilClose => self.data(bytes, false).await,
+            Framing::Chunked => {
+                let mut data = self.state.take_write_buffer();
+                let response = &mut self.s.response;
+                let decoded = response.decoder.decode(bytes, |part| match part {
+                    ChunkedPart::Data(d) => data.extend_from_slice(d),
+                    ChunkedPart::Trailer(t) => response.trailers.extend_from_slice(t),
+                });
+                let done = response.decoder.is_done();
+                let result = match decoded {
+                    Err(_) => Err(HttpError::UpstreamBadBody),
+                    Ok(_) if !done => self.data(&data, false).await,
+                    Ok(_) if self.s.response.trailers.is_empty() => self.data(&data, true).await,
+                    Ok(_) => {
+                        let sent = self.data(&data, false).await;
+                        let mut map = HeaderMap::new();
+                        for (name, value) in trailer_fields(&self.s.response.trailers) {
+                            if !is_connection_specific(name, value) {
+                                header(&mut map, &name.to_ascii_lowercase(), value);
+                            }
+                        }
+                        match sent {
+                            Ok(()) => {
+                                let send = self.send_stream()?;
+                                send.send_trailers(map).map_err(|_| HttpError::ClientGone)?;
+                                self.s.response.ended = true;
+                                Ok(())
+                            }
+                            Err(e) => Err(e),
+                        }
+                    }
+                };
+                self.state.give_write_buffer(data);
+                result
+            }
+        }
+    }
+
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        if self.s.send.is_some() {
+            // A head has gone already: nothing else can be said on this stream.
+            return Err(HttpError::ClientGone);
+        }
+        if self.s.grpc && answer.status >= 400 {
+            let message = format!("{} {}", answer.status, reason(answer.status));
+            return self.send_grpc_answer(answer.status, message.as_bytes());
+        }
+        let mut response = Response::new(());
+        *response.status_mut() = StatusCode::from_u16(answer.status).map_err(|_| HttpError::ClientGone)?;
+        let map = response.headers_mut();
+        let mut has_type = false;
+        for (name, value) in answer.headers {
+            has_type |= name.eq_ignore_ascii_case("content-type");
+            header(map, name.to_ascii_lowercase().as_bytes(), value.as_bytes());
+        }
+        if !has_type && !answer.body.is_empty() {
+            header(map, b"content-type", b"text/plain; charset=utf-8");
+        }
+        header(map, b"content-length", answer.body.len().to_string().as_bytes());
+        let bodiless = answer.body.is_empty() || self.head_only;
+        self.send_head(response, bodiless)?;
+        if !bodiless {
+            self.data(answer.body, true).await?;
+        }
+        Ok(())
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.s.sent
+    }
+
+    fn keeps_alive(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,361 @@
+//! One HTTP/2 stream as a request: its head written as an HTTP/1.1 head and read by the HTTP/1
+//! codec, then routed, answered or proxied, and logged by the same code as an HTTP/1 request.
+//! [`H2Stream`] is the stream's side of it: the [`Transport`] a request reaches its client by.
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http::Request;
+use rampart_proto::h1::{parse_request, ChunkedDecoder, Framing};
+use rampart_proto::h2map::{request_head, H2MapError, RequestPseudo};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::downstream::{write_data, H2Downstream};
+use super::ConnInfo;
+use crate::http::context::RequestContext;
+use crate::http::error::HttpError;
+use crate::http::exchange::answer_error;
+use crate::http::iobuf::IoBuf;
+use crate::http::session::Connection;
+use crate::http::state::HttpWorkerState;
+use crate::http::transport::Transport;
+use crate::stream::Stream;
+use crate::tls::TlsInfo;
+use crate::worker::{bump, WorkerContext};
+
+/// The client side of one stream.
+pub(crate) struct H2Stream<'c> {
+    pub(super) info: &'c ConnInfo,
+    pub(super) recv: RecvStream,
+    pub(super) respond: SendResponse<Bytes>,
+    /// The response body's stream, once the head has gone.
+    pub(super) send: Option<SendStream<Bytes>>,
+    /// The request body is framed as HTTP/1 chunks on its way in (it had no content-length).
+    pub(super) chunk_request: bool,
+    pub(super) request_ended: bool,
+    /// A gRPC request: answers of Rampart's own are gRPC-shaped.
+    pub(super) grpc: bool,
+    /// The response body as the upstream frames it, and how far it has got.
+    pub(super) response: ResponseBody,
+    pub(super) sent: u64,
+    /// Longest wait for the client's window to open.
+    pub(super) send_timeout: Duration,
+}
+
+/// Where the response body stands.
+pub(super) struct ResponseBody {
+    pub framing: Framing,
+    pub left: u64,
+    pub decoder: ChunkedDecoder,
+    pub trailers: Vec<u8>,
+    /// END_STREAM has gone (or the stream was reset).
+    pub ended: bool,
+}
+
+impl Default for ResponseBody {
+    fn default() -> Self {
+        ResponseBody {
+            framing: Framing::None,
+            left: 0,
+            decoder: ChunkedDecoder::new(),
+            trailers: Vec::new(),
+            ended: false,
+        }
+    }
+}
+
+/// Handles one stream from its head to its end, then gives its buffers back.
+pub(super) async fn serve(
+    ctx: &WorkerContext,
+    info: &ConnInfo,
+    request: Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+) {
+    let snapshot = ctx.snapshot();
+    let Some(listener) = snapshot.listeners.iter().position(|l| l.bind == info.bind) else {
+        // The listener is gone: the client may try again elsewhere.
+        let mut respond = respond;
+        respond.send_reset(Reason::REFUSED_STREAM);
+        return;
+    };
+    let (parts, recv) = request.into_parts();
+    let grpc = parts
+        .headers
+        .get(http::header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let stream = H2Stream {
+        info,
+        request_ended: recv.is_end_stream(),
+        recv,
+        respond,
+        send: None,
+        chunk_request: false,
+        grpc,
+        response: ResponseBody::default(),
+        sent: 0,
+        send_timeout: Duration::from_secs(10),
+    };
+    let mut conn = Connection::for_stream(
+        ctx,
+        stream,
+        info.client,
+        info.client_ip.clone(),
+        info.bind,
+        snapshot,
+        listener,
+    );
+    let logged = conn.http().access_log.is_some();
+    let mut rctx = RequestContext::new(logged);
+    bump(&ctx.counters.http_requests, 1);
+    conn.ensure_out();
+    conn.stream.send_timeout = conn.http().client_header_timeout;
+    let deadline = grpc_timeout(&parts.headers);
+    match head_bytes(&mut conn, &parts) {
+        Ok(()) => {
+            let limits = conn.http().limits;
+            let parsed = parse_request(conn.inbuf.filled(), &limits, &mut conn.fields);
+            match parsed {
+                Ok(Some(head)) => {
+                    conn.stream.chunk_request = head.framing == Framing::Chunked;
+                    let handled = conn.handle(&head, &mut rctx, true);
+                    let timed_out = match deadline {
+                        Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
+                        None => {
+                            handled.await;
+                            false
+                        }
+                    };
+                    if timed_out {
+                        // The client's grpc-timeout passed: DEADLINE_EXCEEDED, or a reset
+                        // when the response had begun.
+                        let mut down = conn.downstream(false, false, false);
+                        answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
+                    }
+                    conn.finish(Some(&head), &rctx);
+                }
+                Ok(None) | Err(_) => {
+                    // A head that does not fit the HTTP/1 limits: 431 (or what the codec says).
+                    let error = match parsed {
+                        Err(e) => HttpError::BadRequest(e),
+                        _ => HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge),
+                    };
+                    conn.fail(&mut rctx, error, false, false).await;
+                    conn.finish(None, &rctx);
+                }
+            }
+        }
+        Err(e) => {
+            tracing::debug!("malformed HTTP/2 request from {}: {e}", info.client);
+            conn.stream.respond.send_reset(Reason::PROTOCOL_ERROR);
+            rctx.fail(HttpError::BadRequestBody);
+            conn.finish(None, &rctx);
+        }
+    }
+    conn.stream.end(&rctx);
+    conn.release_idle();
+}
+
+/// Writes the stream's head as an HTTP/1.1 head into the connection's read buffer.
+fn head_bytes(conn: &mut Connection<'_, H2Stream<'_>>, parts: &http::request::Parts) -> Result<(), H2MapError> {
+    let path = parts.uri.path_and_query().map(|p| p.as_str().as_bytes());
+    let pseudo = RequestPseudo {
+        method: parts.method.as_str().as_bytes(),
+        authority: parts.uri.authority().map(|a| a.as_str().as_bytes()),
+        // `http` reads an empty :path as "/"; an asterisk stays one.
+        path,
+        protocol: parts
+            .extensions
+            .get::<h2::ext::Protocol>()
+            .map(|p| p.as_str().as_bytes()),
+    };
+    let fields: Vec<(&[u8], &[u8])> = parts
+        .headers
+        .iter()
+        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+        .collect();
+    let key = websocket_key(conn.ctx.id, conn.stream.info);
+    let mut head = conn.ctx.http.take_write_buffer();
+    let result = request_head(
+        &pseudo,
+        fields.iter().copied(),
+        conn.stream.request_ended,
+        &key,
+        &mut head,
+    );
+    if result.is_ok() {
+        conn.inbuf.extend_from(&conn.ctx.http, &head);
+    }
+    conn.ctx.http.give_write_buffer(head);
+    result.map(|_| ())
+}
+
+/// A `Sec-WebSocket-Key` for the HTTP/1.1 upgrade an extended CONNECT becomes: 16 bytes that
+/// differ per request (the upstream only echoes a hash of them), base64.
+fn websocket_key(worker: usize, info: &ConnInfo) -> [u8; 24] {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let mut x = nanos ^ ((worker as u64) << 48) ^ (info as *const ConnInfo as u64);
+    let mut raw = [0u8; 16];
+    for chunk in raw.chunks_mut(8) {
+        // splitmix64
+        x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = x;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        chunk.copy_from_slice(&(z ^ (z >> 31)).to_le_bytes());
+    }
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = [b'='; 24];
+    for (i, group) in raw.chunks(3).enumerate() {
+        let b = [group[0], *group.get(1).unwrap_or(&0), *group.get(2).unwrap_or(&0)];
+        let n = u32::from(b[0]) << 16 | u32::from(b[1]) << 8 | u32::from(b[2]);
+        let count = group.len() + 1;
+        for j in 0..count {
+            out[i * 4 + j] = ALPHABET[(n >> (18 - 6 * j) & 63) as usize];
+        }
+    }
+    out
+}
+
+/// The deadline a gRPC client set (`grpc-timeout: 100m`), if any.
+fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
+    let value = headers.get("grpc-timeout")?.as_bytes();
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b"H" => Duration::from_secs(n * 3600),
+        b"M" => Duration::from_secs(n * 60),
+        b"S" => Duration::from_secs(n),
+        b"m" => Duration::from_millis(n),
+        b"u" => Duration::from_micros(n),
+        b"n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+impl H2Stream<'_> {
+    /// Ends the stream after the request was handled: END_STREAM where the body's framing left
+    /// it open (a body delimited by the upstream's close), a reset where the response failed or
+    /// never began.
+    fn end(&mut self, rctx: &RequestContext) {
+        if self.response.ended {
+            return;
+        }
+        match &mut self.send {
+            None => self.respond.send_reset(match rctx.error {
+                Some(HttpError::ClientGone) => Reason::CANCEL,
+                _ => Reason::INTERNAL_ERROR,
+            }),
+            Some(send) if rctx.error.is_some() => send.send_reset(Reason::INTERNAL_ERROR),
+            Some(send) => {
+                let _ = send.send_data(Bytes::new(), true);
+            }
+        }
+        self.response.ended = true;
+    }
+}
+
+impl<'c> Transport for H2Stream<'c> {
+    type Down<'b>
+        = H2Downstream<'b, 'c>
+    where
+        Self: 'b;
+
+    fn downstream<'b>(
+        &'b mut self,
+        inbuf: &'b mut IoBuf,
+        _out: &'b mut Vec<u8>,
+        state: &'b HttpWorkerState,
+        body_timeout: Duration,
+        _keep_alive: bool,
+        _http10: bool,
+        head_only: bool,
+    ) -> H2Downstream<'b, 'c> {
+        H2Downstream {
+            s: self,
+            inbuf,
+            state,
+            body_timeout,
+            head_only,
+        }
+    }
+
+    fn scheme(&self) -> &'static str {
+        self.info.scheme
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.info
+            .local
+            .ok_or_else(|| io::Error::new(io::ErrorKind::NotConnected, "no local address"))
+    }
+
+    fn client_cert(&self) -> Option<&str> {
+        self.info.client_cert.as_deref()
+    }
+
+    fn tls_info(&self) -> Option<TlsInfo<'_>> {
+        self.info.tls.as_ref().map(|t| t.view())
+    }
+
+    fn protocol_name(&self) -> Option<&'static str> {
+        Some("HTTP/2.0")
+    }
+
+    /// The WebSocket an extended CONNECT opened: DATA frames both ways, bridged to the upstream
+    /// connection, until either side ends or nothing moves for `idle_timeout`.
+    async fn tunnel(
+        &mut self,
+        _ctx: &WorkerContext,
+        upstream: &mut Stream,
+        idle_timeout: Duration,
+        buffer_size: usize,
+    ) -> (u64, u64) {
+        let (mut up, mut down) = (0u64, 0u64);
+        let Some(send) = self.send.as_mut() else {
+            return (0, 0);
+        };
+        let mut buf = vec![0u8; buffer_size.min(64 * 1024)];
+        let mut client_open = !self.recv.is_end_stream();
+        loop {
+            let idle = tokio::time::sleep(idle_timeout);
+            tokio::select! {
+                data = self.recv.data(), if client_open => match data {
+                    Some(Ok(bytes)) => {
+                        let _ = self.recv.flow_control().release_capacity(bytes.len());
+                        up += bytes.len() as u64;
+                        if upstream.write_all(&bytes).await.is_err() {
+                            break;
+                        }
+                    }
+                    Some(Err(_)) => break,
+                    None => {
+                        // The client's half ended: so does the upstream's.
+                        client_open = false;
+                        let _ = upstream.shutdown().await;
+                    }
+                },
+                read = upstream.read(&mut buf) => match read {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        down += n as u64;
+                        if write_data(send, &buf[..n], false, idle_timeout, &mut self.sent).await.is_err() {
+                            break;
+                        }
+                    }
+                },
+                _ = idle => break,
+            }
+        }
+        // The stream ends with the tunnel (END_STREAM from `end`, unless it failed).
+        (up, down)
+    }
+}

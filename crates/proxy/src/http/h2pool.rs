@@ -1,0 +1,142 @@
+//! Each worker's HTTP/2 connections to targets (`protocol = "h2c"`, `"h2"`, or `"auto"` where
+//! ALPN chose h2). Unlike HTTP/1 connections they are shared, not taken: a request opens a stream
+//! on the first live connection for its key that has room under the peer's
+//! SETTINGS_MAX_CONCURRENT_STREAMS, and a new connection is made only when none has. A
+//! connection that got GOAWAY, failed, or was found closed is dropped from the pool; its
+//! accepted streams finish on it (the `h2` crate keeps driving it in its own task).
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::client::SendRequest;
+
+use super::pool::PoolKey;
+use crate::stream::Stream;
+
+/// One HTTP/2 connection to a target.
+#[derive(Clone)]
+pub struct H2Conn {
+    pub send: SendRequest<Bytes>,
+    /// Set by the connection's task when it ends.
+    closed: Rc<Cell<bool>>,
+    /// When it last had no stream open (for the idle timeout).
+    idle_since: Rc<Cell<Option<Instant>>>,
+    /// Streams of this worker's requests open on it.
+    open: Rc<Cell<usize>>,
+}
+
+/// A stream's place on a connection, given back when the request is done with it.
+pub struct OpenStream(Rc<Cell<usize>>);
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.set(self.0.get().saturating_sub(1));
+    }
+}
+
+impl H2Conn {
+    /// Whether another stream may open on it now.
+    fn has_room(&self) -> bool {
+        !self.closed.get() && self.open.get() < self.send.current_max_send_streams()
+    }
+
+    /// Counts a stream opened on it until the returned guard drops.
+    pub fn open_stream(&self) -> OpenStream {
+        self.open.set(self.open.get() + 1);
+        OpenStream(self.open.clone())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.get()
+    }
+
+    /// Marks it unusable for new streams (after GOAWAY or an error).
+    pub fn retire(&self) {
+        self.closed.set(true);
+    }
+}
+
+/// The HTTP/2 client settings Rampart uses toward targets: windows large enough for one stream to
+/// fill a fast path, as on the client side.
+fn builder() -> h2::client::Builder {
+    let mut builder = h2::client::Builder::new();
+    builder
+        .initial_window_size(rampart_model::defaults::HTTP2_STREAM_WINDOW)
+        .initial_connection_window_size(rampart_model::defaults::HTTP2_CONNECTION_WINDOW)
+        .max_send_buffer_size(64 * 1024)
+        .enable_push(false);
+    builder
+}
+
+/// Starts HTTP/2 on a new connection (the preface and SETTINGS), and drives it in a task of its
+/// own until it ends.
+pub async fn handshake(stream: Stream) -> Result<H2Conn, h2::Error> {
+    let (send, connection) = builder().handshake::<_, Bytes>(stream).await?;
+    let closed = Rc::new(Cell::new(false));
+    let ended = closed.clone();
+    tokio::task::spawn_local(async move {
+        if let Err(e) = connection.await {
+            tracing::debug!("upstream HTTP/2 connection ended: {e}");
+        }
+        ended.set(true);
+    });
+    Ok(H2Conn {
+        send,
+        closed,
+        idle_since: Rc::new(Cell::new(Some(Instant::now()))),
+        open: Rc::new(Cell::new(0)),
+    })
+}
+
+#[derive(Default)]
+pub struct H2Pool {
+    conns: HashMap<PoolKey, Vec<H2Conn>>,
+}
+
+impl H2Pool {
+    /// A live connection for `key` with room for another stream.
+    pub fn get(&mut self, key: &PoolKey) -> Option<H2Conn> {
+        let list = self.conns.get_mut(key)?;
+        list.retain(|c| !c.is_closed());
+        let conn = list.iter().find(|c| c.has_room())?.clone();
+        conn.idle_since.set(None);
+        Some(conn)
+    }
+
+    /// Keeps a new connection for later requests.
+    pub fn add(&mut self, key: PoolKey, conn: H2Conn) {
+        self.conns.entry(key).or_default().push(conn);
+    }
+
+    /// Closes connections that ended, and those without streams for longer than `max_idle`.
+    pub fn sweep(&mut self, max_idle: Duration) {
+        for list in self.conns.values_mut() {
+            list.retain(|c| {
+                if c.is_closed() {
+                    return false;
+                }
+                if c.open.get() > 0 {
+                    c.idle_since.set(None);
+                    return true;
+                }
+                match c.idle_since.get() {
+                    None => {
+                        c.idle_since.set(Some(Instant::now()));
+                        true
+                    }
+                    Some(since) => since.elapsed() <= max_idle,
+                }
+            });
+        }
+        self.conns.retain(|_, list| !list.is_empty());
+    }
+
+    /// Drops the connections to targets for which `keep` says no (after a reload).
+    pub fn retain_targets(&mut self, keep: impl Fn(SocketAddr) -> bool) {
+        self.conns.retain(|key, _| keep(key.target));
+    }
+}

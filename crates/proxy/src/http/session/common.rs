@@ -1,0 +1,175 @@
+//! The parts of a connection's request handling that every protocol shares: the listener's
+//! settings in the current snapshot, buffers, the downstream side, and what happens when a
+//! request is done (metrics and the access log).
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use rampart_model::metrics::code_class;
+use rampart_model::HttpListener;
+use rampart_proto::h1::RequestHead;
+
+use super::{http_settings, Connection};
+use crate::http::access_log::{captured, write_line, AccessRecord};
+use crate::http::context::RequestContext;
+use crate::http::downstream::Downstream;
+use crate::http::error::HttpError;
+use crate::http::exchange::answer_error;
+use crate::http::iobuf::IoBuf;
+use crate::http::transport::Transport;
+use crate::worker::{SharedSnapshot, WorkerContext};
+
+impl<'a, T: Transport> Connection<'a, T> {
+    /// The request state of one stream of a multiplexed connection (HTTP/2): `stream` reaches
+    /// the client, the rest is the connection's.
+    pub(crate) fn for_stream(
+        ctx: &'a WorkerContext,
+        stream: T,
+        client: SocketAddr,
+        client_ip: String,
+        bind: SocketAddr,
+        snapshot: Rc<SharedSnapshot>,
+        listener: usize,
+    ) -> Self {
+        Connection {
+            ctx,
+            stream,
+            client,
+            client_from_header: false,
+            slot: None,
+            bind,
+            client_ip,
+            snapshot,
+            listener,
+            inbuf: IoBuf::default(),
+            fields: Vec::new(),
+            out: Vec::new(),
+            head_out: Vec::new(),
+            log_scratch: Vec::new(),
+        }
+    }
+
+    /// The HTTP settings of this connection's listener in the current snapshot.
+    pub(crate) fn http(&self) -> &HttpListener {
+        http_settings(&self.snapshot, self.listener)
+    }
+
+    /// Takes the snapshot current now for the next request. When a reload removed this
+    /// connection's listener (or made it a TCP listener), the previous snapshot stays and `false`
+    /// says the connection must close after this request.
+    pub(crate) fn follow_reload(&mut self) -> bool {
+        let current = self.ctx.snapshot();
+        if Rc::ptr_eq(&current, &self.snapshot) {
+            return true;
+        }
+        match current.listeners.iter().position(|l| l.bind == self.bind) {
+            Some(i) if current.listeners[i].http().is_some() => {
+                self.snapshot = current;
+                self.listener = i;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Takes output buffers from the pool once a request needs them.
+    pub(crate) fn ensure_out(&mut self) {
+        if self.out.capacity() == 0 {
+            self.out = self.ctx.http.take_write_buffer();
+            self.head_out = self.ctx.http.take_write_buffer();
+        }
+    }
+
+    /// Gives the read and write buffers back to the worker's pools.
+    pub(crate) fn release_buffers(&mut self) {
+        self.inbuf.release_if_empty(&self.ctx.http);
+        if self.out.capacity() > 0 {
+            self.ctx.http.give_write_buffer(std::mem::take(&mut self.out));
+            self.ctx.http.give_write_buffer(std::mem::take(&mut self.head_out));
+        }
+    }
+
+    /// A downstream side for one request on this connection.
+    pub(crate) fn downstream(&mut self, keep_alive: bool, http10: bool, head_only: bool) -> T::Down<'_> {
+        let body_timeout = self.http().client_header_timeout;
+        self.stream.downstream(
+            &mut self.inbuf,
+            &mut self.out,
+            &self.ctx.http,
+            body_timeout,
+            keep_alive,
+            http10,
+            head_only,
+        )
+    }
+
+    /// Fails the request with `error`: its error answer, and the connection closes after it.
+    pub(crate) async fn fail(&mut self, rctx: &mut RequestContext, error: HttpError, http10: bool, head_only: bool) {
+        let mut down = self.downstream(false, http10, head_only);
+        answer_error(&mut down, rctx, error).await;
+        rctx.bytes_out = down.bytes_sent();
+    }
+
+    /// Counts a finished request in the listener's and route's metrics, and logs it.
+    pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext) {
+        let took = rctx.began.elapsed();
+        let id = self.ctx.id;
+        let listener = &self.snapshot.listeners[self.listener];
+        let cells = listener.metrics.worker(id);
+        cells.bytes_in.add(self.inbuf.take_received());
+        cells.bytes_out.add(rctx.bytes_out);
+        let http = self.http();
+        let route = rctx.route.and_then(|r| http.routes.get(r));
+        let route_cells = route.map_or(&http.unrouted, |r| &r.metrics).worker(id);
+        // A request that got no answer (its client went away first) has no status to count.
+        if rctx.status != 0 {
+            route_cells.requests[code_class(rctx.status)].add(1);
+            route_cells.duration.observe(took);
+        }
+        self.write_access(head, rctx, took);
+    }
+
+    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, took: Duration) {
+        let (Some((path, format)), Some(wall)) = (&self.http().access_log, rctx.logged_at) else {
+            return;
+        };
+        let parts = captured(&self.log_scratch);
+        let route = rctx.route.and_then(|r| self.http().routes.get(r));
+        let upstream_target = rctx
+            .upstream
+            .zip(rctx.target)
+            .and_then(|(u, t)| self.snapshot.upstreams[u].targets.get(t))
+            .map(|t| t.name.as_str());
+        let record = AccessRecord {
+            time: wall,
+            client: self.client,
+            method: parts[0],
+            target: parts[1],
+            version: match (self.stream.protocol_name(), head.map(|h| h.version)) {
+                (Some(name), _) => name,
+                (None, Some(rampart_proto::h1::Version::Http10)) => "HTTP/1.0",
+                (None, _) => "HTTP/1.1",
+            },
+            host: parts[2],
+            referer: parts[3],
+            user_agent: parts[4],
+            status: rctx.status,
+            bytes: rctx.bytes_out,
+            route: route.map_or("", |r| r.name.as_str()),
+            upstream_target,
+            upstream_time: rctx.upstream_time,
+            total_time: took,
+            error: rctx.error.map(HttpError::reason),
+            tls: self.stream.tls_info(),
+        };
+        self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
+    }
+    /// Gives everything back before waiting as an idle connection.
+    pub(crate) fn release_idle(&mut self) {
+        self.inbuf.release(&self.ctx.http);
+        self.release_buffers();
+        self.fields = Vec::new();
+        self.log_scratch = Vec::new();
+    }
+}

@@ -1,0 +1,110 @@
+//! What the request path needs from the connection a request came on, whatever its protocol:
+//! an HTTP/1 connection's [`Stream`], or one stream of an HTTP/2 connection
+//! ([`crate::http::h2::H2Stream`]). Routing, local answers, the exchange and the access log are
+//! written once against [`Transport`].
+
+use std::io;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use super::downstream::{Downstream, H1Downstream};
+use super::iobuf::IoBuf;
+use super::state::HttpWorkerState;
+use crate::relay::relay;
+use crate::stream::Stream;
+use crate::tls::TlsInfo;
+use crate::worker::WorkerContext;
+
+/// How one request's connection is reached.
+// Workers are single-threaded: the futures need not be `Send`.
+#[allow(async_fn_in_trait)]
+pub trait Transport {
+    /// The downstream side of one request on it.
+    type Down<'b>: Downstream
+    where
+        Self: 'b;
+
+    /// A downstream side for one request: `inbuf` holds its body bytes (behind its head, for
+    /// HTTP/1), `out` is a write buffer.
+    #[allow(clippy::too_many_arguments)]
+    fn downstream<'b>(
+        &'b mut self,
+        inbuf: &'b mut IoBuf,
+        out: &'b mut Vec<u8>,
+        state: &'b HttpWorkerState,
+        body_timeout: Duration,
+        keep_alive: bool,
+        http10: bool,
+        head_only: bool,
+    ) -> Self::Down<'b>;
+
+    /// The scheme the request came with (`X-Forwarded-Proto`).
+    fn scheme(&self) -> &'static str;
+    /// The address the client connected to.
+    fn local_addr(&self) -> io::Result<SocketAddr>;
+    /// The verified client certificate as the listener forwards it, if any.
+    fn client_cert(&self) -> Option<&str>;
+    /// What the TLS handshake negotiated.
+    fn tls_info(&self) -> Option<TlsInfo<'_>>;
+    /// The protocol as the access log names it, when the head does not say (HTTP/2).
+    fn protocol_name(&self) -> Option<&'static str>;
+
+    /// Runs the tunnel a 101 opened (`early`: client bytes already read behind the request) until
+    /// either side ends it or it idles out. Returns the bytes moved up and down.
+    async fn tunnel(
+        &mut self,
+        ctx: &WorkerContext,
+        upstream: &mut Stream,
+        idle_timeout: Duration,
+        buffer_size: usize,
+    ) -> (u64, u64);
+}
+
+impl Transport for Stream {
+    type Down<'b> = H1Downstream<'b>;
+
+    fn downstream<'b>(
+        &'b mut self,
+        inbuf: &'b mut IoBuf,
+        out: &'b mut Vec<u8>,
+        state: &'b HttpWorkerState,
+        body_timeout: Duration,
+        keep_alive: bool,
+        http10: bool,
+        head_only: bool,
+    ) -> H1Downstream<'b> {
+        H1Downstream::new(self, inbuf, out, state, body_timeout, keep_alive, http10, head_only)
+    }
+
+    fn scheme(&self) -> &'static str {
+        Stream::scheme(self)
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        Stream::local_addr(self)
+    }
+
+    fn client_cert(&self) -> Option<&str> {
+        Stream::client_cert(self)
+    }
+
+    fn tls_info(&self) -> Option<TlsInfo<'_>> {
+        Stream::tls_info(self)
+    }
+
+    fn protocol_name(&self) -> Option<&'static str> {
+        None
+    }
+
+    async fn tunnel(
+        &mut self,
+        ctx: &WorkerContext,
+        upstream: &mut Stream,
+        idle_timeout: Duration,
+        buffer_size: usize,
+    ) -> (u64, u64) {
+        // Boxed: tunnels are rare, and the relay's state would otherwise enlarge every request.
+        let done = Box::pin(relay(ctx, self, upstream, idle_timeout, buffer_size)).await;
+        (done.bytes_up, done.bytes_down)
+    }
+}
