@@ -12,6 +12,9 @@ HTTPS scenarios terminate TLS at the proxy (one ECDSA P-256 certificate, generat
 into OUT/tls) and speak plain HTTP to the same backend. Keep-alive runs use wrk; one request per
 connection with a full or a resumed handshake uses bench/resume-client (OUT/resume-client, built
 by run.sh), since wrk resumes sessions whenever it can and cannot be told to stop or to start.
+
+HTTP/2 scenarios (h2-*, grpc-*) use h2load, and for gRPC bench/grpc-backend (OUT/grpc-backend,
+built by run.sh) as an h2c backend on CPU 1: see h2.py.
 """
 import argparse
 import ssl
@@ -26,9 +29,10 @@ import sys
 import tempfile
 import time
 
-from common import (BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, TLS_HOST, cpu_seconds, rss_kib,
-                    start, tail_log, wait_port, write)
+from common import (BACKEND_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, TLS_HOST, cpu_seconds,
+                    rss_kib, start, tail_log, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
+from h2 import H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, h2_report, h2_starters, run_h2
 
 
 def backend(workdir):
@@ -225,11 +229,16 @@ SCENARIOS = {
     "https-keepalive": ("https", 64, "/", [], "HTTPS, small responses, 64 keep-alive connections"),
     "https-close": ("https", 64, "/", FULL, "HTTPS, one request per connection (full handshake), 64 at a time"),
     "https-resume": ("https", 64, "/", RESUME, "HTTPS, one request per connection (resumed handshake), 64 at a time"),
+    # HTTP/2 and gRPC (h2.py): h2load; the fourth field is the concurrent streams per connection.
+    **H2_SCENARIOS,
 }
 
 
 def run_one(name, pid, port, scenario, duration, tools=None):
     mode, conns, path, extra, _ = SCENARIOS[scenario]
+    if mode in H2_MODES:
+        res, (user0, sys0, user1, sys1) = run_h2(pid, port, scenario, duration, *tools[2])
+        return finish(res, pid, user0, sys0, user1, sys1)
     if mode == "https":
         url = f"https://{TLS_HOST}:{port}{path}"
     else:
@@ -270,6 +279,8 @@ def main():
                     "scenario runs and HTTPS when an HTTPS one does (0 skips it)")
     ap.add_argument("--resume-client", metavar="BIN",
                     help="the resumed-handshake load generator (default: OUT/resume-client, built by run.sh)")
+    ap.add_argument("--grpc-backend", metavar="BIN",
+                    help="the h2c gRPC backend (default: OUT/grpc-backend, built by run.sh)")
     args = ap.parse_args()
     default = "rampart,rampart-before,haproxy,nginx" if args.baseline else "rampart,haproxy,nginx"
     proxies = (args.proxies or default).split(",")
@@ -282,6 +293,11 @@ def main():
     for s in scenarios:
         if s not in SCENARIOS:
             sys.exit(f"unknown scenario {s}; known: {', '.join(SCENARIOS)}")
+    if any(SCENARIOS[s][0] in H2_MODES for s in scenarios) and not shutil.which("h2load"):
+        sys.exit("h2load is missing: run bench/run.sh, which installs it (nghttp2-client)")
+    grpc_bin = os.path.abspath(args.grpc_backend or os.path.join(args.out, "grpc-backend"))
+    if any(SCENARIOS[s][0] == "grpc" for s in scenarios) and not os.access(grpc_bin, os.X_OK):
+        sys.exit(f"{grpc_bin} is missing: run bench/run.sh, which builds it from bench/grpc-backend")
     resume_client = os.path.abspath(args.resume_client or os.path.join(args.out, "resume-client"))
     if any(SCENARIOS[s][3] in (RESUME, FULL) for s in scenarios) and not os.access(resume_client, os.X_OK):
         sys.exit(f"{resume_client} is missing: run bench/run.sh, which builds it from bench/resume-client")
@@ -291,7 +307,11 @@ def main():
     try:
         procs["backend"] = backend(workdir)
         wait_port(BACKEND_PORT)
-        tls = tls_files(args.out) if any(SCENARIOS[s][0] == "https" for s in scenarios) else None
+        tls = tls_files(args.out) if any(SCENARIOS[s][0] in ("https", "h2") for s in scenarios) else None
+        grpc_request = None
+        if any(SCENARIOS[s][0] == "grpc" for s in scenarios):
+            procs["grpc-backend"], grpc_request = grpc_backend(workdir, grpc_bin)
+            wait_port(GRPC_BACKEND_PORT)
         starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),
                     ("l4", "haproxy"): lambda: proxy_haproxy(workdir), ("l4", "nginx"): lambda: proxy_nginx(workdir),
                     ("http", "rampart"): lambda: http_rampart(workdir, args.rampart),
@@ -301,8 +321,9 @@ def main():
                     ("https", "rampart"): lambda: https_rampart(workdir, args.rampart, tls),
                     ("https", "haproxy"): lambda: http_haproxy(workdir, tls),
                     ("https", "nginx"): lambda: http_nginx(workdir, tls),
-                    ("https", "rampart-before"): lambda: https_rampart(workdir, args.baseline, tls, "rampart-before")}
-        ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS}
+                    ("https", "rampart-before"): lambda: https_rampart(workdir, args.baseline, tls, "rampart-before"),
+                    **h2_starters(workdir, args.rampart, args.baseline, tls)}
+        ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS, **H2_PORTS_BY_MODE}
         modes = sorted({SCENARIOS[s][0] for s in scenarios})
         for mode in modes:
             for p in proxies:
@@ -325,19 +346,23 @@ def main():
             for rnd in range(args.rounds):
                 for p in proxies:
                     r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration,
-                                (resume_client, tls[0] if tls else None))
+                                (resume_client, tls[0] if tls else None, (workdir, (grpc_bin, grpc_request))))
                     results.setdefault((scenario, p), []).append(r)
                     resumed = f"  resumed {r['resumed'] * 100:.1f}% ({r['tls']})" if "resumed" in r else ""
                     print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
-                          f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}", flush=True)
-        plain = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] != "https"}
+                          f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}"
+                          + (f"  FAILED: {r['failed']}" if r.get("failed") else ""), flush=True)
+        plain = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] in ("l4", "http")}
         secure = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] == "https"}
+        h2 = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] in H2_MODES}
         table = ""
         if plain:
             table += report(plain, args, proxies)
         if secure:
             table += ("\n" if table else "") + https_report(secure, args, proxies)
+        if h2:
+            table += ("\n" if table else "") + h2_report(h2, args, proxies)
         table += idle
         print(table)
         with open(os.path.join(args.out, "results.md"), "w") as f:
@@ -346,6 +371,8 @@ def main():
             chart(plain, proxies, os.path.join(args.out, "cpu-per-request.png"))
         if secure:
             chart(secure, proxies, os.path.join(args.out, "cpu-per-request-https.png"))
+        if h2:
+            chart(h2, proxies, os.path.join(args.out, "cpu-per-request-h2.png"))
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)

@@ -1,4 +1,4 @@
-"""Shared by bench.py and https.py: ports, and starting and watching processes."""
+"""Shared by bench.py, https.py and h2.py: ports, and starting and watching processes."""
 import os
 import socket
 import subprocess
@@ -9,6 +9,11 @@ BACKEND_PORT = 18080
 PORTS = {"rampart": 18001, "haproxy": 18002, "nginx": 18003, "rampart-before": 18004}
 HTTP_PORTS = {"rampart": 18011, "haproxy": 18012, "nginx": 18013, "rampart-before": 18014}
 HTTPS_PORTS = {"rampart": 18021, "haproxy": 18022, "nginx": 18023, "rampart-before": 18024}
+# HTTP/2 (h2.py): in clear with prior knowledge, over TLS (ALPN h2), and gRPC to an h2c backend.
+H2C_PORTS = {"rampart": 18031, "haproxy": 18032, "nginx": 18033, "rampart-before": 18034}
+H2_PORTS = {"rampart": 18041, "haproxy": 18042, "nginx": 18043, "rampart-before": 18044}
+GRPC_PORTS = {"rampart": 18051, "haproxy": 18052, "nginx": 18053, "rampart-before": 18054}
+GRPC_BACKEND_PORT = 18081
 # The name in the certificate; it resolves to 127.0.0.1 here, and clients send it as SNI.
 TLS_HOST = "localhost"
 TICK = os.sysconf("SC_CLK_TCK")

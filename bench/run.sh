@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: Rampart, HAProxy and nginx, one worker each pinned to CPU 0, the same
 # backend (nginx) and load generator (wrk) on CPU 1. Installs what is missing from Debian, builds
-# Rampart in release mode and bench/resume-client (Go) into bench/out, then runs bench/bench.py
-# with the arguments given here.
-#   bench/run.sh                      # every scenario (L4, HTTP, HTTPS), 3 interleaved rounds of 10 s
+# Rampart in release mode and bench/resume-client and bench/grpc-backend (Go) into bench/out, then
+# runs bench/bench.py with the arguments given here.
+#   bench/run.sh                      # every scenario (L4, HTTP, HTTPS, HTTP/2), 3 interleaved rounds of 10 s
 #   bench/run.sh --scenarios http-small-c64,http-small-c256
 #   bench/run.sh --rounds 5 --duration 20
 #   bench/run.sh --baseline-commit f2eef12   # adds rampart-before: Rampart built at that commit
@@ -18,6 +18,16 @@
 #     https-resume     bench/out/resume-client: a resumed TLS 1.3 handshake per request (fails when
 #                      under 90% of handshakes resume); --resume-client BIN uses another build
 #   The HTTPS table adds Rampart's CPU per request over the lower of HAProxy's and nginx's.
+# HTTP/2 (bench/h2.py; h2load from nghttp2-client on CPU 1; Rampart `http`, nginx `listen ... http2`,
+# HAProxy `bind ... proto h2` or `alpn h2,http/1.1`; HTTP/1.1 to the same backend):
+#   bench/run.sh --scenarios h2-clear-c1m100,h2-clear-c64m10,h2-tls-c1m100,h2-tls-c64m10,grpc-unary-h2c
+#     h2-clear-*       in clear with prior knowledge; c1m100: 1 connection x 100 streams, c64m10: 64 x 10
+#     h2-tls-*         over TLS, ALPN h2 (same certificate as HTTPS)
+#     grpc-unary-h2c   h2load posting one fixed gRPC unary call over h2c, 64 x 10, to bench/out/grpc-backend
+#                      (h2c, on CPU 1) through Rampart `--upstream-protocol h2c`, nginx `grpc_pass`,
+#                      HAProxy `server ... proto h2`; --grpc-backend BIN uses another build
+#   The table adds Rampart's CPU per request and p99 over the lower of HAProxy's and nginx's; a round
+#   with any failed request, or not over HTTP/2, or (gRPC) without grpc-status 0 in the trailers fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -34,6 +44,7 @@ command -v nginx >/dev/null || need+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || need+=(libnginx-mod-stream)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v wrk >/dev/null || need+=(wrk)
+command -v h2load >/dev/null || need+=(nghttp2-client)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -47,16 +58,20 @@ build() {
     python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])'
 }
 rampart=$(build)
-# The resumed-handshake load generator, rebuilt only when its sources are newer than the binary.
+# The Go tools: the resumed-handshake load generator and the h2c gRPC backend, each rebuilt only
+# when its sources are newer than its binary.
 mkdir -p bench/out
-if [ ! -x bench/out/resume-client ] || [ -n "$(find bench/resume-client -type f -newer bench/out/resume-client)" ]; then
-  go=$(command -v go || echo /usr/local/go/bin/go)
-  if [ -x "$go" ] || command -v "$go" >/dev/null; then
-    (cd bench/resume-client && "$go" build -o ../out/resume-client .)
-  else
-    echo "run.sh: no Go toolchain: bench/out/resume-client not built (https-resume needs it)" >&2
+go=$(command -v go || echo /usr/local/go/bin/go)
+for tool in resume-client:https-resume grpc-backend:grpc-unary-h2c; do
+  name=${tool%%:*}
+  if [ ! -x "bench/out/$name" ] || [ -n "$(find "bench/$name" -type f -newer "bench/out/$name")" ]; then
+    if [ -x "$go" ] || command -v "$go" >/dev/null; then
+      (cd "bench/$name" && "$go" build -o "../out/$name" .)
+    else
+      echo "run.sh: no Go toolchain: bench/out/$name not built (${tool#*:} needs it)" >&2
+    fi
   fi
-fi
+done
 if [ -n "$rev" ]; then
   # The baseline: REV built in its own clone and target directory, kept as bench/out/rampart-<commit>.
   commit=$(git rev-parse --verify "$rev^{commit}")

@@ -1,0 +1,120 @@
+// grpc-backend: the h2c backend of the gRPC benchmark (bench/h2.py). It answers one fixed unary
+// call, POST /bench.Bench/Unary, over HTTP/2 in clear text with prior knowledge (no Upgrade), as
+// a gRPC server does: `content-type: application/grpc`, one length-prefixed message, then the
+// trailers `grpc-status: 0` and `grpc-message` (empty). Anything else gets a trailers-only answer
+// with grpc-status 12 (UNIMPLEMENTED) or 3 (INVALID_ARGUMENT). The server (server.go) is a
+// frame-level loop on golang.org/x/net/http2; -check uses net/http's h2c client.
+//
+// The request and response messages are fixed protobuf bytes, not generated code: the request
+// is `{1: "bench"}` (a string field 1), the response `{1: "hello from the backend"}`.
+//
+//	grpc-backend -listen 127.0.0.1:18081            serve
+//	grpc-backend -write-request FILE                write the request body (a gRPC frame) for `h2load -d FILE`
+//	grpc-backend -check http://127.0.0.1:18051      one unary call over h2c through a proxy; exit 1
+//	                                                unless it got status 200, the response message
+//	                                                and the trailer grpc-status 0
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+const path = "/bench.Bench/Unary"
+
+var (
+	requestMessage  = protoString("bench")
+	responseMessage = protoString("hello from the backend")
+	requestFrame    = grpcFrame(requestMessage)
+	responseFrame   = grpcFrame(responseMessage)
+)
+
+// protoString is the protobuf encoding of a message whose field 1 is the string s (s under 128 bytes).
+func protoString(s string) []byte {
+	return append([]byte{0x0a, byte(len(s))}, s...)
+}
+
+// grpcFrame is a gRPC length-prefixed message: not compressed (0), a 4-byte big-endian length, the message.
+func grpcFrame(msg []byte) []byte {
+	f := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(f[1:], uint32(len(msg)))
+	return append(f, msg...)
+}
+
+func h2cOnly() *http.Protocols {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &p
+}
+
+// check makes one unary call to base+path over h2c and verifies the answer.
+func check(base string) error {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Protocols: h2cOnly()}}
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, strings.TrimSuffix(base, "/")+path,
+		bytes.NewReader(requestFrame))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/grpc")
+	req.Header.Set("Te", "trailers")
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("reading the response: %w", err)
+	}
+	switch {
+	case resp.ProtoMajor != 2:
+		return fmt.Errorf("answered over %s, not HTTP/2", resp.Proto)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("status %d", resp.StatusCode)
+	case resp.Header.Get("Grpc-Status") != "":
+		return fmt.Errorf("trailers-only answer: grpc-status %s (%s)", resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
+	case !bytes.Equal(body, responseFrame):
+		return fmt.Errorf("response body %q, want %q", body, responseFrame)
+	case resp.Trailer.Get("Grpc-Status") != "0":
+		return fmt.Errorf("trailer grpc-status %q, want \"0\" (trailers: %v)", resp.Trailer.Get("Grpc-Status"), resp.Trailer)
+	}
+	return nil
+}
+
+func main() {
+	listen := flag.String("listen", "127.0.0.1:18081", "address to serve on")
+	writeRequest := flag.String("write-request", "", "write the request body (one gRPC frame) to this file and exit")
+	checkURL := flag.String("check", "", "make one unary call over h2c to this base URL, verify it and exit")
+	flag.Parse()
+	switch {
+	case *writeRequest != "":
+		if err := os.WriteFile(*writeRequest, requestFrame, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "grpc-backend:", err)
+			os.Exit(1)
+		}
+	case *checkURL != "":
+		if err := check(*checkURL); err != nil {
+			fmt.Fprintf(os.Stderr, "grpc-backend: unary call through %s: %v\n", *checkURL, err)
+			os.Exit(1)
+		}
+		fmt.Println("ok: status 200, response message, grpc-status 0")
+	default:
+		ln, err := net.Listen("tcp", *listen)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "grpc-backend:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintln(os.Stderr, "grpc-backend: serving h2c on", ln.Addr())
+		fmt.Fprintln(os.Stderr, serve(ln))
+		os.Exit(1)
+	}
+}
