@@ -164,7 +164,7 @@ fn access_log_lines_in_json_and_combined() {
         if format == "json" {
             assert!(
                 lines[0]
-                    .contains("\"method\":\"GET\",\"path\":\"/api/items\",\"host\":\"a.example.com\",\"status\":200"),
+                    .contains("\"method\":\"GET\",\"path\":\"/api/items\",\"host\":\"a.example.com\",\"protocol\":\"HTTP/1.1\",\"status\":200"),
                 "{}",
                 lines[0]
             );
