@@ -221,14 +221,19 @@ fn tls_1_2_and_1_3_are_served_and_min_version_1_3_refuses_a_1_2_client() {
 }
 
 #[test]
-fn alpn_negotiates_http_1_1_and_a_client_without_alpn_is_served() {
+fn alpn_negotiates_h2_then_http_1_1_and_a_client_without_alpn_is_served() {
     let backend = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
     let n = names(dir.path());
     let port = free_port();
     let cfg = https_config(port, &backend.target(), "", &certificates(&n.pairs));
     let (_proxy, _) = start_config(dir.path(), &cfg, 1);
+    // HTTP/2 first (tests/http2 speaks it over such a connection)...
     let offers = ClientOpts::new(&n.ca).alpn(&["h2", "http/1.1"]).build();
+    let conn = handshake(port, &offers, "a.example.com").unwrap();
+    assert_eq!(conn.conn.alpn_protocol(), Some(&b"h2"[..]));
+    // ...HTTP/1.1 for a client that offers only that.
+    let offers = ClientOpts::new(&n.ca).alpn(&["http/1.1"]).build();
     let mut conn = handshake(port, &offers, "a.example.com").unwrap();
     assert_eq!(conn.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
     get_ok(&mut conn, "a.example.com");

@@ -373,3 +373,6 @@ fn header_ops(raw: &RawHeaderOps) -> HeaderOps {
         add: raw.add.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
     }
 }
+
+#[cfg(test)]
+mod tests;

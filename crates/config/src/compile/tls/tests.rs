@@ -57,7 +57,8 @@ fn certificates_are_found_relative_to_the_config_and_served_by_name() {
         &set.candidates(Some("c.example.com"), false)[0],
         &b
     ));
-    assert_eq!(tls.config.alpn_protocols, vec![b"http/1.1".to_vec()]);
+    // An HTTP listener offers HTTP/2 first.
+    assert_eq!(tls.config.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
 }
 
 #[test]
