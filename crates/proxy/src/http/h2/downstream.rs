@@ -131,6 +131,8 @@ pub(super) fn grpc_status(status: u16) -> u8 {
     }
 }
 
+/// Appends a field (`HeaderName::from_bytes` lowercases the name; a name or value HTTP/2 cannot
+/// carry is left out).
 fn header(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
     if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
         map.append(n, v);
@@ -143,7 +145,7 @@ impl H2Downstream<'_, '_> {
         response_fields(head.buf, head.fields, false, &head.edits, |name, value| {
             let websocket_accept = head.upgrade && name.eq_ignore_ascii_case(b"sec-websocket-accept");
             if !websocket_accept && !is_connection_specific(name, value) {
-                header(map, &name.to_ascii_lowercase(), value);
+                header(map, name, value);
             }
         });
     }
@@ -333,7 +335,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
                         let mut map = HeaderMap::new();
                         for (name, value) in trailer_fields(&self.s.response.trailers) {
                             if !is_connection_specific(name, value) {
-                                header(&mut map, &name.to_ascii_lowercase(), value);
+                                header(&mut map, name, value);
                             }
                         }
                         match sent {
@@ -368,7 +370,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         let mut has_type = false;
         for (name, value) in answer.headers {
             has_type |= name.eq_ignore_ascii_case("content-type");
-            header(map, name.to_ascii_lowercase().as_bytes(), value.as_bytes());
+            header(map, name.as_bytes(), value.as_bytes());
         }
         if !has_type && !answer.body.is_empty() {
             header(map, b"content-type", b"text/plain; charset=utf-8");
