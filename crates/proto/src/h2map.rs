@@ -313,18 +313,9 @@ pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let colon = line.iter().position(|&b| b == b':')?;
         let (name, value) = (&line[..colon], &line[colon + 1..]);
-        let value = trim(value);
+        let value = crate::h1::trim(value);
         (!name.is_empty() && name.iter().all(|b| b.is_ascii_graphic())).then_some((name, value))
     })
-}
-
-fn trim(v: &[u8]) -> &[u8] {
-    let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
-    let end = v
-        .iter()
-        .rposition(|b| !matches!(b, b' ' | b'\t'))
-        .map_or(start, |e| e + 1);
-    &v[start..end]
 }
 
 fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

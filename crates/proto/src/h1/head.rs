@@ -133,7 +133,8 @@ struct FieldFacts {
     hosts: usize,
 }
 
-fn trim(v: &[u8]) -> &[u8] {
+/// `v` without leading and trailing spaces and tabs (optional whitespace around a field value).
+pub(crate) fn trim(v: &[u8]) -> &[u8] {
     let start = v.iter().position(|b| !matches!(b, b' ' | b'\t')).unwrap_or(v.len());
     let end = v
         .iter()

@@ -15,6 +15,7 @@ mod chunked;
 mod head;
 
 pub use chunked::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
+pub(crate) use head::trim;
 pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 
 /// Size limits applied while parsing a head.
