@@ -38,6 +38,9 @@ pub struct ConnectFor<'a> {
     pub key: u64,
     /// A PROXY header to send first (before any TLS), when the upstream wants one.
     pub proxy_header: Option<&'a [u8]>,
+    /// What happens to the client when no connect succeeds, as the warning says it:
+    /// "closing connection" (L4) or "answering the request with an error" (HTTP).
+    pub outcome: &'static str,
 }
 
 /// Connects to a target of upstream `up_index` for `whom`, starting with `first` when the
@@ -56,6 +59,7 @@ pub async fn connect_upstream(
         client,
         key,
         proxy_header,
+        outcome,
     } = *whom;
     let upstream = &snapshot.upstreams[up_index];
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
@@ -67,7 +71,7 @@ pub async fn connect_upstream(
             bump(&ctx.counters.no_healthy_target, 1);
             ctx.log_summary.warn(&no_target_key(&upstream.name), || {
                 format!(
-                    "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); closing connection from {client}",
+                    "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); {outcome} from {client}",
                     upstream.name,
                 )
             });
@@ -115,7 +119,7 @@ pub async fn connect_upstream(
                 if made >= attempts {
                     ctx.log_summary.warn(&no_target_key(&upstream.name), || {
                         format!(
-                            "listener {listener}: {made} connect attempt(s) failed in upstream {}; closing connection from {client}",
+                            "listener {listener}: {made} connect attempt(s) failed in upstream {}; {outcome} from {client}",
                             upstream.name,
                         )
                     });

@@ -105,6 +105,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
             client: session.client.ip(),
             key: upstream_spec.client_key(session.client.ip()),
             proxy_header: header.as_deref(),
+            outcome: "closing connection",
         },
         None,
         &mut tried,

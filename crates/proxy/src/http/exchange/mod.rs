@@ -295,6 +295,7 @@ async fn connect(
         client: req.client.ip(),
         key: req.hash_key,
         proxy_header: header.as_deref(),
+        outcome: "answering the request with an error",
     };
     let (target, conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
         .await
