@@ -86,25 +86,20 @@ impl HttpWorkerState {
     pub(crate) fn housekeeping(&self, snapshot: &Snapshot) {
         let longest = snapshot.upstreams.iter().map(|u| u.http.pool_idle_timeout).max();
         let mut pool = self.pool.borrow_mut();
+        let mut h2_pool = self.h2_pool.borrow_mut();
         if self.pool_generation.replace(snapshot.generation) != snapshot.generation {
-            pool.retain_targets(|addr| {
+            let known = |addr| {
                 snapshot
                     .upstreams
                     .iter()
                     .any(|u| u.targets.iter().any(|t| t.addr == addr))
-            });
+            };
+            pool.retain_targets(known);
+            h2_pool.retain_targets(known);
         }
         pool.sweep(longest.unwrap_or_default());
-        drop(pool);
-        let mut h2_pool = self.h2_pool.borrow_mut();
-        h2_pool.retain_targets(|addr| {
-            snapshot
-                .upstreams
-                .iter()
-                .any(|u| u.targets.iter().any(|t| t.addr == addr))
-        });
         h2_pool.sweep(longest.unwrap_or_default());
-        drop(h2_pool);
+        drop((pool, h2_pool));
         self.read_buffers.trim();
         self.write_buffers.trim();
         self.field_lists.trim();

@@ -178,7 +178,11 @@ fn head_bytes(conn: &mut Connection<'_, H2Stream<'_>>, parts: &http::request::Pa
         .iter()
         .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
         .collect();
-    let key = websocket_key(conn.ctx.id, conn.stream.info);
+    // Only an extended CONNECT needs a key: the clock and hash stay off other requests.
+    let key = match pseudo.protocol {
+        Some(_) => websocket_key(conn.ctx.id, conn.stream.info),
+        None => [0; 24],
+    };
     let mut head = conn.ctx.http.take_write_buffer();
     let result = request_head(
         &pseudo,
