@@ -228,6 +228,7 @@ impl Checker<'_> {
             .and_then(|w| self.count(w, "workers", 1, 1024));
         live.fix_workers(workers);
         let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        let upgrade_timeout = self.duration(&raw.global.upgrade_timeout, defaults::UPGRADE_TIMEOUT);
         let log = self.log_settings(&raw.global);
         if let Some(path) = &raw.global.session_log {
             self.log_file("session log", path);
@@ -281,6 +282,7 @@ impl Checker<'_> {
                 upstreams,
                 session_log,
                 drain_timeout,
+                upgrade_timeout,
             },
             pin: raw.global.pin.unwrap_or(false),
             warnings: Vec::new(),

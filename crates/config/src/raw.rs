@@ -45,6 +45,9 @@ pub struct RawGlobal {
     pub pin: Option<bool>,
     #[serde(default, deserialize_with = "described::duration")]
     pub drain_timeout: Option<Spanned<String>>,
+    /// How long a binary upgrade waits for the new process to say it is ready.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub upgrade_timeout: Option<Spanned<String>>,
     pub session_log: Option<Spanned<String>>,
     /// `error`, `warn`, `info`, `debug` or `trace` (`RUST_LOG` wins).
     pub log_level: Option<Spanned<String>>,

@@ -16,6 +16,8 @@ pub const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 pub const CHECK_RISE: u32 = 2;
 pub const CHECK_FALL: u32 = 3;
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a binary upgrade waits for the new process to be ready.
+pub const UPGRADE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const CLIENT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const KEEPALIVE_TIMEOUT: Duration = Duration::from_secs(60);
 pub const RESPONSE_HEADER_TIMEOUT: Duration = Duration::from_secs(60);

@@ -29,6 +29,8 @@ pub struct Snapshot {
     pub session_log: Option<Arc<std::path::Path>>,
     /// How long open connections may run on after SIGTERM/SIGINT.
     pub drain_timeout: Duration,
+    /// How long a binary upgrade waits for the new process to be ready before it kills it.
+    pub upgrade_timeout: Duration,
 }
 
 /// One TCP listener. Every worker binds its own socket for it (SO_REUSEPORT).

@@ -85,6 +85,16 @@ pub enum Command {
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
     },
+    /// Replace a running Rampart with the binary now at its path, without closing a port (as
+    /// SIGUSR2 does); exit 0 once the new process serves, 1 if it did not take over.
+    Upgrade {
+        /// The running process.
+        #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+        pid: i32,
+        /// How long to wait for the outcome.
+        #[arg(long, value_name = "DURATION", default_value = "60s")]
+        timeout: String,
+    },
 }
 
 /// A listener and its targets on the command line (`tcp` and `http`).
@@ -151,7 +161,7 @@ impl Cli {
             None => &self.engine,
             Some(Command::Run { engine, .. }) => engine,
             Some(Command::Tcp(args) | Command::Http(args)) => &args.engine,
-            Some(Command::Check { .. }) => return None,
+            Some(Command::Check { .. } | Command::Upgrade { .. }) => return None,
         };
         engine.log_format.as_deref().and_then(LogFormat::from_name)
     }

@@ -1,8 +1,9 @@
 //! The control plane: starts the engine, runs health checks, and handles signals (SIGHUP reload,
-//! SIGTERM/SIGINT drain and exit). It runs on the main thread's own small runtime; workers never
-//! wait on it.
+//! SIGUSR2 binary upgrade, SIGTERM/SIGINT drain and exit). It runs on the main thread's own small
+//! runtime; workers never wait on it.
 
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
 use anyhow::Context;
@@ -24,11 +25,24 @@ use crate::admin::state::{ConfigFile, RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
 use crate::logger::Logger;
+use crate::notify;
 use crate::source::{summary, Source};
+use crate::upgrade::inherit::Handover;
+use crate::upgrade::spawn::{Relaunch, UpgradeOutcome};
 
-/// Serves `source` until SIGTERM or SIGINT. Returns an error (exit code 1) only when the first
-/// load or the start fails.
+/// What ends the serving loop.
+enum Stop {
+    Signal(&'static str),
+    /// A binary upgrade handed over to this process.
+    Upgraded,
+}
+
+/// Serves `source` until SIGTERM or SIGINT, or until a binary upgrade hands over to a new
+/// process. Returns an error (exit code 1) only when the first load or the start fails.
 pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Result<()> {
+    // Read first: the path of the binary this process runs, before anything could replace it.
+    let relaunch = Relaunch::of_this_process();
+    let mut handover = Handover::from_env().context("cannot take over from the previous process")?;
     if let Some(path) = &args.session_log {
         check_log_file(path).with_context(|| format!("--session-log {}: cannot open", path.display()))?;
     }
@@ -42,6 +56,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut user2 = signal(SignalKind::user_defined2()).context("cannot handle SIGUSR2")?;
 
     // The command line's worker count wins; else the first load fixes it (the config's, or one
     // per CPU). Metric cells are made per worker, so reloads keep it.
@@ -63,8 +78,20 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let line = summary(&loaded.snapshot);
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let listeners = listener_names(&loaded.snapshot);
-    let mut engine = Engine::start(EngineOptions { workers, pin }, loaded.snapshot, session_log.sink())
-        .map_err(|e| BindFailure::wrap(&listeners, e))?;
+    // A TCP admin listener's socket is not a listener's: set it aside before the engine starts.
+    let admin_socket = match admin_settings.as_ref().map(|a| &a.listen) {
+        Some(AdminAddress::Tcp(addr)) => handover.take_tcp(*addr),
+        _ => None,
+    };
+    let inherited = std::mem::take(&mut handover.sockets);
+    let taken_over = handover.socket_count() + inherited.len() + usize::from(admin_socket.is_some());
+    let mut engine = Engine::start(
+        EngineOptions { workers, pin },
+        loaded.snapshot,
+        session_log.sink(),
+        inherited,
+    )
+    .map_err(|e| BindFailure::wrap(&listeners, e))?;
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
@@ -78,9 +105,14 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         token: admin_settings.as_ref().and_then(|a| a.token.clone()),
         started: Instant::now(),
         history: Default::default(),
+        handed_over: Default::default(),
     });
+    let mut admin_copy = None;
     if let Some(settings) = &admin_settings {
-        admin::start(&settings.listen, admin.clone())?;
+        if let Some(socket) = admin_socket {
+            handover.sockets.add(socket)?;
+        }
+        admin_copy = Some(admin::start(&settings.listen, admin.clone(), &mut handover)?);
         tracing::info!("admin API on {}", settings.listen);
     }
     // Last: "listening" means every listener, the admin one included, is bound.
@@ -88,27 +120,77 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         "listening: {line}; {workers} worker(s){}",
         if pin { ", pinned" } else { "" }
     );
+    if handover.is_upgrade() {
+        // The previous process tells the service manager, once it has stopped accepting.
+        tracing::info!(
+            sockets = taken_over,
+            "upgrade: took over {taken_over} listening socket(s) from PID {}; ready",
+            std::os::unix::process::parent_id()
+        );
+        if let Err(e) = handover.say_ready() {
+            tracing::warn!("upgrade: cannot tell the previous process this one is ready: {e}");
+        }
+    } else {
+        notify::ready("serving");
+    }
+    drop(handover);
 
-    let drain = runtime.block_on(async {
+    let stop = runtime.block_on(async {
         loop {
-            let reply = tokio::select! {
-                _ = hangup.recv() => None,
-                Some(Command::Reload(reply)) = command_rx.recv() => Some(reply),
-                _ = terminate.recv() => break "SIGTERM",
-                _ = interrupt.recv() => break "SIGINT",
+            let event = tokio::select! {
+                _ = hangup.recv() => Event::Reload(None),
+                _ = user2.recv() => Event::Upgrade(None),
+                Some(command) = command_rx.recv() => match command {
+                    Command::Reload(reply) => Event::Reload(Some(reply)),
+                    Command::Upgrade(reply) => Event::Upgrade(Some(reply)),
+                },
+                _ = terminate.recv() => break Stop::Signal("SIGTERM"),
+                _ = interrupt.recv() => break Stop::Signal("SIGINT"),
             };
-            let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin, logger);
-            if matches!(outcome, ReloadOutcome::Applied { .. }) {
-                checks.abort_all();
-                checks = spawn_checks(&engine.current(), None);
-            }
-            status.record_reload(&outcome, &engine.current(), config_file(&source, live_sha256(&outcome)));
-            admin.status.store(Arc::new(status.clone()));
-            if let Some(reply) = reply {
-                let _ = reply.send(outcome);
+            match event {
+                Event::Reload(reply) => {
+                    notify::reloading();
+                    let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin, logger);
+                    if matches!(outcome, ReloadOutcome::Applied { .. }) {
+                        checks.abort_all();
+                        checks = spawn_checks(&engine.current(), None);
+                    }
+                    status.record_reload(&outcome, &engine.current(), config_file(&source, live_sha256(&outcome)));
+                    admin.status.store(Arc::new(status.clone()));
+                    notify::ready("serving");
+                    if let Some(reply) = reply {
+                        let _ = reply.send(outcome);
+                    }
+                }
+                Event::Upgrade(reply) => {
+                    let outcome = upgrade(
+                        &relaunch,
+                        &engine,
+                        admin_copy.as_ref(),
+                        engine.current().upgrade_timeout,
+                    )
+                    .await;
+                    if let Some(reply) = reply {
+                        let _ = reply.send(outcome.clone());
+                    }
+                    if let UpgradeOutcome::Ready { pid } = outcome {
+                        notify::handed_over(pid);
+                        admin.handed_over.notify_one();
+                        break Stop::Upgraded;
+                    }
+                }
             }
         }
     });
+    // After an upgrade the new process holds the admin listener; this copy only kept it open.
+    drop(admin_copy);
+    let drain = match stop {
+        Stop::Signal(signal) => {
+            notify::stopping();
+            signal
+        }
+        Stop::Upgraded => "upgrade",
+    };
     admin.draining.store(true, Ordering::Release);
     drop(command_rx);
     let drain_timeout = engine.current().drain_timeout;
@@ -159,6 +241,56 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     session_log.flush();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// A request to the serving loop.
+enum Event {
+    Reload(Option<tokio::sync::oneshot::Sender<ReloadOutcome>>),
+    Upgrade(Option<tokio::sync::oneshot::Sender<UpgradeOutcome>>),
+}
+
+/// Starts the binary found at this process's path with every listening socket and waits for it
+/// (SIGUSR2, or `POST /api/upgrade`).
+async fn upgrade(
+    relaunch: &std::io::Result<Relaunch>,
+    engine: &Engine,
+    admin: Option<&OwnedFd>,
+    timeout: std::time::Duration,
+) -> UpgradeOutcome {
+    let relaunch = match relaunch {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("the path of this binary is unknown: {e}");
+            tracing::error!(
+                result = "failed",
+                reason = reason.as_str(),
+                "upgrade failed; this process keeps serving"
+            );
+            return UpgradeOutcome::Failed { reason };
+        }
+    };
+    let sockets: Vec<BorrowedFd<'_>> = engine.listening_sockets().chain(admin.map(|a| a.as_fd())).collect();
+    tracing::info!(
+        program = %relaunch.program().display(),
+        sockets = sockets.len(),
+        "upgrade: starting {} with {} listening socket(s)",
+        relaunch.program().display(),
+        sockets.len()
+    );
+    let outcome = crate::upgrade::spawn::upgrade(relaunch, &sockets, timeout).await;
+    match &outcome {
+        UpgradeOutcome::Ready { pid } => tracing::info!(
+            result = "ready",
+            pid,
+            "upgrade: PID {pid} is ready and serves; this process stops accepting"
+        ),
+        UpgradeOutcome::Failed { reason } => tracing::error!(
+            result = "failed",
+            reason = reason.as_str(),
+            "upgrade failed: {reason}; this process keeps serving"
+        ),
+    }
+    outcome
 }
 
 /// Loads the source again and applies it (SIGHUP, or `POST /api/reload`).

@@ -4,7 +4,9 @@ mod admin;
 mod cli;
 mod control;
 mod logger;
+mod notify;
 mod source;
+mod upgrade;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,6 +23,7 @@ fn main() -> ExitCode {
     let logger = logger::Logger::init(cli.log_format());
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
+        Some(Command::Upgrade { pid, timeout }) => return upgrade_process(pid, &timeout),
         Some(Command::Run { config, engine }) => {
             let source = Source::File {
                 path: config,
@@ -114,6 +117,27 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
             .map(|path| (path, access_log_format.clone())),
         upstream_protocol: upstream_protocol.clone().filter(|_| http),
     }))
+}
+
+/// `rampart upgrade --pid PID`.
+fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
+    let timeout = match rampart_config::units::parse_duration(timeout) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("rampart upgrade: --timeout: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match upgrade::client::upgrade(pid, timeout) {
+        Ok(done) => {
+            println!("rampart upgrade: {done}");
+            ExitCode::SUCCESS
+        }
+        Err(why) => {
+            eprintln!("rampart upgrade: {why}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `rampart check -c FILE`.

@@ -10,8 +10,9 @@
 mod listener;
 mod worker;
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -23,7 +24,7 @@ use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::WorkerCounters;
 use tokio::sync::mpsc;
 
-pub use listener::{bind_reuseport, probe_unused};
+pub use listener::{bind_reuseport, probe_unused, InheritedSockets};
 use worker::{Command, WorkerSetup};
 
 /// Why the engine could not start or apply a config.
@@ -58,22 +59,29 @@ pub struct Engine {
     current: Arc<ArcSwap<Snapshot>>,
     workers: Vec<WorkerHandle>,
     listening: HashSet<SocketAddr>,
+    /// A duplicate of each listening socket, by address, for a binary upgrade.
+    handover: HashMap<SocketAddr, Vec<std::net::TcpListener>>,
 }
 
 impl Engine {
-    /// Binds every listener of `snapshot` once per worker, then starts the workers.
+    /// Binds every listener of `snapshot` once per worker, then starts the workers. Sockets in
+    /// `inherited` (handed over by the process this one replaces, by address) are used first for
+    /// their addresses and never bound again; what `snapshot` does not listen on is closed.
     pub fn start(
         options: EngineOptions,
         snapshot: Snapshot,
         session_log: SessionLogSink,
+        mut inherited: InheritedSockets,
     ) -> Result<Engine, EngineError> {
         let workers = options.workers.max(1);
         let binds: Vec<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
-        let mut sockets = bind_all(&binds, workers, &HashSet::new())?;
+        let sockets = bind_all(&binds, workers, &HashSet::new(), &mut inherited)?;
+        let handover = handover_copies(&sockets)?;
+        let mut per_worker = deal(sockets, workers);
         let current = Arc::new(ArcSwap::from_pointee(snapshot));
         let cores = available_cores();
         let mut handles = Vec::with_capacity(workers);
-        for id in 0..workers {
+        for (id, sockets) in per_worker.drain(..).enumerate() {
             let (tx, rx) = mpsc::unbounded_channel();
             let counters = Arc::new(WorkerCounters::default());
             let setup = WorkerSetup {
@@ -83,10 +91,7 @@ impl Engine {
                 counters: counters.clone(),
                 session_log: session_log.clone(),
                 commands: rx,
-                sockets: sockets
-                    .iter_mut()
-                    .map(|(addr, per_worker)| (*addr, per_worker.remove(0)))
-                    .collect(),
+                sockets,
             };
             let thread = std::thread::Builder::new()
                 .name(format!("rampart-worker-{id}"))
@@ -102,7 +107,14 @@ impl Engine {
             current,
             workers: handles,
             listening: binds.into_iter().collect(),
+            handover,
         })
+    }
+
+    /// Every listening socket of this process (duplicates of the workers' ones), for handing
+    /// over to a new process in a binary upgrade. They stay open while the engine runs.
+    pub fn listening_sockets(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
+        self.handover.values().flatten().map(|s| s.as_fd())
     }
 
     /// The snapshot new connections get now.
@@ -127,14 +139,24 @@ impl Engine {
         let wanted: HashSet<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
         let added: Vec<SocketAddr> = wanted.difference(&self.listening).copied().collect();
         let removed: Vec<SocketAddr> = self.listening.difference(&wanted).copied().collect();
-        let mut sockets = bind_all(&added, self.workers.len(), &self.listening)?;
+        let sockets = bind_all(
+            &added,
+            self.workers.len(),
+            &self.listening,
+            &mut InheritedSockets::default(),
+        )?;
+        let handover = handover_copies(&sockets)?;
         self.current.store(Arc::new(snapshot));
-        for (addr, per_worker) in sockets.iter_mut() {
-            for (worker, socket) in self.workers.iter().zip(per_worker.drain(..)) {
-                let _ = worker.commands.send(Command::Listen(*addr, socket));
+        self.handover.extend(handover);
+        for (addr, sockets) in sockets {
+            for (worker, socket) in self.workers.iter().zip(sockets) {
+                let _ = worker.commands.send(Command::Listen(addr, socket));
             }
         }
         for addr in removed {
+            // The copy kept for a handover goes too, or the socket would go on queueing
+            // connections that nobody accepts.
+            self.handover.remove(&addr);
             for worker in &self.workers {
                 let _ = worker.commands.send(Command::Unlisten(addr));
             }
@@ -145,8 +167,10 @@ impl Engine {
 
     /// Stops accepting everywhere, lets open connections finish for up to `drain`, then stops
     /// the workers (closing what is still open). Returns the connections that were cut.
-    pub fn shutdown(self, drain: Duration) -> u64 {
+    pub fn shutdown(mut self, drain: Duration) -> u64 {
         let deadline = Instant::now() + drain;
+        // After a binary upgrade the new process holds these sockets; here they only close.
+        self.handover.clear();
         for w in &self.workers {
             let _ = w.commands.send(Command::Drain(deadline));
         }
@@ -159,20 +183,22 @@ impl Engine {
     }
 }
 
-/// Binds `workers` SO_REUSEPORT sockets for each address; all or nothing. `held` are the
-/// addresses this process listens on already.
+/// The sockets for each address, at least `workers` of them; all or nothing. `held` are the
+/// addresses this process listens on already. Sockets in `inherited` are taken first; more are
+/// bound (SO_REUSEPORT) until there is one per worker.
 ///
-/// Each address is first probed without SO_REUSEPORT ([`probe_unused`]), so that an address
-/// another process listens on is refused instead of shared. The probe is skipped for an address
-/// that overlaps one in `held` (such as `127.0.0.1:P` under our own `0.0.0.0:P` during a reload
-/// that moves between them), because our own socket would fail it.
+/// An address with no inherited socket is first probed without SO_REUSEPORT ([`probe_unused`]),
+/// so that an address another process listens on is refused instead of shared. The probe is
+/// skipped for an address that overlaps one in `held` (such as `127.0.0.1:P` under our own
+/// `0.0.0.0:P` during a reload that moves between them), because our own socket would fail it.
 fn bind_all(
     addrs: &[SocketAddr],
     workers: usize,
     held: &HashSet<SocketAddr>,
+    inherited: &mut InheritedSockets,
 ) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
     for &addr in addrs {
-        if held.iter().any(|h| binds_overlap(*h, addr)) {
+        if inherited.has(addr) || held.iter().any(|h| binds_overlap(*h, addr)) {
             continue;
         }
         probe_unused(addr).map_err(|error| match error.kind() {
@@ -183,12 +209,45 @@ fn bind_all(
     addrs
         .iter()
         .map(|&addr| {
-            let per_worker = (0..workers)
-                .map(|_| bind_reuseport(addr).map_err(|error| EngineError::Bind { addr, error }))
-                .collect::<Result<Vec<_>, _>>()?;
-            Ok((addr, per_worker))
+            let mut sockets = inherited.take(addr);
+            while sockets.len() < workers {
+                sockets.push(bind_reuseport(addr).map_err(|error| EngineError::Bind { addr, error })?);
+            }
+            Ok((addr, sockets))
         })
         .collect()
+}
+
+/// A duplicate of every socket, kept by the engine for a later handover.
+fn handover_copies(
+    sockets: &[(SocketAddr, Vec<std::net::TcpListener>)],
+) -> Result<HashMap<SocketAddr, Vec<std::net::TcpListener>>, EngineError> {
+    sockets
+        .iter()
+        .map(|(addr, list)| {
+            let copies = list
+                .iter()
+                .map(|s| s.try_clone().map_err(|error| EngineError::Bind { addr: *addr, error }))
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok((*addr, copies))
+        })
+        .collect()
+}
+
+/// Deals the sockets out to `workers` workers: socket i of an address to worker i % workers,
+/// so that a worker may accept on more than one socket of an address (when more were inherited
+/// than there are workers now; closing the extra ones would drop the connections queued on them).
+fn deal(
+    sockets: Vec<(SocketAddr, Vec<std::net::TcpListener>)>,
+    workers: usize,
+) -> Vec<Vec<(SocketAddr, std::net::TcpListener)>> {
+    let mut per_worker: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
+    for (addr, list) in sockets {
+        for (i, socket) in list.into_iter().enumerate() {
+            per_worker[i % workers].push((addr, socket));
+        }
+    }
+    per_worker
 }
 
 /// The cores this process may run on, in order.
@@ -247,11 +306,11 @@ mod tests {
     fn a_bind_error_says_its_reason_once() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = held.local_addr().unwrap();
-        let err = bind_all(&[addr], 2, &HashSet::new()).unwrap_err();
+        let err = bind_all(&[addr], 2, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
         assert_eq!(err.to_string(), format!("{addr}: already in use by another process"));
         // Not an address of this machine: the reason is in the message, and no source repeats it.
         let addr: SocketAddr = "192.0.2.1:1".parse().unwrap();
-        let err = bind_all(&[addr], 1, &HashSet::new()).unwrap_err();
+        let err = bind_all(&[addr], 1, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("cannot listen on 192.0.2.1:1: "), "{text}");
         assert!(std::error::Error::source(&err).is_none(), "{text}");

@@ -1,5 +1,6 @@
 //! Listening sockets.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
@@ -41,6 +42,43 @@ fn new_socket(addr: SocketAddr) -> std::io::Result<Socket> {
     }
     socket.set_reuse_address(true)?;
     Ok(socket)
+}
+
+/// Listening sockets handed over by the process this one replaces, by the address each is bound
+/// to. [`crate::Engine::start`] uses them in place of binding; those it does not use are closed.
+#[derive(Debug, Default)]
+pub struct InheritedSockets {
+    by_address: HashMap<SocketAddr, Vec<std::net::TcpListener>>,
+}
+
+impl InheritedSockets {
+    /// Adds a listening socket; returns the address it is bound to.
+    pub fn add(&mut self, socket: std::net::TcpListener) -> std::io::Result<SocketAddr> {
+        let addr = socket.local_addr()?;
+        socket.set_nonblocking(true)?;
+        self.by_address.entry(addr).or_default().push(socket);
+        Ok(addr)
+    }
+
+    /// Whether a socket bound to `addr` was handed over.
+    pub fn has(&self, addr: SocketAddr) -> bool {
+        self.by_address.contains_key(&addr)
+    }
+
+    /// The sockets bound to `addr`, taken out.
+    pub fn take(&mut self, addr: SocketAddr) -> Vec<std::net::TcpListener> {
+        self.by_address.remove(&addr).unwrap_or_default()
+    }
+
+    /// How many sockets are left.
+    pub fn len(&self) -> usize {
+        self.by_address.values().map(Vec::len).sum()
+    }
+
+    /// Whether none are left.
+    pub fn is_empty(&self) -> bool {
+        self.by_address.is_empty()
+    }
 }
 
 #[cfg(test)]

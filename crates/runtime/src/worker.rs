@@ -96,7 +96,9 @@ async fn serve(mut setup: WorkerSetup) {
         Some(setup.session_log.clone()),
     ));
     let live = Rc::new(LiveTasks::default());
-    let mut accept_loops: HashMap<SocketAddr, JoinHandle<()>> = HashMap::new();
+    // An address may have more than one socket in a worker (more were handed over in an upgrade
+    // than there are workers now).
+    let mut accept_loops: HashMap<SocketAddr, Vec<JoinHandle<()>>> = HashMap::new();
     for (addr, socket) in std::mem::take(&mut setup.sockets) {
         listen(&mut accept_loops, &ctx, &live, addr, socket);
     }
@@ -121,7 +123,7 @@ async fn serve(mut setup: WorkerSetup) {
         match setup.commands.recv().await {
             Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, addr, socket),
             Some(Command::Unlisten(addr)) => {
-                if let Some(task) = accept_loops.remove(&addr) {
+                for task in accept_loops.remove(&addr).unwrap_or_default() {
                     task.abort();
                 }
             }
@@ -129,7 +131,7 @@ async fn serve(mut setup: WorkerSetup) {
             None => break Instant::now(),
         }
     };
-    for (_, task) in accept_loops.drain() {
+    for task in accept_loops.drain().flat_map(|(_, tasks)| tasks) {
         task.abort();
     }
     // Idle keep-alive connections close now; busy ones close after their current request.
@@ -157,7 +159,7 @@ async fn serve(mut setup: WorkerSetup) {
 }
 
 fn listen(
-    loops: &mut HashMap<SocketAddr, JoinHandle<()>>,
+    loops: &mut HashMap<SocketAddr, Vec<JoinHandle<()>>>,
     ctx: &Rc<WorkerContext>,
     live: &Rc<LiveTasks>,
     addr: SocketAddr,
@@ -175,9 +177,7 @@ fn listen(
         }
     };
     let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), bound, listener));
-    if let Some(old) = loops.insert(addr, task) {
-        old.abort();
-    }
+    loops.entry(addr).or_default().push(task);
 }
 
 async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, bound: Rc<BoundListener>, listener: TcpListener) {

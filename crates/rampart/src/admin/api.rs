@@ -15,6 +15,7 @@ use super::history::Reading;
 use super::state::{AdminShared, Command, ReloadOutcome};
 use super::traffic::TrafficTotals;
 use super::Request;
+use crate::upgrade::spawn::UpgradeOutcome;
 
 /// An answer: status, content type, body, and an `Allow` list for 405.
 pub struct Answer {
@@ -61,6 +62,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("/readyz", "GET"),
     ("/api/status", "GET"),
     ("/api/reload", "POST"),
+    ("/api/upgrade", "POST"),
     ("/api/config", "GET"),
     ("/api/upstreams", "GET"),
     ("/api/history", "GET"),
@@ -101,6 +103,7 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         },
         "/api/status" => status(shared),
         "/api/reload" => reload(shared).await,
+        "/api/upgrade" => upgrade(shared).await,
         "/api/config" => Answer::json(200, &serde_json::to_value(&**shared.config.load()).unwrap_or_default()),
         "/api/upstreams" => upstreams(shared),
         "/api/history" => history(shared),
@@ -286,6 +289,26 @@ fn percent_decode(s: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Answers once the new process is ready (200, with its PID) or has failed (500: this process
+/// keeps serving).
+async fn upgrade(shared: &AdminShared) -> Answer {
+    let (reply, outcome) = oneshot::channel();
+    if shared.commands.send(Command::Upgrade(reply)).is_err() {
+        return Answer::error(503, "draining: no upgrade can start");
+    }
+    match outcome.await {
+        Ok(UpgradeOutcome::Ready { pid }) => Answer::json(
+            200,
+            &json!({ "result": "ok", "pid": pid, "summary": format!("process {pid} serves now; this one drains and exits") }),
+        ),
+        Ok(UpgradeOutcome::Failed { reason }) => Answer::json(
+            500,
+            &json!({ "error": "upgrade failed; this process keeps serving", "reason": reason }),
+        ),
+        Err(_) => Answer::error(503, "draining: no upgrade can start"),
+    }
 }
 
 async fn reload(shared: &AdminShared) -> Answer {

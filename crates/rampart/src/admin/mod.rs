@@ -7,6 +7,7 @@
 //! - [`page`]: `GET /`, the live status page.
 //! - [`state`]: what the control loop shares with it.
 
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,21 +25,27 @@ pub mod traffic;
 
 pub use state::{AdminShared, Command, ReloadOutcome};
 
+use crate::upgrade::inherit::Handover;
+
 /// Time a client has to send a whole request.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request body read (and dropped): no endpoint takes one yet.
 const MAX_BODY: u64 = 64 * 1024;
 
-/// Binds `address` and serves it on a thread of its own until the process exits. Binding happens
-/// before this returns, so a bad address stops the start.
-pub fn start(address: &AdminAddress, shared: Arc<AdminShared>) -> anyhow::Result<()> {
+/// Binds `address` (or takes the socket for it that a binary upgrade handed over) and serves it
+/// on a thread of its own until the process exits or hands the listener to a new process.
+/// Binding happens before this returns, so a bad address stops the start. Returns a duplicate of
+/// the listening socket, to hand over in an upgrade.
+pub fn start(address: &AdminAddress, shared: Arc<AdminShared>, handover: &mut Handover) -> anyhow::Result<OwnedFd> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the admin runtime")?;
-    let listener = runtime
-        .block_on(Listener::bind(address))
-        .with_context(|| format!("admin listen {address}"))?;
+    let listener = {
+        let _entered = runtime.enter();
+        Listener::bind(address, handover).with_context(|| format!("admin listen {address}"))?
+    };
+    let copy = listener.duplicate().context("admin listener")?;
     // The first reading is of the start, before any traffic.
     shared.history.record(&shared);
     std::thread::Builder::new()
@@ -48,54 +55,94 @@ pub fn start(address: &AdminAddress, shared: Arc<AdminShared>) -> anyhow::Result
             runtime.block_on(accept_loop(listener, shared))
         })
         .context("cannot start the admin thread")?;
-    Ok(())
+    Ok(copy)
 }
 
 enum Listener {
     Tcp(tokio::net::TcpListener),
-    Unix(tokio::net::UnixListener, std::path::PathBuf),
+    /// The path is removed when the listener closes, unless it was handed over.
+    Unix(tokio::net::UnixListener, Option<std::path::PathBuf>),
 }
 
 impl Listener {
-    async fn bind(address: &AdminAddress) -> std::io::Result<Listener> {
+    /// Needs a runtime entered (the sockets register with its reactor).
+    fn bind(address: &AdminAddress, handover: &mut Handover) -> std::io::Result<Listener> {
         match address {
-            AdminAddress::Tcp(addr) => tokio::net::TcpListener::bind(addr).await.map(Listener::Tcp),
-            AdminAddress::Unix(path) => {
-                // A socket file left by a process that is gone is replaced; a live one is not.
-                if path.exists() && tokio::net::UnixStream::connect(path).await.is_err() {
-                    std::fs::remove_file(path)?;
-                }
-                tokio::net::UnixListener::bind(path).map(|l| Listener::Unix(l, path.clone()))
+            AdminAddress::Tcp(addr) => {
+                let socket = match handover.take_tcp(*addr) {
+                    Some(socket) => socket,
+                    None => std::net::TcpListener::bind(addr)?,
+                };
+                socket.set_nonblocking(true)?;
+                tokio::net::TcpListener::from_std(socket).map(Listener::Tcp)
             }
+            AdminAddress::Unix(path) => {
+                let socket = match handover.take_unix(path) {
+                    Some(socket) => socket,
+                    None => {
+                        // A socket file left by a process that is gone is replaced; a live one is not.
+                        if path.exists() && std::os::unix::net::UnixStream::connect(path).is_err() {
+                            std::fs::remove_file(path)?;
+                        }
+                        std::os::unix::net::UnixListener::bind(path)?
+                    }
+                };
+                socket.set_nonblocking(true)?;
+                tokio::net::UnixListener::from_std(socket).map(|l| Listener::Unix(l, Some(path.clone())))
+            }
+        }
+    }
+
+    fn duplicate(&self) -> std::io::Result<OwnedFd> {
+        match self {
+            Listener::Tcp(l) => l.as_fd().try_clone_to_owned(),
+            Listener::Unix(l, _) => l.as_fd().try_clone_to_owned(),
         }
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        if let Listener::Unix(_, path) = self {
+        if let Listener::Unix(_, Some(path)) = self {
             let _ = std::fs::remove_file(path);
         }
     }
 }
 
-async fn accept_loop(listener: Listener, shared: Arc<AdminShared>) {
+/// Accepts until the listener is handed over in an upgrade; connections already open go on.
+async fn accept_loop(mut listener: Listener, shared: Arc<AdminShared>) {
     loop {
-        let shared = shared.clone();
-        match &listener {
-            Listener::Tcp(l) => match l.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, shared));
-                }
-                Err(e) => accept_failed(e).await,
-            },
-            Listener::Unix(l, _) => match l.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve_connection(stream, shared));
-                }
-                Err(e) => accept_failed(e).await,
-            },
+        let accepted = tokio::select! {
+            _ = shared.handed_over.notified() => break,
+            accepted = accept(&listener) => accepted,
+        };
+        match accepted {
+            Ok(Connection::Tcp(stream)) => {
+                tokio::spawn(serve_connection(stream, shared.clone()));
+            }
+            Ok(Connection::Unix(stream)) => {
+                tokio::spawn(serve_connection(stream, shared.clone()));
+            }
+            Err(e) => accept_failed(e).await,
         }
+    }
+    // The new process serves the socket file now.
+    if let Listener::Unix(_, path) = &mut listener {
+        path.take();
+    }
+    drop(listener);
+    std::future::pending::<()>().await
+}
+
+enum Connection {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+async fn accept(listener: &Listener) -> std::io::Result<Connection> {
+    match listener {
+        Listener::Tcp(l) => l.accept().await.map(|(s, _)| Connection::Tcp(s)),
+        Listener::Unix(l, _) => l.accept().await.map(|(s, _)| Connection::Unix(s)),
     }
 }
 

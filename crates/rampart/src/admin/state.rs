@@ -27,6 +27,9 @@ pub struct AdminShared {
     pub started: Instant,
     /// The last 15 minutes of traffic readings.
     pub history: super::history::History,
+    /// Woken when a binary upgrade handed the admin listener to the new process: this one stops
+    /// accepting on it (and leaves a unix socket's file to the new one).
+    pub handed_over: tokio::sync::Notify,
 }
 
 impl AdminShared {
@@ -75,6 +78,8 @@ impl RunningConfig {
 pub enum Command {
     /// Load the config again, as SIGHUP does, and say how it went.
     Reload(oneshot::Sender<ReloadOutcome>),
+    /// Start the binary found at this process's path and hand over to it, as SIGUSR2 does.
+    Upgrade(oneshot::Sender<crate::upgrade::spawn::UpgradeOutcome>),
 }
 
 /// How a reload went.

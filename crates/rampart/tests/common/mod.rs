@@ -89,7 +89,12 @@ impl Rampart {
     }
 
     fn spawn_with_env(dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Rampart {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_rampart"))
+        Rampart::spawn_program(Path::new(env!("CARGO_BIN_EXE_rampart")), dir, args, vars)
+    }
+
+    /// Starts `program ARGS` (a copy of the binary elsewhere) with `vars`, without waiting.
+    pub fn spawn_program(program: &Path, dir: &Path, args: &[&str], vars: &[(&str, &str)]) -> Rampart {
+        let mut child = Command::new(program)
             .args(args)
             .current_dir(dir)
             .env_remove("RUST_LOG")

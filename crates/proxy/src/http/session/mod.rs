@@ -244,12 +244,13 @@ impl<'a> Connection<'a, Stream> {
             };
             bump(&self.ctx.counters.http_requests, 1);
             self.ensure_out();
-            let follows = self.follow_reload();
+            // A draining worker answers this request and closes, saying so in the response.
+            let may_keep = self.follow_reload() && !self.ctx.http.parking.is_closed();
             if rctx.logged_at.is_none() && self.http().access_log.is_some() {
                 // A reload turned the access log on for this listener.
                 rctx.logged_at = Some(std::time::SystemTime::now());
             }
-            self.handle(&head, &mut rctx, follows).await;
+            self.handle(&head, &mut rctx, may_keep).await;
             self.finish(Some(&head), &rctx);
             if !rctx.keep_client {
                 return Next::Close;

@@ -19,10 +19,12 @@ use crate::http::target::{request_target, rewrite_target};
 use crate::http::transport::Transport;
 
 impl<T: Transport> Connection<'_, T> {
-    /// Routes and answers one request, recording what happened in `rctx`. `follows` is false when
-    /// a reload removed this connection's listener: the request is answered under the previous
-    /// config and the connection closes after it.
-    pub(crate) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, follows: bool) {
+    /// Routes and answers one request, recording what happened in `rctx`. `may_keep` is false when
+    /// the connection is to close after this request: a reload removed its listener (the request
+    /// is answered under the previous config), or the worker drains (the answer says
+    /// `Connection: close`, so the client does not send another request into a closing
+    /// connection).
+    pub(crate) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, may_keep: bool) {
         if rctx.logged_at.is_some() {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
@@ -45,7 +47,7 @@ impl<T: Transport> Connection<'_, T> {
         rctx.route = route;
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
-        let keep = follows && head.keep_alive;
+        let keep = may_keep && head.keep_alive;
         let http10 = head.version == Version::Http10;
         let keep_after_local = keep && head.framing == Framing::None;
         let Some(route) = route.map(|r| &http.routes[r]) else {
