@@ -249,48 +249,16 @@ enum Event {
     Upgrade(Option<tokio::sync::oneshot::Sender<UpgradeOutcome>>),
 }
 
-/// Starts the binary found at this process's path with every listening socket and waits for it
-/// (SIGUSR2, or `POST /api/upgrade`).
+/// Starts the binary found at this process's path with every listening socket (the engine's and
+/// the admin listener's) and waits for it (SIGUSR2, or `POST /api/upgrade`).
 async fn upgrade(
     relaunch: &std::io::Result<Relaunch>,
     engine: &Engine,
     admin: Option<&OwnedFd>,
     timeout: std::time::Duration,
 ) -> UpgradeOutcome {
-    let relaunch = match relaunch {
-        Ok(r) => r,
-        Err(e) => {
-            let reason = format!("the path of this binary is unknown: {e}");
-            tracing::error!(
-                result = "failed",
-                reason = reason.as_str(),
-                "upgrade failed; this process keeps serving"
-            );
-            return UpgradeOutcome::Failed { reason };
-        }
-    };
     let sockets: Vec<BorrowedFd<'_>> = engine.listening_sockets().chain(admin.map(|a| a.as_fd())).collect();
-    tracing::info!(
-        program = %relaunch.program().display(),
-        sockets = sockets.len(),
-        "upgrade: starting {} with {} listening socket(s)",
-        relaunch.program().display(),
-        sockets.len()
-    );
-    let outcome = crate::upgrade::spawn::upgrade(relaunch, &sockets, timeout).await;
-    match &outcome {
-        UpgradeOutcome::Ready { pid } => tracing::info!(
-            result = "ready",
-            pid,
-            "upgrade: PID {pid} is ready and serves; this process stops accepting"
-        ),
-        UpgradeOutcome::Failed { reason } => tracing::error!(
-            result = "failed",
-            reason = reason.as_str(),
-            "upgrade failed: {reason}; this process keeps serving"
-        ),
-    }
-    outcome
+    crate::upgrade::hand_over(relaunch, &sockets, timeout).await
 }
 
 /// Loads the source again and applies it (SIGHUP, or `POST /api/reload`).

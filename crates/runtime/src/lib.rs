@@ -315,4 +315,21 @@ mod tests {
         assert!(text.starts_with("cannot listen on 192.0.2.1:1: "), "{text}");
         assert!(std::error::Error::source(&err).is_none(), "{text}");
     }
+
+    #[test]
+    fn inherited_sockets_are_used_before_binding_and_skip_the_probe() {
+        let held = bind_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = held.local_addr().unwrap();
+        let mut inherited = InheritedSockets::default();
+        assert_eq!(inherited.add(held.try_clone().unwrap()).unwrap(), addr);
+        // Another socket holds the address (`held`), yet the handed-over one makes it ours: no
+        // "already in use", and two more are bound beside it for three workers.
+        let sockets = bind_all(&[addr], 3, &HashSet::new(), &mut inherited).unwrap();
+        assert_eq!(sockets.len(), 1);
+        assert_eq!(sockets[0].1.len(), 3);
+        assert!(inherited.is_empty());
+        // More sockets than workers: each worker takes its share, none is dropped.
+        let per_worker = deal(sockets, 2);
+        assert_eq!(per_worker.iter().map(Vec::len).collect::<Vec<_>>(), vec![2, 1]);
+    }
 }

@@ -22,3 +22,46 @@ const FDS_VAR: &str = "RAMPART_UPGRADE_FDS";
 const READY_FD_VAR: &str = "RAMPART_UPGRADE_READY_FD";
 /// What the new process writes on that pipe once it serves.
 const READY: &[u8] = b"READY\n";
+
+/// Starts the binary `relaunch` names with `sockets` and waits for it, saying in the log how it
+/// went.
+pub async fn hand_over(
+    relaunch: &std::io::Result<spawn::Relaunch>,
+    sockets: &[std::os::fd::BorrowedFd<'_>],
+    timeout: std::time::Duration,
+) -> spawn::UpgradeOutcome {
+    use spawn::UpgradeOutcome;
+    let relaunch = match relaunch {
+        Ok(r) => r,
+        Err(e) => {
+            let reason = format!("the path of this binary is unknown: {e}");
+            tracing::error!(
+                result = "failed",
+                reason = reason.as_str(),
+                "upgrade failed; this process keeps serving"
+            );
+            return UpgradeOutcome::Failed { reason };
+        }
+    };
+    let program = relaunch.program().display();
+    tracing::info!(
+        program = %program,
+        sockets = sockets.len(),
+        "upgrade: starting {program} with {} listening socket(s)",
+        sockets.len()
+    );
+    let outcome = spawn::upgrade(relaunch, sockets, timeout).await;
+    match &outcome {
+        UpgradeOutcome::Ready { pid } => tracing::info!(
+            result = "ready",
+            pid,
+            "upgrade: PID {pid} is ready and serves; this process stops accepting"
+        ),
+        UpgradeOutcome::Failed { reason } => tracing::error!(
+            result = "failed",
+            reason = reason.as_str(),
+            "upgrade failed: {reason}; this process keeps serving"
+        ),
+    }
+    outcome
+}

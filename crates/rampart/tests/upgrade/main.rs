@@ -214,3 +214,46 @@ fn an_upgrade_to_a_binary_that_fails_or_hangs_leaves_the_old_process_serving() {
     let (status, body) = admin(admin_port, "GET", "/healthz", None);
     assert_eq!((status, &body["status"]), (200, &serde_json::json!("ok")));
 }
+
+#[test]
+fn an_upgrade_to_fewer_or_more_workers_accepts_on_every_handed_over_socket() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = Backend::start("echo", Behavior::TagEcho);
+    let port = free_port();
+    let cfg = |workers: usize| {
+        format!(
+            "[global]\nworkers = {workers}\n\n[listeners.raw]\nbind = \"127.0.0.1:{port}\"\nupstream = \"echo\"\n\n\
+             [upstreams.echo]\ntargets = [\"{}\"]\n",
+            echo.target()
+        )
+    };
+    let path = write_file(dir.path(), "w.toml", &cfg(1));
+    let mut rampart = Rampart::start(dir.path(), &["run", "-c", &path]);
+    let mut started = Processes::default();
+    let mut pid = rampart.pid();
+    // One socket to three workers (two more are bound beside it), then three sockets to one
+    // worker (each must be accepted on, or the connections the kernel put in the others' queues
+    // would wait forever).
+    for (workers, took) in [(3, 1), (1, 3)] {
+        write_file(dir.path(), "w.toml", &cfg(workers));
+        // SAFETY: only sends a signal, to a process this test started.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR2) }, 0);
+        let line = rampart.wait_for("took over");
+        assert!(
+            line.contains(&format!("took over {took} listening socket(s)")),
+            "{line}"
+        );
+        let new = pid_in(&rampart.wait_for("is ready and serves"), "PID ");
+        started.add(new);
+        wait_gone(pid, &rampart);
+        pid = new;
+        // Connections spread over the sockets by a hash of their addresses: 60 of them miss
+        // none of three sockets but for a chance of under 1e-10.
+        for _ in 0..60 {
+            assert_eq!(common::which_backend(port), "echo");
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    wait_gone(pid, &rampart);
+}
