@@ -21,8 +21,9 @@ pub enum UpgradeOutcome {
 }
 
 /// The binary to start and its arguments: this process's own, as it was started. The path is
-/// read at start, so that a binary replaced since (a package upgrade renames a new file over
-/// the old one) is the one an upgrade starts.
+/// the one the process was started by (argv[0], made absolute, or found in PATH), not the file
+/// it resolved to, so that a binary replaced since, by a new file renamed over the old one (as
+/// packages do) or by a symlink pointed at another version, is the one an upgrade starts.
 #[derive(Debug, Clone)]
 pub struct Relaunch {
     program: PathBuf,
@@ -32,9 +33,15 @@ pub struct Relaunch {
 impl Relaunch {
     /// This process's binary path and arguments.
     pub fn of_this_process() -> std::io::Result<Relaunch> {
+        let mut args = std::env::args_os();
+        let started_as = args.next().map(PathBuf::from);
+        let program = match started_as.and_then(|p| started_by(&p)) {
+            Some(path) => path,
+            None => std::env::current_exe()?,
+        };
         Ok(Relaunch {
-            program: std::env::current_exe()?,
-            args: std::env::args_os().skip(1).collect(),
+            program,
+            args: args.collect(),
         })
     }
 
@@ -42,6 +49,21 @@ impl Relaunch {
     pub fn program(&self) -> &Path {
         &self.program
     }
+}
+
+/// The file `argv0` names: relative to the working directory when it holds a slash, else the
+/// first executable of that name in PATH, as the shell found it.
+fn started_by(argv0: &Path) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    let found = if argv0.components().count() > 1 {
+        Some(std::env::current_dir().ok()?.join(argv0))
+    } else {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|dir| dir.join(argv0))
+            .find(|p| executable(p))
+    };
+    found.filter(|p| executable(p))
 }
 
 /// Starts the new process with `sockets` and waits for it: ready, exited, or `timeout` passed

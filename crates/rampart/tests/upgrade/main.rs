@@ -257,3 +257,31 @@ fn an_upgrade_to_fewer_or_more_workers_accepts_on_every_handed_over_socket() {
     unsafe { libc::kill(pid, libc::SIGTERM) };
     wait_gone(pid, &rampart);
 }
+
+#[test]
+fn an_upgrade_starts_what_the_path_it_was_started_by_names_now_through_a_symlink_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let app = HttpBackend::start(Reply::Echo);
+    let echo = Backend::start("echo", Behavior::TagEcho);
+    let (http, tcp, admin_port) = (free_port(), free_port(), free_port());
+    let path = write_file(
+        dir.path(),
+        "up.toml",
+        &config(http, tcp, admin_port, &app.target(), &echo.target(), ""),
+    );
+    // `current` points at one version; an upgrade follows it to whatever it points at then.
+    let link = dir.path().join("current");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_rampart"), &link).unwrap();
+    let mut rampart = Rampart::spawn_program(&link, dir.path(), &["run", "-c", &path], &[("RAMPART_LOG", "info")]);
+    rampart.wait_for("listening:");
+    let other = dir.path().join("v2");
+    replace_binary(&other, b"#!/bin/sh\nexit 4\n");
+    let next = dir.path().join("current.new");
+    std::os::unix::fs::symlink(&other, &next).unwrap();
+    std::fs::rename(&next, &link).unwrap();
+    let (status, body) = admin(admin_port, "POST", "/api/upgrade", None);
+    assert_eq!(status, 500, "{body}");
+    let reason = body["reason"].as_str().unwrap();
+    assert!(reason.contains("exited (exit status: 4)"), "{reason}");
+    assert_eq!(rampart.stop(), 0);
+}
