@@ -29,6 +29,18 @@ pub struct Tally {
 }
 
 impl Tally {
+    /// Fails the test unless nothing failed or was refused and at least `least` answers came;
+    /// `log` is shown when it fails.
+    pub fn assert_clean(&self, least: u64, log: &[String]) {
+        assert_eq!(
+            (self.failed, self.refused),
+            (0, 0),
+            "{self:?}\nlog:\n{}",
+            log.join("\n")
+        );
+        assert!(self.ok >= least, "too little load to show anything: {self:?}");
+    }
+
     fn fail(&mut self, what: String) {
         self.failed += 1;
         if self.errors.len() < 10 {
