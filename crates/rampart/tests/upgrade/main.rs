@@ -281,3 +281,36 @@ fn an_upgrade_starts_what_the_path_it_was_started_by_names_now_through_a_symlink
     assert!(reason.contains("exited (exit status: 4)"), "{reason}");
     assert_eq!(rampart.stop(), 0);
 }
+
+#[test]
+fn an_admin_listener_on_a_unix_socket_is_handed_over_and_its_file_kept() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let echo = Backend::start("echo", Behavior::TagEcho);
+    let port = free_port();
+    let socket = dir.path().join("admin.sock");
+    let cfg = format!(
+        "[admin]\nlisten = \"unix:{}\"\n\n[listeners.raw]\nbind = \"127.0.0.1:{port}\"\nupstream = \"echo\"\n\n\
+         [upstreams.echo]\ntargets = [\"{}\"]\n",
+        socket.display(),
+        echo.target()
+    );
+    let path = write_file(dir.path(), "u.toml", &cfg);
+    let mut rampart = Rampart::start(dir.path(), &["run", "-c", &path]);
+    let mut started = Processes::default();
+    rampart.signal(libc::SIGUSR2);
+    let new = pid_in(&rampart.wait_for("is ready and serves"), "PID ");
+    started.add(new);
+    assert_eq!(rampart.wait_exit(), 0);
+    // The old process left the socket file to the new one, which answers on it.
+    let mut admin = std::os::unix::net::UnixStream::connect(&socket).expect("the admin socket file is there");
+    admin
+        .write_all(b"GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    admin.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // SAFETY: only sends a signal, to the process the upgrade started.
+    unsafe { libc::kill(new, libc::SIGTERM) };
+    wait_gone(new, &rampart);
+}
