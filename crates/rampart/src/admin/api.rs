@@ -131,6 +131,7 @@ fn status(shared: &AdminShared) -> Answer {
     let status = shared.status.load();
     let mut value = serde_json::to_value(&**status).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut value {
+        map.insert("pid".into(), json!(std::process::id()));
         map.insert("uptime_seconds".into(), json!(shared.started.elapsed().as_secs()));
         map.insert("ready".into(), json!(shared.readiness().is_ok()));
         map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));

@@ -128,6 +128,9 @@ fn five_binary_upgrades_in_a_row_under_load_fail_no_request_and_refuse_no_connec
                 assert_eq!(status, 200, "{body}");
                 let new = body["pid"].as_i64().unwrap() as i32;
                 assert_eq!(pid_in(&rampart.wait_for("is ready and serves"), "PID "), new);
+                // The admin address is the new process's now.
+                let (_, status) = admin(admin_port, "GET", "/api/status", None);
+                assert_eq!(status["pid"].as_i64(), Some(i64::from(new)), "{status}");
                 new
             }
             _ => {
