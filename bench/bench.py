@@ -214,12 +214,21 @@ def parse_wrk(out):
 # counted 654 session hits in 658 handshakes from `wrk -c4 -d1s -H "Connection: close"`).
 RESUME = ("resume-client", True)
 FULL = ("resume-client", False)
+# Plain HTTP through bench/resume-client: a keep-alive request per connection (the backend does
+# not close), then the client closes with a reset (SO_LINGER 0) once it has the response.
+RESET = ("resume-client", "reset")
 
 SCENARIOS = {
     # name: (mode, connections, path, extra wrk args, description)
     "l4-small-c64": ("l4", 64, "/", [], "small responses, 64 keep-alive connections"),
     "l4-small-c256": ("l4", 256, "/", [], "small responses, 256 keep-alive connections"),
     "l4-bulk": ("l4", 4, "/bulk.bin", [], "64 MiB downloads, 4 connections"),
+    # Connection churn through the L4 listeners: wrk asks for `Connection: close`, so the backend
+    # closes each connection after its response and wrk opens a new one (issue 13).
+    "l4-close-c64": ("l4", 64, "/", ["-H", "Connection: close"], "one request per connection, 64 at a time"),
+    # The same churn with the client ending each connection by a reset after its response (the
+    # backend keeps its side open): bench/resume-client -reset.
+    "l4-reset-c64": ("l4", 64, "/", RESET, "one request per connection, closed by a client reset, 64 at a time"),
     "http-small-c64": ("http", 64, "/", [], "small responses, 64 keep-alive connections"),
     "http-small-c256": ("http", 256, "/", [], "small responses, 256 keep-alive connections"),
     "http-16k-c64": ("http", 64, "/16k.bin", [], "16 KiB responses, 64 keep-alive connections"),
@@ -243,8 +252,8 @@ def run_one(name, pid, port, scenario, duration, tools=None):
         url = f"https://{TLS_HOST}:{port}{path}"
     else:
         url = f"http://127.0.0.1:{port}{path}"
-    if extra in (RESUME, FULL):
-        res, (user0, sys0, user1, sys1) = run_resume(pid, url, conns, duration, extra[1], *tools)
+    if extra in (RESUME, FULL, RESET):
+        res, (user0, sys0, user1, sys1) = run_resume(pid, url, conns, duration, extra[1], *tools[:2])
         return finish(res, pid, user0, sys0, user1, sys1)
     # Warm up pools and caches, unmeasured.
     subprocess.run(["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", "-d1s", *extra, url], capture_output=True, check=True)
@@ -299,7 +308,7 @@ def main():
     if any(SCENARIOS[s][0] == "grpc" for s in scenarios) and not os.access(grpc_bin, os.X_OK):
         sys.exit(f"{grpc_bin} is missing: run bench/run.sh, which builds it from bench/grpc-backend")
     resume_client = os.path.abspath(args.resume_client or os.path.join(args.out, "resume-client"))
-    if any(SCENARIOS[s][3] in (RESUME, FULL) for s in scenarios) and not os.access(resume_client, os.X_OK):
+    if any(SCENARIOS[s][3] in (RESUME, FULL, RESET) for s in scenarios) and not os.access(resume_client, os.X_OK):
         sys.exit(f"{resume_client} is missing: run bench/run.sh, which builds it from bench/resume-client")
     os.makedirs(args.out, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="rampart-bench-")

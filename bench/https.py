@@ -61,9 +61,14 @@ def run_resume(pid, url, conns, duration, resume, client, cacert):
     `resume`, a full) TLS handshake each: a 1 s warm-up that also fills its session cache, then the
     measured run; the proxy's CPU time is read exactly around the measured run (the client waits
     for a line). The client fails when under 90% of handshakes resumed (or, without `resume`, when
-    any did)."""
-    cmd = ["taskset", "-c", "1", client, "-c", str(conns), "-d", f"{duration}s", "-warmup", "1s",
-           "-cacert", cacert, f"-resume={'true' if resume else 'false'}", "-sync", url]
+    any did). With `resume` "reset": plain HTTP, keep-alive requests, each connection closed by a
+    client reset after its response (see bench.RESET)."""
+    if resume == "reset":
+        # Plain HTTP, a keep-alive request and a client reset per connection (bench.RESET).
+        tls_args = ["-reset"]
+    else:
+        tls_args = ["-cacert", cacert, f"-resume={'true' if resume else 'false'}"]
+    cmd = ["taskset", "-c", "1", client, "-c", str(conns), "-d", f"{duration}s", "-warmup", "1s", *tls_args, "-sync", url]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = proc.stdout.readline()
     if ready.strip() != "ready":
@@ -81,6 +86,8 @@ def run_resume(pid, url, conns, duration, resume, client, cacert):
     res = {"rps": float(kv["rps"]), "requests": int(kv["requests"]), "p50": float(kv["p50_ms"]),
            "p99": float(kv["p99_ms"]), "errors": int(kv["errors"]), "bytes_per_s": 0.0,
            "resumed": float(kv["resumed_fraction"]), "tls": kv.get("tls", "")}
+    if resume == "reset":
+        del res["resumed"], res["tls"]
     return res, (user0, sys0, user1, sys1)
 
 

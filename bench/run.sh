@@ -9,6 +9,11 @@
 #   bench/run.sh --baseline-commit f2eef12   # adds rampart-before: Rampart built at that commit
 #   bench/run.sh --proxies rampart,nginx     # a subset of rampart, rampart-before, haproxy, nginx
 #   bench/run.sh --idle-connections 5000     # idle keep-alive memory (plain HTTP and/or HTTPS); 0 skips
+# Connection churn through the L4 listeners (issue 13), one request per client connection:
+#   bench/run.sh --scenarios l4-close-c64,l4-reset-c64,http-close-c64 --idle-connections 0
+#     l4-close-c64     wrk with `Connection: close`: the backend closes each connection after its answer
+#     l4-reset-c64     bench/out/resume-client -reset over plain HTTP: a keep-alive request, and the
+#                      client resets the connection once it has the answer (the backend keeps its side open)
 # HTTPS (TLS at the proxy with a fresh ECDSA P-256 certificate in bench/out/tls, plain HTTP to the
 # backend; Rampart `http ... --tls-cert --tls-key`, nginx `listen ... ssl`, HAProxy `bind ... ssl crt`):
 #   bench/run.sh --scenarios https-keepalive,https-close,https-resume --idle-connections 5000
@@ -62,7 +67,7 @@ rampart=$(build)
 # when its sources are newer than its binary.
 mkdir -p bench/out
 go=$(command -v go || echo /usr/local/go/bin/go)
-for tool in resume-client:https-resume grpc-backend:grpc-unary-h2c; do
+for tool in resume-client:https-resume,l4-reset-c64 grpc-backend:grpc-unary-h2c; do
   name=${tool%%:*}
   if [ ! -x "bench/out/$name" ] || [ -n "$(find "bench/$name" -type f -newer "bench/out/$name")" ]; then
     if [ -x "$go" ] || command -v "$go" >/dev/null; then

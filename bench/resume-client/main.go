@@ -11,6 +11,11 @@
 // the SSL object of the connection slot (SSL_clear), which offers the last session again, so
 // its handshakes are resumptions too.
 //
+// With an http:// URL there is no TLS at all: one plain HTTP request per connection (connection
+// churn, issue 13). -reset changes how each connection ends: the request asks for keep-alive (so
+// the server does not close) and the client closes with a reset (SO_LINGER 0) once it has read
+// the whole response, as a client that gives up on a connection does.
+//
 // A warm-up phase (unmeasured, same cache) fills the cache and warms the server; then, with
 // -sync, the client prints "ready" and waits for a line on stdin before the measured phase, so
 // that the caller can sample the server's CPU time exactly around it. It prints key-value lines
@@ -78,7 +83,8 @@ type stats struct {
 type target struct {
 	addr    string
 	request []byte
-	config  *tls.Config
+	config  *tls.Config // nil: plain TCP
+	reset   bool        // close with a reset (SO_LINGER 0) after the response
 	tlsDesc atomic.Value
 }
 
@@ -92,17 +98,25 @@ func (t *target) once(st *stats) error {
 	}
 	defer raw.Close()
 	_ = raw.SetDeadline(start.Add(10 * time.Second))
-	conn := tls.Client(raw, t.config)
-	if err := conn.Handshake(); err != nil {
-		return err
+	if t.reset {
+		// Takes effect at the deferred Close: a RST instead of a FIN, and no TIME_WAIT here.
+		_ = raw.(*net.TCPConn).SetLinger(0)
 	}
-	cs := conn.ConnectionState()
-	st.handshakes++
-	if cs.DidResume {
-		st.resumed++
-	}
-	if t.tlsDesc.Load() == nil {
-		t.tlsDesc.Store(fmt.Sprintf("%s %s %s", tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), cs.CurveID))
+	var conn io.ReadWriter = raw
+	if t.config != nil {
+		tc := tls.Client(raw, t.config)
+		if err := tc.Handshake(); err != nil {
+			return err
+		}
+		cs := tc.ConnectionState()
+		st.handshakes++
+		if cs.DidResume {
+			st.resumed++
+		}
+		if t.tlsDesc.Load() == nil {
+			t.tlsDesc.Store(fmt.Sprintf("%s %s %s", tls.VersionName(cs.Version), tls.CipherSuiteName(cs.CipherSuite), cs.CurveID))
+		}
+		conn = tc
 	}
 	if _, err := conn.Write(t.request); err != nil {
 		return err
@@ -184,8 +198,9 @@ func main() {
 	resume := flag.Bool("resume", true, "resume sessions from the shared cache (false: no cache, full handshakes only)")
 	minResumed := flag.Float64("min-resumed", 0.9, "fail (exit 2) when fewer measured handshakes than this were resumed")
 	sync_ := flag.Bool("sync", false, `print "ready" after the warm-up and wait for a line on stdin before measuring`)
+	reset := flag.Bool("reset", false, "ask for keep-alive and close each connection with a reset after its response")
 	flag.Usage = func() {
-		fmt.Fprintf(os.Stderr, "usage: resume-client [flags] https://HOST:PORT/PATH\n")
+		fmt.Fprintf(os.Stderr, "usage: resume-client [flags] https://HOST:PORT/PATH | http://HOST:PORT/PATH\n")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -194,8 +209,8 @@ func main() {
 		os.Exit(64)
 	}
 	u, err := url.Parse(flag.Arg(0))
-	if err != nil || u.Scheme != "https" || u.Port() == "" {
-		fmt.Fprintf(os.Stderr, "resume-client: want https://HOST:PORT/PATH, got %q\n", flag.Arg(0))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Port() == "" {
+		fmt.Fprintf(os.Stderr, "resume-client: want https:// or http://HOST:PORT/PATH, got %q\n", flag.Arg(0))
 		os.Exit(64)
 	}
 	// Resolve once: the loops measure the server, not the resolver.
@@ -240,10 +255,19 @@ func main() {
 		}
 	}
 	path := u.RequestURI()
+	closing := "Connection: close\r\n"
+	if *reset {
+		closing = ""
+	}
 	t := &target{
 		addr:    net.JoinHostPort(ip.String(), u.Port()),
-		request: []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", path, u.Host)),
+		request: []byte(fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", path, u.Host, closing)),
 		config:  cfg,
+		reset:   *reset,
+	}
+	plain := u.Scheme == "http"
+	if plain {
+		t.config = nil
 	}
 	if *warmup > 0 {
 		w, _ := phase(t, *conns, *warmup)
@@ -271,6 +295,9 @@ func main() {
 		st.errors, st.handshakes, st.resumed, frac, desc)
 	if st.firstErr != nil {
 		fmt.Fprintf(os.Stderr, "resume-client: %d errors, the first: %v\n", st.errors, st.firstErr)
+	}
+	if plain {
+		return
 	}
 	if !*resume && st.resumed > 0 {
 		fmt.Fprintf(os.Stderr, "resume-client: %d of %d handshakes were resumed without a session cache: this run is invalid\n",

@@ -3,6 +3,10 @@
 //! buffer; when a read fills the whole buffer (a bulk transfer) it switches to splice(2) through a
 //! pooled pipe on Linux (plain TCP on both sides only; TLS goes through rustls in user space). A
 //! connection with no byte moving either way for the idle timeout is closed.
+//!
+//! A relay that gives up on a connection (the client failed or reset it, or the idle timeout
+//! struck) before the upstream sent its FIN resets the upstream connection instead of closing it
+//! with a FIN: see [`reset_upstream_on_close`].
 
 use std::cell::Cell;
 use std::io;
@@ -56,6 +60,8 @@ pub struct RelayOutcome {
     pub bytes_down: u64,
     pub first_byte_up: Option<Instant>,
     pub first_byte_down: Option<Instant>,
+    /// Whether the upstream's end of stream (its FIN) was read.
+    pub upstream_ended: bool,
 }
 
 /// One direction's progress, visible to the caller even when the direction is cancelled.
@@ -63,6 +69,8 @@ pub struct RelayOutcome {
 struct Flow {
     bytes: Cell<u64>,
     first: Cell<Option<Instant>>,
+    /// The source's end of stream was read.
+    ended: Cell<bool>,
 }
 
 impl Flow {
@@ -85,12 +93,34 @@ pub async fn relay(
     idle_timeout: Duration,
     buffer_size: usize,
 ) -> RelayOutcome {
-    match (client, upstream) {
+    let outcome = match (&mut *client, &mut *upstream) {
         (Stream::Tcp(client), Stream::Tcp(upstream)) => {
             relay_tcp(ctx, client, upstream, idle_timeout, buffer_size).await
         }
         (client, upstream) => Box::pin(relay_streams(ctx, client, upstream, idle_timeout, buffer_size)).await,
+    };
+    if reset_upstream_on_close(&outcome) {
+        // A failure here leaves the ordinary close, which is correct too.
+        let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
     }
+    outcome
+}
+
+/// Whether the upstream connection of a finished relay is to be reset (SO_LINGER 0) rather than
+/// closed with a FIN when it is dropped: when the relay gave up on the connection (the client
+/// failed or reset it, or nothing moved for the idle timeout) before the upstream sent its FIN.
+///
+/// A FIN would make the proxy the side that closes first, so its socket would sit in TIME_WAIT
+/// on an ephemeral port for a minute: under churn (clients that reset after their response, at
+/// thousands of connections per second) that is tens of thousands of ports, which every later
+/// connect to the same target has to search past. The reset leaves no TIME_WAIT anywhere, and
+/// loses nothing anyone still waits for: the client is gone or silent, and whatever the upstream
+/// had yet to receive from it would only have produced an answer nobody reads. An upstream that
+/// already sent its FIN is closed normally: its close is then passive and leaves no TIME_WAIT
+/// here. HAProxy does the same with its server connections ("linger risk").
+fn reset_upstream_on_close(outcome: &RelayOutcome) -> bool {
+    let gave_up = matches!(outcome.end, RelayEnd::Error(Side::Client, _) | RelayEnd::IdleTimeout);
+    gave_up && !outcome.upstream_ended
 }
 
 /// [`relay`] where either side speaks TLS: bytes pass through user space both ways (rustls
@@ -139,7 +169,10 @@ async fn pump_streams(
     let mut buf = ctx.buffer(buffer_size);
     loop {
         let n = match from.read(&mut buf).await {
-            Ok(0) => break,
+            Ok(0) => {
+                flow.ended.set(true);
+                break;
+            }
             Ok(n) => n,
             Err(e) => return Err((from_side, e.kind())),
         };
@@ -204,6 +237,7 @@ async fn until_done(
         bytes_down: down.bytes.get(),
         first_byte_up: up.first.get(),
         first_byte_down: down.first.get(),
+        upstream_ended: down.ended.get(),
     }
 }
 
@@ -246,7 +280,10 @@ async fn pump(
     let (to, mut buf) = (to.as_ref(), ctx.buffer(buffer_size));
     loop {
         let n = match from.read(&mut buf).await {
-            Ok(0) => break,
+            Ok(0) => {
+                flow.ended.set(true);
+                break;
+            }
             Ok(n) => n,
             Err(e) => return Err((from_side, e.kind())),
         };
@@ -275,7 +312,10 @@ async fn splice_pump(
         loop {
             from.readable().await.map_err(|e| (from_side, e.kind()))?;
             let n = match from.try_io(Interest::READABLE, || pipe.fill_from(from.as_raw_fd())) {
-                Ok(0) => return Ok(()),
+                Ok(0) => {
+                    flow.ended.set(true);
+                    return Ok(());
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Err((from_side, e.kind())),

@@ -248,3 +248,76 @@ fn run_takes_the_session_log_from_the_command_line() {
     let records = std::fs::read_to_string(&log).unwrap();
     assert!(records.contains("\"listener\":\"main\""), "{records}");
 }
+
+/// How the backend of [`one_exchange`] saw its connection end, and the proxy's address on it.
+struct BackendSaw {
+    end: Result<usize, std::io::ErrorKind>,
+    proxy_side: std::net::SocketAddr,
+}
+
+/// One request and answer through the proxy to a backend that keeps its side open, then the
+/// client ends its connection with a reset (`reset`) or a FIN; returns how the backend saw the
+/// proxy's end of the upstream connection.
+fn one_exchange(port: u16, backend: &std::net::TcpListener, reset: bool) -> BackendSaw {
+    let mut client = connect(port);
+    client.write_all(b"hello\n").unwrap();
+    let (mut upstream, proxy_side) = backend.accept().unwrap();
+    upstream.set_read_timeout(Some(WAIT)).unwrap();
+    let mut request = [0u8; 6];
+    upstream.read_exact(&mut request).unwrap();
+    upstream.write_all(b"world\n").unwrap();
+    assert_eq!(read_line(&mut client), "world");
+    if reset {
+        socket2::SockRef::from(&client)
+            .set_linger(Some(Duration::ZERO))
+            .unwrap();
+    } else {
+        client.shutdown(Shutdown::Write).unwrap();
+    }
+    drop(client);
+    // Blocks until the proxy ends the upstream connection one way or the other.
+    let end = upstream.read(&mut [0u8; 16]).map_err(|e| e.kind());
+    BackendSaw { end, proxy_side }
+}
+
+/// A client that resets after its answer has the upstream connection reset too, so no TIME_WAIT
+/// is left on the proxy's ephemeral port (under churn those crowd the port space); a client that
+/// closes with a FIN still has it passed on as a FIN.
+#[test]
+fn a_client_reset_resets_the_upstream_connection_and_leaves_no_time_wait() {
+    let backend = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = backend.local_addr().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let to = target.to_string();
+    let _proxy = Rampart::start(dir.path(), &["tcp", "--listen", &listen, "--to", &to, "--workers", "1"]);
+
+    let saw = one_exchange(port, &backend, true);
+    assert_eq!(
+        saw.end,
+        Err(std::io::ErrorKind::ConnectionReset),
+        "the proxy should reset"
+    );
+    // A reset socket is gone at once: nothing of the proxy's is left on that port, in TIME_WAIT
+    // or any other state.
+    #[cfg(target_os = "linux")]
+    {
+        let (local, remote) = (
+            format!(":{:04X}", saw.proxy_side.port()),
+            format!(":{:04X}", target.port()),
+        );
+        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+        let left: Vec<&str> = tcp
+            .lines()
+            .filter(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                fields.len() > 2 && fields[1].ends_with(&local) && fields[2].ends_with(&remote)
+            })
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+
+    let saw = one_exchange(port, &backend, false);
+    assert_eq!(saw.end, Ok(0), "a client FIN should reach the backend as a FIN");
+}
