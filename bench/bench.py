@@ -32,6 +32,7 @@ import time
 from common import (BACKEND_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, TLS_HOST, cpu_seconds,
                     rss_kib, start, tail_log, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
+from burst import burst_memory
 from h2 import H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, h2_report, h2_starters, run_h2
 
 
@@ -49,7 +50,7 @@ daemon off;
 master_process off;
 pid {workdir}/backend.pid;
 error_log {workdir}/backend.err warn;
-events {{ worker_connections 8192; }}
+events {{ worker_connections 12000; }}
 http {{
     access_log off;
     keepalive_requests 10000000;
@@ -126,7 +127,7 @@ daemon off;
 master_process off;
 pid {workdir}/nginx-{kind}.pid;
 error_log {workdir}/nginx-{kind}.err warn;
-events {{ worker_connections 9000; }}
+events {{ worker_connections 12000; }}
 http {{
     access_log off;
     keepalive_timeout 60s;
@@ -286,6 +287,9 @@ def main():
     ap.add_argument("--idle-connections", type=int, default=5000,
                     help="idle keep-alive connections for the memory measurement, plain HTTP when an HTTP "
                     "scenario runs and HTTPS when an HTTPS one does (0 skips it)")
+    ap.add_argument("--idle-pattern", choices=("sequential", "burst", "both"), default="both",
+                    help="how the plain HTTP idle connections are made: one after the other, each with its "
+                    "request (sequential), or all opened, then every request sent at once (burst, see burst.py)")
     ap.add_argument("--resume-client", metavar="BIN",
                     help="the resumed-handshake load generator (default: OUT/resume-client, built by run.sh)")
     ap.add_argument("--grpc-backend", metavar="BIN",
@@ -346,7 +350,10 @@ def main():
         # what the throughput runs left behind.
         idle = ""
         if "http" in modes and args.idle_connections > 0:
-            idle = idle_memory(procs, proxies, args.idle_connections)
+            if args.idle_pattern in ("sequential", "both"):
+                idle = idle_memory(procs, proxies, args.idle_connections)
+            if args.idle_pattern in ("burst", "both"):
+                idle += burst_memory(procs, proxies, args.idle_connections)
         if "https" in modes and args.idle_connections > 0:
             idle += idle_memory(procs, proxies, args.idle_connections, tls[0])
         results = {}

@@ -9,6 +9,9 @@
 #   bench/run.sh --baseline-commit f2eef12   # adds rampart-before: Rampart built at that commit
 #   bench/run.sh --proxies rampart,nginx     # a subset of rampart, rampart-before, haproxy, nginx
 #   bench/run.sh --idle-connections 5000     # idle keep-alive memory (plain HTTP and/or HTTPS); 0 skips
+#   bench/run.sh --scenarios http-small-c64 --idle-pattern burst   # plain HTTP idle memory after a burst:
+#                                            # all connections opened, then every request sent at once
+#                                            # (burst.py); sequential (one after the other) or both (default)
 # Connection churn through the L4 listeners (issue 13), one request per client connection:
 #   bench/run.sh --scenarios l4-close-c64,l4-reset-c64,http-close-c64 --idle-connections 0
 #     l4-close-c64     wrk with `Connection: close`: the backend closes each connection after its answer
