@@ -1,6 +1,8 @@
 //! The `rampart` binary: command line, wiring and signals.
 
 mod admin;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod alloc;
 mod cli;
 mod control;
 mod logger;

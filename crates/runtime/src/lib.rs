@@ -286,10 +286,16 @@ fn pin_current_thread(core: usize) -> std::io::Result<()> {
     }
 }
 
-/// Hands memory the allocator holds free back to the system. glibc keeps freed memory resident
-/// in its arenas (only the top of a heap shrinks by itself), so after a burst of connections a
-/// worker's RSS would stay at the burst's peak; `malloc_trim` releases the free pages in the
-/// middle of the heaps too. Other allocators return memory by themselves: nothing to do there.
+/// Hands memory the allocator holds free back to the system, after a burst of connections.
+///
+/// glibc keeps freed memory resident in its arenas (only the top of a heap shrinks by itself), so
+/// a worker's RSS would stay at the burst's peak; `malloc_trim` releases the free pages in the
+/// middle of the heaps too. The `rampart` binary allocates through jemalloc on Linux/glibc
+/// (crates/rampart/src/alloc.rs), whose background thread returns unused pages within about a
+/// second of decay by itself, so an explicit purge here would only come a second sooner (the
+/// burst measurement in docs/benchmarks.md is taken 3 s after the last answer); glibc's malloc
+/// still serves the C code in the process (the TLS library) and builds without jemalloc, and
+/// `malloc_trim` keeps covering those. Other allocators return memory by themselves.
 fn return_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks the allocator's own free lists.
