@@ -7,8 +7,12 @@
 //! - [`proxy_protocol`]: HAProxy PROXY protocol v1 (text) and v2 (binary), both directions.
 //! - [`h2map`]: HTTP/2 requests and responses as HTTP/1.1 heads and back, and the preface.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
+//! - [`detect`]: which protocol a connection speaks, from its first bytes (TLS with its SNI and
+//!   ALPN, HTTP/1 with its Host, HTTP/2 prior knowledge, SSH, PostgreSQL, Redis), for routing on
+//!   them before any byte goes upstream.
 #![forbid(unsafe_code)]
 
+pub mod detect;
 pub mod h1;
 pub mod h2map;
 pub mod proxy_protocol;
