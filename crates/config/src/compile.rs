@@ -262,10 +262,16 @@ impl Checker<'_> {
                 "no listeners defined: add a [listeners.NAME] table with bind and upstream",
             );
         }
+        let (listener_kinds, handed_to) = tcp::listener_kinds(&raw);
+        let names = tcp::Names {
+            upstreams: &upstream_names,
+            request_keyed: &request_keyed,
+            listeners: &listener_kinds,
+        };
         let mut listeners: Vec<Listener> = Vec::new();
         for (name, l) in &raw.listeners {
             self.tcp_listener_keys(name.get_ref(), l);
-            if let Some(listener) = self.listener(name, l, &upstream_names, &request_keyed, live) {
+            if let Some(listener) = self.listener(name, l, &names, &handed_to, live) {
                 listeners.push(listener);
             }
         }
@@ -295,66 +301,40 @@ impl Checker<'_> {
         &mut self,
         name: &Spanned<String>,
         l: &RawListener,
-        upstreams: &[&str],
-        request_keyed: &[bool],
+        names: &tcp::Names<'_>,
+        handed_to: &[&str],
         live: &mut LiveState,
     ) -> Option<Listener> {
-        let bind = self.bind_address(&l.bind);
-        let known = if upstreams.is_empty() {
-            "none defined".to_string()
-        } else {
-            upstreams.join(", ")
-        };
-        let index = |u: &str| upstreams.iter().position(|x| *x == u);
-        let http = match &l.protocol {
-            None => false,
-            Some(p) if p.get_ref() == "tcp" => false,
-            Some(p) if p.get_ref() == "http" => true,
-            Some(p) => {
-                self.error(
-                    p.span(),
-                    format!("unsupported protocol `{}` (expected \"tcp\" or \"http\")", p.get_ref()),
-                );
-                false
+        let bind = match &l.bind {
+            Some(bind) => Some(self.bind_address(bind)),
+            None => {
+                self.unbound_listener(name, l, handed_to);
+                None
             }
         };
-        let protocol = if http {
-            self.http_listener(name.get_ref(), l, &index, &known, live)
-                .map(|h| ListenerProtocol::Http(Box::new(h)))
-        } else {
-            match &l.upstream {
-                None => {
-                    self.error(name.span(), format!("listener `{}` needs `upstream`", name.get_ref()));
-                    None
+        let protocol = match checks::is_http(l) {
+            Some(true) => {
+                let known = if names.upstreams.is_empty() {
+                    "none defined".to_string()
+                } else {
+                    names.upstreams.join(", ")
+                };
+                let index = |u: &str| names.upstreams.iter().position(|x| *x == u);
+                self.http_listener(name.get_ref(), l, &index, &known, live)
+                    .map(|h| ListenerProtocol::Http(Box::new(h)))
+            }
+            Some(false) => self.tcp_listener(name, l, names, live),
+            None => {
+                if let Some(p) = &l.protocol {
+                    self.error(
+                        p.span(),
+                        format!("unsupported protocol `{}` (expected \"tcp\" or \"http\")", p.get_ref()),
+                    );
                 }
-                Some(up) => match index(up.get_ref()) {
-                    Some(upstream) if request_keyed[upstream] => {
-                        self.error(
-                            up.span(),
-                            format!(
-                                "TCP listener `{}` uses upstream `{}`, which hashes on a request header or cookie; \
-                                 TCP listeners have neither (use hash_key = \"client_address\", or protocol = \"http\")",
-                                name.get_ref(),
-                                up.get_ref()
-                            ),
-                        );
-                        None
-                    }
-                    Some(upstream) => Some(ListenerProtocol::Tcp { upstream }),
-                    None => {
-                        self.error(
-                            up.span(),
-                            format!(
-                                "listener `{}` refers to unknown upstream `{}` (defined: {known})",
-                                name.get_ref(),
-                                up.get_ref()
-                            ),
-                        );
-                        None
-                    }
-                },
+                None
             }
         };
+        let http = checks::is_http(l) == Some(true);
         let max_connections = l.max_connections.as_ref().map_or(Some(defaults::MAX_CONNECTIONS), |m| {
             self.count(m, "max_connections", 1, 10_000_000)
         });
@@ -373,19 +353,25 @@ impl Checker<'_> {
         let tls = l
             .tls
             .as_ref()
-            .map(|t| self.listener_tls(name.get_ref(), bind, t, http, h2, live));
+            .map(|t| self.listener_tls(name.get_ref(), bind.flatten(), t, http, h2, live));
         let tls = match tls {
             Some(None) => return None,
             Some(t) => t,
             None => None,
         };
-        let bind = bind?;
+        let bind = match bind {
+            Some(bind) => Some(bind?),
+            None => None,
+        };
         Some(Listener {
             name: name.get_ref().clone(),
             bind,
             protocol: protocol?,
             max_connections: max_connections?,
-            open_connections: live.open_connections(bind),
+            open_connections: match bind {
+                Some(bind) => live.open_connections(bind),
+                None => Default::default(),
+            },
             metrics: live.listener_metrics(name.get_ref()),
             idle_timeout,
             buffer_size,
@@ -487,6 +473,7 @@ mod checks;
 mod http;
 mod live;
 mod log;
+mod tcp;
 mod tls;
 mod upstream;
 

@@ -59,7 +59,8 @@ pub struct RawGlobal {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListener {
-    pub bind: Spanned<String>,
+    /// Optional only for a listener that TCP routes hand connections to (`listener = "NAME"`).
+    pub bind: Option<Spanned<String>>,
     pub protocol: Option<Spanned<String>>,
     /// Required for TCP; for HTTP, a catch-all route to it follows the listed routes.
     pub upstream: Option<Spanned<String>>,
@@ -72,6 +73,11 @@ pub struct RawListener {
     pub proxy_protocol_from: Vec<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub proxy_header_timeout: Option<Spanned<String>>,
+    // TCP listeners with routes only.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub peek_timeout: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub peek_max: Option<Spanned<String>>,
     // HTTP listeners only.
     pub forwarded_headers: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
@@ -143,7 +149,8 @@ pub struct RawAccessLog {
     pub format: Option<Spanned<String>>,
 }
 
-/// `[[listeners.NAME.routes]]`: a matcher, one action, and filters.
+/// `[[listeners.NAME.routes]]`: a matcher, one action, and filters. HTTP and TCP listeners share
+/// the table; the keys of the other kind are errors (compile says which).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRoute {
@@ -152,8 +159,14 @@ pub struct RawRoute {
     pub matcher: RawMatch,
     // Actions: exactly one.
     pub upstream: Option<Spanned<String>>,
-    pub respond: Option<RawRespond>,
-    pub redirect: Option<RawRedirect>,
+    pub respond: Option<Spanned<RawRespond>>,
+    pub redirect: Option<Spanned<RawRedirect>>,
+    // TCP routes: actions and payload filters.
+    pub listener: Option<Spanned<String>>,
+    pub reject: Option<Spanned<bool>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub max_bytes: Option<Spanned<String>>,
+    pub deny_regex: Option<Spanned<String>>,
     // Filters.
     pub strip_prefix: Option<Spanned<String>>,
     pub replace_prefix: Option<RawReplacePrefix>,
@@ -190,6 +203,15 @@ pub struct RawMatch {
     pub query: BTreeMap<String, String>,
     #[serde(default)]
     pub query_present: Vec<String>,
+    // TCP routes.
+    pub protocol: Option<Spanned<String>>,
+    pub sni: Option<Spanned<String>>,
+    pub alpn: Option<Spanned<String>>,
+    pub http_host: Option<Spanned<String>>,
+    pub prefix: Option<Spanned<String>>,
+    pub regex: Option<Spanned<String>>,
+    #[serde(default)]
+    pub source: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -305,4 +327,10 @@ pub struct RawHealthCheck {
     pub http_host: Option<String>,
     /// Accepted statuses, `"200-399"` or `"204"`.
     pub expect_status: Option<Spanned<String>>,
+}
+
+impl RawHeaderOps {
+    pub fn is_empty(&self) -> bool {
+        self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
+    }
 }

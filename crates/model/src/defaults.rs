@@ -7,6 +7,10 @@ pub const MAX_CONNECTIONS: usize = 10_000;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 pub const BUFFER_SIZE: usize = 16 * 1024;
 pub const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a TCP listener with routes waits for the bytes that decide a connection's route.
+pub const PEEK_TIMEOUT: Duration = Duration::from_secs(3);
+/// The most bytes a TCP listener with routes holds while deciding.
+pub const PEEK_MAX: usize = 16 << 10;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub const CONNECT_ATTEMPTS: usize = 3;
 pub const PASSIVE_BACKOFF: Duration = Duration::from_secs(1);

@@ -8,6 +8,8 @@
 //!
 //! - [`snapshot`]: the snapshot, its listeners, upstreams and targets.
 //! - [`route`]: HTTP routes: matchers, actions, filters.
+//! - [`tcp_route`]: TCP routes (delayed binding): matchers on a connection's first bytes, actions,
+//!   payload filters.
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
 //! - [`health`]: per-target health shared between checkers and workers.
 //! - [`metrics`]: traffic counters, one cell per worker, summed on a scrape.
@@ -23,6 +25,7 @@ pub mod metrics;
 pub mod net;
 pub mod route;
 pub mod snapshot;
+pub mod tcp_route;
 pub mod tls;
 
 mod maglev;

@@ -315,6 +315,18 @@ pub struct RouteCells {
     pub duration: LatencyHistogram,
 }
 
+/// A TCP route's cells (also used for a TCP listener's default, route `""`).
+#[derive(Debug, Default)]
+pub struct TcpRouteCells {
+    /// Connections the route took.
+    pub connections: Count,
+    /// Of those, the ones that went here because nothing decided before the peek timeout or the
+    /// peek limit (the default only).
+    pub undecided: Count,
+    /// Connections a payload filter closed.
+    pub filter_closes: Count,
+}
+
 /// An upstream's cells.
 #[derive(Debug, Default)]
 pub struct UpstreamCells {

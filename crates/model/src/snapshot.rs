@@ -16,6 +16,7 @@ use crate::defaults;
 pub use crate::health::{PassiveHealth, TargetHealth};
 use crate::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, UpstreamCells};
 use crate::net::IpNet;
+use crate::tcp_route::TcpRouting;
 use crate::tls::{ListenerTls, TargetTlsName, UpstreamTls};
 
 /// Everything the data plane needs, compiled from one config file (or command line).
@@ -33,11 +34,13 @@ pub struct Snapshot {
     pub upgrade_timeout: Duration,
 }
 
-/// One TCP listener. Every worker binds its own socket for it (SO_REUSEPORT).
+/// One listener. Every worker binds its own socket for it (SO_REUSEPORT), unless it has no `bind`
+/// and takes only connections that a TCP listener's route hands over.
 #[derive(Debug)]
 pub struct Listener {
     pub name: String,
-    pub bind: SocketAddr,
+    /// The address it listens on; `None` for a listener reached only by hand-over.
+    pub bind: Option<SocketAddr>,
     /// What the listener speaks, and where its connections go.
     pub protocol: ListenerProtocol,
     /// Open connections allowed at once across all workers; past it, new ones are closed at once.
@@ -58,11 +61,50 @@ pub struct Listener {
     pub metrics: Arc<PerWorker<ListenerCells>>,
 }
 
+/// How a connection knows its listener across reloads: by the address it was accepted on, or by
+/// name for a listener without one.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum ListenerKey {
+    Bound(SocketAddr),
+    Unbound(Arc<str>),
+}
+
+impl Snapshot {
+    /// The index of the listener `key` names, if this snapshot has it.
+    pub fn listener_index(&self, key: &ListenerKey) -> Option<usize> {
+        self.listeners.iter().position(|l| l.is(key))
+    }
+}
+
 impl Listener {
-    /// The upstream of a TCP listener.
+    /// The key connections of this listener are known by.
+    pub fn key(&self) -> ListenerKey {
+        match self.bind {
+            Some(bind) => ListenerKey::Bound(bind),
+            None => ListenerKey::Unbound(Arc::from(self.name.as_str())),
+        }
+    }
+
+    /// Whether `key` names this listener.
+    pub fn is(&self, key: &ListenerKey) -> bool {
+        match key {
+            ListenerKey::Bound(bind) => self.bind == Some(*bind),
+            ListenerKey::Unbound(name) => self.bind.is_none() && *self.name == **name,
+        }
+    }
+
+    /// The default upstream of a TCP listener (the one its routes fall back to).
     pub fn tcp_upstream(&self) -> Option<usize> {
         match self.protocol {
-            ListenerProtocol::Tcp { upstream } => Some(upstream),
+            ListenerProtocol::Tcp { upstream, .. } => upstream,
+            ListenerProtocol::Http(_) => None,
+        }
+    }
+
+    /// The routes of a TCP listener, if it has any.
+    pub fn tcp_routing(&self) -> Option<&TcpRouting> {
+        match &self.protocol {
+            ListenerProtocol::Tcp { routing, .. } => routing.as_deref(),
             ListenerProtocol::Http(_) => None,
         }
     }
@@ -84,8 +126,12 @@ impl Listener {
 /// A listener's protocol.
 #[derive(Debug)]
 pub enum ListenerProtocol {
-    /// Relay bytes to the upstream with this index in [`Snapshot::upstreams`].
-    Tcp { upstream: usize },
+    /// Relay bytes: to the first of `routing`'s routes that takes the connection, else to the
+    /// upstream with index `upstream` in [`Snapshot::upstreams`] (else close).
+    Tcp {
+        upstream: Option<usize>,
+        routing: Option<Box<TcpRouting>>,
+    },
     /// Parse HTTP/1.x and route each request.
     Http(Box<HttpListener>),
 }

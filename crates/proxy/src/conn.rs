@@ -15,6 +15,8 @@ use rampart_proto::proxy_protocol::{self, ProxyAddresses};
 use tokio::net::TcpStream;
 
 use crate::http::park::Parked;
+use crate::l4::routed::Arrival;
+use crate::session_log::RoutedView;
 use crate::session_log::SessionRecord;
 pub use crate::slot::{BoundListener, Conn, ConnSlot};
 use crate::stream::Stream;
@@ -59,28 +61,51 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
     let Some(slot) = ConnSlot::take(&listener, spec.max_connections) else {
         bump(&ctx.counters.rejected_over_limit, 1);
         cells.refused(RefusedReason::Limit).add(1);
-        record_refusal(ctx, &snapshot, spec, peer, accepted, StageRefusal::OverConnectionLimit);
+        record_refusal(
+            ctx,
+            &snapshot,
+            spec,
+            Refused::stage(peer, accepted, StageRefusal::OverConnectionLimit),
+        );
         return;
     };
     let (mut client, mut client_from_header, mut early) = (peer, false, Vec::new());
+    let mut proxy_header = false;
     if spec.expects_proxy_header(peer.ip()) {
         let read = tokio::time::timeout(spec.proxy_header_timeout, read_proxy_header(&stream, &mut early));
         let refusal = match read.await {
             Ok(Ok(Some(addresses))) => {
                 client = addresses.source;
                 client_from_header = true;
+                proxy_header = true;
                 None
             }
-            Ok(Ok(None)) => None,
+            Ok(Ok(None)) => {
+                proxy_header = true;
+                None
+            }
             Ok(Err(())) => Some(StageRefusal::ProxyHeaderInvalid),
             Err(_) => Some(StageRefusal::ProxyHeaderTimeout),
         };
         if let Some(refusal) = refusal {
             bump(&ctx.counters.proxy_header_errors, 1);
             cells.refused(RefusedReason::ProxyHeader).add(1);
-            record_refusal(ctx, &snapshot, spec, peer, accepted, refusal);
+            record_refusal(ctx, &snapshot, spec, Refused::stage(peer, accepted, refusal));
             return;
         }
+    }
+    if spec.tcp_routing().is_some() {
+        let arrival = Arrival {
+            tcp: stream,
+            early,
+            client,
+            client_from_header,
+            proxy_header,
+            slot,
+            accepted,
+        };
+        // Boxed like the relay below.
+        return Box::pin(crate::l4::routed::serve(ctx, Arc::clone(&snapshot.0), index, arrival)).await;
     }
     let stream = match &spec.tls {
         None => Stream::Tcp(stream),
@@ -100,11 +125,21 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         client_from_header,
         early,
         slot,
+        handed_to: None,
     };
     match &spec.protocol {
         // Boxed: the relay's state would otherwise enlarge every HTTP connection's task too.
         ListenerProtocol::Tcp { .. } => {
-            Box::pin(crate::l4::serve(ctx, Arc::clone(&snapshot.0), index, conn, accepted)).await
+            let choice = crate::l4::Choice::listener_default(spec);
+            Box::pin(crate::l4::serve(
+                ctx,
+                Arc::clone(&snapshot.0),
+                index,
+                conn,
+                accepted,
+                choice,
+            ))
+            .await
         }
         ListenerProtocol::Http(_) => {
             drop(snapshot);
@@ -116,7 +151,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
 /// The TLS handshake of a connection of `listener`: the TLS stream, or `None` when it failed (the
 /// failure is counted, logged at debug level and recorded; a plain HTTP request gets its 400).
 #[allow(clippy::too_many_arguments)]
-async fn handshake(
+pub(crate) async fn handshake(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
     listener: &Listener,
@@ -167,14 +202,8 @@ fn fail(
         "listener {}: TLS handshake from {peer} failed: {failure}",
         listener.name
     );
-    record_refusal(
-        ctx,
-        snapshot,
-        listener,
-        peer,
-        accepted,
-        StageRefusal::Tls(failure.as_str()),
-    );
+    let refused = Refused::stage(peer, accepted, StageRefusal::Tls(failure.as_str()));
+    record_refusal(ctx, snapshot, listener, refused);
 }
 
 /// Serves a connection the parking lot woke up (its client sent something or closed).
@@ -216,16 +245,36 @@ async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Opti
     }
 }
 
-/// The session record of a connection refused in the stage.
-fn record_refusal(
-    ctx: &WorkerContext,
-    snapshot: &Snapshot,
-    listener: &Listener,
-    client: SocketAddr,
-    (accepted, accepted_wall): (Instant, SystemTime),
-    refusal: StageRefusal,
-) {
+/// A connection that closes without a relay or an HTTP session: what its session record says.
+pub(crate) struct Refused<'a> {
+    pub client: SocketAddr,
+    pub accepted: (Instant, SystemTime),
+    /// Why (`connection_limit`, `rejected`, ...).
+    pub close: &'static str,
+    /// On a TCP listener with routes: what peeking found.
+    pub routed: Option<RoutedView<'a>>,
+}
+
+impl Refused<'_> {
+    fn stage(client: SocketAddr, accepted: (Instant, SystemTime), refusal: StageRefusal) -> Self {
+        Refused {
+            client,
+            accepted,
+            close: refusal.as_str(),
+            routed: None,
+        }
+    }
+}
+
+/// The session record of a connection refused in the stage, or closed by a TCP listener's routes.
+pub(crate) fn record_refusal(ctx: &WorkerContext, snapshot: &Snapshot, listener: &Listener, refused: Refused<'_>) {
     let Some(path) = &snapshot.session_log else { return };
+    let Refused {
+        client,
+        accepted: (accepted, accepted_wall),
+        close,
+        routed,
+    } = refused;
     let upstream = listener.tcp_upstream().map(|u| snapshot.upstreams[u].name.as_str());
     let record = SessionRecord {
         client,
@@ -239,8 +288,9 @@ fn record_refusal(
         first_byte_down: None,
         bytes_up: 0,
         bytes_down: 0,
-        close: refusal.as_str(),
+        close,
         tls: None,
+        routed,
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

@@ -36,6 +36,8 @@ pub enum RelayEnd {
     IdleTimeout,
     /// A read or write failed on this side (reset, broken pipe, ...).
     Error(Side, io::ErrorKind),
+    /// A payload filter of the route closed the connection.
+    Filtered,
 }
 
 impl RelayEnd {
@@ -46,6 +48,7 @@ impl RelayEnd {
             RelayEnd::IdleTimeout => "idle_timeout",
             RelayEnd::Error(Side::Client, _) => "client_error",
             RelayEnd::Error(Side::Upstream, _) => "upstream_error",
+            RelayEnd::Filtered => "filter_closed",
         }
     }
 }
@@ -66,16 +69,16 @@ pub struct RelayOutcome {
 
 /// One direction's progress, visible to the caller even when the direction is cancelled.
 #[derive(Default)]
-struct Flow {
+pub(crate) struct Flow {
     bytes: Cell<u64>,
     first: Cell<Option<Instant>>,
     /// The source's end of stream was read.
-    ended: Cell<bool>,
+    pub(crate) ended: Cell<bool>,
 }
 
 impl Flow {
     #[inline]
-    fn moved(&self, n: usize, activity: &Cell<u64>) {
+    pub(crate) fn moved(&self, n: usize, activity: &Cell<u64>) {
         if self.bytes.get() == 0 {
             self.first.set(Some(Instant::now()));
         }
@@ -118,8 +121,11 @@ pub async fn relay(
 /// had yet to receive from it would only have produced an answer nobody reads. An upstream that
 /// already sent its FIN is closed normally: its close is then passive and leaves no TIME_WAIT
 /// here. HAProxy does the same with its server connections ("linger risk").
-fn reset_upstream_on_close(outcome: &RelayOutcome) -> bool {
-    let gave_up = matches!(outcome.end, RelayEnd::Error(Side::Client, _) | RelayEnd::IdleTimeout);
+pub(crate) fn reset_upstream_on_close(outcome: &RelayOutcome) -> bool {
+    let gave_up = matches!(
+        outcome.end,
+        RelayEnd::Error(Side::Client, _) | RelayEnd::IdleTimeout | RelayEnd::Filtered
+    );
     gave_up && !outcome.upstream_ended
 }
 
@@ -217,7 +223,7 @@ async fn relay_tcp(
 
 /// Runs both directions until they end, one fails, or nothing moves for `idle_timeout`; then
 /// what they moved.
-async fn until_done(
+pub(crate) async fn until_done(
     directions: impl std::future::Future<Output = Result<((), ()), SideError>>,
     activity: &Cell<u64>,
     idle_timeout: Duration,
@@ -262,7 +268,7 @@ async fn idle_watch(activity: &Cell<u64>, idle: Duration) {
     }
 }
 
-type SideError = (Side, io::ErrorKind);
+pub(crate) type SideError = (Side, io::ErrorKind);
 
 /// Copies `from` to `to` until end of stream, then half-closes `to`.
 ///

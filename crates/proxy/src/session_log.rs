@@ -150,6 +150,50 @@ pub struct SessionRecord<'a> {
     pub close: &'a str,
     /// What the client connection's TLS handshake negotiated, on a TLS listener.
     pub tls: Option<crate::tls::TlsInfo<'a>>,
+    /// What peeking found and which route took the connection, on a listener with routes.
+    pub routed: Option<RoutedView<'a>>,
+}
+
+/// The routing facts of a connection of a TCP listener with routes.
+pub struct RoutedView<'a> {
+    /// The protocol detected (`tls`, `http`, ..., `unknown`), or `None` when nothing decided it
+    /// in time.
+    pub protocol: Option<&'a str>,
+    pub sni: Option<&'a str>,
+    /// The ALPN protocols the ClientHello offered.
+    pub alpn: &'a [Vec<u8>],
+    /// The HTTP Host of the first request, when a route asked for it.
+    pub http_host: Option<&'a str>,
+    /// The route's name; `None`: the listener's default.
+    pub route: Option<&'a str>,
+    /// From accept to the decision.
+    pub peek: Duration,
+}
+
+impl RoutedView<'_> {
+    /// Appends `,"protocol":…,"sni":…,"alpn":[…],"http_host":…,"route":…,"peek_ms":…`.
+    fn write(&self, out: &mut Vec<u8>) {
+        let text_or_null = |out: &mut Vec<u8>, v: Option<&str>| match v {
+            Some(v) => write_json_str(out, v),
+            None => out.extend_from_slice(b"null"),
+        };
+        out.extend_from_slice(b",\"protocol\":");
+        text_or_null(out, self.protocol);
+        out.extend_from_slice(b",\"sni\":");
+        text_or_null(out, self.sni);
+        out.extend_from_slice(b",\"alpn\":[");
+        for (i, name) in self.alpn.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            write_json_str(out, &String::from_utf8_lossy(name));
+        }
+        out.extend_from_slice(b"],\"http_host\":");
+        text_or_null(out, self.http_host);
+        out.extend_from_slice(b",\"route\":");
+        text_or_null(out, self.route);
+        let _ = write!(out, ",\"peek_ms\":{:.3}", self.peek.as_secs_f64() * 1000.0);
+    }
 }
 
 impl SessionRecord<'_> {
@@ -193,6 +237,9 @@ impl SessionRecord<'_> {
             self.bytes_up, self.bytes_down, self.close
         );
         write_tls_json(out, self.tls.as_ref());
+        if let Some(routed) = &self.routed {
+            routed.write(out);
+        }
         out.extend_from_slice(b"}\n");
     }
 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-use rampart_model::Snapshot;
+use rampart_model::{ListenerKey, Snapshot};
 
 use crate::counters::{bump, drop_by, WorkerCounters};
 use crate::stream::Stream;
@@ -23,7 +23,7 @@ pub struct BoundListener {
 impl BoundListener {
     /// The listener of `snapshot` bound to `bind`, for the worker whose counters are `counters`.
     pub fn new(counters: &Arc<WorkerCounters>, snapshot: &Snapshot, bind: SocketAddr) -> Option<Rc<BoundListener>> {
-        let listener = snapshot.listeners.iter().find(|l| l.bind == bind)?;
+        let listener = snapshot.listeners.iter().find(|l| l.bind == Some(bind))?;
         Some(Rc::new(BoundListener {
             bind,
             open: listener.open_connections.clone(),
@@ -33,7 +33,7 @@ impl BoundListener {
 
     /// This listener's index in `snapshot`, if the snapshot still has it.
     pub fn index_in(&self, snapshot: &Snapshot) -> Option<usize> {
-        snapshot.listeners.iter().position(|l| l.bind == self.bind)
+        snapshot.listeners.iter().position(|l| l.bind == Some(self.bind))
     }
 }
 
@@ -72,7 +72,21 @@ pub struct Conn {
     pub client: SocketAddr,
     /// Whether `client` came from a PROXY header (and so cannot be asked of the socket again).
     pub client_from_header: bool,
-    /// Bytes that arrived behind a PROXY header: the start of the protocol's stream.
+    /// Bytes already read from the client (behind a PROXY header, or peeked to choose a route):
+    /// the start of the protocol's stream.
     pub early: Vec<u8>,
     pub slot: ConnSlot,
+    /// The listener a TCP route handed the connection to, which serves it instead of the one
+    /// that accepted it (whose limit it still counts in).
+    pub handed_to: Option<ListenerKey>,
+}
+
+impl Conn {
+    /// The listener that serves this connection.
+    pub fn listener_key(&self) -> ListenerKey {
+        match &self.handed_to {
+            Some(key) => key.clone(),
+            None => ListenerKey::Bound(self.slot.listener().bind),
+        }
+    }
 }

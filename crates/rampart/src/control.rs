@@ -382,7 +382,11 @@ fn raise_open_files_limit() {
 
 /// Each listener's name and address, to name the listener a bind error is about.
 fn listener_names(snapshot: &rampart_model::Snapshot) -> Vec<(String, SocketAddr)> {
-    snapshot.listeners.iter().map(|l| (l.name.clone(), l.bind)).collect()
+    snapshot
+        .listeners
+        .iter()
+        .filter_map(|l| Some((l.name.clone(), l.bind?)))
+        .collect()
 }
 
 /// A listener that could not be bound. It reads as the engine's error, so the command line's

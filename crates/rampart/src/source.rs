@@ -143,22 +143,31 @@ pub fn summary(snapshot: &Snapshot) -> String {
     let listeners: Vec<String> = snapshot
         .listeners
         .iter()
-        .map(|l| match &l.protocol {
-            ListenerProtocol::Tcp { upstream } => {
-                let u = &snapshot.upstreams[*upstream];
+        .map(|l| {
+            let bind = l.bind.map_or("hand-over only".to_string(), |b| b.to_string());
+            (l, bind)
+        })
+        .map(|(l, bind)| match &l.protocol {
+            ListenerProtocol::Tcp { upstream, routing } => {
+                let routes = routing
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(", {} routes", r.routes.len()));
+                let default = match upstream {
+                    Some(u) => {
+                        let u = &snapshot.upstreams[*u];
+                        format!("{} ({} targets)", u.name, u.targets.len())
+                    }
+                    None => "close".to_string(),
+                };
                 format!(
-                    "{} on {} (tcp{}) -> {} ({} targets)",
+                    "{} on {bind} (tcp{}{routes}) -> {default}",
                     l.name,
-                    l.bind,
                     if l.tls.is_some() { ", tls" } else { "" },
-                    u.name,
-                    u.targets.len()
                 )
             }
             ListenerProtocol::Http(h) => format!(
-                "{} on {} (http{}, {} routes)",
+                "{} on {bind} (http{}, {} routes)",
                 l.name,
-                l.bind,
                 if l.tls.is_some() { ", tls" } else { "" },
                 h.routes.len()
             ),

@@ -74,7 +74,7 @@ impl Engine {
         mut inherited: InheritedSockets,
     ) -> Result<Engine, EngineError> {
         let workers = options.workers.max(1);
-        let binds: Vec<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
+        let binds: Vec<SocketAddr> = snapshot.listeners.iter().filter_map(|l| l.bind).collect();
         let sockets = bind_all(&binds, workers, &HashSet::new(), &mut inherited)?;
         let handover = handover_copies(&sockets)?;
         let mut per_worker = deal(sockets, workers);
@@ -136,7 +136,7 @@ impl Engine {
     /// cannot be bound, nothing changes. Listeners no longer in the config stop accepting;
     /// their open connections go on.
     pub fn apply(&mut self, snapshot: Snapshot) -> Result<(), EngineError> {
-        let wanted: HashSet<SocketAddr> = snapshot.listeners.iter().map(|l| l.bind).collect();
+        let wanted: HashSet<SocketAddr> = snapshot.listeners.iter().filter_map(|l| l.bind).collect();
         let added: Vec<SocketAddr> = wanted.difference(&self.listening).copied().collect();
         let removed: Vec<SocketAddr> = self.listening.difference(&wanted).copied().collect();
         let sockets = bind_all(

@@ -28,7 +28,7 @@ impl Checker<'_> {
         if is_http(l) != Some(false) {
             return;
         }
-        let keys: [(&str, Option<Range<usize>>); 11] = [
+        let keys: [(&str, Option<Range<usize>>); 10] = [
             ("forwarded_headers", l.forwarded_headers.as_ref().map(Spanned::span)),
             (
                 "client_header_timeout",
@@ -36,7 +36,6 @@ impl Checker<'_> {
             ),
             ("keepalive_timeout", l.keepalive_timeout.as_ref().map(Spanned::span)),
             ("access_log", l.access_log.as_ref().map(Spanned::span)),
-            ("routes", l.routes.first().map(Spanned::span)),
             ("http2", l.http2.as_ref().map(Spanned::span)),
             (
                 "http2_max_concurrent_streams",
@@ -122,8 +121,9 @@ impl Checker<'_> {
         let mut binds: Vec<(&str, Range<usize>, SocketAddr)> = listeners
             .iter()
             .filter_map(|(name, l)| {
-                let addr = parse_bind(l.bind.get_ref()).ok()?;
-                Some((name.get_ref().as_str(), l.bind.span(), addr))
+                let bind = l.bind.as_ref()?;
+                let addr = parse_bind(bind.get_ref()).ok()?;
+                Some((name.get_ref().as_str(), bind.span(), addr))
             })
             .collect();
         binds.sort_by_key(|(_, span, _)| span.start);

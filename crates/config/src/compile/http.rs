@@ -79,7 +79,7 @@ impl Checker<'_> {
         }
         if routes.is_empty() && l.routes.is_empty() && l.upstream.is_none() {
             self.error(
-                l.bind.span(),
+                l.bind.as_ref().map_or(0..0, Spanned::span),
                 format!("HTTP listener `{name}` has no routes and no upstream"),
             );
         }
@@ -150,6 +150,7 @@ impl Checker<'_> {
         let span = r.span();
         let r = r.get_ref();
         let name = r.name.clone().unwrap_or_else(|| format!("{listener}#{}", index + 1));
+        self.tcp_route_keys(listener, &name, r);
         let actions = [r.upstream.is_some(), r.respond.is_some(), r.redirect.is_some()]
             .iter()
             .filter(|a| **a)
@@ -176,6 +177,7 @@ impl Checker<'_> {
                 }
             }
         } else if let Some(resp) = &r.respond {
+            let resp = resp.get_ref();
             let status = self.status(resp.status.as_ref(), 200, 100..=599)?;
             RouteAction::Respond {
                 status,
@@ -183,7 +185,7 @@ impl Checker<'_> {
                 body: resp.body.clone().into_bytes(),
             }
         } else {
-            let redirect = r.redirect.as_ref()?;
+            let redirect = r.redirect.as_ref()?.get_ref();
             let to = match (&redirect.to, &redirect.scheme) {
                 (Some(location), None) => RedirectTo::Location {
                     location: location.clone(),
@@ -249,13 +251,7 @@ impl Checker<'_> {
     }
 
     fn matcher(&mut self, m: &RawMatch) -> Option<RouteMatcher> {
-        let host = m.host.as_ref().map(|h| {
-            let v = h.get_ref().to_ascii_lowercase();
-            match v.strip_prefix('*') {
-                Some(suffix) if suffix.starts_with('.') => HostMatch::Suffix(suffix.to_string()),
-                _ => HostMatch::Exact(v),
-            }
-        });
+        let host = m.host.as_ref().map(|h| host_match(h.get_ref()));
         let paths: Vec<&Spanned<String>> = [&m.path, &m.path_prefix, &m.path_glob, &m.path_regex]
             .into_iter()
             .flatten()
@@ -330,7 +326,7 @@ impl Checker<'_> {
         }
     }
 
-    fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
+    pub(super) fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
         match Regex::new(r.get_ref()) {
             Ok(re) => Some(re),
             Err(e) => {
@@ -363,6 +359,15 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+}
+
+/// An exact host, or `*.example.com` (any subdomain of example.com, at any depth).
+pub(super) fn host_match(host: &str) -> HostMatch {
+    let v = host.to_ascii_lowercase();
+    match v.strip_prefix('*') {
+        Some(suffix) if suffix.starts_with('.') => HostMatch::Suffix(suffix.to_string()),
+        _ => HostMatch::Exact(v),
     }
 }
 

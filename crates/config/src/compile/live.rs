@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use rampart_model::health::TargetHealth;
-use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, UpstreamCells};
+use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, TcpRouteCells, UpstreamCells};
 use rampart_model::Snapshot;
 
 use super::tls;
@@ -31,6 +31,8 @@ struct MetricCells {
     listeners: HashMap<String, Arc<PerWorker<ListenerCells>>>,
     /// By listener and route name; the route name `""` holds requests that matched no route.
     routes: HashMap<(String, String), Arc<PerWorker<RouteCells>>>,
+    /// By TCP listener and route name; the route name `""` holds the default's connections.
+    tcp_routes: HashMap<(String, String), Arc<PerWorker<TcpRouteCells>>>,
     upstreams: HashMap<String, Arc<PerWorker<UpstreamCells>>>,
     targets: HashMap<(String, String), Arc<PerWorker<TargetCells>>>,
 }
@@ -69,6 +71,13 @@ impl LiveState {
         let key = (listener.to_string(), route.to_string());
         let workers = self.workers();
         kept(&mut self.metrics.routes, key, workers)
+    }
+
+    /// The cells of TCP route `route` of `listener` (`""`: the listener's default).
+    pub(super) fn tcp_route_metrics(&mut self, listener: &str, route: &str) -> Arc<PerWorker<TcpRouteCells>> {
+        let key = (listener.to_string(), route.to_string());
+        let workers = self.workers();
+        kept(&mut self.metrics.tcp_routes, key, workers)
     }
 
     pub(super) fn upstream_metrics(&mut self, upstream: &str) -> Arc<PerWorker<UpstreamCells>> {
@@ -120,9 +129,13 @@ impl LiveState {
                 .any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
         });
         self.open
-            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind));
-        self.tls
-            .retain(|bind, _| snapshot.listeners.iter().any(|l| &l.bind == bind && l.tls.is_some()));
+            .retain(|bind, _| snapshot.listeners.iter().any(|l| l.bind == Some(*bind)));
+        self.tls.retain(|bind, _| {
+            snapshot
+                .listeners
+                .iter()
+                .any(|l| l.bind == Some(*bind) && l.tls.is_some())
+        });
         let listener = |name: &str| snapshot.listeners.iter().find(|l| l.name == name);
         let upstream = |name: &str| snapshot.upstreams.iter().find(|u| u.name == name);
         let m = &mut self.metrics;
@@ -131,6 +144,11 @@ impl LiveState {
             listener(l)
                 .and_then(|l| l.http())
                 .is_some_and(|h| r.is_empty() || h.routes.iter().any(|route| &route.name == r))
+        });
+        m.tcp_routes.retain(|(l, r), _| {
+            listener(l)
+                .and_then(|l| l.tcp_routing())
+                .is_some_and(|t| r.is_empty() || t.routes.iter().any(|route| &route.name == r))
         });
         m.upstreams.retain(|name, _| upstream(name).is_some());
         m.targets

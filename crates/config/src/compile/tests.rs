@@ -26,7 +26,7 @@ fn minimal_config_compiles_with_defaults() {
     assert_eq!(s.listeners.len(), 1);
     let l = &s.listeners[0];
     assert_eq!(
-        (l.name.as_str(), l.bind.port(), l.tcp_upstream()),
+        (l.name.as_str(), l.bind.unwrap().port(), l.tcp_upstream()),
         ("web", 7777, Some(0))
     );
     assert_eq!(l.max_connections, defaults::MAX_CONNECTIONS);

@@ -21,6 +21,7 @@ use tokio::net::TcpStream;
 use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
 use crate::tls::TlsSession;
+use rampart_model::ListenerKey;
 
 /// One parked client connection: 24 bytes for a plain one. Its peer address is asked of the
 /// kernel again when it wakes rather than stored, unless a PROXY header gave the client's
@@ -40,14 +41,16 @@ struct ParkedExtra {
     client: Option<SocketAddr>,
     /// The rustls state of a TLS connection.
     tls: Option<Box<TlsSession>>,
+    /// The listener a TCP route handed the connection to.
+    handed_to: Option<ListenerKey>,
 }
 
 impl Parked {
     /// The connection again, for a new task.
     pub fn into_conn(self) -> Option<Conn> {
-        let (client, tls) = match self.extra {
-            Some(extra) => (extra.client, extra.tls),
-            None => (None, None),
+        let (client, tls, handed_to) = match self.extra {
+            Some(extra) => (extra.client, extra.tls, extra.handed_to),
+            None => (None, None, None),
         };
         let client_from_header = client.is_some();
         let client = match client {
@@ -60,6 +63,7 @@ impl Parked {
             client_from_header,
             early: Vec::new(),
             slot: self.slot,
+            handed_to,
         })
     }
 }
@@ -101,6 +105,7 @@ impl ParkingLot {
             client,
             client_from_header,
             slot,
+            handed_to,
             ..
         } = conn;
         if !stream.is_quiet() {
@@ -109,7 +114,8 @@ impl ParkingLot {
         }
         let (tcp, tls) = stream.into_parts();
         let client = client_from_header.then_some(client);
-        let extra = (client.is_some() || tls.is_some()).then(|| Box::new(ParkedExtra { client, tls }));
+        let extra = (client.is_some() || tls.is_some() || handed_to.is_some())
+            .then(|| Box::new(ParkedExtra { client, tls, handed_to }));
         Some(Parked {
             stream: tcp.into_std().ok()?,
             expires: u32::try_from(at.as_secs().saturating_add(1)).unwrap_or(u32::MAX),

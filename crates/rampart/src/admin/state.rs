@@ -186,7 +186,7 @@ fn listeners(snapshot: &Snapshot) -> Vec<ListenerStatus> {
         .iter()
         .map(|l| ListenerStatus {
             name: l.name.clone(),
-            bind: l.bind.to_string(),
+            bind: l.bind.map_or(String::new(), |b| b.to_string()),
             protocol: if l.http().is_some() { "http" } else { "tcp" },
             tls: l.tls.is_some(),
         })

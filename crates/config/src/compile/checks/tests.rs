@@ -24,10 +24,6 @@ fn http_keys_on_tcp_listeners_are_errors() {
             "test.toml:4:14: `access_log`",
         ),
         (
-            "[[listeners.l4.routes]]\nupstream = \"app\"\n",
-            "test.toml:4:1: `routes`",
-        ),
-        (
             "protocol = \"tcp\"\nkeepalive_timeout = \"5s\"\n",
             "test.toml:5:21: `keepalive_timeout`",
         ),

@@ -17,6 +17,7 @@
 //!
 //! [`Downstream`]: crate::http::downstream::Downstream
 
+use rampart_model::ListenerKey;
 use std::cell::Cell;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -40,7 +41,7 @@ pub(crate) use downstream::write_data;
 
 /// What the streams of one connection share.
 pub(crate) struct ConnInfo {
-    pub bind: SocketAddr,
+    pub listener_key: ListenerKey,
     pub client: SocketAddr,
     pub client_ip: String,
     pub scheme: &'static str,
@@ -85,7 +86,8 @@ const TICK: Duration = Duration::from_millis(250);
 /// prior knowledge). Ends when the connection closes, after GOAWAY on drain or idle time.
 pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     let snapshot = ctx.snapshot();
-    let Some(index) = conn.slot.listener().index_in(&snapshot) else {
+    let listener_key = conn.listener_key();
+    let Some(index) = snapshot.listener_index(&listener_key) else {
         return;
     };
     let Some(http) = snapshot.listeners[index].http() else {
@@ -105,7 +107,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         ..
     } = conn;
     let info = ConnInfo {
-        bind: slot.listener().bind,
+        listener_key,
         client,
         client_ip: client.ip().to_string(),
         scheme: stream.scheme(),
@@ -192,7 +194,10 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
 fn count_received(ctx: &WorkerContext, info: &ConnInfo, received: &Cell<u64>) {
     let bytes = received.replace(0);
     let snapshot = ctx.snapshot();
-    if let Some(listener) = snapshot.listeners.iter().find(|l| l.bind == info.bind) {
+    if let Some(listener) = snapshot
+        .listener_index(&info.listener_key)
+        .map(|i| &snapshot.listeners[i])
+    {
         listener.metrics.worker(ctx.id).bytes_in.add(bytes);
     }
 }

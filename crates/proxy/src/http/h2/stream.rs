@@ -77,7 +77,7 @@ pub(super) async fn serve(
     respond: SendResponse<Bytes>,
 ) {
     let snapshot = ctx.snapshot();
-    let Some(listener) = snapshot.listeners.iter().position(|l| l.bind == info.bind) else {
+    let Some(listener) = snapshot.listener_index(&info.listener_key) else {
         // The listener is gone: the client may try again elsewhere.
         let mut respond = respond;
         respond.send_reset(Reason::REFUSED_STREAM);
@@ -105,7 +105,7 @@ pub(super) async fn serve(
         stream,
         info.client,
         info.client_ip.clone(),
-        info.bind,
+        info.listener_key.clone(),
         snapshot,
         listener,
     );

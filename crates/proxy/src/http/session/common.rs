@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use rampart_model::metrics::code_class;
 use rampart_model::HttpListener;
+use rampart_model::ListenerKey;
 use rampart_proto::h1::RequestHead;
 
 use super::{http_settings, Connection};
@@ -28,7 +29,7 @@ impl<'a, T: Transport> Connection<'a, T> {
         stream: T,
         client: SocketAddr,
         client_ip: String,
-        bind: SocketAddr,
+        listener_key: ListenerKey,
         snapshot: Rc<SharedSnapshot>,
         listener: usize,
     ) -> Self {
@@ -38,7 +39,7 @@ impl<'a, T: Transport> Connection<'a, T> {
             client,
             client_from_header: false,
             slot: None,
-            bind,
+            listener_key,
             client_ip,
             snapshot,
             listener,
@@ -63,7 +64,7 @@ impl<'a, T: Transport> Connection<'a, T> {
         if Rc::ptr_eq(&current, &self.snapshot) {
             return true;
         }
-        match current.listeners.iter().position(|l| l.bind == self.bind) {
+        match current.listener_index(&self.listener_key) {
             Some(i) if current.listeners[i].http().is_some() => {
                 self.snapshot = current;
                 self.listener = i;

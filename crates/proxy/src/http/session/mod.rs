@@ -10,6 +10,7 @@ use std::rc::Rc;
 use std::task::Poll;
 use std::time::Duration;
 
+use rampart_model::ListenerKey;
 use rampart_model::{HttpListener, Snapshot};
 use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
 use rampart_proto::h2map::{preface, Preface};
@@ -77,8 +78,8 @@ pub(crate) struct Connection<'a, T = Stream> {
     /// The connection's place in its listener's limit (HTTP/1; an HTTP/2 connection keeps it
     /// where its streams are driven).
     slot: Option<ConnSlot>,
-    /// The listener's address, which finds it in a newer snapshot.
-    bind: SocketAddr,
+    /// What finds the connection's listener in a newer snapshot.
+    listener_key: ListenerKey,
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
     /// The snapshot the current (or last) request is routed with, and this connection's listener
@@ -119,7 +120,8 @@ impl<'a> Connection<'a, Stream> {
     /// The connection's state, or `None` when its listener is no longer an HTTP listener.
     fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
         let snapshot = ctx.snapshot();
-        let listener = conn.slot.listener().index_in(&snapshot)?;
+        let listener_key = conn.listener_key();
+        let listener = snapshot.listener_index(&listener_key)?;
         snapshot.listeners[listener].http()?;
         let mut inbuf = IoBuf::default();
         inbuf.extend_from(&ctx.http, &conn.early);
@@ -128,7 +130,7 @@ impl<'a> Connection<'a, Stream> {
             stream: conn.stream,
             client: conn.client,
             client_from_header: conn.client_from_header,
-            bind: conn.slot.listener().bind,
+            listener_key,
             slot: Some(conn.slot),
             client_ip: conn.client.ip().to_string(),
             snapshot,
@@ -149,6 +151,10 @@ impl<'a> Connection<'a, Stream> {
             client: self.client,
             client_from_header: self.client_from_header,
             early,
+            handed_to: self.slot.as_ref().and_then(|slot| {
+                let accepted = ListenerKey::Bound(slot.listener().bind);
+                (accepted != self.listener_key).then(|| self.listener_key.clone())
+            }),
             slot: self.slot?,
         })
     }

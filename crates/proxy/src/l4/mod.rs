@@ -1,6 +1,11 @@
 //! One L4 client connection past the connection stage: target choice with bounded retries on
 //! failed connects, optional PROXY header to the target, the relay, counters and the session
-//! record.
+//! record. A listener with routes first peeks at the connection's first bytes to choose its
+//! route ([`routed`]); a route with payload filters relays through them ([`filter`]).
+
+pub mod filter;
+mod filtered;
+pub mod routed;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,6 +26,8 @@ enum Refusal {
     NoHealthyTarget,
     ConnectFailed,
     UpstreamTls,
+    /// A listener with routes and no default: no route took the connection.
+    NoRoute,
 }
 
 impl Refusal {
@@ -29,6 +36,29 @@ impl Refusal {
             Refusal::NoHealthyTarget => "no_healthy_target",
             Refusal::ConnectFailed => "connect_failed",
             Refusal::UpstreamTls => "upstream_tls",
+            Refusal::NoRoute => "no_route",
+        }
+    }
+}
+
+/// Where a connection goes, as its listener's routes decided (or the listener's upstream when it
+/// has none).
+pub struct Choice {
+    /// The upstream to relay to (`None`: close).
+    pub upstream: Option<usize>,
+    /// The route that took the connection (an index into the listener's routes), if one did.
+    pub route: Option<usize>,
+    /// What peeking found, on a listener with routes.
+    pub peek: Option<routed::PeekFacts>,
+}
+
+impl Choice {
+    /// A listener without routes: its upstream.
+    pub fn listener_default(listener: &Listener) -> Choice {
+        Choice {
+            upstream: listener.tcp_upstream(),
+            route: None,
+            peek: None,
         }
     }
 }
@@ -40,6 +70,7 @@ struct Session<'a> {
     client: SocketAddr,
     accepted_wall: SystemTime,
     accepted: Instant,
+    choice: Choice,
     target: Option<usize>,
     connected: Option<Instant>,
     tls: Option<OwnedTlsInfo>,
@@ -53,6 +84,7 @@ pub async fn serve(
     listener: usize,
     conn: Conn,
     (accepted, accepted_wall): (Instant, SystemTime),
+    choice: Choice,
 ) {
     let listener = &snapshot.listeners[listener];
     let mut session = Session {
@@ -61,6 +93,7 @@ pub async fn serve(
         client: conn.client,
         accepted_wall,
         accepted,
+        choice,
         target: None,
         connected: None,
         tls: conn.stream.tls_info().map(|t| t.to_owned_info()),
@@ -74,6 +107,15 @@ pub async fn serve(
         cells.bytes_out.add(outcome.bytes_down);
     }
     cells.session_duration.observe(accepted.elapsed());
+    if let Ok(RelayOutcome {
+        end: crate::relay::RelayEnd::Filtered,
+        ..
+    }) = &result
+    {
+        if let Some((routing, r)) = listener.tcp_routing().zip(session.choice.route) {
+            routing.routes[r].metrics.worker(ctx.id).filter_closes.add(1);
+        }
+    }
     record(ctx, &session, result);
 }
 
@@ -86,8 +128,8 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
         slot: _slot,
         ..
     } = conn;
-    let Some(up_index) = listener.tcp_upstream() else {
-        return Err(Refusal::NoHealthyTarget);
+    let Some(up_index) = session.choice.upstream else {
+        return Err(Refusal::NoRoute);
     };
     let upstream_spec = &snapshot.upstreams[up_index];
     let mut tried = Tried::default();
@@ -130,14 +172,38 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     ctx.track_open(snapshot, up_index, target, true);
     let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
     target_cells.active.up();
-    let outcome = relay(
-        ctx,
-        &mut client,
-        &mut upstream,
-        listener.idle_timeout,
-        listener.buffer_size,
-    )
-    .await;
+    let filters = session
+        .choice
+        .route
+        .and_then(|r| listener.tcp_routing().map(|routing| &routing.routes[r].filters))
+        .filter(|f| !f.is_empty());
+    let outcome = match filters {
+        None => {
+            relay(
+                ctx,
+                &mut client,
+                &mut upstream,
+                listener.idle_timeout,
+                listener.buffer_size,
+            )
+            .await
+        }
+        Some(filters) => {
+            let chains = (
+                filter::FilterChain::new(filters, filter::Direction::Up),
+                filter::FilterChain::new(filters, filter::Direction::Down),
+            );
+            let settings = (listener.idle_timeout, listener.buffer_size);
+            Box::pin(filtered::relay_filtered(
+                ctx,
+                &mut client,
+                &mut upstream,
+                settings,
+                chains,
+            ))
+            .await
+        }
+    };
     target_cells.active.down();
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
@@ -146,7 +212,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
 /// Appends the session record for a finished connection.
 fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Refusal>) {
     let Some(path) = &s.snapshot.session_log else { return };
-    let upstream = s.listener.tcp_upstream().map(|u| &s.snapshot.upstreams[u]);
+    let upstream = s.choice.upstream.map(|u| &s.snapshot.upstreams[u]);
     let (first_byte_up, first_byte_down, bytes_up, bytes_down, close) = match &result {
         Ok(o) => (
             o.first_byte_up,
@@ -171,6 +237,10 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
         bytes_down,
         close,
         tls: s.tls.as_ref().map(OwnedTlsInfo::view),
+        routed: s.choice.peek.as_ref().map(|peek| {
+            let route = s.choice.route.zip(s.listener.tcp_routing());
+            peek.view(route.map(|(r, routing)| routing.routes[r].name.as_str()))
+        }),
     };
     ctx.push_log_line(path, |out| record.write(out));
 }

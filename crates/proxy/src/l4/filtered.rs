@@ -1,0 +1,124 @@
+//! The relay of a route with payload filters: both directions through user space (never splice),
+//! each read shown to its direction's [`FilterChain`] before it is written on.
+
+use std::cell::Cell;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use super::filter::{FilterChain, FilterVerdict, MAX_HELD};
+use crate::relay::{reset_upstream_on_close, until_done, Flow, RelayEnd, RelayOutcome, Side, SideError};
+use crate::stream::Stream;
+use crate::worker::WorkerContext;
+
+/// Relays between `client` and `upstream` through `filters` (up, down) until both directions
+/// end, one side fails, a filter closes the connection, or nothing moves for `idle_timeout`.
+pub async fn relay_filtered(
+    ctx: &WorkerContext,
+    client: &mut Stream,
+    upstream: &mut Stream,
+    (idle_timeout, buffer_size): (Duration, usize),
+    (mut up_filters, mut down_filters): (FilterChain, FilterChain),
+) -> RelayOutcome {
+    let activity = Cell::new(0u64);
+    let closed_by_filter = Cell::new(false);
+    let (up, down) = (Flow::default(), Flow::default());
+    let mut outcome = {
+        let (client_read, client_write) = tokio::io::split(&mut *client);
+        let (upstream_read, upstream_write) = tokio::io::split(&mut *upstream);
+        let up_pump = Pump {
+            ctx,
+            sides: (Side::Client, Side::Upstream),
+            flow: &up,
+            activity: &activity,
+            closed_by_filter: &closed_by_filter,
+            buffer_size,
+        };
+        let down_pump = Pump {
+            sides: (Side::Upstream, Side::Client),
+            flow: &down,
+            ..up_pump
+        };
+        let directions = async {
+            tokio::try_join!(
+                up_pump.run(client_read, upstream_write, &mut up_filters),
+                down_pump.run(upstream_read, client_write, &mut down_filters),
+            )
+        };
+        until_done(directions, &activity, idle_timeout, (&up, &down)).await
+    };
+    if closed_by_filter.get() {
+        outcome.end = RelayEnd::Filtered;
+    }
+    if reset_upstream_on_close(&outcome) {
+        let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
+    }
+    outcome
+}
+
+/// One direction's copy loop and what it reports to.
+#[derive(Clone, Copy)]
+struct Pump<'a> {
+    ctx: &'a WorkerContext,
+    /// Read from, write to.
+    sides: (Side, Side),
+    flow: &'a Flow,
+    activity: &'a Cell<u64>,
+    closed_by_filter: &'a Cell<bool>,
+    buffer_size: usize,
+}
+
+impl Pump<'_> {
+    /// Copies `from` to `to` through `filters` until end of stream, then ends `to`'s direction.
+    async fn run(
+        self,
+        mut from: impl AsyncRead + Unpin,
+        mut to: impl AsyncWrite + Unpin,
+        filters: &mut FilterChain,
+    ) -> Result<(), SideError> {
+        let (from_side, to_side) = self.sides;
+        let mut buf = self.ctx.buffer(self.buffer_size);
+        let mut held: Vec<u8> = Vec::new();
+        let write_err = |e: std::io::Error| (to_side, e.kind());
+        loop {
+            let n = match from.read(&mut buf).await {
+                Ok(0) => {
+                    self.flow.ended.set(true);
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) => return Err((from_side, e.kind())),
+            };
+            if !held.is_empty() {
+                held.extend_from_slice(&buf[..n]);
+            }
+            let data = if held.is_empty() { &buf[..n] } else { &held[..] };
+            match filters.on_data(data) {
+                FilterVerdict::Pass => to.write_all(data).await.map_err(write_err)?,
+                FilterVerdict::Replace(bytes) => to.write_all(&bytes).await.map_err(write_err)?,
+                FilterVerdict::Hold => {
+                    if held.is_empty() {
+                        held.extend_from_slice(&buf[..n]);
+                    }
+                    if held.len() > MAX_HELD {
+                        return Err(self.filter_close());
+                    }
+                    self.flow.moved(n, self.activity);
+                    continue;
+                }
+                FilterVerdict::Close => return Err(self.filter_close()),
+            }
+            held.clear();
+            to.flush().await.map_err(write_err)?;
+            self.flow.moved(n, self.activity);
+        }
+        // Bytes a filter still holds at end of stream are dropped: it never let them through.
+        let _ = to.shutdown().await;
+        Ok(())
+    }
+
+    fn filter_close(&self) -> SideError {
+        self.closed_by_filter.set(true);
+        (self.sides.0, std::io::ErrorKind::ConnectionAborted)
+    }
+}
