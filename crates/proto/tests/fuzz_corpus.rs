@@ -104,3 +104,66 @@ fn h2_request_corpus_replays_cleanly() {
         }
     }
 }
+
+#[test]
+fn detect_corpus_replays_cleanly() {
+    use rampart_proto::detect::{detect, Detected, Detection, Protocol, Wants};
+    for data in corpus("detect", 12) {
+        for http_head in [false, true] {
+            let wants = Wants { http_head };
+            let mut decided: Option<(usize, Detection)> = None;
+            for cut in 0..=data.len() {
+                let verdict = detect(&data[..cut], wants);
+                match (&decided, &verdict) {
+                    (Some((at, first)), _) => {
+                        assert_eq!(first, &verdict, "{data:?}: decided at {at}, changed at {cut}")
+                    }
+                    (None, Detection::Done(d)) => {
+                        assert!(
+                            d.message_len <= cut,
+                            "{data:?}: message_len {} beyond {cut}",
+                            d.message_len
+                        );
+                        if d.protocol == Protocol::Unknown {
+                            assert_eq!(d, &Detected::default());
+                        }
+                        decided = Some((cut, verdict));
+                    }
+                    (None, Detection::NeedMore) => {}
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn detect_corpus_seeds_are_recognised() {
+    use rampart_proto::detect::{detect, Detection, Protocol, Wants};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/detect");
+    let wants = Wants { http_head: true };
+    for (seed, protocol, host) in [
+        ("tls13_openssl_sni_alpn", Protocol::Tls, Some("example.com")),
+        ("tls13_two_records", Protocol::Tls, Some("example.com")),
+        ("tls13_three_records_header_split", Protocol::Tls, Some("example.com")),
+        ("tls13_openssl_4_records", Protocol::Tls, Some("big.example.org")),
+        ("tls12_openssl_no_sni", Protocol::Tls, None),
+        ("tls_alert_after_first_record", Protocol::Unknown, None),
+        ("http11_get_host", Protocol::Http, Some("example.com:8080")),
+        ("http10_absolute_form", Protocol::Http, Some("proxy.example.net")),
+        ("h2_preface", Protocol::H2, None),
+        ("ssh_banner", Protocol::Ssh, None),
+        ("postgres_sslrequest", Protocol::Postgres, None),
+        ("postgres_startup_v3", Protocol::Postgres, None),
+        ("redis_ping", Protocol::Redis, None),
+        ("proxy_v1_line", Protocol::Unknown, None),
+        ("garbage", Protocol::Unknown, None),
+    ] {
+        let data = std::fs::read(dir.join(seed)).unwrap();
+        let Detection::Done(d) = detect(&data, wants) else {
+            panic!("{seed}: undecided")
+        };
+        assert_eq!(d.protocol, protocol, "{seed}");
+        let name = if protocol == Protocol::Tls { d.sni } else { d.http_host };
+        assert_eq!(name.as_deref(), host, "{seed}");
+    }
+}

@@ -6,8 +6,8 @@
 //! space, `HTTP/1.0` or `HTTP/1.1`, CRLF (a bare LF is not accepted). At most 8 KiB before the
 //! CRLF. `PRI * HTTP/2.0` fails on its version: it starts the HTTP/2 preface.
 //!
-//! With the head wanted ([`peek_head`]), the head is what ends at the first empty line, read by
-//! `httparse`. The choice made for heads that cannot be read: the request line alone already says
+//! With the head wanted ([`peek_head`]), the head is what ends at the first empty line (CRLF
+//! CRLF: a head with bare-LF line ends is only decided at the 16 KiB limit), read by `httparse`. The choice made for heads that cannot be read: the request line alone already says
 //! HTTP, so a head over 16 KiB, or one `httparse` rejects, is still a match, without a host (the
 //! data plane sees an HTTP connection without a host and answers it as HTTP, e.g. with a 400 or
 //! a 431, instead of treating it as an unknown protocol).

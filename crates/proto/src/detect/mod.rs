@@ -137,31 +137,37 @@ pub enum Verdict<T> {
 }
 
 /// Decides which protocol `buf` (a connection's first bytes, from offset 0) speaks.
+///
+/// [`Detection::NeedMore`] while some protocol could still match (an empty buffer included);
+/// `Done` with the match as soon as one detector matches, or with [`Protocol::Unknown`] (and
+/// nothing else) as soon as none can. The first byte picks the detectors: 0x16 TLS, `*` Redis,
+/// 0x00 PostgreSQL, an uppercase letter, `-` or `_` HTTP/1, HTTP/2 and SSH; any other first
+/// byte is unknown at once.
 pub fn detect(buf: &[u8], wants: Wants) -> Detection {
     let Some(&first) = buf.first() else {
         return Detection::NeedMore;
     };
     match first {
-        tls::CONTENT_TYPE_HANDSHAKE => combine([from(tls::peek(buf), |hello| Detected {
+        tls::CONTENT_TYPE_HANDSHAKE => combine([answer(tls::peek(buf), |hello| Detected {
             protocol: Protocol::Tls,
             sni: hello.sni,
             alpn: hello.alpn,
             message_len: hello.message_len,
             ..Detected::default()
         })]),
-        b'*' => combine([from(redis::peek(buf), |len| simple(Protocol::Redis, len))]),
-        0 => combine([from(postgres::peek(buf), |_| {
+        b'*' => combine([answer(redis::peek(buf), |len| simple(Protocol::Redis, len))]),
+        0 => combine([answer(postgres::peek(buf), |_| {
             simple(Protocol::Postgres, postgres::HEADER_LEN)
         })]),
         b'A'..=b'Z' | b'-' | b'_' => {
             // HTTP/1 and HTTP/2 share `P`, HTTP/1 and SSH share `S`: ask all three (the ones that
             // cannot apply say `NotThis` at the first byte). At most one ever matches.
-            let h2 = from(h2::peek(buf), |len| simple(Protocol::H2, len));
-            let ssh = from(ssh::peek(buf), |len| simple(Protocol::Ssh, len));
+            let h2 = answer(h2::peek(buf), |len| simple(Protocol::H2, len));
+            let ssh = answer(ssh::peek(buf), |len| simple(Protocol::Ssh, len));
             let http = if wants.http_head {
-                from(http1::peek_head(buf), http_detected)
+                answer(http1::peek_head(buf), http_detected)
             } else {
-                from(http1::peek(buf), http_detected)
+                answer(http1::peek(buf), http_detected)
             };
             combine([h2, ssh, http])
         }
@@ -170,7 +176,7 @@ pub fn detect(buf: &[u8], wants: Wants) -> Detection {
 }
 
 /// A per-detector answer on the way to a [`Detection`]: `None` for "not this".
-fn from<T>(verdict: Verdict<T>, f: impl FnOnce(T) -> Detected) -> Option<Detection> {
+fn answer<T>(verdict: Verdict<T>, f: impl FnOnce(T) -> Detected) -> Option<Detection> {
     match verdict {
         Verdict::NeedMore => Some(Detection::NeedMore),
         Verdict::Match(t) => Some(Detection::Done(f(t))),
@@ -181,8 +187,8 @@ fn from<T>(verdict: Verdict<T>, f: impl FnOnce(T) -> Detected) -> Option<Detecti
 /// Any match wins; else "need more" while some detector could still match; else unknown.
 fn combine<const N: usize>(answers: [Option<Detection>; N]) -> Detection {
     let mut need_more = false;
-    for answer in answers.into_iter().flatten() {
-        match answer {
+    for one in answers.into_iter().flatten() {
+        match one {
             Detection::Done(d) => return Detection::Done(d),
             Detection::NeedMore => need_more = true,
         }
