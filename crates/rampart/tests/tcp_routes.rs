@@ -25,6 +25,7 @@ struct Edge {
     _fallback: Backend,
     _app: common::http::HttpBackend,
     port: u16,
+    admin: u16,
     sessions: std::path::PathBuf,
     _proxy: Rampart,
     _dir: tempfile::TempDir,
@@ -46,9 +47,9 @@ fn edge(listener_extra: &str) -> Edge {
     ));
     let web = certs[2].write(dir.path(), "web");
     let sessions = dir.path().join("sessions.jsonl");
-    let port = free_port();
+    let (port, admin) = (free_port(), free_port());
     let cfg = format!(
-        "[global]\nsession_log = \"{sessions}\"\n\n\
+        "[global]\nsession_log = \"{sessions}\"\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
          [listeners.edge]\nbind = \"127.0.0.1:{port}\"\nupstream = \"fallback\"\npeek_timeout = \"500ms\"\n{listener_extra}\n\
          [[listeners.edge.routes]]\nname = \"a\"\nmatch = {{ sni = \"a.example\" }}\nupstream = \"a\"\n\
          [[listeners.edge.routes]]\nname = \"b-h2\"\nmatch = {{ sni = \"*.b.example\", alpn = \"h2\" }}\nupstream = \"b\"\n\
@@ -76,6 +77,7 @@ fn edge(listener_extra: &str) -> Edge {
         _fallback: fallback,
         _app: app,
         port,
+        admin,
         sessions,
         _proxy: proxy,
         _dir: dir,
@@ -182,6 +184,22 @@ fn ssh_is_rejected_and_unknown_bytes_go_to_the_default() {
     assert_eq!(read_line(&mut other), "fallback");
     drop(other);
     assert_eq!(record_of(&e.sessions, "null")["protocol"], "unknown");
+    let m = common::scrape::scrape(e.admin);
+    fn route(r: &str) -> [(&str, &str); 2] {
+        [("listener", "edge"), ("route", r)]
+    }
+    assert_eq!(
+        common::scrape::value(&m, "rampart_tcp_route_connections_total", &route("no-ssh")),
+        1.0
+    );
+    assert_eq!(
+        common::scrape::value(&m, "rampart_tcp_route_connections_total", &route("(default)")),
+        1.0
+    );
+    assert_eq!(
+        common::scrape::value(&m, "rampart_tcp_route_undecided_total", &[("listener", "edge")]),
+        0.0
+    );
 }
 
 #[test]
@@ -196,6 +214,12 @@ fn max_bytes_closes_a_connection_that_sends_too_much() {
     let rest = read_until_closed(&mut capped);
     assert!(!rest.contains(&b'x'), "{rest:?}");
     assert_eq!(record_of(&e.sessions, "capped")["close"], "filter_closed");
+    let m = common::scrape::scrape(e.admin);
+    let labels = [("listener", "edge"), ("route", "capped")];
+    assert_eq!(
+        common::scrape::value(&m, "rampart_tcp_route_filter_closes_total", &labels),
+        1.0
+    );
 }
 
 #[test]

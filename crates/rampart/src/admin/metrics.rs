@@ -252,6 +252,39 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_tcp_route_connections",
+            "Connections of TCP listeners with routes, by the route that took them ((default): none did)",
+            Counter,
+            t.tcp_routes.iter().map(|r| {
+                let labels = labels([("listener", &r.listener), ("route", &r.route)]);
+                (labels, Value::Counter(r.connections))
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_tcp_route_undecided",
+            "Connections sent to a TCP listener's default because nothing decided within peek_timeout or peek_max",
+            Counter,
+            t.tcp_routes
+                .iter()
+                .filter(|r| r.route == super::traffic::TCP_DEFAULT)
+                .map(|r| (labels([("listener", &r.listener)]), Value::Counter(r.undecided))),
+        )?;
+        family(
+            &mut e,
+            "rampart_tcp_route_filter_closes",
+            "Connections closed by a TCP route's payload filter (max_bytes, deny_regex)",
+            Counter,
+            t.tcp_routes
+                .iter()
+                .filter(|r| r.route != super::traffic::TCP_DEFAULT)
+                .map(|r| {
+                    let labels = labels([("listener", &r.listener), ("route", &r.route)]);
+                    (labels, Value::Counter(r.filter_closes))
+                }),
+        )?;
+        family(
+            &mut e,
             "rampart_http_requests",
             "HTTP requests answered, by route and status class",
             Counter,

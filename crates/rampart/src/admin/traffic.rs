@@ -13,13 +13,31 @@ use serde::Serialize;
 /// head could not be read).
 pub const UNROUTED: &str = "(unrouted)";
 
+/// The route label of a TCP listener's connections that went to its default (no route took
+/// them).
+pub const TCP_DEFAULT: &str = "(default)";
+
 /// Every traffic figure of the running config, summed over workers.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct TrafficTotals {
     pub listeners: Vec<ListenerTotals>,
     /// Routes of HTTP listeners, each listener's [`UNROUTED`] requests last.
     pub routes: Vec<RouteTotals>,
+    /// Routes of TCP listeners, each listener's [`TCP_DEFAULT`] last.
+    pub tcp_routes: Vec<TcpRouteTotals>,
     pub upstreams: Vec<UpstreamTotals>,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TcpRouteTotals {
+    pub listener: String,
+    pub route: String,
+    /// Connections the route took.
+    pub connections: u64,
+    /// Of those, the ones no route decided before `peek_timeout` or `peek_max` ([`TCP_DEFAULT`]).
+    pub undecided: u64,
+    /// Connections a payload filter closed.
+    pub filter_closes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -93,6 +111,24 @@ impl TrafficTotals {
                 bytes_out: sum(cells, |c| &c.bytes_out),
                 session_duration,
             });
+            if let Some(routing) = listener.tcp_routing() {
+                let named = routing.routes.iter().map(|r| (r.name.as_str(), &r.metrics));
+                let all = named.chain(std::iter::once((TCP_DEFAULT, &routing.default_metrics)));
+                let mut seen: Vec<*const PerWorker<_>> = Vec::new();
+                for (route, cells) in all {
+                    if seen.contains(&Arc::as_ptr(cells)) {
+                        continue;
+                    }
+                    seen.push(Arc::as_ptr(cells));
+                    totals.tcp_routes.push(TcpRouteTotals {
+                        listener: listener.name.clone(),
+                        route: route.to_string(),
+                        connections: sum(cells, |c| &c.connections),
+                        undecided: sum(cells, |c| &c.undecided),
+                        filter_closes: sum(cells, |c| &c.filter_closes),
+                    });
+                }
+            }
             let Some(http) = listener.http() else { continue };
             let named = http.routes.iter().map(|r| (r.name.as_str(), &r.metrics));
             let mut seen: Vec<*const PerWorker<_>> = Vec::new();
