@@ -112,6 +112,9 @@ pub struct SimpleL4 {
     pub access_log: Option<(std::path::PathBuf, String)>,
     /// HTTP only: the upstream's `protocol` (`http1`, `h2c`, `h2`, `auto`), when not the default.
     pub upstream_protocol: Option<String>,
+    /// TCP only: TLS passed through by SNI, `(name or *.wildcard, HOST:PORT)` in order; the
+    /// targets above are then the default for other connections (none: they are closed).
+    pub sni: Vec<(String, String)>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
@@ -161,13 +164,23 @@ impl SimpleL4 {
             Some(p) => format!("protocol = {}\n", toml_string(p)),
             None => String::new(),
         };
+        let (routes, sni_upstreams) = tcp::sni_routes_toml(&self.sni);
+        let (default, upstream) = if targets.is_empty() {
+            (String::new(), String::new())
+        } else {
+            (
+                "upstream = \"default\"\n".to_string(),
+                format!(
+                    "[upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n{protocol}",
+                    targets.join(", "),
+                    self.policy.name()
+                ),
+            )
+        };
         format!(
-            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\nupstream = \"default\"\n{access_log}{tls}\n\
-             [upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n{protocol}",
+            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\n{default}{access_log}{tls}{routes}\n{upstream}{sni_upstreams}",
             toml_string(&self.bind.to_string()),
             if self.http { "http" } else { "tcp" },
-            targets.join(", "),
-            self.policy.name(),
         )
     }
 }

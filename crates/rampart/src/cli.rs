@@ -103,9 +103,13 @@ pub struct FixedArgs {
     /// Address to listen on, ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: String,
-    /// A target, HOST:PORT; repeat for more.
-    #[arg(long = "to", value_name = "HOST:PORT", required = true)]
+    /// A target, HOST:PORT; repeat for more. With --sni: where connections no --sni name takes go.
+    #[arg(long = "to", value_name = "HOST:PORT", required_unless_present = "sni")]
     pub to: Vec<String>,
+    /// `tcp`: pass TLS through, without terminating it, to HOST:PORT when the ClientHello names
+    /// NAME (exact, or `*.example.com` for any subdomain); repeat for more, tried in order.
+    #[arg(long = "sni", value_name = "NAME=HOST:PORT")]
+    pub sni: Vec<String>,
     /// Balancing policy.
     #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
     pub balance: String,

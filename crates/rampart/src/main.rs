@@ -74,8 +74,28 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         access_log,
         access_log_format,
         upstream_protocol,
+        sni,
         engine,
     } = args;
+    if http && !sni.is_empty() {
+        return Err("--sni is for `rampart tcp` (TLS passed through by name)".into());
+    }
+    if !sni.is_empty() && !tls_cert.is_empty() {
+        return Err(
+            "--sni passes TLS through to the targets, which hold the certificates: leave out --tls-cert".into(),
+        );
+    }
+    let sni = sni
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((name, target)) if !name.is_empty() && !target.is_empty() => {
+                Ok((name.to_string(), target.to_string()))
+            }
+            _ => Err(format!(
+                "--sni {s}: expected NAME=HOST:PORT, as in --sni a.example.com=10.0.0.5:443"
+            )),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     if !http && upstream_protocol.is_some() {
         return Err("--upstream-protocol is for `rampart http`".into());
     }
@@ -118,6 +138,7 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
             .filter(|_| http)
             .map(|path| (path, access_log_format.clone())),
         upstream_protocol: upstream_protocol.clone().filter(|_| http),
+        sni,
     }))
 }
 

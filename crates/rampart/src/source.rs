@@ -96,6 +96,7 @@ impl Source {
                     tls: Vec::new(),
                     access_log: None,
                     upstream_protocol: None,
+                    sni: Vec::new(),
                 };
                 load_command_line(&spec, live)
             }

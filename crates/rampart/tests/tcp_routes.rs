@@ -359,3 +359,50 @@ fn a_tcp_route_config_error_names_its_place_and_keeps_the_running_config() {
     c.write_all(b"hi\n").unwrap();
     assert_eq!(read_line(&mut c), "kept");
 }
+
+#[test]
+fn the_tcp_command_line_passes_tls_through_by_sni() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("Rampart Test CA");
+    let certs = [
+        ca.issue(&CertSpec::new(&["a.example"])),
+        ca.issue(&CertSpec::new(&["*.b.example"])),
+    ];
+    let a = TlsBackend::start("backend-a", &certs[0]);
+    let b = TlsBackend::start("backend-b", &certs[1]);
+    let fallback = Backend::start("fallback", Behavior::TagEcho);
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let (to_a, to_b) = (
+        format!("a.example={}", a.target()),
+        format!("*.b.example={}", b.target()),
+    );
+    let target = fallback.target();
+    let args = [
+        "tcp",
+        "--listen",
+        &listen,
+        "--sni",
+        &to_a,
+        "--sni",
+        &to_b,
+        "--to",
+        &target,
+        "--workers",
+        "1",
+    ];
+    let _proxy = Rampart::start(dir.path(), &args);
+    let client = ClientOpts::new(&ca).build();
+    let mut conn = handshake(port, &client, "a.example").expect("through to a");
+    assert_eq!(served(&conn, &[&certs[0], &certs[1]]), Some(0));
+    assert_eq!(tag_over(&mut conn, "a.example"), "backend-a");
+    let mut conn = handshake(port, &client, "www.b.example").expect("through to b");
+    assert_eq!(tag_over(&mut conn, "www.b.example"), "backend-b");
+    let mut plain = connect(port);
+    plain.write_all(b"hello\n").unwrap();
+    assert_eq!(read_line(&mut plain), "fallback");
+    // Mistakes are refused before anything starts.
+    let (code, _, err) = run_rampart(dir.path(), &["tcp", "--listen", &listen, "--sni", "a.example"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("NAME=HOST:PORT"), "{err}");
+}

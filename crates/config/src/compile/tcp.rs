@@ -57,6 +57,25 @@ pub(super) fn listener_kinds(raw: &RawConfig) -> (Vec<(&str, bool)>, Vec<&str>) 
     (kinds, handed_to)
 }
 
+/// `rampart tcp --sni NAME=HOST:PORT ...`: the listener's routes (after its other keys) and their
+/// upstreams, one per name, as config text.
+pub(super) fn sni_routes_toml(sni: &[(String, String)]) -> (String, String) {
+    let (mut routes, mut upstreams) = (String::new(), String::new());
+    for (i, (name, target)) in sni.iter().enumerate() {
+        let upstream = format!("sni-{}", i + 1);
+        routes.push_str(&format!(
+            "[[listeners.default.routes]]\nname = {}\nmatch = {{ sni = {} }}\nupstream = \"{upstream}\"\n",
+            super::toml_string(name),
+            super::toml_string(name),
+        ));
+        upstreams.push_str(&format!(
+            "[upstreams.{upstream}]\ntargets = [{}]\n",
+            super::toml_string(target)
+        ));
+    }
+    (routes, upstreams)
+}
+
 /// How many of the latest client bytes `deny_regex` keeps to match across read boundaries.
 pub const DENY_REGEX_WINDOW: usize = 4096;
 
