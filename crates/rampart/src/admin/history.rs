@@ -268,6 +268,7 @@ mod tests {
                     requests: [0, requests_2xx, 0, 0, requests_5xx],
                     duration,
                 }],
+                tcp_routes: Vec::new(),
                 upstreams: Vec::new(),
             },
         })
