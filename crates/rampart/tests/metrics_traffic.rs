@@ -67,6 +67,11 @@ fn http_requests_count_by_route_code_target_and_error() {
         value(&scrape(admin_port), "rampart_target_active", &slow_labels) == 1.0
     });
     assert_eq!(in_flight.join().unwrap(), 200);
+    // The client may read its answer before the proxy has counted it.
+    let slow_route = [("listener", "web"), ("route", "slow"), ("code", "2xx")];
+    eventually("the slow request is counted", || {
+        value(&scrape(admin_port), "rampart_http_requests_total", &slow_route) == 1.0
+    });
 
     let m = scrape(admin_port);
     let requests = |route: &str, code: &str| {
