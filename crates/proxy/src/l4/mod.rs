@@ -165,18 +165,19 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     if upstream_spec.policy == BalancePolicy::P2cEwma {
         ctx.observe_latency(snapshot, up_index, target, connected - connect_started);
     }
-    if !early.is_empty() && upstream.write_all(&early).await.is_err() {
+    let filters = session
+        .choice
+        .route
+        .and_then(|r| listener.tcp_routing().map(|routing| &routing.routes[r].filters))
+        .filter(|f| !f.is_empty());
+    // With filters, the early bytes (the peeked ones) go through them in the relay.
+    if filters.is_none() && !early.is_empty() && upstream.write_all(&early).await.is_err() {
         return Err(Refusal::ConnectFailed);
     }
 
     ctx.track_open(snapshot, up_index, target, true);
     let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
     target_cells.active.up();
-    let filters = session
-        .choice
-        .route
-        .and_then(|r| listener.tcp_routing().map(|routing| &routing.routes[r].filters))
-        .filter(|f| !f.is_empty());
     let outcome = match filters {
         None => {
             relay(
@@ -200,6 +201,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
                 &mut upstream,
                 settings,
                 chains,
+                &early,
             ))
             .await
         }
