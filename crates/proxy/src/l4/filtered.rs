@@ -73,8 +73,8 @@ struct Pump<'a> {
 
 impl Pump<'_> {
     /// Copies `from` to `to` through `filters` until end of stream, then ends `to`'s direction.
-    /// `early`: bytes of `from` read before, shown to the filters first (not counted as moved,
-    /// like the early bytes the unfiltered relay's caller writes itself).
+    /// `early`: bytes of `from` read before, shown to the filters first (and counted as moved
+    /// when relayed, like the bytes read here).
     async fn run(
         self,
         mut from: impl AsyncRead + Unpin,
@@ -88,14 +88,14 @@ impl Pump<'_> {
         let write_err = |e: std::io::Error| (to_side, e.kind());
         let mut early = Some(early).filter(|e| !e.is_empty());
         loop {
-            let (read, moved): (&[u8], usize) = match early.take() {
-                Some(bytes) => (bytes, 0),
+            let read: &[u8] = match early.take() {
+                Some(bytes) => bytes,
                 None => match from.read(&mut buf).await {
                     Ok(0) => {
                         self.flow.ended.set(true);
                         break;
                     }
-                    Ok(n) => (&buf[..n], n),
+                    Ok(n) => &buf[..n],
                     Err(e) => return Err((from_side, e.kind())),
                 },
             };
@@ -113,18 +113,14 @@ impl Pump<'_> {
                     if held.len() > MAX_HELD {
                         return Err(self.filter_close());
                     }
-                    if moved > 0 {
-                        self.flow.moved(moved, self.activity);
-                    }
+                    self.flow.moved(read.len(), self.activity);
                     continue;
                 }
                 FilterVerdict::Close => return Err(self.filter_close()),
             }
             held.clear();
             to.flush().await.map_err(write_err)?;
-            if moved > 0 {
-                self.flow.moved(moved, self.activity);
-            }
+            self.flow.moved(read.len(), self.activity);
         }
         // Bytes a filter still holds at end of stream are dropped: it never let them through.
         let _ = to.shutdown().await;
