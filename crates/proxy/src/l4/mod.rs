@@ -165,19 +165,24 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     if upstream_spec.policy == BalancePolicy::P2cEwma {
         ctx.observe_latency(snapshot, up_index, target, connected - connect_started);
     }
-    if !early.is_empty() && upstream.write_all(&early).await.is_err() {
-        return Err(Refusal::ConnectFailed);
-    }
-
-    ctx.track_open(snapshot, up_index, target, true);
-    let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
-    target_cells.active.up();
     let filters = session
         .choice
         .route
         .and_then(|r| listener.tcp_routing().map(|routing| &routing.routes[r].filters))
         .filter(|f| !f.is_empty());
-    let outcome = match filters {
+    // With filters, the early bytes (the peeked ones) go through them in the relay.
+    let mut early_sent = None;
+    if filters.is_none() && !early.is_empty() {
+        if upstream.write_all(&early).await.is_err() {
+            return Err(Refusal::ConnectFailed);
+        }
+        early_sent = Some(Instant::now());
+    }
+
+    ctx.track_open(snapshot, up_index, target, true);
+    let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
+    target_cells.active.up();
+    let mut outcome = match filters {
         None => {
             relay(
                 ctx,
@@ -200,10 +205,16 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
                 &mut upstream,
                 settings,
                 chains,
+                &early,
             ))
             .await
         }
     };
+    // The early bytes went up too: count them, and they were the first.
+    if let Some(sent) = early_sent {
+        outcome.bytes_up += early.len() as u64;
+        outcome.first_byte_up = Some(outcome.first_byte_up.map_or(sent, |t| t.min(sent)));
+    }
     target_cells.active.down();
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
