@@ -15,6 +15,9 @@ by run.sh), since wrk resumes sessions whenever it can and cannot be told to sto
 
 HTTP/2 scenarios (h2-*, grpc-*) use h2load, and for gRPC bench/grpc-backend (OUT/grpc-backend,
 built by run.sh) as an h2c backend on CPU 1: see h2.py.
+
+sni-passthrough passes TLS through by SNI to the backend's TLS port (full handshakes by
+bench/resume-client, verified against the backend's own certificate): see sni.py.
 """
 import argparse
 import ssl
@@ -29,14 +32,16 @@ import sys
 import tempfile
 import time
 
-from common import (BACKEND_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, TLS_HOST, cpu_seconds,
-                    rss_kib, start, tail_log, wait_port, write)
+from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, SNI_PORTS,
+                    TLS_HOST, cpu_seconds, rss_kib, start, tail_log, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
 from h2 import H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, h2_report, h2_starters, run_h2
+from sni import SNI_SCENARIOS, backend_tls_server, run_sni, sni_files, sni_report, sni_starters
 
 
-def backend(workdir):
+def backend(workdir, servers=""):
+    """nginx on CPU 1 with the responses of every plain HTTP scenario; `servers`: more server blocks."""
     bulk = os.path.join(workdir, "www")
     os.makedirs(bulk, exist_ok=True)
     with open(os.path.join(bulk, "bulk.bin"), "wb") as f:
@@ -61,7 +66,7 @@ http {{
         location = / {{ return 200 "hello from the backend\\n"; }}
         location /bulk.bin {{ }}
         location /16k.bin {{ }}
-    }}
+    }}{servers}
 }}
 """)
     return start(["nginx", "-c", conf, "-p", workdir], workdir, "backend")
@@ -241,6 +246,8 @@ SCENARIOS = {
     "https-resume": ("https", 64, "/", RESUME, "HTTPS, one request per connection (resumed handshake), 64 at a time"),
     # HTTP/2 and gRPC (h2.py): h2load; the fourth field is the concurrent streams per connection.
     **H2_SCENARIOS,
+    # TLS passthrough by SNI (sni.py): full handshakes through the proxy to the backend's TLS port.
+    **SNI_SCENARIOS,
 }
 
 
@@ -248,6 +255,9 @@ def run_one(name, pid, port, scenario, duration, tools=None):
     mode, conns, path, extra, _ = SCENARIOS[scenario]
     if mode in H2_MODES:
         res, (user0, sys0, user1, sys1) = run_h2(pid, port, scenario, duration, *tools[2])
+        return finish(res, pid, user0, sys0, user1, sys1)
+    if mode == "sni":
+        res, (user0, sys0, user1, sys1) = run_sni(pid, port, scenario, duration, tools[0], tools[3])
         return finish(res, pid, user0, sys0, user1, sys1)
     if mode == "https":
         url = f"https://{TLS_HOST}:{port}{path}"
@@ -318,9 +328,12 @@ def main():
     workdir = tempfile.mkdtemp(prefix="rampart-bench-")
     procs = {}
     try:
-        procs["backend"] = backend(workdir)
-        wait_port(BACKEND_PORT)
         tls = tls_files(args.out) if any(SCENARIOS[s][0] in ("https", "h2") for s in scenarios) else None
+        sni_tls = sni_files(args.out) if any(SCENARIOS[s][0] == "sni" for s in scenarios) else None
+        procs["backend"] = backend(workdir, backend_tls_server(sni_tls) if sni_tls else "")
+        wait_port(BACKEND_PORT)
+        if sni_tls:
+            wait_port(BACKEND_TLS_PORT)
         grpc_request = None
         if any(SCENARIOS[s][0] == "grpc" for s in scenarios):
             procs["grpc-backend"], grpc_request = grpc_backend(workdir, grpc_bin)
@@ -335,8 +348,9 @@ def main():
                     ("https", "haproxy"): lambda: http_haproxy(workdir, tls),
                     ("https", "nginx"): lambda: http_nginx(workdir, tls),
                     ("https", "rampart-before"): lambda: https_rampart(workdir, args.baseline, tls, "rampart-before"),
-                    **h2_starters(workdir, args.rampart, args.baseline, tls)}
-        ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS, **H2_PORTS_BY_MODE}
+                    **h2_starters(workdir, args.rampart, args.baseline, tls),
+                    **sni_starters(workdir, args.rampart, args.baseline)}
+        ports = {"l4": PORTS, "http": HTTP_PORTS, "https": HTTPS_PORTS, **H2_PORTS_BY_MODE, "sni": SNI_PORTS}
         modes = sorted({SCENARIOS[s][0] for s in scenarios})
         for mode in modes:
             for p in proxies:
@@ -362,33 +376,26 @@ def main():
             for rnd in range(args.rounds):
                 for p in proxies:
                     r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration,
-                                (resume_client, tls[0] if tls else None, (workdir, (grpc_bin, grpc_request))))
+                                (resume_client, tls[0] if tls else None, (workdir, (grpc_bin, grpc_request)),
+                                 sni_tls[0] if sni_tls else None))
                     results.setdefault((scenario, p), []).append(r)
                     resumed = f"  resumed {r['resumed'] * 100:.1f}% ({r['tls']})" if "resumed" in r else ""
                     print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}"
                           + (f"  FAILED: {r['failed']}" if r.get("failed") else ""), flush=True)
-        plain = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] in ("l4", "http")}
-        secure = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] == "https"}
-        h2 = {k: v for k, v in results.items() if SCENARIOS[k[0]][0] in H2_MODES}
-        table = ""
-        if plain:
-            table += report(plain, args, proxies)
-        if secure:
-            table += ("\n" if table else "") + https_report(secure, args, proxies)
-        if h2:
-            table += ("\n" if table else "") + h2_report(h2, args, proxies)
-        table += idle
+        # One table and one chart per group of modes.
+        groups = [(("l4", "http"), report, ""), (("https",), https_report, "-https"), (H2_MODES, h2_report, "-h2"),
+                  (("sni",), sni_report, "-sni")]
+        parts = [({k: v for k, v in results.items() if SCENARIOS[k[0]][0] in group}, fn, suffix)
+                 for group, fn, suffix in groups]
+        parts = [p for p in parts if p[0]]
+        table = "\n".join(fn(part, args, proxies) for part, fn, _ in parts) + idle
         print(table)
         with open(os.path.join(args.out, "results.md"), "w") as f:
             f.write(table)
-        if plain:
-            chart(plain, proxies, os.path.join(args.out, "cpu-per-request.png"))
-        if secure:
-            chart(secure, proxies, os.path.join(args.out, "cpu-per-request-https.png"))
-        if h2:
-            chart(h2, proxies, os.path.join(args.out, "cpu-per-request-h2.png"))
+        for part, _, suffix in parts:
+            chart(part, proxies, os.path.join(args.out, f"cpu-per-request{suffix}.png"))
     finally:
         for p in procs.values():
             p.send_signal(signal.SIGTERM)

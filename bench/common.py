@@ -14,6 +14,11 @@ H2C_PORTS = {"rampart": 18031, "haproxy": 18032, "nginx": 18033, "rampart-before
 H2_PORTS = {"rampart": 18041, "haproxy": 18042, "nginx": 18043, "rampart-before": 18044}
 GRPC_PORTS = {"rampart": 18051, "haproxy": 18052, "nginx": 18053, "rampart-before": 18054}
 GRPC_BACKEND_PORT = 18081
+# TLS passthrough by SNI (sni.py): the proxies' ports, and the backend's TLS port, whose
+# certificate names SNI_HOST (the name clients send; it need not resolve).
+SNI_PORTS = {"rampart": 18061, "haproxy": 18062, "nginx": 18063, "rampart-before": 18064}
+BACKEND_TLS_PORT = 18082
+SNI_HOST = "bench.example"
 # The name in the certificate; it resolves to 127.0.0.1 here, and clients send it as SNI.
 TLS_HOST = "localhost"
 TICK = os.sysconf("SC_CLK_TCK")

@@ -11,14 +11,15 @@ from common import BACKEND_PORT, HTTPS_PORTS, TLS_HOST, cpu_seconds, start, writ
 HTTPS_TARGETS = {"https-keepalive": 0.8, "https-close": 1.0, "https-resume": 1.0}
 
 
-def tls_files(out):
-    """A fresh self-signed ECDSA P-256 certificate for TLS_HOST: (cert, key, cert+key for HAProxy)."""
-    d = os.path.abspath(os.path.join(out, "tls"))
+def tls_files(out, host=TLS_HOST, subdir="tls"):
+    """A fresh self-signed ECDSA P-256 certificate for `host` in OUT/`subdir`: (cert, key, cert+key
+    for HAProxy)."""
+    d = os.path.abspath(os.path.join(out, subdir))
     os.makedirs(d, exist_ok=True)
     cert, key, both = (os.path.join(d, f) for f in ("cert.pem", "key.pem", "haproxy.pem"))
     subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-                    "-nodes", "-days", "30", "-keyout", key, "-out", cert, "-subj", f"/CN={TLS_HOST}",
-                    "-addext", f"subjectAltName=DNS:{TLS_HOST}"], check=True, capture_output=True)
+                    "-nodes", "-days", "30", "-keyout", key, "-out", cert, "-subj", f"/CN={host}",
+                    "-addext", f"subjectAltName=DNS:{host}"], check=True, capture_output=True)
     with open(both, "w") as f:
         f.write(open(cert).read() + open(key).read())
     return cert, key, both
@@ -56,19 +57,19 @@ targets = ["127.0.0.1:{BACKEND_PORT}"]
                  f"{name}-https")
 
 
-def run_resume(pid, url, conns, duration, resume, client, cacert):
+def run_resume(pid, url, conns, duration, resume, client, cacert, extra=()):
     """bench/resume-client, `Connection: close` on every request, with a resumed (or, without
     `resume`, a full) TLS handshake each: a 1 s warm-up that also fills its session cache, then the
     measured run; the proxy's CPU time is read exactly around the measured run (the client waits
     for a line). The client fails when under 90% of handshakes resumed (or, without `resume`, when
     any did). With `resume` "reset": plain HTTP, keep-alive requests, each connection closed by a
-    client reset after its response (see bench.RESET)."""
+    client reset after its response (see bench.RESET). `extra`: more resume-client arguments."""
     if resume == "reset":
         # Plain HTTP, a keep-alive request and a client reset per connection (bench.RESET).
         tls_args = ["-reset"]
     else:
         tls_args = ["-cacert", cacert, f"-resume={'true' if resume else 'false'}"]
-    cmd = ["taskset", "-c", "1", client, "-c", str(conns), "-d", f"{duration}s", "-warmup", "1s", *tls_args, "-sync", url]
+    cmd = ["taskset", "-c", "1", client, "-c", str(conns), "-d", f"{duration}s", "-warmup", "1s", *tls_args, *extra, "-sync", url]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     ready = proc.stdout.readline()
     if ready.strip() != "ready":

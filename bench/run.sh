@@ -3,7 +3,7 @@
 # backend (nginx) and load generator (wrk) on CPU 1. Installs what is missing from Debian, builds
 # Rampart in release mode and bench/resume-client and bench/grpc-backend (Go) into bench/out, then
 # runs bench/bench.py with the arguments given here.
-#   bench/run.sh                      # every scenario (L4, HTTP, HTTPS, HTTP/2), 3 interleaved rounds of 10 s
+#   bench/run.sh                      # every scenario (L4, HTTP, HTTPS, HTTP/2, SNI), 3 interleaved rounds of 10 s
 #   bench/run.sh --scenarios http-small-c64,http-small-c256
 #   bench/run.sh --rounds 5 --duration 20
 #   bench/run.sh --baseline-commit f2eef12   # adds rampart-before: Rampart built at that commit
@@ -36,6 +36,14 @@
 #                      HAProxy `server ... proto h2`; --grpc-backend BIN uses another build
 #   The table adds Rampart's CPU per request and p99 over the lower of HAProxy's and nginx's; a round
 #   with any failed request, or not over HTTP/2, or (gRPC) without grpc-status 0 in the trailers fails.
+# TLS passthrough by SNI (issue 14, bench/sni.py; the proxies hold no certificate):
+#   bench/run.sh --scenarios sni-passthrough --idle-connections 0
+#     sni-passthrough  bench/out/resume-client -resume=false -sni bench.example: one request per connection,
+#                      its full TLS handshake through the proxy (routing on the ClientHello's SNI: Rampart
+#                      `[[listeners.NAME.routes]] match = { sni = ... }`, HAProxy `req.ssl_sni`, nginx stream
+#                      `ssl_preread`) to the backend nginx's TLS port, 64 at a time. Same table as HTTPS, per
+#                      connection; a round with a failed request or a handshake not verified against the
+#                      backend's own certificate, or where another name was not refused, fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -70,7 +78,7 @@ rampart=$(build)
 # when its sources are newer than its binary.
 mkdir -p bench/out
 go=$(command -v go || echo /usr/local/go/bin/go)
-for tool in resume-client:https-resume,l4-reset-c64 grpc-backend:grpc-unary-h2c; do
+for tool in resume-client:https-resume,l4-reset-c64,sni-passthrough grpc-backend:grpc-unary-h2c; do
   name=${tool%%:*}
   if [ ! -x "bench/out/$name" ] || [ -n "$(find "bench/$name" -type f -newer "bench/out/$name")" ]; then
     if [ -x "$go" ] || command -v "$go" >/dev/null; then

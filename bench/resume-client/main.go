@@ -11,6 +11,9 @@
 // the SSL object of the connection slot (SSL_clear), which offers the last session again, so
 // its handshakes are resumptions too.
 //
+// -sni NAME sends NAME as the server name and verifies the certificate for it, whatever host the
+// URL names (which may then be an IP address): a TLS passthrough proxy routes on the name sent.
+//
 // With an http:// URL there is no TLS at all: one plain HTTP request per connection (connection
 // churn, issue 13). -reset changes how each connection ends: the request asks for keep-alive (so
 // the server does not close) and the client closes with a reset (SO_LINGER 0) once it has read
@@ -199,6 +202,7 @@ func main() {
 	minResumed := flag.Float64("min-resumed", 0.9, "fail (exit 2) when fewer measured handshakes than this were resumed")
 	sync_ := flag.Bool("sync", false, `print "ready" after the warm-up and wait for a line on stdin before measuring`)
 	reset := flag.Bool("reset", false, "ask for keep-alive and close each connection with a reset after its response")
+	sni := flag.String("sni", "", "server name to send (SNI) and verify the certificate for (default: the URL's host)")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: resume-client [flags] https://HOST:PORT/PATH | http://HOST:PORT/PATH\n")
 		flag.PrintDefaults()
@@ -226,8 +230,12 @@ func main() {
 			break
 		}
 	}
+	serverName := u.Hostname()
+	if *sni != "" {
+		serverName = *sni
+	}
 	cfg := &tls.Config{
-		ServerName:         u.Hostname(),
+		ServerName:         serverName,
 		InsecureSkipVerify: *insecure,
 		MinVersion:         tls.VersionTLS12,
 	}
