@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime};
 
 use rampart_model::metrics::RefusedReason;
 use rampart_model::tls::ListenerTls;
-use rampart_model::{Listener, ListenerProtocol, Snapshot};
+use rampart_model::{Listener, ListenerKey, ListenerProtocol, Snapshot};
 use rampart_proto::proxy_protocol::{self, ProxyAddresses};
 use tokio::net::TcpStream;
 
@@ -94,23 +94,53 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             return;
         }
     }
-    if spec.tcp_routing().is_some() {
-        let arrival = Arrival {
-            tcp: stream,
-            early,
-            client,
-            client_from_header,
-            proxy_header,
-            slot,
-            accepted,
-        };
-        // Boxed like the relay below.
-        return Box::pin(crate::l4::routed::serve(ctx, Arc::clone(&snapshot.0), index, arrival)).await;
+    let arrival = Arrival {
+        tcp: stream,
+        early,
+        client,
+        client_from_header,
+        proxy_header,
+        slot,
+        accepted,
+    };
+    let routed = spec.tcp_routing().is_some();
+    let snapshot = {
+        let shared = snapshot;
+        Arc::clone(&shared.0)
+    };
+    if routed {
+        // Boxed: the peek's and the relay's state would otherwise enlarge every connection's task.
+        Box::pin(crate::l4::routed::serve(ctx, snapshot, index, arrival)).await
+    } else {
+        terminate_and_serve(ctx, snapshot, index, arrival, peer, None).await
     }
+}
+
+/// The rest of the stage for listener `index` of `snapshot` (its TLS handshake, when it
+/// terminates TLS), then its protocol. `handed_to`: the listener's key when a TCP route handed the
+/// connection over to it.
+pub(crate) async fn terminate_and_serve(
+    ctx: &WorkerContext,
+    snapshot: Arc<Snapshot>,
+    index: usize,
+    arrival: Arrival,
+    peer: SocketAddr,
+    handed_to: Option<ListenerKey>,
+) {
+    let spec = &snapshot.listeners[index];
+    let Arrival {
+        tcp,
+        mut early,
+        client,
+        client_from_header,
+        slot,
+        accepted,
+        ..
+    } = arrival;
     let stream = match &spec.tls {
-        None => Stream::Tcp(stream),
+        None => Stream::Tcp(tcp),
         // Boxed: the handshake's state would otherwise enlarge every connection's task.
-        Some(tls) => match Box::pin(handshake(ctx, &snapshot, spec, tls, stream, &mut early, peer, accepted)).await {
+        Some(tls) => match Box::pin(handshake(ctx, &snapshot, spec, tls, tcp, &mut early, peer, accepted)).await {
             Some(stream) => stream,
             None => return,
         },
@@ -125,7 +155,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         client_from_header,
         early,
         slot,
-        handed_to: None,
+        handed_to,
     };
     match &spec.protocol {
         // Boxed: the relay's state would otherwise enlarge every HTTP connection's task too.
@@ -133,7 +163,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             let choice = crate::l4::Choice::listener_default(spec);
             Box::pin(crate::l4::serve(
                 ctx,
-                Arc::clone(&snapshot.0),
+                Arc::clone(&snapshot),
                 index,
                 conn,
                 accepted,
@@ -142,6 +172,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             .await
         }
         ListenerProtocol::Http(_) => {
+            // The HTTP session takes the current snapshot per request: keep no old one alive.
             drop(snapshot);
             crate::http::session::serve(ctx, conn).await
         }

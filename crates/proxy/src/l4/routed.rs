@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use rampart_model::tcp_route::{Decision, Peeked, TcpAction, TcpRouting};
-use rampart_model::{ListenerProtocol, Snapshot};
+use rampart_model::Snapshot;
 use rampart_proto::detect::{detect, Detected, Detection};
 use tokio::net::TcpStream;
 
@@ -200,42 +200,7 @@ async fn read_some(tcp: &TcpStream, buf: &mut Vec<u8>, max: usize) -> std::io::R
 /// ClientHello already peeked), then its protocol. The connection keeps its place in the limit of
 /// the listener that accepted it.
 async fn hand_over(ctx: &WorkerContext, snapshot: Arc<Snapshot>, target: usize, arrival: Arrival) {
-    let spec = &snapshot.listeners[target];
-    let Arrival {
-        tcp,
-        mut early,
-        client,
-        client_from_header,
-        slot,
-        accepted,
-        ..
-    } = arrival;
-    let stream = match &spec.tls {
-        None => Stream::Tcp(tcp),
-        Some(tls) => match crate::conn::handshake(ctx, &snapshot, spec, tls, tcp, &mut early, client, accepted).await {
-            Some(stream) => stream,
-            None => return,
-        },
-    };
-    if early.is_empty() {
-        early = Vec::new();
-    }
-    let conn = Conn {
-        stream,
-        client,
-        client_from_header,
-        early,
-        slot,
-        handed_to: Some(spec.key()),
-    };
-    match &spec.protocol {
-        ListenerProtocol::Http(_) => {
-            drop(snapshot);
-            crate::http::session::serve(ctx, conn).await;
-        }
-        ListenerProtocol::Tcp { .. } => {
-            let choice = Choice::listener_default(spec);
-            super::serve(ctx, Arc::clone(&snapshot), target, conn, accepted, choice).await;
-        }
-    }
+    let key = snapshot.listeners[target].key();
+    let peer = arrival.client;
+    crate::conn::terminate_and_serve(ctx, snapshot, target, arrival, peer, Some(key)).await;
 }
