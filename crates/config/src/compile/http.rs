@@ -326,8 +326,13 @@ impl Checker<'_> {
         }
     }
 
-    pub(super) fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
-        match Regex::new(r.get_ref()) {
+    fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
+        self.regex_with(r, true)
+    }
+
+    /// A bytes regex, with Unicode (paths, headers) or without (payloads: `.` is any byte).
+    pub(super) fn regex_with(&mut self, r: &Spanned<String>, unicode: bool) -> Option<Regex> {
+        match regex::bytes::RegexBuilder::new(r.get_ref()).unicode(unicode).build() {
             Ok(re) => Some(re),
             Err(e) => {
                 let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();

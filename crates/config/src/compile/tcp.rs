@@ -10,7 +10,7 @@ use rampart_model::net::IpNet;
 use rampart_model::tcp_route::{DenyRegex, L4Filters, TcpAction, TcpMatcher, TcpRoute, TcpRouting};
 use rampart_model::ListenerProtocol;
 use rampart_proto::detect::{Protocol, Wants};
-use regex::bytes::{Regex, RegexBuilder};
+use regex::bytes::Regex;
 use toml::Spanned;
 
 use super::checks::is_http;
@@ -390,14 +390,7 @@ impl Checker<'_> {
     /// A regex on raw bytes (`match.regex`, `deny_regex`): without Unicode, so `.` is any byte,
     /// `\xHH` one byte and `(?i)` ASCII case.
     fn payload_regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
-        match RegexBuilder::new(r.get_ref()).unicode(false).build() {
-            Ok(re) => Some(re),
-            Err(e) => {
-                let first = e.to_string().lines().last().unwrap_or("invalid").trim().to_string();
-                self.error(r.span(), format!("invalid regex `{}`: {first}", r.get_ref()));
-                None
-            }
-        }
+        self.regex_with(r, false)
     }
 
     /// The TCP-only keys of a route, each an error on an HTTP listener's route.
