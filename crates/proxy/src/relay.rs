@@ -102,11 +102,17 @@ pub async fn relay(
         }
         (client, upstream) => Box::pin(relay_streams(ctx, client, upstream, idle_timeout, buffer_size)).await,
     };
-    if reset_upstream_on_close(&outcome) {
+    set_reset_on_close(upstream, &outcome);
+    outcome
+}
+
+/// Makes `upstream` reset rather than close with a FIN when it is dropped, if
+/// [`reset_upstream_on_close`] says so for the relay that just ended.
+pub(crate) fn set_reset_on_close(upstream: &Stream, outcome: &RelayOutcome) {
+    if reset_upstream_on_close(outcome) {
         // A failure here leaves the ordinary close, which is correct too.
         let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
     }
-    outcome
 }
 
 /// Whether the upstream connection of a finished relay is to be reset (SO_LINGER 0) rather than
@@ -121,7 +127,7 @@ pub async fn relay(
 /// had yet to receive from it would only have produced an answer nobody reads. An upstream that
 /// already sent its FIN is closed normally: its close is then passive and leaves no TIME_WAIT
 /// here. HAProxy does the same with its server connections ("linger risk").
-pub(crate) fn reset_upstream_on_close(outcome: &RelayOutcome) -> bool {
+fn reset_upstream_on_close(outcome: &RelayOutcome) -> bool {
     let gave_up = matches!(
         outcome.end,
         RelayEnd::Error(Side::Client, _) | RelayEnd::IdleTimeout | RelayEnd::Filtered

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::filter::{FilterChain, FilterVerdict, MAX_HELD};
-use crate::relay::{reset_upstream_on_close, until_done, Flow, RelayEnd, RelayOutcome, Side, SideError};
+use crate::relay::{set_reset_on_close, until_done, Flow, RelayEnd, RelayOutcome, Side, SideError};
 use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
@@ -53,9 +53,7 @@ pub async fn relay_filtered(
     if closed_by_filter.get() {
         outcome.end = RelayEnd::Filtered;
     }
-    if reset_upstream_on_close(&outcome) {
-        let _ = socket2::SockRef::from(upstream.tcp()).set_linger(Some(Duration::ZERO));
-    }
+    set_reset_on_close(upstream, &outcome);
     outcome
 }
 

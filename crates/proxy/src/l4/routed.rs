@@ -36,7 +36,7 @@ impl PeekFacts {
             sni: d.and_then(|d| d.sni.as_deref()),
             alpn: d.map_or(&[], |d| &d.alpn[..]),
             http_host: d.and_then(|d| d.http_host.as_deref()),
-            route: route.or(Some("")).filter(|r| !r.is_empty()),
+            route: route.filter(|r| !r.is_empty()),
             peek: self.took,
         }
     }
