@@ -97,6 +97,13 @@ pub struct RawListener {
     pub http2_max_resets_per_second: Option<Spanned<i64>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
+    /// HTTP filters every route of the listener runs first (unless it sets
+    /// `inherit_filters = false`).
+    #[serde(default)]
+    pub filters: Vec<Spanned<RawFilter>>,
+    /// Proxies whose `X-Forwarded-For` filters believe.
+    #[serde(default)]
+    pub trusted_proxies: Vec<Spanned<String>>,
     /// `[listeners.NAME.tls]`: terminate TLS.
     pub tls: Option<Spanned<RawListenerTls>>,
 }
@@ -177,7 +184,16 @@ pub struct RawRoute {
     pub response_headers: RawHeaderOps,
     #[serde(default, deserialize_with = "described::size")]
     pub max_body_size: Option<Spanned<String>>,
+    /// `[{ type = "...", ... }, ...]`: the route's own filters, after the listener's.
+    #[serde(default)]
+    pub filters: Vec<Spanned<RawFilter>>,
+    /// Whether the listener's filters run first (default true).
+    pub inherit_filters: Option<Spanned<bool>>,
 }
+
+/// One filter table, `{ type = "NAME", KEY = VALUE, ... }`: kept as spanned keys and values, so
+/// that each type reads its own keys and every error points at the value it is about.
+pub type RawFilter = BTreeMap<Spanned<String>, Spanned<toml::Value>>;
 
 /// `match = { ... }`: every condition given must hold.
 #[derive(Debug, Default, Deserialize)]

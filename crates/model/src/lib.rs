@@ -7,7 +7,8 @@
 //! knows no file format: `rampart-config` builds snapshots, `rampart-proxy` runs them.
 //!
 //! - [`snapshot`]: the snapshot, its listeners, upstreams and targets.
-//! - [`route`]: HTTP routes: matchers, actions, filters.
+//! - [`route`]: HTTP routes: matchers, actions, and the route's filter chain.
+//! - [`filter`]: HTTP filters as compiled: chains, the built-ins' settings, external filters.
 //! - [`tcp_route`]: TCP routes (delayed binding): matchers on a connection's first bytes, actions,
 //!   payload filters.
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
@@ -20,6 +21,7 @@
 
 pub mod balance;
 pub mod defaults;
+pub mod filter;
 pub mod health;
 pub mod metrics;
 pub mod net;

@@ -1,4 +1,4 @@
-//! Routes: compiled matchers, actions and filters. Matching a request allocates nothing: hosts are
+//! Routes: compiled matchers, actions and filter chains. Matching a request allocates nothing: hosts are
 //! lower-cased at compile time and compared case-insensitively, paths are compared as bytes,
 //! regexes are compiled once.
 
@@ -10,7 +10,8 @@ pub struct Route {
     pub name: String,
     pub matcher: RouteMatcher,
     pub action: RouteAction,
-    pub filters: RouteFilters,
+    /// The filters requests on this route run through (listener filters first).
+    pub filters: crate::filter::FilterChain,
     /// Traffic counters, kept across reloads for the same listener and route name.
     pub metrics: std::sync::Arc<crate::metrics::PerWorker<crate::metrics::RouteCells>>,
 }
@@ -99,19 +100,6 @@ pub enum RedirectTo {
     Scheme(String),
 }
 
-/// Changes applied to proxied requests and their responses.
-#[derive(Debug, Default)]
-pub struct RouteFilters {
-    /// Replace this path prefix with `replacement` (an empty replacement strips it).
-    pub prefix_rewrite: Option<(String, String)>,
-    /// Regex path rewrite with `$1`-style references.
-    pub regex_rewrite: Option<(Regex, String)>,
-    pub request_headers: HeaderOps,
-    pub response_headers: HeaderOps,
-    /// Largest request body accepted; past it, 413.
-    pub max_body_size: Option<u64>,
-}
-
 /// Header edits, applied in the order remove, set (replace), add.
 #[derive(Clone, Debug, Default)]
 pub struct HeaderOps {
@@ -122,6 +110,11 @@ pub struct HeaderOps {
 }
 
 impl HeaderOps {
+    /// Whether there is no edit at all.
+    pub fn is_empty(&self) -> bool {
+        self.remove.is_empty() && self.set.is_empty() && self.add.is_empty()
+    }
+
     /// Whether a field called `name` from the original message is dropped (removed or replaced).
     pub fn drops(&self, name: &[u8]) -> bool {
         self.remove.iter().any(|r| name.eq_ignore_ascii_case(r.as_bytes()))

@@ -163,6 +163,9 @@ pub struct HttpListener {
     pub unrouted: Arc<PerWorker<RouteCells>>,
     /// HTTP/2 (prior knowledge in clear, `h2` by ALPN over TLS); `None` when turned off.
     pub http2: Option<Http2Settings>,
+    /// Proxies whose `X-Forwarded-For` filters believe: from a connection out of these networks,
+    /// the client address filters see is the right-most `X-Forwarded-For` entry outside them.
+    pub trusted_proxies: Vec<IpNet>,
 }
 
 /// The limits of a listener's HTTP/2 connections.

@@ -10,7 +10,9 @@
 //! - [`stream`]: the byte stream under both (plain TCP or TLS), and socket writes.
 //! - [`tls`]: TLS over a socket (rustls): server and client handshakes, what they negotiated.
 //! - [`l4`]: one TCP connection past the stage: target choice, connect, relay, session record.
-//! - [`http`]: the HTTP/1.1 reverse proxy: session, the downstream seam, exchange, pools.
+//! - [`http`]: the HTTP reverse proxy: session, the downstream seam, the filter model, exchange,
+//!   pools.
+//! - [`filters`]: the built-in HTTP filters (rewrites, header edits, limits, request ids, CORS, ...).
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
@@ -25,6 +27,7 @@ pub mod checker;
 pub mod conn;
 pub mod connect;
 pub mod counters;
+pub mod filters;
 pub mod http;
 pub mod l4;
 pub mod log_summary;

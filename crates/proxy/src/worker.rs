@@ -70,7 +70,7 @@ impl WorkerContext {
             buffers: FreeList::new(POOL_MAX),
             pipes: FreeList::new(POOL_MAX),
             snapshots: SnapshotCache::new(current),
-            http: HttpWorkerState::new(POOL_MAX),
+            http: HttpWorkerState::new(id, POOL_MAX),
             balancers: RefCell::new(Balancers {
                 generation: u64::MAX,
                 states: Vec::new(),

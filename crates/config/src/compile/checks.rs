@@ -28,7 +28,9 @@ impl Checker<'_> {
         if is_http(l) != Some(false) {
             return;
         }
-        let keys: [(&str, Option<Range<usize>>); 10] = [
+        let keys: [(&str, Option<Range<usize>>); 12] = [
+            ("filters", l.filters.first().map(Spanned::span)),
+            ("trusted_proxies", l.trusted_proxies.first().map(Spanned::span)),
             ("forwarded_headers", l.forwarded_headers.as_ref().map(Spanned::span)),
             (
                 "client_header_timeout",

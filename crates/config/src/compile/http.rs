@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
+use rampart_model::net::IpNet;
 use rampart_model::route::{
-    HeaderMatch, HeaderOps, HostMatch, PathMatch, QueryMatch, RedirectTo, Route, RouteAction, RouteFilters,
-    RouteMatcher,
+    HeaderMatch, HostMatch, PathMatch, QueryMatch, RedirectTo, Route, RouteAction, RouteMatcher,
 };
 use rampart_model::{AccessLogFormat, ForwardedHeaders, Http2Settings, HttpListener};
 use rampart_proto::h1::Limits;
@@ -12,7 +12,7 @@ use regex::bytes::Regex;
 use toml::Spanned;
 
 use super::{Checker, LiveState};
-use crate::raw::{RawHeaderOps, RawListener, RawMatch, RawRoute};
+use crate::raw::{RawListener, RawMatch, RawRoute};
 use rampart_model::defaults;
 
 impl Checker<'_> {
@@ -53,9 +53,10 @@ impl Checker<'_> {
             let path: Arc<std::path::Path> = Arc::from(std::path::Path::new(a.path.get_ref()));
             Some((path, format))
         });
+        let listener_filters = self.filter_list(&l.filters, live);
         let mut routes = Vec::new();
         for (i, r) in l.routes.iter().enumerate() {
-            if let Some(route) = self.route(name, i, r, upstream_index, upstream_names, live) {
+            if let Some(route) = self.route(name, i, r, &listener_filters, upstream_index, upstream_names, live) {
                 routes.push(route);
             }
         }
@@ -65,7 +66,7 @@ impl Checker<'_> {
                     name: "default".to_string(),
                     matcher: RouteMatcher::default(),
                     action: RouteAction::Proxy { upstream },
-                    filters: RouteFilters::default(),
+                    filters: self.route_chain(&listener_filters, None, live),
                     metrics: live.route_metrics(name, "default"),
                 }),
                 None => self.error(
@@ -92,6 +93,7 @@ impl Checker<'_> {
             access_log,
             unrouted: live.route_metrics(name, ""),
             http2: self.http2(l),
+            trusted_proxies: self.networks(&l.trusted_proxies),
         })
     }
 
@@ -138,11 +140,25 @@ impl Checker<'_> {
         })
     }
 
+    /// Networks written as strings, each error at its string.
+    fn networks(&mut self, list: &[Spanned<String>]) -> Vec<IpNet> {
+        let mut out = Vec::new();
+        for net in list {
+            match net.get_ref().parse::<IpNet>() {
+                Ok(n) => out.push(n),
+                Err(e) => self.error(net.span(), e.to_string()),
+            }
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
     fn route(
         &mut self,
         listener: &str,
         index: usize,
         r: &Spanned<RawRoute>,
+        listener_filters: &[std::sync::Arc<rampart_model::filter::Filter>],
         upstream_index: &dyn Fn(&str) -> Option<usize>,
         upstream_names: &str,
         live: &mut LiveState,
@@ -215,36 +231,11 @@ impl Checker<'_> {
             RouteAction::Redirect { status, to }
         };
         let matcher = self.matcher(&r.matcher)?;
-        let prefix_rewrite = match (&r.strip_prefix, &r.replace_prefix) {
-            (Some(_), Some(rp)) => {
-                self.error(
-                    rp.from.span(),
-                    "use either `strip_prefix` or `replace_prefix`, not both",
-                );
-                None
-            }
-            (Some(p), None) => Some((self.path_prefix(p)?, String::new())),
-            (None, Some(rp)) => Some((self.path_prefix(&rp.from)?, rp.to.clone())),
-            (None, None) => None,
-        };
-        let regex_rewrite = match &r.rewrite {
-            Some(rw) => Some((self.regex(&rw.regex)?, rw.replacement.clone())),
-            None => None,
-        };
-        let max_body_size = r
-            .max_body_size
-            .as_ref()
-            .map(|_| self.size(&r.max_body_size, 0, 0, u64::MAX / 2) as u64);
+        let filters = self.route_chain(listener_filters, Some(r), live);
         Some(Route {
             matcher,
             action,
-            filters: RouteFilters {
-                prefix_rewrite,
-                regex_rewrite,
-                request_headers: header_ops(&r.request_headers),
-                response_headers: header_ops(&r.response_headers),
-                max_body_size,
-            },
+            filters,
             metrics: live.route_metrics(listener, &name),
             name,
         })
@@ -317,7 +308,7 @@ impl Checker<'_> {
         })
     }
 
-    fn path_prefix(&mut self, p: &Spanned<String>) -> Option<String> {
+    pub(super) fn path_prefix(&mut self, p: &Spanned<String>) -> Option<String> {
         if p.get_ref().starts_with('/') {
             Some(p.get_ref().clone())
         } else {
@@ -326,7 +317,7 @@ impl Checker<'_> {
         }
     }
 
-    fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
+    pub(super) fn regex(&mut self, r: &Spanned<String>) -> Option<Regex> {
         self.regex_with(r, true)
     }
 
@@ -373,14 +364,6 @@ pub(super) fn host_match(host: &str) -> HostMatch {
     match v.strip_prefix('*') {
         Some(suffix) if suffix.starts_with('.') => HostMatch::Suffix(suffix.to_string()),
         _ => HostMatch::Exact(v),
-    }
-}
-
-fn header_ops(raw: &RawHeaderOps) -> HeaderOps {
-    HeaderOps {
-        remove: raw.remove.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        set: raw.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        add: raw.add.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
     }
 }
 

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
+use rampart_model::filter::FilterRegistry;
 use rampart_model::health::TargetHealth;
 use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, TcpRouteCells, UpstreamCells};
 use rampart_model::Snapshot;
@@ -23,6 +24,8 @@ pub struct LiveState {
     /// The number of workers, fixed by the first load (metric cells are made per worker).
     workers: Option<usize>,
     metrics: MetricCells,
+    /// Filter types registered from outside the built-ins.
+    filters: FilterRegistry,
 }
 
 /// Traffic counters by the names that label them.
@@ -45,6 +48,17 @@ impl LiveState {
             workers,
             ..Default::default()
         }
+    }
+
+    /// This state with `registry`'s filter types known to the compiler.
+    pub fn with_filters(mut self, registry: FilterRegistry) -> Self {
+        self.filters = registry;
+        self
+    }
+
+    /// The filter types registered from outside the built-ins.
+    pub fn filter_registry(&self) -> &FilterRegistry {
+        &self.filters
     }
 
     /// The number of workers: fixed by the first load (by the command line, the config's

@@ -324,7 +324,17 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 13] = [
+        let keys: [(&str, bool, Range<usize>); 15] = [
+            (
+                "filters",
+                !r.filters.is_empty(),
+                at(r.filters.first().map(Spanned::span)),
+            ),
+            (
+                "inherit_filters",
+                r.inherit_filters.is_some(),
+                at(r.inherit_filters.as_ref().map(Spanned::span)),
+            ),
             (
                 "respond",
                 r.respond.is_some(),

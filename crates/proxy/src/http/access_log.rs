@@ -29,6 +29,10 @@ pub struct AccessRecord<'a> {
     pub error: Option<&'a str>,
     /// What the client connection's TLS handshake negotiated, on a TLS listener.
     pub tls: Option<TlsInfo<'a>>,
+    /// The request's id (`request_id` filter).
+    pub request_id: Option<&'a str>,
+    /// Who an auth filter authenticated the request as.
+    pub user: Option<&'a str>,
 }
 
 /// Appends one line in `format`.
@@ -79,6 +83,14 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         None => out.extend_from_slice(b"null"),
     }
     write_tls_json(out, r.tls.as_ref());
+    if let Some(id) = r.request_id {
+        out.extend_from_slice(b",\"request_id\":");
+        write_json_str(out, id);
+    }
+    if let Some(user) = r.user {
+        out.extend_from_slice(b",\"user\":");
+        write_json_str(out, user);
+    }
     out.extend_from_slice(b",\"user_agent\":");
     write_json_str(out, &lossy(r.user_agent));
     out.extend_from_slice(b"}\n");
@@ -88,9 +100,10 @@ const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
 ];
 
-/// `client - - [22/Nov/2026:06:10:00 +0000] "GET / HTTP/1.1" 200 123 "referer" "agent" route target
-/// upstream_ms total_ms error` (`-` for anything missing), and on TLS connections
-/// ` tls=TLSv1.3/TLS13_AES_128_GCM_SHA256 sni=name alpn=http/1.1`.
+/// `client - user [22/Nov/2026:06:10:00 +0000] "GET / HTTP/1.1" 200 123 "referer" "agent" route
+/// target upstream_ms total_ms error` (`-` for anything missing; `user` is who an auth filter
+/// authenticated), on TLS connections ` tls=TLSv1.3/TLS13_AES_128_GCM_SHA256 sni=name
+/// alpn=http/1.1`, and with a request id ` request_id=ID`.
 fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     let mut ts = Vec::with_capacity(32);
     write_timestamp(&mut ts, r.time);
@@ -99,8 +112,9 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     let month = t[5..7].parse::<usize>().unwrap_or(1).clamp(1, 12);
     let _ = write!(
         out,
-        "{} - - [{}/{}/{}:{} +0000] \"{} {} {}\" {} {} \"{}\" \"{}\" {} {} ",
+        "{} - {} [{}/{}/{}:{} +0000] \"{} {} {}\" {} {} \"{}\" \"{}\" {} {} ",
         r.client.ip(),
+        r.user.map_or("-".into(), |u| u.replace([' ', '"'], "_")),
         &t[8..10],
         MONTHS[month - 1],
         &t[0..4],
@@ -136,6 +150,9 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
             tls.sni.map_or("-", |s| dash(s)),
             tls.alpn.map_or("-".into(), |a| lossy(a).replace(' ', "%20")),
         );
+    }
+    if let Some(id) = r.request_id {
+        let _ = write!(out, " request_id={}", id.replace([' ', '"'], "_"));
     }
     out.push(b'\n');
 }

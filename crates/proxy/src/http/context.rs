@@ -26,6 +26,9 @@ pub struct RequestContext {
     pub upstream_time: Option<Duration>,
     /// What went wrong, if anything.
     pub error: Option<HttpError>,
+    /// Why a filter answered in place of the route (the access log's `error` when nothing
+    /// failed), e.g. `rate_limited`.
+    pub filter_reason: Option<&'static str>,
     /// Whether the client connection can take another request.
     pub keep_client: bool,
 }
@@ -43,6 +46,7 @@ impl RequestContext {
             bytes_out: 0,
             upstream_time: None,
             error: None,
+            filter_reason: None,
             keep_client: true,
         }
     }

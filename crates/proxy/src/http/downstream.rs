@@ -79,6 +79,17 @@ pub trait Downstream {
     fn body(&mut self) -> &mut IoBuf;
     /// Reads more request body bytes into [`Downstream::body`].
     async fn read_body(&mut self) -> Result<(), HttpError>;
+    /// Whether the request body's bytes must be shown to [`Downstream::forwarding_body`] before
+    /// they go upstream (a filter inspects the body).
+    fn inspects_body(&self) -> bool {
+        false
+    }
+    /// The first `len` bytes of [`Downstream::body`] (request body bytes, framed as the request
+    /// head says) are about to go upstream; an error refuses them.
+    fn forwarding_body(&mut self, len: usize) -> Result<(), HttpError> {
+        let _ = len;
+        Ok(())
+    }
     /// Our own `100 Continue`.
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.

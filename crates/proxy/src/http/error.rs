@@ -23,8 +23,6 @@ pub enum HttpError {
     ClientHeaderTimeout,
     #[error("malformed request body")]
     BadRequestBody,
-    #[error("request body over the route's limit")]
-    BodyTooLarge,
     #[error("request body not sent in time")]
     ClientBodyTimeout,
     #[error("client connection closed or failed")]
@@ -62,6 +60,13 @@ pub enum HttpError {
     UpstreamReadTimeout,
     #[error("whole-request time limit reached")]
     RequestTimeout,
+    #[error("refused by a filter: {reason}")]
+    Filtered {
+        /// The status the client gets.
+        status: u16,
+        /// The access log's name for it.
+        reason: &'static str,
+    },
 }
 
 impl HttpError {
@@ -69,7 +74,7 @@ impl HttpError {
     pub fn source(self) -> ErrorSource {
         use HttpError::*;
         match self {
-            BadRequest(_) | ClientHeaderTimeout | BadRequestBody | BodyTooLarge | ClientBodyTimeout | ClientGone => {
+            BadRequest(_) | ClientHeaderTimeout | BadRequestBody | ClientBodyTimeout | ClientGone | Filtered { .. } => {
                 ErrorSource::Downstream
             }
             _ => ErrorSource::Upstream,
@@ -83,7 +88,7 @@ impl HttpError {
             BadRequest(e) => e.status(),
             ClientHeaderTimeout | ClientBodyTimeout => 408,
             BadRequestBody | ClientGone => 400,
-            BodyTooLarge => 413,
+            Filtered { status, .. } => status,
             NoHealthyTarget => 503,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
@@ -109,7 +114,6 @@ impl HttpError {
             },
             ClientHeaderTimeout => "client_header_timeout",
             BadRequestBody => "bad_request_body",
-            BodyTooLarge => "body_too_large",
             ClientBodyTimeout => "client_body_timeout",
             ClientGone => "client_error",
             NoHealthyTarget => "no_healthy_target",
@@ -127,6 +131,7 @@ impl HttpError {
             UpstreamBadBody => "upstream_bad_body",
             UpstreamReadTimeout => "upstream_read_timeout",
             RequestTimeout => "request_timeout",
+            Filtered { reason, .. } => reason,
         }
     }
 

@@ -12,6 +12,9 @@
 //!   name and whether it may be retried.
 //! - [`exchange`]: one proxied request: upstream connection from the pool or a new one, request
 //!   head and body out, response head and body back, retries before the first response byte.
+//! - [`filter`]: the filter model: the [`filter::HttpFilter`] trait, the parts of a message
+//!   filters see, and how a route's chain runs around the exchange (the built-ins are in
+//!   [`crate::filters`]).
 //! - [`head_out`]: writing heads: hop-by-hop fields dropped, forwarded headers, header edits.
 //! - [`target`]: request targets: origin- or absolute-form, path and query, host, rewrites.
 //! - [`affinity`]: the consistent-hashing key of a request (header, cookie or client address).
@@ -34,6 +37,7 @@ pub mod context;
 pub mod downstream;
 pub mod error;
 pub mod exchange;
+pub mod filter;
 pub mod h2;
 pub mod h2pool;
 pub mod head_out;

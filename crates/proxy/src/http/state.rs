@@ -7,9 +7,11 @@ use std::time::Instant;
 use rampart_model::Snapshot;
 use rampart_proto::h1::Field;
 
+use super::filter::FilterState;
 use super::h2pool::H2Pool;
 use super::park::{Parked, ParkingLot};
 use super::pool::UpstreamPool;
+use crate::filters::worker::FilterWorkerState;
 use crate::free_list::FreeList;
 
 /// Initial size of an HTTP read buffer; it grows (up to the head limit) only for large heads.
@@ -24,23 +26,29 @@ pub struct HttpWorkerState {
     pub h2_pool: RefCell<H2Pool>,
     /// Idle keep-alive client connections held outside any task.
     pub parking: ParkingLot,
+    /// What the built-in filters keep per worker.
+    pub filters: FilterWorkerState,
     /// Field lists for parsing response heads, one per request waiting for its response.
     field_lists: FreeList<Vec<Field>>,
     read_buffers: FreeList<Vec<u8>>,
     write_buffers: FreeList<Vec<u8>>,
+    /// Lists of per-request filter states, one per request running filters.
+    filter_states: FreeList<Vec<FilterState>>,
     /// The snapshot generation whose targets the pool was last checked against.
     pool_generation: Cell<u64>,
 }
 
 impl HttpWorkerState {
-    pub fn new(max_pooled_buffers: usize) -> Self {
+    pub fn new(worker: usize, max_pooled_buffers: usize) -> Self {
         HttpWorkerState {
             pool: RefCell::default(),
             h2_pool: RefCell::default(),
             parking: ParkingLot::default(),
+            filters: FilterWorkerState::new(worker),
             field_lists: FreeList::new(max_pooled_buffers),
             read_buffers: FreeList::new(max_pooled_buffers),
             write_buffers: FreeList::new(max_pooled_buffers),
+            filter_states: FreeList::new(max_pooled_buffers),
             pool_generation: Cell::new(0),
         }
     }
@@ -80,6 +88,17 @@ impl HttpWorkerState {
         }
     }
 
+    /// An empty list for a request's filter states (kept from earlier requests, so running
+    /// filters allocates no list in the steady state).
+    pub(crate) fn take_filter_states(&self) -> Vec<FilterState> {
+        self.filter_states.take().unwrap_or_default()
+    }
+
+    pub(crate) fn give_filter_states(&self, mut states: Vec<FilterState>) {
+        states.clear();
+        self.filter_states.give(states);
+    }
+
     /// Closes stale pooled connections, and after a reload those to targets no upstream has any
     /// more; frees buffers unused since the last call; closes parked connections whose keep-alive
     /// time is over.
@@ -103,6 +122,7 @@ impl HttpWorkerState {
         self.read_buffers.trim();
         self.write_buffers.trim();
         self.field_lists.trim();
+        self.filter_states.trim();
         let mut expired = Vec::new();
         self.parking.take_expired(Instant::now(), &mut expired);
         // Dropping a parked connection closes it and gives back its place in the limit.

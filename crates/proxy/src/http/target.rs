@@ -1,9 +1,7 @@
 //! Request targets: origin-form or absolute-form (RFC 9112 §3.2), the path and query, the host to
-//! route on, and the route's path rewrites.
+//! route on (rewrites are a filter: `crate::filters::rewrite`).
 
 use std::borrow::Cow;
-
-use rampart_model::route::RouteFilters;
 
 /// A request target as routing and forwarding see it.
 #[derive(Debug, PartialEq, Eq)]
@@ -89,35 +87,6 @@ pub fn strip_port(host: &[u8]) -> &[u8] {
     }
 }
 
-/// The target to send upstream after the route's path rewrites (borrowed when unchanged).
-pub fn rewrite_target<'a>(target: &'a [u8], filters: &RouteFilters) -> Cow<'a, [u8]> {
-    if filters.prefix_rewrite.is_none() && filters.regex_rewrite.is_none() {
-        return Cow::Borrowed(target);
-    }
-    let (path, query) = split_target(target);
-    let mut path: Cow<'_, [u8]> = Cow::Borrowed(path);
-    if let Some((from, to)) = &filters.prefix_rewrite {
-        if path.starts_with(from.as_bytes()) {
-            let mut p = to.as_bytes().to_vec();
-            p.extend_from_slice(&path[from.len()..]);
-            if p.first() != Some(&b'/') {
-                p.insert(0, b'/');
-            }
-            path = Cow::Owned(p);
-        }
-    }
-    if let Some((re, replacement)) = &filters.regex_rewrite {
-        let replaced = re.replace(&path, replacement.as_bytes()).into_owned();
-        path = Cow::Owned(replaced);
-    }
-    let mut out = path.into_owned();
-    if !query.is_empty() {
-        out.push(b'?');
-        out.extend_from_slice(query);
-    }
-    Cow::Owned(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,24 +119,5 @@ mod tests {
         assert_eq!(t.host, b"h.example");
         assert!(!t.from_authority);
         assert_eq!(request_target(b"/p", None).host, b"");
-    }
-
-    #[test]
-    fn rewrites() {
-        let mut f = RouteFilters {
-            prefix_rewrite: Some(("/api".into(), "".into())),
-            ..Default::default()
-        };
-        assert_eq!(&*rewrite_target(b"/api/users?id=1", &f), b"/users?id=1");
-        assert_eq!(&*rewrite_target(b"/api", &f), b"/");
-        assert_eq!(&*rewrite_target(b"/other", &f), b"/other");
-        f.prefix_rewrite = Some(("/v1/".into(), "/v2/".into()));
-        assert_eq!(&*rewrite_target(b"/v1/x", &f), b"/v2/x");
-        f.prefix_rewrite = None;
-        f.regex_rewrite = Some((
-            regex::bytes::Regex::new("^/user/([0-9]+)$").unwrap(),
-            "/users?id=$1".into(),
-        ));
-        assert_eq!(&*rewrite_target(b"/user/42", &f), b"/users?id=42");
     }
 }

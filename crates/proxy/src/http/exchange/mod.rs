@@ -42,7 +42,7 @@ pub struct ProxyRequest<'a> {
     pub framing: Framing,
     pub expect_continue: bool,
     pub upgrade: bool,
-    pub max_body_size: Option<u64>,
+    /// The response header edits every response starts with (the route's static edits).
     pub response_ops: &'a HeaderOps,
 }
 
@@ -376,8 +376,9 @@ async fn send_request<D: Downstream>(
                 if down.body().is_empty() {
                     down.read_body().await?;
                 }
+                let take = (down.body().len() as u64).min(left) as usize;
+                down.forwarding_body(take)?;
                 let body = down.body();
-                let take = (body.len() as u64).min(left) as usize;
                 up_write(
                     conn.write_all_within(&body.filled()[..take], &[], write_timeout).await,
                     true,
@@ -393,11 +394,11 @@ async fn send_request<D: Downstream>(
                 if down.body().is_empty() {
                     down.read_body().await?;
                 }
+                let (used, progress) = decoder
+                    .advance(down.body().filled())
+                    .map_err(|_| HttpError::BadRequestBody)?;
+                down.forwarding_body(used)?;
                 let body = down.body();
-                let (used, progress) = decoder.advance(body.filled()).map_err(|_| HttpError::BadRequestBody)?;
-                if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
-                    return Err(HttpError::BodyTooLarge);
-                }
                 up_write(
                     conn.write_all_within(&body.filled()[..used], &[], write_timeout).await,
                     true,

@@ -124,7 +124,6 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
             framing: Framing::None,
             expect_continue: false,
             upgrade: false,
-            max_body_size: None,
             response_ops: &ops,
         };
         let mut down = Recording::default();

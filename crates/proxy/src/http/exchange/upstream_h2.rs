@@ -204,7 +204,7 @@ async fn exchange_on<D: Downstream>(
     };
     let end = req.framing == Framing::None;
     let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
-    if !end && req.framing == Framing::Chunked && req.max_body_size.is_none() {
+    if !end && req.framing == Framing::Chunked {
         if let Some(source) = down.take_body_source() {
             // Full duplex: the body flows up while the response flows back (a gRPC stream may
             // answer before the client is done, and the client may wait for that answer).
@@ -318,8 +318,9 @@ async fn send_body<D: Downstream>(
                 if down.body().is_empty() {
                     down.read_body().await?;
                 }
+                let take = (down.body().len() as u64).min(left) as usize;
+                down.forwarding_body(take)?;
                 let buf = down.body();
-                let take = (buf.len() as u64).min(left) as usize;
                 left -= take as u64;
                 write_data(body, &buf.filled()[..take], left == 0, write_timeout, &mut sent)
                     .await
@@ -335,18 +336,15 @@ async fn send_body<D: Downstream>(
                 if down.body().is_empty() {
                     down.read_body().await?;
                 }
-                let buf = down.body();
                 data.clear();
                 let (used, _) = decoder
-                    .decode(buf.filled(), |part| match part {
+                    .decode(down.body().filled(), |part| match part {
                         ChunkedPart::Data(d) => data.extend_from_slice(d),
                         ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
                     })
                     .map_err(|_| HttpError::BadRequestBody)?;
-                buf.consume(used);
-                if req.max_body_size.is_some_and(|max| decoder.declared_size() > max) {
-                    return Err(HttpError::BodyTooLarge);
-                }
+                down.forwarding_body(used)?;
+                down.body().consume(used);
                 let done = decoder.is_done();
                 let end = done && trailers.is_empty();
                 write_data(body, &data, end, write_timeout, &mut sent)

@@ -19,6 +19,7 @@ use super::ConnInfo;
 use crate::http::context::RequestContext;
 use crate::http::error::HttpError;
 use crate::http::exchange::answer_error;
+use crate::http::filter::FilterRun;
 use crate::http::iobuf::IoBuf;
 use crate::http::session::Connection;
 use crate::http::state::HttpWorkerState;
@@ -111,6 +112,7 @@ pub(super) async fn serve(
     );
     let logged = conn.http().access_log.is_some();
     let mut rctx = RequestContext::new(logged);
+    let mut run = FilterRun::default();
     bump(&ctx.counters.http_requests, 1);
     conn.ensure_out();
     conn.stream.send_timeout = conn.http().client_header_timeout;
@@ -122,7 +124,7 @@ pub(super) async fn serve(
             match parsed {
                 Ok(Some(head)) => {
                     conn.stream.chunk_request = head.framing == Framing::Chunked;
-                    let handled = conn.handle(&head, &mut rctx, true);
+                    let handled = conn.handle(&head, &mut rctx, &mut run, true);
                     let timed_out = match deadline {
                         Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
                         None => {
@@ -136,7 +138,7 @@ pub(super) async fn serve(
                         let mut down = conn.downstream(false, false, false);
                         answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
                     }
-                    conn.finish(Some(&head), &rctx);
+                    conn.finish(Some(&head), &rctx, &mut run);
                 }
                 Ok(None) | Err(_) => {
                     // A head that does not fit the HTTP/1 limits: 431 (or what the codec says).
@@ -145,7 +147,7 @@ pub(super) async fn serve(
                         _ => HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge),
                     };
                     conn.fail(&mut rctx, error, false, false).await;
-                    conn.finish(None, &rctx);
+                    conn.finish(None, &rctx, &mut run);
                 }
             }
         }
@@ -153,7 +155,7 @@ pub(super) async fn serve(
             tracing::debug!("malformed HTTP/2 request from {}: {e}", info.client);
             conn.stream.respond.send_reset(Reason::PROTOCOL_ERROR);
             rctx.fail(HttpError::BadRequestBody);
-            conn.finish(None, &rctx);
+            conn.finish(None, &rctx, &mut run);
         }
     }
     conn.stream.end(&rctx);

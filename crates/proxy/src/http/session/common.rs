@@ -17,6 +17,7 @@ use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 use crate::http::exchange::answer_error;
+use crate::http::filter::{FilterRun, Outcome, Where};
 use crate::http::iobuf::IoBuf;
 use crate::http::transport::Transport;
 use crate::worker::{SharedSnapshot, WorkerContext};
@@ -112,8 +113,9 @@ impl<'a, T: Transport> Connection<'a, T> {
         rctx.bytes_out = down.bytes_sent();
     }
 
-    /// Counts a finished request in the listener's and route's metrics, and logs it.
-    pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext) {
+    /// Counts a finished request in the listener's and route's metrics, logs it, and runs the
+    /// filters' log phase.
+    pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext, run: &mut FilterRun) {
         let took = rctx.began.elapsed();
         let id = self.ctx.id;
         let listener = &self.snapshot.listeners[self.listener];
@@ -128,10 +130,31 @@ impl<'a, T: Transport> Connection<'a, T> {
             route_cells.requests[code_class(rctx.status)].add(1);
             route_cells.duration.observe(took);
         }
-        self.write_access(head, rctx, took);
+        self.write_access(head, rctx, run, took);
+        if run.is_active() {
+            let snapshot = self.snapshot.clone();
+            let listener = &snapshot.listeners[self.listener];
+            let route_index = rctx.route.unwrap_or_default();
+            let route = listener.http().and_then(|h| h.routes.get(route_index));
+            let at = Where {
+                worker: self.ctx,
+                snapshot: &snapshot,
+                listener: &listener.name,
+                route: route.map_or("", |r| r.name.as_str()),
+                route_index,
+                peer: self.client,
+            };
+            let outcome = Outcome {
+                status: rctx.status,
+                bytes_out: rctx.bytes_out,
+                duration: took,
+                error: rctx.error.map(HttpError::reason).or(rctx.filter_reason),
+            };
+            run.finish(route.map(|r| &r.filters), at, &outcome);
+        }
     }
 
-    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, took: Duration) {
+    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {
         let (Some((path, format)), Some(wall)) = (&self.http().access_log, rctx.logged_at) else {
             return;
         };
@@ -161,8 +184,10 @@ impl<'a, T: Transport> Connection<'a, T> {
             upstream_target,
             upstream_time: rctx.upstream_time,
             total_time: took,
-            error: rctx.error.map(HttpError::reason),
+            error: rctx.error.map(HttpError::reason).or(rctx.filter_reason),
             tls: self.stream.tls_info(),
+            request_id: run.facts.request_id.as_deref(),
+            user: run.facts.user.as_deref(),
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }

@@ -17,6 +17,7 @@ use rampart_proto::h2map::{preface, Preface};
 
 use super::context::RequestContext;
 use super::error::HttpError;
+use super::filter::FilterRun;
 use super::iobuf::IoBuf;
 use super::state::HTTP_BUFFER_SIZE;
 use crate::slot::{Conn, ConnSlot};
@@ -239,12 +240,13 @@ impl<'a> Connection<'a, Stream> {
     async fn active(&mut self) -> Next {
         loop {
             let mut rctx = RequestContext::new(self.http().access_log.is_some());
+            let mut run = FilterRun::default();
             let head = match self.read_head().await {
                 HeadRead::Head(h) => h,
                 HeadRead::Closed => return Next::Close,
                 HeadRead::Failed(error) => {
                     tracing::debug!("bad request from {}: {error}", self.client);
-                    self.answer_bad_request(&mut rctx, error).await;
+                    self.answer_bad_request(&mut rctx, &mut run, error).await;
                     return Next::Close;
                 }
             };
@@ -256,8 +258,8 @@ impl<'a> Connection<'a, Stream> {
                 // A reload turned the access log on for this listener.
                 rctx.logged_at = Some(std::time::SystemTime::now());
             }
-            self.handle(&head, &mut rctx, may_keep).await;
-            self.finish(Some(&head), &rctx);
+            self.handle(&head, &mut rctx, &mut run, may_keep).await;
+            self.finish(Some(&head), &rctx, &mut run);
             if !rctx.keep_client {
                 return Next::Close;
             }
@@ -319,11 +321,11 @@ impl<'a> Connection<'a, Stream> {
 
     /// Answers a request whose head could not be read, then lets the client read the answer
     /// before the connection closes (rather than meet a reset from unread bytes).
-    async fn answer_bad_request(&mut self, rctx: &mut RequestContext, error: HttpError) {
+    async fn answer_bad_request(&mut self, rctx: &mut RequestContext, run: &mut FilterRun, error: HttpError) {
         self.ensure_out();
         self.log_scratch.clear();
         self.fail(rctx, error, false, false).await;
-        self.finish(None, rctx);
+        self.finish(None, rctx, run);
         self.stream.shutdown_write();
         drain_briefly(&mut self.stream).await;
     }

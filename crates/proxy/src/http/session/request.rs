@@ -1,11 +1,13 @@
-//! Answering one request, phase by phase: route it; answer it locally (respond, redirect, 404) or
-//! check its body against the route's limit, write the upstream request head, and exchange it with
-//! an upstream; run the tunnel a 101 opens. The access log is written by the caller from the
-//! request context.
+//! Answering one request, phase by phase: route it; run its route's filters on the request head
+//! (they may answer, rewrite, edit headers or pick another upstream); answer it locally
+//! (respond, redirect, 404) or write the upstream request head and exchange it with an upstream,
+//! everything said to the client passing the filters' response phases; run the tunnel a 101
+//! opens. The access log and the filters' log phase are written by the caller.
 
 use std::borrow::Cow;
 
-use rampart_model::route::{RedirectTo, RequestView, RouteAction, RouteFilters};
+use rampart_model::filter::FilterChain;
+use rampart_model::route::{RedirectTo, RequestView, RouteAction};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
 
 use super::{http_settings, Connection};
@@ -13,24 +15,43 @@ use crate::http::access_log::capture_for_log;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::exchange::{self, ProxyRequest};
+use crate::http::exchange::{self, answer_error, ProxyRequest};
+use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
 use crate::http::head_out::{write_request_head, RequestHeader};
-use crate::http::target::{request_target, rewrite_target};
+use crate::http::target::request_target;
 use crate::http::transport::Transport;
 
+/// How a request's answer is to be delivered: the route's filters, and what the client allows.
+#[derive(Clone, Copy)]
+struct Delivery<'d> {
+    /// The route's chain and where the request runs; `None` for a request no route took.
+    filters: Option<(&'d FilterChain, Where<'d>)>,
+    keep: bool,
+    http10: bool,
+    head_only: bool,
+    framing: Framing,
+}
+
 impl<T: Transport> Connection<'_, T> {
-    /// Routes and answers one request, recording what happened in `rctx`. `may_keep` is false when
-    /// the connection is to close after this request: a reload removed its listener (the request
-    /// is answered under the previous config), or the worker drains (the answer says
-    /// `Connection: close`, so the client does not send another request into a closing
-    /// connection).
-    pub(crate) async fn handle(&mut self, head: &RequestHead, rctx: &mut RequestContext, may_keep: bool) {
+    /// Routes and answers one request, recording what happened in `rctx` and the filters' run in
+    /// `run`. `may_keep` is false when the connection is to close after this request: a reload
+    /// removed its listener (the request is answered under the previous config), or the worker
+    /// drains (the answer says `Connection: close`, so the client does not send another request
+    /// into a closing connection).
+    pub(crate) async fn handle(
+        &mut self,
+        head: &RequestHead,
+        rctx: &mut RequestContext,
+        run: &mut FilterRun,
+        may_keep: bool,
+    ) {
         if rctx.logged_at.is_some() {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
         let snapshot = self.snapshot.clone();
         let http = http_settings(&snapshot, self.listener);
-        let listener_tls = snapshot.listeners[self.listener].tls.as_deref();
+        let listener = &snapshot.listeners[self.listener];
+        let listener_tls = listener.tls.as_deref();
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
@@ -50,7 +71,14 @@ impl<T: Transport> Connection<'_, T> {
         let keep = may_keep && head.keep_alive;
         let http10 = head.version == Version::Http10;
         let keep_after_local = keep && head.framing == Framing::None;
-        let Some(route) = route.map(|r| &http.routes[r]) else {
+        let mut delivery = Delivery {
+            filters: None,
+            keep: keep_after_local,
+            http10,
+            head_only,
+            framing: head.framing,
+        };
+        let Some(route_index) = route else {
             self.inbuf.consume(head.len);
             let answer = LocalAnswer {
                 status: 404,
@@ -58,11 +86,57 @@ impl<T: Transport> Connection<'_, T> {
                 body: b"404 Not Found\n",
                 close: !keep_after_local,
             };
-            return self.answer_local(rctx, &answer, http10, head_only).await;
+            return self.answer_local(rctx, run, delivery, &answer).await;
         };
+        let route = &http.routes[route_index];
+        let chain = &route.filters;
+        let at = Where {
+            worker: self.ctx,
+            snapshot: &snapshot,
+            listener: &listener.name,
+            route: &route.name,
+            route_index,
+            peer: self.client,
+        };
+        delivery.filters = Some((chain, at));
+        let mut parts = RequestParts::new(
+            method,
+            target.host,
+            target.path,
+            target.query,
+            head.version,
+            head.framing,
+            buf,
+            &self.fields,
+            target.origin_form.clone(),
+            Cow::Borrowed(&chain.request_edits),
+            match route.action {
+                RouteAction::Proxy { upstream } => Some(upstream),
+                _ => None,
+            },
+        );
+        if !chain.is_empty() {
+            let client = client_ip(self.client.ip(), &http.trusted_proxies, &parts);
+            run.start(self.ctx, chain, client);
+            // Boxed: the filters' futures stay out of every request's state.
+            if let Some(answer) = Box::pin(run.request_head(chain, at, &mut parts)).await {
+                drop(parts);
+                self.inbuf.consume(head.len);
+                rctx.filter_reason = answer.reason;
+                let headers: Vec<(&str, &str)> = answer.headers.iter().map(|(n, v)| (n.as_ref(), v.as_str())).collect();
+                let local = LocalAnswer {
+                    status: answer.status,
+                    headers: &headers,
+                    body: &answer.body,
+                    close: !keep_after_local,
+                };
+                return self.answer_local(rctx, run, delivery, &local).await;
+            }
+        }
         match &route.action {
             RouteAction::Respond { status, headers, body } => {
                 let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+                drop(parts);
                 self.inbuf.consume(head.len);
                 let answer = LocalAnswer {
                     status: *status,
@@ -70,7 +144,7 @@ impl<T: Transport> Connection<'_, T> {
                     body,
                     close: !keep_after_local,
                 };
-                self.answer_local(rctx, &answer, http10, head_only).await
+                self.answer_local(rctx, run, delivery, &answer).await
             }
             RouteAction::Redirect { status, to } => {
                 let to = match to {
@@ -96,6 +170,7 @@ impl<T: Transport> Connection<'_, T> {
                         format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
                     }
                 };
+                drop(parts);
                 self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
                 let answer = LocalAnswer {
@@ -104,18 +179,18 @@ impl<T: Transport> Connection<'_, T> {
                     body: body.as_bytes(),
                     close: !keep_after_local,
                 };
-                self.answer_local(rctx, &answer, http10, head_only).await
+                self.answer_local(rctx, run, delivery, &answer).await
             }
-            RouteAction::Proxy { upstream } => {
-                let upstream = *upstream;
+            RouteAction::Proxy { .. } => {
+                // A filter may have picked another upstream.
+                let upstream = parts.upstream.unwrap_or_default();
                 rctx.upstream = Some(upstream);
-                let filters = &route.filters;
-                if let Some(error) = self.early_body_error(head, filters) {
+                if let Some(error) = self.early_body_error(head) {
+                    drop(parts);
                     self.inbuf.consume(head.len);
-                    return self.fail(rctx, error, http10, head_only).await;
+                    delivery.keep = false;
+                    return self.fail_filtered(rctx, run, delivery, error).await;
                 }
-                // The request head the upstream gets: the route's rewrites and header edits.
-                let rewritten = rewrite_target(&target.origin_form, filters);
                 // An absolute-form request names its host in the target, which wins over `Host`.
                 let host = match target.from_authority {
                     true => Some(target.authority),
@@ -128,7 +203,7 @@ impl<T: Transport> Connection<'_, T> {
                         buf,
                         fields: &self.fields,
                         method,
-                        target: rewritten,
+                        target: parts.target,
                         framing: head.framing,
                         upgrade: head.upgrade,
                         host,
@@ -140,13 +215,13 @@ impl<T: Transport> Connection<'_, T> {
                         client_cert: listener_tls
                             .and_then(|t| t.forward_client_cert.as_deref())
                             .map(|name| (name, self.stream.client_cert())),
-                        edits: Cow::Borrowed(&filters.request_headers),
+                        edits: parts.edits,
                     },
                 );
                 let up = &snapshot.upstreams[upstream];
                 let req = ProxyRequest {
                     snapshot: &snapshot,
-                    listener_name: &snapshot.listeners[self.listener].name,
+                    listener_name: &listener.name,
                     upstream,
                     client: self.client,
                     local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
@@ -156,11 +231,27 @@ impl<T: Transport> Connection<'_, T> {
                     framing: head.framing,
                     expect_continue: head.expect_continue,
                     upgrade: head.upgrade,
-                    max_body_size: filters.max_body_size,
-                    response_ops: &filters.response_headers,
+                    response_ops: &chain.response_edits,
                 };
                 self.inbuf.consume(head.len);
-                self.exchange(&req, rctx, keep, http10).await;
+                delivery.keep = keep;
+                self.exchange(&req, rctx, run, delivery).await;
+            }
+        }
+    }
+
+    /// The downstream side for this request, with its route's filters on it.
+    fn filtered<'d>(
+        &'d mut self,
+        run: &'d mut FilterRun,
+        delivery: Delivery<'d>,
+    ) -> FilteredDownstream<'d, T::Down<'d>> {
+        let down = self.downstream(delivery.keep, delivery.http10, delivery.head_only);
+        match delivery.filters {
+            None => FilteredDownstream::plain(down),
+            Some((chain, at)) => {
+                let transformable = !delivery.http10 && !delivery.head_only;
+                FilteredDownstream::new(down, chain, run, at, delivery.framing, transformable)
             }
         }
     }
@@ -168,11 +259,11 @@ impl<T: Transport> Connection<'_, T> {
     async fn answer_local(
         &mut self,
         rctx: &mut RequestContext,
+        run: &mut FilterRun,
+        delivery: Delivery<'_>,
         answer: &LocalAnswer<'_>,
-        http10: bool,
-        head_only: bool,
     ) {
-        let mut down = self.downstream(!answer.close, http10, head_only);
+        let mut down = self.filtered(run, delivery);
         let sent = down.send_local(answer).await;
         rctx.status = answer.status;
         rctx.bytes_out = down.bytes_sent();
@@ -182,16 +273,42 @@ impl<T: Transport> Connection<'_, T> {
         }
     }
 
+    /// Fails the request with `error` (its error answer through the filters); the connection
+    /// closes after it.
+    async fn fail_filtered(
+        &mut self,
+        rctx: &mut RequestContext,
+        run: &mut FilterRun,
+        delivery: Delivery<'_>,
+        error: HttpError,
+    ) {
+        let mut down = self.filtered(run, delivery);
+        answer_error(&mut down, rctx, error).await;
+        rctx.bytes_out = down.bytes_sent();
+    }
+
     /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
     /// tunnel a 101 may have opened.
-    async fn exchange(&mut self, req: &ProxyRequest<'_>, rctx: &mut RequestContext, keep: bool, http10: bool) {
+    async fn exchange(
+        &mut self,
+        req: &ProxyRequest<'_>,
+        rctx: &mut RequestContext,
+        run: &mut FilterRun,
+        delivery: Delivery<'_>,
+    ) {
         // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
         // to the pool before the (possibly slow) upstream connect.
         self.inbuf.release_if_empty(&self.ctx.http);
         let head_out = std::mem::take(&mut self.head_out);
         let ctx = self.ctx;
-        let mut down = self.downstream(keep, http10, req.head_method);
-        let tunnel = exchange::proxy(ctx, req, &mut down, &head_out, rctx).await;
+        let mut down = self.filtered(run, delivery);
+        let tunnel = match down.inspect_received_body() {
+            Ok(()) => exchange::proxy(ctx, req, &mut down, &head_out, rctx).await,
+            Err(error) => {
+                answer_error(&mut down, rctx, error).await;
+                None
+            }
+        };
         rctx.bytes_out = down.bytes_sent();
         if !rctx.responded() || rctx.error.is_some() {
             rctx.keep_client = false;
@@ -208,23 +325,17 @@ impl<T: Transport> Connection<'_, T> {
         }
     }
 
-    /// Checks what the head says about the body, and the body bytes that came with it, before
-    /// anything goes upstream, so a malformed or oversized body sent in one piece never reaches
-    /// a backend.
-    fn early_body_error(&self, head: &RequestHead, filters: &RouteFilters) -> Option<HttpError> {
-        match (head.framing, filters.max_body_size) {
-            (Framing::Length(n), Some(max)) if n > max => Some(HttpError::BodyTooLarge),
-            (Framing::Chunked, max) => {
-                let mut decoder = ChunkedDecoder::new();
-                let early = decoder.advance(&self.inbuf.filled()[head.len..]);
-                if max.is_some_and(|max| decoder.declared_size() > max) {
-                    Some(HttpError::BodyTooLarge)
-                } else {
-                    early.err().map(|_| HttpError::BadRequestBody)
-                }
-            }
-            _ => None,
+    /// Checks a chunked body's bytes that came with the head before anything goes upstream, so a
+    /// malformed body sent in one piece never reaches a backend.
+    fn early_body_error(&self, head: &RequestHead) -> Option<HttpError> {
+        if head.framing != Framing::Chunked {
+            return None;
         }
+        let mut decoder = ChunkedDecoder::new();
+        decoder
+            .advance(&self.inbuf.filled()[head.len..])
+            .err()
+            .map(|_| HttpError::BadRequestBody)
     }
 
     /// Runs the tunnel a 101 opened until either side ends it or it idles out.

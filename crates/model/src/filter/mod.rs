@@ -1,0 +1,153 @@
+//! HTTP filters as compiled: each route's ordered chain of filters, their settings, and the
+//! registry through which filters written outside Rampart's built-ins are configured.
+//!
+//! A route's chain is the listener's filters (shared by every route of the listener, unless a
+//! route opts out), then the filters its own legacy keys stand for (`strip_prefix`,
+//! `request_headers`, `max_body_size`, ...), then its `filters` list. The data plane runs a chain
+//! (`rampart_proxy::http::filter`); this module only holds what it runs.
+//!
+//! Static request and response header edits are folded into the chain's starting edits when no
+//! filter could observe the difference, so that a route whose filters are only header edits costs
+//! nothing per request.
+
+use std::sync::Arc;
+
+use crate::route::HeaderOps;
+
+pub mod basic;
+pub mod external;
+
+pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
+pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
+
+/// A route's filters in the order they see a request (responses see them in reverse).
+#[derive(Debug, Default)]
+pub struct FilterChain {
+    /// Filters run per request. Listener filters are shared (the same `Arc`) by the routes that
+    /// inherit them, so a listener-wide limit counts every route's requests together.
+    pub filters: Vec<Arc<Filter>>,
+    /// The request header edits every proxied request starts with (static edits folded in).
+    pub request_edits: HeaderOps,
+    /// The response header edits every response starts with (static edits folded in).
+    pub response_edits: HeaderOps,
+}
+
+impl FilterChain {
+    /// Whether requests on this route run no filter at all (static edits aside).
+    pub fn is_empty(&self) -> bool {
+        self.filters.is_empty()
+    }
+}
+
+/// One filter with its compiled settings.
+#[derive(Debug)]
+pub enum Filter {
+    /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
+    Rewrite(Rewrite),
+    /// Header edits on the request sent upstream.
+    RequestHeaders(RequestHeaders),
+    /// Header edits on the response sent to the client.
+    ResponseHeaders(ResponseHeaders),
+    /// Largest request body accepted; past it, 413.
+    BodyLimit(BodyLimit),
+    /// Keep or make an `X-Request-Id`.
+    RequestId(RequestId),
+    /// Allow or deny client networks.
+    IpFilter(IpFilter),
+    /// Cross-origin resource sharing: preflights answered, response headers added.
+    Cors(Cors),
+    /// A filter registered from outside the built-ins.
+    External(ExternalFilter),
+}
+
+impl Filter {
+    /// The `type` that configures it.
+    pub fn type_name(&self) -> &str {
+        match self {
+            Filter::Rewrite(_) => "rewrite",
+            Filter::RequestHeaders(_) => "request_headers",
+            Filter::ResponseHeaders(_) => "response_headers",
+            Filter::BodyLimit(_) => "body_limit",
+            Filter::RequestId(_) => "request_id",
+            Filter::IpFilter(_) => "ip_filter",
+            Filter::Cors(_) => "cors",
+            Filter::External(e) => &e.type_name,
+        }
+    }
+
+    /// Whether running it per request may change the request's header edits in a way that
+    /// depends on the request (so static edits after it cannot be folded into the chain's start).
+    pub fn edits_request_headers_per_request(&self) -> bool {
+        match self {
+            Filter::RequestId(_) | Filter::External(_) => true,
+            Filter::Rewrite(_)
+            | Filter::RequestHeaders(_)
+            | Filter::ResponseHeaders(_)
+            | Filter::BodyLimit(_)
+            | Filter::IpFilter(_)
+            | Filter::Cors(_) => false,
+        }
+    }
+
+    /// The same for response headers (responses meet the filters in reverse order).
+    pub fn edits_response_headers_per_request(&self) -> bool {
+        match self {
+            Filter::RequestId(_) | Filter::Cors(_) | Filter::External(_) => true,
+            Filter::Rewrite(_)
+            | Filter::RequestHeaders(_)
+            | Filter::ResponseHeaders(_)
+            | Filter::BodyLimit(_)
+            | Filter::IpFilter(_) => false,
+        }
+    }
+}
+
+/// Builds a chain from filters in order, folding static header edits into its starting edits
+/// where no other filter can tell: request edits before the first filter that edits request
+/// headers per request, response edits after the last filter that edits response headers per
+/// request.
+pub fn build_chain(filters: Vec<Arc<Filter>>) -> FilterChain {
+    let first_dynamic_request = filters
+        .iter()
+        .position(|f| f.edits_request_headers_per_request())
+        .unwrap_or(filters.len());
+    let last_dynamic_response = filters.iter().rposition(|f| f.edits_response_headers_per_request());
+    let mut chain = FilterChain::default();
+    for (i, filter) in filters.into_iter().enumerate() {
+        match &*filter {
+            Filter::RequestHeaders(RequestHeaders { ops }) if i < first_dynamic_request => {
+                merge(&mut chain.request_edits, ops)
+            }
+            Filter::ResponseHeaders(ResponseHeaders { ops }) if last_dynamic_response.is_none_or(|last| i > last) => {
+                // Responses run the chain backwards: a later filter's edits come first.
+                let mut earlier = std::mem::take(&mut chain.response_edits);
+                chain.response_edits = ops.clone();
+                merge_under(&mut chain.response_edits, &mut earlier);
+            }
+            _ => chain.filters.push(filter),
+        }
+    }
+    chain
+}
+
+/// Applies `ops` after the edits already in `into`.
+fn merge(into: &mut HeaderOps, ops: &HeaderOps) {
+    for name in &ops.remove {
+        into.remove(name);
+    }
+    for (name, value) in &ops.set {
+        into.set(name, value);
+    }
+    for (name, value) in &ops.add {
+        into.add(name, value);
+    }
+}
+
+/// Applies `later` after the edits in `first` and leaves the result in `first`.
+fn merge_under(first: &mut HeaderOps, later: &mut HeaderOps) {
+    let later = std::mem::take(later);
+    merge(first, &later);
+}
+
+#[cfg(test)]
+mod tests;

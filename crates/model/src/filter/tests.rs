@@ -1,0 +1,91 @@
+use std::sync::Arc;
+
+use super::*;
+
+fn headers(set: &[(&str, &str)]) -> HeaderOps {
+    let mut ops = HeaderOps::default();
+    for (n, v) in set {
+        ops.set(n, v);
+    }
+    ops
+}
+
+fn request_id() -> Arc<Filter> {
+    Arc::new(Filter::RequestId(RequestId {
+        header: "x-request-id".into(),
+        keep_incoming: true,
+        echo: true,
+    }))
+}
+
+#[test]
+fn static_edits_before_any_dynamic_filter_fold_into_the_start() {
+    let chain = build_chain(vec![
+        Arc::new(Filter::RequestHeaders(RequestHeaders {
+            ops: headers(&[("x-a", "1")]),
+        })),
+        Arc::new(Filter::RequestHeaders(RequestHeaders {
+            ops: headers(&[("x-a", "2"), ("x-b", "3")]),
+        })),
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-r", "1")]),
+        })),
+    ]);
+    assert!(chain.is_empty(), "only static edits: nothing runs per request");
+    assert_eq!(
+        chain.request_edits.set,
+        vec![
+            ("x-a".to_string(), "2".to_string()),
+            ("x-b".to_string(), "3".to_string())
+        ]
+    );
+    assert_eq!(chain.response_edits.set, vec![("x-r".to_string(), "1".to_string())]);
+}
+
+#[test]
+fn static_edits_after_a_dynamic_filter_keep_their_place() {
+    let chain = build_chain(vec![
+        Arc::new(Filter::RequestHeaders(RequestHeaders {
+            ops: headers(&[("x-a", "1")]),
+        })),
+        request_id(),
+        Arc::new(Filter::RequestHeaders(RequestHeaders {
+            ops: headers(&[("x-request-id", "fixed")]),
+        })),
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-r", "1")]),
+        })),
+    ]);
+    // The first request edit folds; the one after request_id runs after it, per request. The
+    // response edit comes after request_id in the chain, so responses meet it first: it folds.
+    assert_eq!(chain.filters.len(), 2);
+    assert_eq!(chain.filters[0].type_name(), "request_id");
+    assert_eq!(chain.filters[1].type_name(), "request_headers");
+    assert_eq!(chain.request_edits.set.len(), 1);
+    assert_eq!(chain.response_edits.set.len(), 1);
+}
+
+#[test]
+fn response_edits_fold_in_response_order() {
+    // Responses run the chain backwards: the second filter's edits apply first, the first's last.
+    let chain = build_chain(vec![
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-r", "outer")]),
+        })),
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-r", "inner")]),
+        })),
+    ]);
+    assert_eq!(chain.response_edits.set, vec![("x-r".to_string(), "outer".to_string())]);
+    let before_dynamic = build_chain(vec![
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-r", "1")]),
+        })),
+        request_id(),
+    ]);
+    assert_eq!(
+        before_dynamic.filters.len(),
+        2,
+        "request_id answers first, so the edit must wait"
+    );
+}

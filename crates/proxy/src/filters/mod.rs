@@ -1,0 +1,22 @@
+//! The built-in HTTP filters, each an [`HttpFilter`](crate::http::filter::HttpFilter) implemented
+//! on its compiled settings (`rampart_model::filter`). The chain dispatches to them with a
+//! `match` (`crate::http::filter`), so adding one means: its settings in the model, a variant of
+//! `Filter`, its config keys in `rampart-config`, its implementation here, and its name in the
+//! `builtin_filters!` list.
+//!
+//! - [`headers`]: `request_headers`, `response_headers` (static edits are folded at compile time
+//!   and never run here unless a filter before them edits per request).
+//! - [`rewrite`]: path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
+//! - [`body_limit`]: `body_limit` and a route's `max_body_size`.
+//! - [`request_id`]: keep or make `X-Request-Id` (UUIDv7).
+//! - [`ip_filter`]: allow and deny networks.
+//! - [`cors`]: CORS preflights and response headers.
+//! - [`worker`]: what filters keep per worker.
+
+pub mod body_limit;
+pub mod cors;
+pub mod headers;
+pub mod ip_filter;
+pub mod request_id;
+pub mod rewrite;
+pub mod worker;

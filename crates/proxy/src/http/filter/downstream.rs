@@ -1,0 +1,392 @@
+//! The filters' place on the seam: [`FilteredDownstream`] wraps a request's downstream side, so
+//! that everything the exchange (or a local answer) says to the client passes the response
+//! phases, and request body bytes pass the request body phase before they go upstream. One
+//! wrapper serves HTTP/1 and HTTP/2 on both sides. With no filters it only forwards.
+//!
+//! A transformed response body is unframed as the upstream framed it, handed to the filters as
+//! payload, and framed again as chunks (HTTP/2 unframes them at its side of the seam).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use rampart_model::filter::FilterChain;
+use rampart_model::route::HeaderOps;
+use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
+
+use super::run::Where;
+use super::{FilterRun, Rejection, ResponseParts};
+use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
+use crate::http::error::HttpError;
+use crate::http::iobuf::IoBuf;
+
+/// A downstream side with a route's filters on it.
+pub struct FilteredDownstream<'d, D> {
+    inner: D,
+    filtering: Option<Filtering<'d>>,
+}
+
+struct Filtering<'d> {
+    chain: &'d FilterChain,
+    run: &'d mut FilterRun,
+    at: Where<'d>,
+    /// The client can take a body of another length (HTTP/1.1 chunked, or HTTP/2), and asked for
+    /// one (not HEAD).
+    transformable: bool,
+    request: RequestBody,
+    response: Option<Box<Transform>>,
+}
+
+/// Where the request body's inspection stands.
+struct RequestBody {
+    framing: Framing,
+    /// Payload bytes still due of a `Length` body.
+    left: u64,
+    decoder: ChunkedDecoder,
+    /// Bytes at the start of the body buffer that were inspected ahead of being forwarded.
+    ahead: usize,
+    ended: bool,
+}
+
+/// A response body being transformed.
+struct Transform {
+    /// As the upstream framed it.
+    framing: Framing,
+    left: u64,
+    decoder: ChunkedDecoder,
+    payload: Vec<u8>,
+    trailers: Vec<u8>,
+    out: Vec<u8>,
+    ended: bool,
+}
+
+fn rejected(r: Rejection) -> HttpError {
+    HttpError::Filtered {
+        status: r.status,
+        reason: r.reason,
+    }
+}
+
+impl<'d, D: Downstream> FilteredDownstream<'d, D> {
+    /// `inner` as is: no filters.
+    pub fn plain(inner: D) -> Self {
+        FilteredDownstream { inner, filtering: None }
+    }
+
+    /// `inner` with `chain`'s filters on it (`run` has been through the request head phase).
+    /// `framing` is the request body's; `transformable` whether the client can take a response
+    /// body of another length.
+    pub(crate) fn new(
+        inner: D,
+        chain: &'d FilterChain,
+        run: &'d mut FilterRun,
+        at: Where<'d>,
+        framing: Framing,
+        transformable: bool,
+    ) -> Self {
+        if !run.is_active() && chain.response_edits.is_empty() {
+            return FilteredDownstream::plain(inner);
+        }
+        FilteredDownstream {
+            inner,
+            filtering: Some(Filtering {
+                chain,
+                run,
+                at,
+                transformable,
+                request: RequestBody {
+                    framing,
+                    left: match framing {
+                        Framing::Length(n) => n,
+                        _ => 0,
+                    },
+                    decoder: ChunkedDecoder::new(),
+                    ahead: 0,
+                    ended: matches!(framing, Framing::None | Framing::Length(0)),
+                },
+                response: None,
+            }),
+        }
+    }
+
+    /// The downstream side inside.
+    pub fn inner(&mut self) -> &mut D {
+        &mut self.inner
+    }
+
+    /// Runs the request body phase over the body bytes already received (those that came with
+    /// the head), before any upstream is involved, so that a body refused in one piece never
+    /// reaches a backend.
+    pub fn inspect_received_body(&mut self) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut().filter(|f| f.run.inspect_body) else {
+            return Ok(());
+        };
+        let body = self.inner.body();
+        let from = f.request.ahead;
+        let to = body.len();
+        f.inspect(&body.filled()[from..to])?;
+        f.request.ahead = to;
+        Ok(())
+    }
+}
+
+impl Filtering<'_> {
+    /// Runs the request body phase over `framed` (request body bytes as framed).
+    fn inspect(&mut self, framed: &[u8]) -> Result<(), HttpError> {
+        if self.request.ended || framed.is_empty() {
+            return Ok(());
+        }
+        let (chain, at, run) = (self.chain, self.at, &mut *self.run);
+        match self.request.framing {
+            Framing::Length(_) => {
+                let take = (framed.len() as u64).min(self.request.left) as usize;
+                self.request.left -= take as u64;
+                self.request.ended = self.request.left == 0;
+                run.request_body(chain, at, &framed[..take], self.request.ended)
+                    .map_err(rejected)
+            }
+            Framing::Chunked => {
+                let mut result = Ok(());
+                self.request
+                    .decoder
+                    .decode(framed, |part| {
+                        if let (ChunkedPart::Data(data), Ok(())) = (part, &result) {
+                            result = run.request_body(chain, at, data, false);
+                        }
+                    })
+                    .map_err(|_| HttpError::BadRequestBody)?;
+                result.map_err(rejected)?;
+                if self.request.decoder.is_done() {
+                    self.request.ended = true;
+                    run.request_body(chain, at, &[], true).map_err(rejected)?;
+                }
+                Ok(())
+            }
+            Framing::None | Framing::UntilClose => Ok(()),
+        }
+    }
+
+    /// Unframes `framed` (response body bytes as the upstream framed them), runs the response
+    /// body phase, and leaves the bytes to send (chunks) in the transform's `out`.
+    fn transform(&mut self, framed: &[u8]) -> Result<(), HttpError> {
+        let Some(t) = self.response.as_mut() else {
+            return Ok(());
+        };
+        t.out.clear();
+        if t.ended {
+            return Ok(());
+        }
+        t.payload.clear();
+        match t.framing {
+            Framing::Length(_) => {
+                let take = (framed.len() as u64).min(t.left) as usize;
+                t.payload.extend_from_slice(&framed[..take]);
+                t.left -= take as u64;
+                t.ended = t.left == 0;
+            }
+            _ => {
+                let (payload, trailers) = (&mut t.payload, &mut t.trailers);
+                t.decoder
+                    .decode(framed, |part| match part {
+                        ChunkedPart::Data(d) => payload.extend_from_slice(d),
+                        ChunkedPart::Trailer(tr) => trailers.extend_from_slice(tr),
+                    })
+                    .map_err(|_| HttpError::UpstreamBadBody)?;
+                t.ended = t.decoder.is_done();
+            }
+        }
+        self.run
+            .response_body(self.chain, self.at, &mut t.payload, t.ended)
+            .map_err(rejected)?;
+        if !t.payload.is_empty() {
+            t.out.extend_from_slice(format!("{:x}\r\n", t.payload.len()).as_bytes());
+            t.out.extend_from_slice(&t.payload);
+            t.out.extend_from_slice(b"\r\n");
+        }
+        if t.ended {
+            t.out.extend_from_slice(b"0\r\n");
+            t.out.extend_from_slice(&t.trailers);
+            t.out.extend_from_slice(b"\r\n");
+        }
+        Ok(())
+    }
+}
+
+/// Whether a response with this status carries a body at all.
+fn has_body(status: u16) -> bool {
+    !((100..200).contains(&status) || status == 204 || status == 304)
+}
+
+impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
+    type BodySource = D::BodySource;
+
+    fn take_body_source(&mut self) -> Option<Self::BodySource> {
+        if self.inspects_body() {
+            return None;
+        }
+        self.inner.take_body_source()
+    }
+
+    fn body(&mut self) -> &mut IoBuf {
+        self.inner.body()
+    }
+
+    async fn read_body(&mut self) -> Result<(), HttpError> {
+        self.inner.read_body().await
+    }
+
+    fn inspects_body(&self) -> bool {
+        self.filtering.as_ref().is_some_and(|f| f.run.inspect_body)
+    }
+
+    fn forwarding_body(&mut self, len: usize) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut().filter(|f| f.run.inspect_body) else {
+            return Ok(());
+        };
+        if len <= f.request.ahead {
+            f.request.ahead -= len;
+            return Ok(());
+        }
+        let from = std::mem::take(&mut f.request.ahead);
+        let body = self.inner.body();
+        let len = len.min(body.len());
+        f.inspect(&body.filled()[from..len])
+    }
+
+    async fn send_continue(&mut self) -> Result<(), HttpError> {
+        self.inner.send_continue().await
+    }
+
+    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+        self.inner.send_informational(head).await
+    }
+
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseHeader<'_>,
+        body: &[u8],
+        limit: Duration,
+    ) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut().filter(|f| f.run.is_active()) else {
+            return self.inner.send_response_head(head, body, limit).await;
+        };
+        let h = head.head;
+        let transformable = f.transformable
+            && !head.upgrade
+            && has_body(h.status)
+            && matches!(h.framing, Framing::Length(_) | Framing::Chunked);
+        let mut parts = ResponseParts::upstream(
+            h.status,
+            h.framing,
+            head.buf,
+            head.fields,
+            head.edits.clone(),
+            transformable,
+        );
+        f.run.response_head(f.chain, f.at, &mut parts);
+        let transform = parts.transform;
+        let mut edits = parts.edits;
+        if !transform {
+            let out = ResponseHeader {
+                head: h,
+                buf: head.buf,
+                fields: head.fields,
+                edits,
+                upgrade: head.upgrade,
+            };
+            return self.inner.send_response_head(&out, body, limit).await;
+        }
+        // The body changes length: it goes out chunked, without the upstream's length.
+        edits.to_mut().remove("content-length");
+        let mut chunked = *h;
+        chunked.framing = Framing::Chunked;
+        f.response = Some(Box::new(Transform {
+            framing: h.framing,
+            left: match h.framing {
+                Framing::Length(n) => n,
+                _ => 0,
+            },
+            decoder: ChunkedDecoder::new(),
+            payload: Vec::new(),
+            trailers: Vec::new(),
+            out: Vec::new(),
+            ended: false,
+        }));
+        // An empty `Length` body ends at once.
+        if h.framing == Framing::Length(0) || !body.is_empty() {
+            f.transform(body)?;
+        }
+        let out = ResponseHeader {
+            head: &chunked,
+            buf: head.buf,
+            fields: head.fields,
+            edits,
+            upgrade: false,
+        };
+        let first = f.response.as_ref().map_or(&[][..], |t| &t.out[..]);
+        self.inner.send_response_head(&out, first, limit).await
+    }
+
+    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) else {
+            return self.inner.send_body(bytes).await;
+        };
+        f.transform(bytes)?;
+        let out = f.response.as_ref().map_or(&[][..], |t| &t.out[..]);
+        if out.is_empty() {
+            return Ok(());
+        }
+        self.inner.send_body(out).await
+    }
+
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut() else {
+            return self.inner.send_local(answer).await;
+        };
+        let mut parts = ResponseParts::local(
+            answer.status,
+            answer.body.len(),
+            answer.headers,
+            Cow::Borrowed(&f.chain.response_edits),
+        );
+        if f.run.is_active() {
+            f.run.response_head(f.chain, f.at, &mut parts);
+        }
+        let edits: Cow<'_, HeaderOps> = parts.edits;
+        if edits.is_empty() {
+            return self.inner.send_local(answer).await;
+        }
+        let headers = edited_headers(answer.headers, &edits);
+        let edited = LocalAnswer {
+            status: answer.status,
+            headers: &headers,
+            body: answer.body,
+            close: answer.close,
+        };
+        self.inner.send_local(&edited).await
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.inner.bytes_sent()
+    }
+
+    fn keeps_alive(&self) -> bool {
+        self.inner.keeps_alive()
+    }
+}
+
+/// An answer's header fields after `edits`.
+fn edited_headers<'h>(headers: &[(&'h str, &'h str)], edits: &'h HeaderOps) -> Vec<(&'h str, &'h str)> {
+    let mut out: Vec<(&str, &str)> = headers
+        .iter()
+        .filter(|(name, _)| !edits.drops(name.as_bytes()))
+        .copied()
+        .collect();
+    out.extend(
+        edits
+            .set
+            .iter()
+            .chain(&edits.add)
+            .map(|(n, v)| (n.as_str(), v.as_str())),
+    );
+    out
+}

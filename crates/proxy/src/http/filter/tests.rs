@@ -1,0 +1,415 @@
+//! The filter model end to end inside one worker: a config compiled with an external filter
+//! registered the way an embedding program would, clients and backends on loopback sockets.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rampart_config::{compile_toml, LiveState};
+use rampart_model::filter::{FilterRegistry, OptionValue};
+use rampart_model::Snapshot;
+
+use super::external::register;
+use super::*;
+use crate::conn::{self, BoundListener};
+use crate::worker::WorkerContext;
+
+const BIND: &str = "127.0.0.1:1";
+
+/// A test filter that uses every phase: it answers 418 for `/teapot`, sends requests with
+/// `x-pick: b` to upstream `b`, refuses request bodies containing `forbidden`, upper-cases
+/// response bodies when asked by `x-shout: 1`, adds `x-phases` to responses, and counts finished
+/// requests and their bytes in its log phase.
+struct Shout {
+    other_upstream: usize,
+    logged: Arc<AtomicU64>,
+    logged_bytes: Arc<AtomicU64>,
+}
+
+#[derive(Default)]
+struct ShoutState {
+    shout: bool,
+    body: Vec<u8>,
+}
+
+impl HttpFilter for Shout {
+    type State = ShoutState;
+
+    async fn request_head(&self, cx: &mut FilterCx<'_>, state: &mut ShoutState, req: &mut RequestParts<'_>) -> Verdict {
+        if req.path == b"/teapot" {
+            return Verdict::Respond(Answer::plain(418, "teapot", "short and stout").with_header("x-teapot", "yes"));
+        }
+        if req.header("x-pick") == Some(b"b") {
+            req.upstream = Some(self.other_upstream);
+        }
+        state.shout = req.header("x-shout") == Some(b"1");
+        req.set_header("x-filtered-by", cx.route);
+        req.remove_header("x-secret");
+        if req.framing != rampart_proto::h1::Framing::None {
+            req.inspect_body();
+        }
+        Verdict::Continue
+    }
+
+    fn request_body(
+        &self,
+        _: &mut FilterCx<'_>,
+        state: &mut ShoutState,
+        chunk: &[u8],
+        _: bool,
+    ) -> Result<(), Rejection> {
+        state.body.extend_from_slice(chunk);
+        if state.body.windows(9).any(|w| w == b"forbidden") {
+            return Err(Rejection {
+                status: 422,
+                reason: "forbidden_word",
+            });
+        }
+        Ok(())
+    }
+
+    fn response_head(&self, _: &mut FilterCx<'_>, state: &mut ShoutState, resp: &mut ResponseParts<'_>) {
+        resp.set_header("x-phases", if resp.local { "local" } else { "upstream" });
+        if state.shout {
+            resp.transform_body();
+        }
+    }
+
+    fn response_body(
+        &self,
+        _: &mut FilterCx<'_>,
+        _: &mut ShoutState,
+        body: &mut Vec<u8>,
+        end: bool,
+    ) -> Result<(), Rejection> {
+        body.make_ascii_uppercase();
+        if end {
+            body.extend_from_slice(b"!");
+        }
+        Ok(())
+    }
+
+    fn log(&self, _: &mut FilterCx<'_>, _: &mut ShoutState, outcome: &Outcome) {
+        self.logged.fetch_add(1, Ordering::SeqCst);
+        self.logged_bytes.fetch_add(outcome.bytes_out, Ordering::SeqCst);
+    }
+}
+
+/// A backend answering every request on a connection with `reply(request head)` until the
+/// client closes; returns what it received.
+fn backend(reply: fn(&str) -> Vec<u8>) -> (String, std::thread::JoinHandle<Vec<String>>) {
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        listener.set_nonblocking(false).unwrap();
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { break };
+            conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = Vec::new();
+            let mut chunk = [0u8; 4096];
+            loop {
+                let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    continue;
+                };
+                let head = String::from_utf8_lossy(&buf[..end + 4]).into_owned();
+                let length = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(|v| v.trim().parse::<usize>().unwrap())
+                    })
+                    .unwrap_or(0);
+                while buf.len() < end + 4 + length {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return seen,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                buf.drain(..end + 4 + length);
+                if head.starts_with("QUIT") {
+                    return seen;
+                }
+                conn.write_all(&reply(&head)).unwrap();
+                seen.push(head);
+            }
+        }
+        seen
+    });
+    (addr, handle)
+}
+
+/// Serves `snapshot` in one worker while `client` talks to it (given the listener's address).
+fn serve<T: Send + 'static>(snapshot: Snapshot, client: impl FnOnce(SocketAddr) -> T + Send + 'static) -> T {
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+    let talker = std::thread::spawn(move || {
+        let out = client(addr);
+        let _ = done_tx.send(());
+        out
+    });
+    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async {
+        let ctx = Rc::new(WorkerContext::new(0, Default::default(), shared.clone(), None));
+        let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => {
+                    let (stream, peer) = accepted.unwrap();
+                    let ctx = ctx.clone();
+                    tokio::task::spawn_local(async move {
+                        let bound = BoundListener::new(&ctx.counters, &ctx.snapshot(), BIND.parse().unwrap()).unwrap();
+                        conn::serve(&ctx, bound, stream, peer).await;
+                    });
+                }
+                _ = &mut done_rx => break,
+            }
+        }
+    });
+    talker.join().unwrap()
+}
+
+/// Sends `raw` on a new connection and reads one response: (status, head, body).
+fn exchange(addr: SocketAddr, raw: &[u8]) -> (u16, String, Vec<u8>) {
+    let mut c = StdStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(raw).unwrap();
+    let mut got = Vec::new();
+    let _ = c.read_to_end(&mut got);
+    let end = got.windows(4).position(|w| w == b"\r\n\r\n").expect("a response head") + 4;
+    let head = String::from_utf8_lossy(&got[..end]).into_owned();
+    let status = head[9..12].parse().unwrap();
+    (status, head, got[end..].to_vec())
+}
+
+/// Decodes a chunked body.
+fn unchunk(mut body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let line = body.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size = usize::from_str_radix(std::str::from_utf8(&body[..line]).unwrap(), 16).unwrap();
+        body = &body[line + 2..];
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&body[..size]);
+        body = &body[size + 2..];
+    }
+}
+
+struct Setup {
+    snapshot: Snapshot,
+    logged: Arc<AtomicU64>,
+    logged_bytes: Arc<AtomicU64>,
+}
+
+fn setup(a: &str, b: &str) -> Setup {
+    let logged = Arc::new(AtomicU64::new(0));
+    let logged_bytes = Arc::new(AtomicU64::new(0));
+    let mut registry = FilterRegistry::default();
+    let (l, lb) = (logged.clone(), logged_bytes.clone());
+    register(&mut registry, "shout", move |options| {
+        match options.get("other_upstream") {
+            Some(OptionValue::Integer(i)) => Ok(Shout {
+                other_upstream: *i as usize,
+                logged: l.clone(),
+                logged_bytes: lb.clone(),
+            }),
+            _ => Err("needs other_upstream (an index)".to_string()),
+        }
+    });
+    let text = format!(
+        "[listeners.web]\nbind = \"{BIND}\"\nprotocol = \"http\"\nfilters = [{{ type = \"shout\", other_upstream = 1 }}]\n\n\
+         [[listeners.web.routes]]\nname = \"hello\"\nmatch = {{ path = \"/hello\" }}\nrespond = {{ status = 200, body = \"hi\" }}\n\n\
+         [[listeners.web.routes]]\nname = \"api\"\nupstream = \"a\"\n\n\
+         [upstreams.a]\ntargets = [\"{a}\"]\n[upstreams.b]\ntargets = [\"{b}\"]\n"
+    );
+    let mut live = LiveState::default().with_filters(registry);
+    let snapshot = compile_toml("t.toml", &text, &mut live).unwrap().snapshot;
+    Setup {
+        snapshot,
+        logged,
+        logged_bytes,
+    }
+}
+
+fn named(tag: &'static str) -> fn(&str) -> Vec<u8> {
+    match tag {
+        "a" => |head| {
+            let chunked = head.contains("x-chunked: 1");
+            if chunked {
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfrom \r\n1\r\na\r\n0\r\n\r\n".to_vec()
+            } else {
+                b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nfrom a".to_vec()
+            }
+        },
+        _ => |_| b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nfrom b".to_vec(),
+    }
+}
+
+#[test]
+fn every_phase_of_an_external_filter_runs() {
+    let (a, a_seen) = backend(named("a"));
+    let (b, b_seen) = backend(named("b"));
+    let s = setup(&a, &b);
+    let (logged, logged_bytes) = (s.logged.clone(), s.logged_bytes.clone());
+    let results = serve(s.snapshot, move |addr| {
+        let teapot = exchange(addr, b"GET /teapot HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let local = exchange(addr, b"GET /hello HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let plain = exchange(
+            addr,
+            b"GET /x HTTP/1.1\r\nHost: x\r\nX-Secret: s\r\nConnection: close\r\n\r\n",
+        );
+        let picked = exchange(
+            addr,
+            b"GET /x HTTP/1.1\r\nHost: x\r\nX-Pick: b\r\nConnection: close\r\n\r\n",
+        );
+        let shout_length = exchange(
+            addr,
+            b"GET /x HTTP/1.1\r\nHost: x\r\nX-Shout: 1\r\nConnection: close\r\n\r\n",
+        );
+        let shout_chunked = exchange(
+            addr,
+            b"GET /x HTTP/1.1\r\nHost: x\r\nX-Shout: 1\r\nX-Chunked: 1\r\nConnection: close\r\n\r\n",
+        );
+        let shout_http10 = exchange(addr, b"GET /x HTTP/1.0\r\nHost: x\r\nX-Shout: 1\r\n\r\n");
+        let body_ok = exchange(
+            addr,
+            b"POST /x HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\nConnection: close\r\n\r\nfine",
+        );
+        let body_refused = exchange(
+            addr,
+            b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n4\r\nforb\r\n5\r\nidden\r\n0\r\n\r\n",
+        );
+        // Ends the backends' loops.
+        for target in [&a, &b] {
+            let mut c = StdStream::connect(target).unwrap();
+            c.write_all(b"QUIT / HTTP/1.1\r\n\r\n").unwrap();
+        }
+        vec![
+            teapot,
+            local,
+            plain,
+            picked,
+            shout_length,
+            shout_chunked,
+            shout_http10,
+            body_ok,
+            body_refused,
+        ]
+    });
+    let [teapot, local, plain, picked, shout_length, shout_chunked, shout_http10, body_ok, body_refused] =
+        <[_; 9]>::try_from(results).unwrap();
+
+    // An answer from the request head phase: the filter that answered sees no response phase.
+    assert_eq!(teapot.0, 418);
+    assert!(
+        teapot.1.contains("x-teapot: yes") && !teapot.1.contains("x-phases"),
+        "{}",
+        teapot.1
+    );
+    assert_eq!(teapot.2, b"418 Status: short and stout\n");
+    // Rampart's own answers pass the response phase.
+    assert_eq!(local.0, 200);
+    assert!(local.1.contains("x-phases: local"), "{}", local.1);
+    // Upstream responses too; request edits reach the upstream.
+    assert_eq!((plain.0, &plain.2[..]), (200, &b"from a"[..]));
+    assert!(plain.1.contains("x-phases: upstream"), "{}", plain.1);
+    // A filter picked the other upstream.
+    assert_eq!(picked.2, b"from b");
+    // A transformed body goes out chunked, without the upstream's length, either way it came.
+    assert!(
+        shout_length.1.contains("transfer-encoding: chunked"),
+        "{}",
+        shout_length.1
+    );
+    assert!(!shout_length.1.contains("content-length"), "{}", shout_length.1);
+    assert_eq!(unchunk(&shout_length.2), b"FROM A!");
+    assert_eq!(unchunk(&shout_chunked.2), b"FROM A!");
+    // HTTP/1.0 cannot take chunks: no transform.
+    assert_eq!(shout_http10.2, b"from a");
+    // The request body phase: a body passes, a refused one never completes upstream.
+    assert_eq!(body_ok.0, 200);
+    assert_eq!(body_refused.0, 422);
+
+    let a_seen = a_seen.join().unwrap();
+    let b_seen = b_seen.join().unwrap();
+    assert_eq!(b_seen.len(), 1, "{b_seen:?}");
+    let first = a_seen[0].to_ascii_lowercase();
+    assert!(
+        first.contains("x-filtered-by: api") && !first.contains("x-secret"),
+        "{first}"
+    );
+    assert!(a_seen.iter().all(|h| !h.contains("forb")), "{a_seen:?}");
+    // The log phase saw every request that got past the filter's own request head phase (not
+    // the teapot), with the bytes each answer took.
+    assert_eq!(logged.load(Ordering::SeqCst), 8);
+    let total: usize = [
+        &local,
+        &plain,
+        &picked,
+        &shout_length,
+        &shout_chunked,
+        &shout_http10,
+        &body_ok,
+        &body_refused,
+    ]
+    .iter()
+    .map(|r| r.1.len() + r.2.len())
+    .sum();
+    assert_eq!(logged_bytes.load(Ordering::SeqCst), total as u64);
+}
+
+#[test]
+fn client_address_from_trusted_proxies() {
+    let trusted: Vec<rampart_model::net::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
+    let fields_of = |xff: &str| {
+        let raw = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: {xff}\r\n\r\n");
+        let mut fields = Vec::new();
+        let head = rampart_proto::h1::parse_request(raw.as_bytes(), &Default::default(), &mut fields)
+            .unwrap()
+            .unwrap();
+        (raw, fields, head)
+    };
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let cases = [
+        ("10.0.0.1", "192.0.2.9, 10.0.0.7", "192.0.2.9"),
+        ("10.0.0.1", "203.0.113.5, 192.0.2.9", "192.0.2.9"),
+        ("10.0.0.1", "10.0.0.8, 10.0.0.7", "10.0.0.8"),
+        ("10.0.0.1", "garbage, 10.0.0.7", "10.0.0.7"),
+        ("192.0.2.1", "198.51.100.1", "192.0.2.1"),
+    ];
+    for (peer, xff, want) in cases {
+        let (raw, fields, head) = fields_of(xff);
+        let parts = RequestParts::new(
+            b"GET",
+            b"a",
+            b"/",
+            b"",
+            head.version,
+            head.framing,
+            raw.as_bytes(),
+            &fields,
+            std::borrow::Cow::Borrowed(b"/"),
+            std::borrow::Cow::Owned(Default::default()),
+            None,
+        );
+        assert_eq!(client_ip(ip(peer), &trusted, &parts), ip(want), "{peer} {xff}");
+    }
+}
