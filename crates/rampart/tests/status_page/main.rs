@@ -15,53 +15,18 @@ mod common;
 mod webdriver;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::http::{get, send, HttpBackend, Reply};
 use common::{free_port, write_file, Rampart};
 use serde_json::Value;
-use webdriver::{ChromeDriver, Session};
+use webdriver::{chromedriver, ChromeDriver, Session, CHROMIUM_ARGS};
 
 /// The longest any one wait may take: the history is sampled every 5 s, so two samples fit.
 const WAIT: Duration = Duration::from_secs(20);
-
-const CHROMIUM_ARGS: &[&str] = &[
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--window-size=1400,1000",
-    "--disable-dev-shm-usage",
-    // This machine's network is closed: no background fetches, updates or sync to fail at.
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-];
-
-/// `CHROMEDRIVER` if set, else what `scripts/browser` installs (when missing) and prints. Once
-/// per process: the tests run side by side, and two package installs would fight over dpkg's lock.
-fn chromedriver() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        if let Some(path) = std::env::var_os("CHROMEDRIVER") {
-            return path.into();
-        }
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
-        let out = Command::new(&script).output().expect("run scripts/browser");
-        assert!(
-            out.status.success(),
-            "scripts/browser failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
-    })
-    .clone()
-}
 
 /// Requests a backend answered so far (it reports every head it reads).
 struct Counted {

@@ -1,16 +1,54 @@
 //! A small W3C WebDriver client over std sockets, for ChromeDriver driving headless Chromium:
 //! the few commands the status page test needs (navigate, run a script, find and click an element,
 //! the browser's console log, a screenshot). WebDriver is JSON over HTTP/1.1; a client crate
-//! (fantoccini) would bring an async stack and about eighty crates into the build for this.
+//! (fantoccini) would bring an async stack and about eighty crates into the build for this. Shared
+//! by the browser tests (the status page, CORS).
+// Each browser test uses a part of it.
+#![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+
+pub const CHROMIUM_ARGS: &[&str] = &[
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--window-size=1400,1000",
+    "--disable-dev-shm-usage",
+    // This machine's network is closed: no background fetches, updates or sync to fail at.
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+];
+
+/// `CHROMEDRIVER` if set, else what `scripts/browser` installs (when missing) and prints. Once
+/// per process: the tests run side by side, and two package installs would fight over dpkg's lock.
+pub fn chromedriver() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        if let Some(path) = std::env::var_os("CHROMEDRIVER") {
+            return path.into();
+        }
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
+        let out = Command::new(&script).output().expect("run scripts/browser");
+        assert!(
+            out.status.success(),
+            "scripts/browser failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    })
+    .clone()
+}
 
 /// The W3C key of an element reference in WebDriver's answers.
 const ELEMENT_KEY: &str = "element-6066-11e4-a52e-4f735466cecf";
