@@ -11,6 +11,8 @@
 //! - [`filter`]: HTTP filters as compiled: chains, the built-ins' settings, external filters.
 //! - [`tcp_route`]: TCP routes (delayed binding): matchers on a connection's first bytes, actions,
 //!   payload filters.
+//! - [`filter`]: built-in filters' settings and shared state ([`filter::rate_limit`]: GCRA, the
+//!   lock-free LOCAL buckets, the Redis script of GLOBAL mode).
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
 //! - [`health`]: per-target health shared between checkers and workers.
 //! - [`metrics`]: traffic counters, one cell per worker, summed on a scrape.

@@ -10,10 +10,13 @@
 //! - [`detect`]: which protocol a connection speaks, from its first bytes (TLS with its SNI and
 //!   ALPN, HTTP/1 with its Host, HTTP/2 prior knowledge, SSH, PostgreSQL, Redis), for routing on
 //!   them before any byte goes upstream.
+//! - [`resp`]: RESP2, the Redis protocol: commands out, replies in (for the rate limiter's
+//!   shared counters).
 #![forbid(unsafe_code)]
 
 pub mod detect;
 pub mod h1;
 pub mod h2map;
 pub mod proxy_protocol;
+pub mod resp;
 pub mod tls_peek;

@@ -167,3 +167,34 @@ fn detect_corpus_seeds_are_recognised() {
         assert_eq!(name.as_deref(), host, "{seed}");
     }
 }
+
+#[test]
+fn resp_corpus_replays_cleanly() {
+    for data in corpus("resp", 12) {
+        rampart_proto::resp::fuzzing::decision_is_stable(&data);
+    }
+}
+
+#[test]
+fn resp_corpus_seeds_parse_as_named() {
+    use rampart_proto::resp::{parse_reply, RespError, RespLimits};
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/resp");
+    let limits = RespLimits::default();
+    for (seed, verdict) in [
+        ("simple_ok", Ok(true)),
+        ("error_noscript", Ok(true)),
+        ("script_reply", Ok(true)),
+        ("array_nested", Ok(true)),
+        ("array_depth_8", Ok(true)),
+        ("array_truncated", Ok(false)),
+        ("array_depth_9", Err(RespError::TooDeep)),
+        ("bad_bulk_end", Err(RespError::BadBulkEnd)),
+        ("bad_line_cr", Err(RespError::BadLineEnd)),
+        ("integer_overflow", Err(RespError::BadInteger)),
+        ("resp3_map", Err(RespError::UnknownType(b'%'))),
+    ] {
+        let data = std::fs::read(dir.join(seed)).unwrap();
+        let parsed = parse_reply(&data, &limits).map(|r| r.is_some());
+        assert_eq!(parsed, verdict, "{seed}");
+    }
+}

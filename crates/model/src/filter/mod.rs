@@ -16,6 +16,7 @@ use crate::route::HeaderOps;
 
 pub mod basic;
 pub mod external;
+pub mod rate_limit;
 
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
