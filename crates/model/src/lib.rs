@@ -15,11 +15,13 @@
 //! - [`metrics`]: traffic counters, one cell per worker, summed on a scrape.
 //! - [`net`]: IP networks (`10.0.0.0/8`).
 //! - [`tls`]: TLS on listeners (certificates by SNI) and to upstreams.
+//! - [`filter`]: compiled settings of the built-in request filters (auth credentials, JWT keys).
 //! - [`defaults`]: the default of every optional setting.
 #![forbid(unsafe_code)]
 
 pub mod balance;
 pub mod defaults;
+pub mod filter;
 pub mod health;
 pub mod metrics;
 pub mod net;
