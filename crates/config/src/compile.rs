@@ -483,6 +483,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 
 mod admin;
 mod checks;
+mod filters;
 mod http;
 mod live;
 mod log;
