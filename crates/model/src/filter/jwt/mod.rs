@@ -7,8 +7,9 @@
 //!   A token's `alg` must be allowed by the settings *and* belong to the key: an RSA key never
 //!   verifies an HS256 token (the classic confusion where the public key is used as the secret).
 //! - [`JwtKeySet`]: the keys of one filter, chosen by `kid` (or, for a token without one, the first
-//!   [`MAX_KEYS_TRIED`] keys of its algorithm). Built from a JWKS document
-//!   ([`JwtKeySet::from_jwks`], in `jwks`), or by the config from PEM files and secrets.
+//!   [`MAX_KEYS_TRIED`] keys of its algorithm; keys without a `kid` stand in for unknown ones).
+//!   Built from a JWKS document ([`JwtKeySet::from_jwks`], in `jwks`), or by the config from PEM
+//!   files and secrets.
 //! - [`JwtKeySource`]: the key set as workers see it, swapped in by a JWKS fetcher (in `source`).
 
 use std::fmt;
@@ -319,16 +320,24 @@ impl JwtKeySet {
         self.keys.is_empty()
     }
 
-    /// The keys to try, in order, for a token signed with `alg` that names `kid` (or none): the
-    /// keys of that `kid` that accept `alg`, or without a `kid` the first [`MAX_KEYS_TRIED`] keys
-    /// that accept it.
+    /// The keys to try, in order, for a token signed with `alg` that names `kid` (or none), at
+    /// most [`MAX_KEYS_TRIED`]:
+    ///
+    /// - a token naming a `kid` that keys of the set carry: those keys that accept `alg`;
+    /// - a token naming another `kid`, or none: the keys without a `kid` (PEM files and secrets
+    ///   have none) that accept `alg`, or for a token without a `kid` any key that accepts it.
     pub fn candidates<'a>(
         &'a self,
         kid: Option<&'a str>,
         alg: JwtAlgorithm,
     ) -> Result<impl Iterator<Item = &'a JwtKey> + 'a, KeyChoiceError> {
-        let named = move |k: &&JwtKey| kid.is_none_or(|id| k.kid() == Some(id));
-        if kid.is_some() && !self.keys.iter().any(|k| named(&k)) {
+        let known = kid.is_some_and(|id| self.keys.iter().any(|k| k.kid() == Some(id)));
+        let named = move |k: &JwtKey| match kid {
+            Some(id) if known => k.kid() == Some(id),
+            Some(_) => k.kid().is_none(),
+            None => true,
+        };
+        if kid.is_some() && !self.keys.iter().any(named) {
             return Err(KeyChoiceError::UnknownKid);
         }
         let usable = move |k: &&JwtKey| named(k) && k.accepts(alg);

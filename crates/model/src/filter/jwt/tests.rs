@@ -93,6 +93,38 @@ fn candidates_follow_the_kid_or_else_the_algorithm() {
     assert_eq!(kids(None, JwtAlgorithm::RS256), Ok(vec!["a", "b", "c", "d"]));
     assert_eq!(kids(None, JwtAlgorithm::HS384), Ok(vec!["h"]));
     assert_eq!(kids(None, JwtAlgorithm::ES256), Err(KeyChoiceError::NoKeyForAlgorithm));
+
+    // Keys without a kid (PEM files, secrets) stand in for any kid the set does not know.
+    let unnamed = JwtKeySet::new(vec![
+        JwtKey::rsa(&n, &e).unwrap(),
+        JwtKey::rsa(&n, &e).unwrap().with_kid("x"),
+        JwtKey::hmac(&[1; 32]).unwrap(),
+    ]);
+    let kinds = |kid, alg| -> Result<Vec<(Option<&str>, JwtKeyKind)>, KeyChoiceError> {
+        unnamed
+            .candidates(kid, alg)
+            .map(|it| it.map(|k| (k.kid(), k.kind())).collect())
+    };
+    assert_eq!(
+        kinds(Some("x"), JwtAlgorithm::RS256),
+        Ok(vec![(Some("x"), JwtKeyKind::Rsa)])
+    );
+    assert_eq!(
+        kinds(Some("other"), JwtAlgorithm::RS256),
+        Ok(vec![(None, JwtKeyKind::Rsa)])
+    );
+    assert_eq!(
+        kinds(Some("other"), JwtAlgorithm::HS256),
+        Ok(vec![(None, JwtKeyKind::Hmac)])
+    );
+    assert_eq!(
+        kinds(Some("x"), JwtAlgorithm::HS256),
+        Err(KeyChoiceError::NoKeyForAlgorithm)
+    );
+    assert_eq!(
+        kinds(Some("other"), JwtAlgorithm::EdDSA),
+        Err(KeyChoiceError::NoKeyForAlgorithm)
+    );
 }
 
 #[test]
