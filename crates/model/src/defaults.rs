@@ -41,3 +41,30 @@ pub const HTTP2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
 pub const HTTP2_STREAM_WINDOW: u32 = 2 << 20;
 pub const HTTP2_CONNECTION_WINDOW: u32 = 4 << 20;
 pub const HTTP2_MAX_RESETS_PER_SECOND: u32 = 100;
+/// `jwt`: clock skew allowed on `exp` and `nbf`.
+pub const JWT_LEEWAY: Duration = Duration::from_secs(60);
+/// `jwt`: longest token read; a longer one is refused before any decoding.
+pub const JWT_MAX_TOKEN_LEN: usize = 8 << 10;
+/// `jwt`: verified tokens each worker remembers.
+pub const JWT_CACHE_SIZE: usize = 4096;
+/// `jwt` with a JWKS URL: how often the document is fetched again (a `Cache-Control: max-age`
+/// of the answer replaces it, within `JWKS_MIN_REFRESH` and this).
+pub const JWKS_REFRESH: Duration = Duration::from_secs(300);
+/// `jwt` with a JWKS URL: the least time between two fetches, however often workers ask for an
+/// early one (a token with an unknown `kid`); it keeps a flood of forged `kid`s from turning into
+/// a flood of fetches.
+pub const JWKS_MIN_REFRESH: Duration = Duration::from_secs(5);
+/// `jwt` with a JWKS URL: time for one fetch (connect, TLS, request, whole body).
+pub const JWKS_TIMEOUT: Duration = Duration::from_secs(10);
+/// `jwt` with a JWKS URL: first wait after a failed fetch, doubled per failure up to
+/// `JWKS_REFRESH` (and at most a minute).
+pub const JWKS_RETRY: Duration = Duration::from_secs(1);
+/// `jwt` with a JWKS URL: largest document accepted.
+pub const JWKS_MAX_BODY: usize = 1 << 20;
+/// `basic_auth`: how long a verified user and password stay trusted without a new hash check.
+pub const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(300);
+/// `basic_auth`: how long a wrong password is answered from memory (a burst of the same wrong
+/// guess costs one hash check).
+pub const PASSWORD_REFUSED_TTL: Duration = Duration::from_secs(10);
+/// `basic_auth`: outcomes each worker remembers (accepted and refused, each).
+pub const PASSWORD_CACHE_SIZE: usize = 1024;

@@ -8,11 +8,10 @@
 //!
 //! - [`snapshot`]: the snapshot, its listeners, upstreams and targets.
 //! - [`route`]: HTTP routes: matchers, actions, and the route's filter chain.
-//! - [`filter`]: HTTP filters as compiled: chains, the built-ins' settings, external filters.
+//! - [`filter`]: HTTP filters as compiled: chains, the built-ins' settings (rate limits with GCRA
+//!   and the Redis script, auth credentials, JWT keys, compression), external filters.
 //! - [`tcp_route`]: TCP routes (delayed binding): matchers on a connection's first bytes, actions,
 //!   payload filters.
-//! - [`filter`]: built-in filters' settings and shared state ([`filter::rate_limit`]: GCRA, the
-//!   lock-free LOCAL buckets, the Redis script of GLOBAL mode).
 //! - [`balance`]: balancing policies, hash keys, Maglev tables.
 //! - [`health`]: per-target health shared between checkers and workers.
 //! - [`metrics`]: traffic counters, one cell per worker, summed on a scrape.

@@ -15,7 +15,9 @@ use std::sync::Arc;
 use crate::route::HeaderOps;
 
 pub mod basic;
+pub mod auth;
 pub mod external;
+pub mod jwt;
 pub mod rate_limit;
 
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};

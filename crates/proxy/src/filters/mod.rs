@@ -13,6 +13,7 @@
 //! - [`cors`]: CORS preflights and response headers.
 //! - [`worker`]: what filters keep per worker.
 
+pub mod auth;
 pub mod body_limit;
 pub mod cors;
 pub mod headers;

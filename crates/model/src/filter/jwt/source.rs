@@ -1,0 +1,231 @@
+//! The key set a `jwt` filter verifies with, shared between the workers that read it and, for a
+//! JWKS URL, the fetcher that replaces it.
+//!
+//! Workers never wait here: [`JwtKeySource::current`] is one arc-swap load, and
+//! [`JwtKeySource::generation`] (what a worker's verified-token cache compares against) one atomic
+//! load. A worker that meets a token whose `kid` it does not know asks for an early fetch with
+//! [`JwtKeySource::request_refresh`]: an atomic flag and, the first time it is raised, a call to
+//! the waker the fetcher installed; no lock, no runtime (the waker is type-erased, so this crate
+//! stays free of tokio). The fetcher decides when to honour the request (at most once per
+//! `min_refresh`).
+
+use std::fmt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::{ArcSwap, ArcSwapOption, Guard};
+
+use super::JwtKeySet;
+use crate::defaults;
+use crate::tls::TargetTlsName;
+
+/// A key set and the generation it was published as.
+#[derive(Debug)]
+pub struct VersionedKeySet {
+    /// 0 for the empty set a source starts with before its first fetch; then 1, 2, ...
+    pub generation: u64,
+    pub keys: JwtKeySet,
+}
+
+/// What a worker calls to wake the fetcher (installed by the fetcher).
+pub type RefreshWaker = Box<dyn Fn() + Send + Sync>;
+
+/// The current key set of one `jwt` filter.
+pub struct JwtKeySource {
+    current: ArcSwap<VersionedKeySet>,
+    /// `current.generation`, readable with one load; stored after `current`, so a worker that
+    /// reads it first and the set second never pairs a newer number with an older set.
+    generation: AtomicU64,
+    refresh_requested: AtomicBool,
+    waker: ArcSwapOption<RefreshWaker>,
+}
+
+impl JwtKeySource {
+    /// Keys that never change (PEM files, a secret): generation 1.
+    pub fn fixed(keys: JwtKeySet) -> Self {
+        Self::with(1, keys)
+    }
+
+    /// No keys until a fetcher publishes the first set (generation 0 until then).
+    pub fn awaiting_fetch() -> Self {
+        Self::with(0, JwtKeySet::default())
+    }
+
+    fn with(generation: u64, keys: JwtKeySet) -> Self {
+        JwtKeySource {
+            current: ArcSwap::from_pointee(VersionedKeySet { generation, keys }),
+            generation: AtomicU64::new(generation),
+            refresh_requested: AtomicBool::new(false),
+            waker: ArcSwapOption::empty(),
+        }
+    }
+
+    /// The current set, with its generation.
+    pub fn current(&self) -> Guard<Arc<VersionedKeySet>> {
+        self.current.load()
+    }
+
+    /// The current generation (one atomic load).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Replaces the set (the fetcher's call); returns its generation.
+    pub fn publish(&self, keys: JwtKeySet) -> u64 {
+        let generation = self.current.load().generation + 1;
+        self.current.store(Arc::new(VersionedKeySet { generation, keys }));
+        self.generation.store(generation, Ordering::Release);
+        generation
+    }
+
+    /// Asks the fetcher for an early fetch. Costs one load while a request is already pending,
+    /// and wakes the fetcher only when the flag is raised.
+    pub fn request_refresh(&self) {
+        if self.refresh_requested.load(Ordering::Relaxed) {
+            return;
+        }
+        if !self.refresh_requested.swap(true, Ordering::AcqRel) {
+            if let Some(wake) = &*self.waker.load() {
+                wake();
+            }
+        }
+    }
+
+    /// Whether an early fetch was asked for.
+    pub fn refresh_requested(&self) -> bool {
+        self.refresh_requested.load(Ordering::Acquire)
+    }
+
+    /// Lowers the flag (the fetcher's call, as it starts a fetch); says whether it was raised.
+    pub fn take_refresh_request(&self) -> bool {
+        self.refresh_requested.swap(false, Ordering::AcqRel)
+    }
+
+    /// Installs (or, with `None`, removes) the fetcher's waker.
+    pub fn set_refresh_waker(&self, waker: Option<RefreshWaker>) {
+        self.waker.store(waker.map(Arc::new));
+    }
+}
+
+impl fmt::Debug for JwtKeySource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let current = self.current.load();
+        f.debug_struct("JwtKeySource")
+            .field("generation", &current.generation)
+            .field("keys", &current.keys.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a JWKS document is fetched from: `http://` or `https://` host, port, path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwksEndpoint {
+    /// The URL as configured (for logs).
+    pub url: String,
+    pub https: bool,
+    /// Host name or IP address (no brackets), to connect to.
+    pub host: String,
+    pub port: u16,
+    /// The `Host` field: host (bracketed for IPv6) and the port when not the scheme's default.
+    pub host_header: String,
+    /// Path and query of the request target (`/` when the URL has none).
+    pub path: String,
+}
+
+impl JwksEndpoint {
+    /// Reads an `http://` or `https://` URL (no user info, no fragment).
+    pub fn parse(url: &str) -> Result<Self, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err(format!("`{url}` is not an http:// or https:// URL")),
+        };
+        let authority = uri
+            .authority()
+            .filter(|a| !a.as_str().is_empty())
+            .ok_or_else(|| format!("`{url}` names no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!("`{url}`: user info in the URL is not supported"));
+        }
+        let bracketed = authority.host();
+        let host = bracketed.trim_start_matches('[').trim_end_matches(']');
+        if host.is_empty() {
+            return Err(format!("`{url}` names no host"));
+        }
+        let default_port = if https { 443 } else { 80 };
+        let port = authority.port_u16().unwrap_or(default_port);
+        let host_header = if port == default_port {
+            bracketed.to_string()
+        } else {
+            format!("{bracketed}:{port}")
+        };
+        let path = uri.path_and_query().map_or("/", |p| p.as_str());
+        Ok(JwksEndpoint {
+            url: url.to_string(),
+            https,
+            host: host.to_string(),
+            port,
+            host_header,
+            path: if path.is_empty() { "/".into() } else { path.into() },
+        })
+    }
+}
+
+/// How one JWKS document is fetched and refreshed.
+#[derive(Clone)]
+pub struct JwksFetch {
+    pub endpoint: JwksEndpoint,
+    /// For `https://`: the client configuration (trust roots) and the name the server's
+    /// certificate must carry.
+    pub tls: Option<(Arc<rustls::ClientConfig>, TargetTlsName)>,
+    /// Time between fetches when the answer has no `Cache-Control: max-age` (and the longest a
+    /// `max-age` may stretch it to).
+    pub refresh: Duration,
+    /// Least time between two fetches (the shortest a `max-age` may make it; early requests
+    /// wait for it too).
+    pub min_refresh: Duration,
+    /// Time for one whole fetch.
+    pub timeout: Duration,
+    /// First wait after a failure; doubled per failure, up to `refresh` and at most a minute.
+    pub retry: Duration,
+    /// Largest document accepted.
+    pub max_body: usize,
+}
+
+impl JwksFetch {
+    /// A fetch of `url` with the default intervals; `https://` needs `tls`.
+    pub fn new(url: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Self, String> {
+        let endpoint = JwksEndpoint::parse(url)?;
+        let tls = match (endpoint.https, tls) {
+            (true, Some(config)) => {
+                let name = TargetTlsName::try_from(endpoint.host.clone())
+                    .map_err(|_| format!("`{}` is not a name a certificate can carry", endpoint.host))?;
+                Some((config, name))
+            }
+            (true, None) => return Err(format!("`{url}`: https needs a TLS client configuration")),
+            (false, _) => None,
+        };
+        Ok(JwksFetch {
+            endpoint,
+            tls,
+            refresh: defaults::JWKS_REFRESH,
+            min_refresh: defaults::JWKS_MIN_REFRESH,
+            timeout: defaults::JWKS_TIMEOUT,
+            retry: defaults::JWKS_RETRY,
+            max_body: defaults::JWKS_MAX_BODY,
+        })
+    }
+}
+
+impl fmt::Debug for JwksFetch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JwksFetch")
+            .field("url", &self.endpoint.url)
+            .field("refresh", &self.refresh)
+            .field("min_refresh", &self.min_refresh)
+            .field("timeout", &self.timeout)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,378 @@
+//! Fetching a `jwt` filter's JWKS document, on the control plane's runtime (never in a worker).
+//!
+//! [`run_jwks_fetch`] is one task per key source: it installs a waker on the source, fetches the
+//! document at once, publishes each new key set, and loops:
+//!
+//! - **on schedule**: `refresh` after a success, or the answer's `Cache-Control: max-age` held
+//!   within `min_refresh` and `refresh`;
+//! - **early**, when a worker calls [`JwtKeySource::request_refresh`] (a token with an unknown
+//!   `kid`: the issuer may have rotated its keys), but never sooner than `min_refresh` after the
+//!   previous fetch, so forged `kid`s cannot turn into a flood of fetches;
+//! - **after a failure** (connect, TLS, status other than 200, body too large, a document with no
+//!   usable key), again after `retry`, doubling per failure up to `refresh` (at most a minute),
+//!   keeping the last good set meanwhile. An outage is logged once when it starts and once when
+//!   it ends, with the number of failed attempts, not once per attempt.
+//!
+//! A document identical to the last one publishes nothing, so workers' verified-token caches
+//! survive a refresh that changed nothing. The task ends when it is dropped (a reload aborts the
+//! old filters' tasks), and takes its waker off the source as it goes.
+//!
+//! The request is one `GET` over HTTP/1.1 with `Connection: close` (TLS through rustls for
+//! `https://`), read with Rampart's own codec: a `Content-Length` or chunked body of at most
+//! `max_body` bytes, or one that runs to the close.
+
+use std::future::poll_fn;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use futures_util::task::AtomicWaker;
+use rampart_model::filter::jwt::{JwksError, JwksFetch, JwtKeySet, JwtKeySource};
+use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, H1Error, Limits};
+use sha2::{Digest, Sha256};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::stream::Stream;
+
+/// The longest wait after a failure.
+const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// Why a fetch gave no key set. Messages hold no document content.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksFetchError {
+    #[error("connect: {0}")]
+    Connect(std::io::Error),
+    #[error("TLS: {0}")]
+    Tls(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("bad response: {0}")]
+    BadResponse(H1Error),
+    #[error("response head too large")]
+    HeadTooLarge,
+    #[error("status {0}")]
+    Status(u16),
+    #[error("document larger than {0} bytes")]
+    TooLarge(usize),
+    #[error("connection closed before the whole document")]
+    Truncated,
+    #[error("no answer within {0:?}")]
+    TimedOut(Duration),
+    #[error("{0}")]
+    Document(#[from] JwksError),
+}
+
+/// A fetched document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JwksDocument {
+    pub body: Vec<u8>,
+    /// `Cache-Control: max-age`, when the answer has one.
+    pub max_age: Option<Duration>,
+}
+
+/// One GET of the document (no time limit of its own: [`run_jwks_fetch`] bounds it by
+/// `timeout`).
+pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchError> {
+    let endpoint = &fetch.endpoint;
+    let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
+        .await
+        .map_err(JwksFetchError::Connect)?;
+    let mut stream = match &fetch.tls {
+        None => Stream::Tcp(tcp),
+        Some((config, name)) => Stream::Tls(Box::new(
+            crate::tls::connect::connect(tcp, config, name)
+                .await
+                .map_err(|e| JwksFetchError::Tls(e.to_string()))?,
+        )),
+    };
+    let request = format!(
+        "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: application/jwk-set+json, application/json\r\nUser-Agent: rampart-jwks\r\nConnection: close\r\n\r\n",
+        endpoint.path, endpoint.host_header
+    );
+    stream.write_all(request.as_bytes()).await?;
+
+    let limits = Limits::default();
+    let mut buf = Vec::with_capacity(4096);
+    let mut fields = Vec::new();
+    let head = loop {
+        if read_some(&mut stream, &mut buf).await? == 0 {
+            return Err(JwksFetchError::Truncated);
+        }
+        match parse_response(&buf, &limits, false, &mut fields) {
+            Ok(Some(head)) => break head,
+            Ok(None) if buf.len() <= limits.max_head => continue,
+            Ok(None) => return Err(JwksFetchError::HeadTooLarge),
+            Err(e) => return Err(JwksFetchError::BadResponse(e)),
+        }
+    };
+    if head.status != 200 {
+        return Err(JwksFetchError::Status(head.status));
+    }
+    let max_age = fields
+        .iter()
+        .filter(|f| f.name(&buf).eq_ignore_ascii_case(b"cache-control"))
+        .find_map(|f| max_age(f.value(&buf)));
+    let rest = buf.split_off(head.len);
+    let body = read_body(&mut stream, head.framing, rest, fetch.max_body).await?;
+    Ok(JwksDocument { body, max_age })
+}
+
+/// Reads what the stream has into `buf`; returns how much (0 at the end).
+async fn read_some(stream: &mut Stream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    let mut chunk = [0u8; 8192];
+    let n = stream.read(&mut chunk).await?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n)
+}
+
+/// The body after the head (`rest` is what came with the head), at most `max` bytes.
+async fn read_body(
+    stream: &mut Stream,
+    framing: Framing,
+    rest: Vec<u8>,
+    max: usize,
+) -> Result<Vec<u8>, JwksFetchError> {
+    match framing {
+        Framing::None => Ok(Vec::new()),
+        Framing::Length(len) => {
+            if len > max as u64 {
+                return Err(JwksFetchError::TooLarge(max));
+            }
+            let len = len as usize;
+            let mut body = rest;
+            while body.len() < len {
+                if read_some(stream, &mut body).await? == 0 {
+                    return Err(JwksFetchError::Truncated);
+                }
+            }
+            body.truncate(len);
+            Ok(body)
+        }
+        Framing::UntilClose => {
+            let mut body = rest;
+            while read_some(stream, &mut body).await? > 0 {
+                if body.len() > max {
+                    return Err(JwksFetchError::TooLarge(max));
+                }
+            }
+            if body.len() > max {
+                return Err(JwksFetchError::TooLarge(max));
+            }
+            Ok(body)
+        }
+        Framing::Chunked => {
+            let mut decoder = ChunkedDecoder::new();
+            let mut body = Vec::new();
+            let mut input = rest;
+            loop {
+                let (_, progress) = decoder
+                    .decode(&input, |part| {
+                        if let ChunkedPart::Data(data) = part {
+                            body.extend_from_slice(data);
+                        }
+                    })
+                    .map_err(JwksFetchError::BadResponse)?;
+                if decoder.declared_size() > max as u64 {
+                    return Err(JwksFetchError::TooLarge(max));
+                }
+                if progress == ChunkedProgress::Done {
+                    return Ok(body);
+                }
+                input.clear();
+                if read_some(stream, &mut input).await? == 0 {
+                    return Err(JwksFetchError::Truncated);
+                }
+            }
+        }
+    }
+}
+
+/// `max-age=N` of a `Cache-Control` value.
+fn max_age(value: &[u8]) -> Option<Duration> {
+    let value = std::str::from_utf8(value).ok()?;
+    value.split(',').find_map(|directive| {
+        let (name, secs) = directive.trim().split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("max-age") {
+            return None;
+        }
+        secs.trim().trim_matches('"').parse().ok().map(Duration::from_secs)
+    })
+}
+
+/// When the next fetch is due, given how the last ones went.
+#[derive(Debug, Clone)]
+pub struct FetchSchedule {
+    refresh: Duration,
+    min_refresh: Duration,
+    retry: Duration,
+    /// Failures in a row.
+    failures: u32,
+    /// When the last fetch started.
+    last_attempt: Option<Instant>,
+    /// When the next fetch is due without an early request.
+    due: Instant,
+}
+
+impl FetchSchedule {
+    /// A schedule whose first fetch is due at `now`.
+    pub fn new(fetch: &JwksFetch, now: Instant) -> Self {
+        FetchSchedule {
+            refresh: fetch.refresh.max(fetch.min_refresh),
+            min_refresh: fetch.min_refresh,
+            retry: fetch.retry,
+            failures: 0,
+            last_attempt: None,
+            due: now,
+        }
+    }
+
+    /// When the next fetch is due without an early request.
+    pub fn due(&self) -> Instant {
+        self.due
+    }
+
+    /// The soonest an early request may be served: `min_refresh` after the last fetch began.
+    pub fn earliest(&self) -> Instant {
+        match self.last_attempt {
+            Some(at) => at + self.min_refresh,
+            None => self.due,
+        }
+    }
+
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
+    /// A fetch begins.
+    pub fn started(&mut self, now: Instant) {
+        self.last_attempt = Some(now);
+    }
+
+    /// The fetch that began last succeeded at `now`; `max_age` from its answer.
+    pub fn succeeded(&mut self, now: Instant, max_age: Option<Duration>) {
+        self.failures = 0;
+        let wait = max_age.map_or(self.refresh, |age| age.max(self.min_refresh).min(self.refresh));
+        self.due = now + wait;
+    }
+
+    /// The fetch that began last failed at `now`.
+    pub fn failed(&mut self, now: Instant) {
+        self.failures = self.failures.saturating_add(1);
+        let doubling = 1u32 << (self.failures - 1).min(16);
+        let wait = self.retry.saturating_mul(doubling).min(self.refresh.min(MAX_RETRY));
+        self.due = now + wait;
+    }
+}
+
+/// Takes the waker off the source when the task ends.
+struct WakerGuard<'a>(&'a JwtKeySource);
+
+impl Drop for WakerGuard<'_> {
+    fn drop(&mut self) {
+        self.0.set_refresh_waker(None);
+    }
+}
+
+/// Keeps `source` filled from `fetch`'s URL, forever (until dropped). Spawn it on the control
+/// plane's runtime.
+pub async fn run_jwks_fetch(fetch: JwksFetch, source: Arc<JwtKeySource>) {
+    let wake = Arc::new(AtomicWaker::new());
+    let waker = wake.clone();
+    source.set_refresh_waker(Some(Box::new(move || waker.wake())));
+    let _guard = WakerGuard(&source);
+    let url = log_url(&fetch);
+    let mut schedule = FetchSchedule::new(&fetch, Instant::now());
+    let mut last_document: Option<[u8; 32]> = None;
+    loop {
+        next_turn(&source, &wake, &schedule).await;
+        source.take_refresh_request();
+        let started = Instant::now();
+        schedule.started(started);
+        let result = match tokio::time::timeout(fetch.timeout, fetch_jwks(&fetch)).await {
+            Ok(Ok(doc)) => accept(&doc, &mut last_document, &source, &url).map(|()| doc.max_age),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(JwksFetchError::TimedOut(fetch.timeout)),
+        };
+        let now = Instant::now();
+        match result {
+            Ok(max_age) => {
+                if schedule.failures() > 0 {
+                    tracing::info!(
+                        url = url.as_str(),
+                        failures = schedule.failures(),
+                        "JWKS fetch works again after {} failed attempt(s)",
+                        schedule.failures()
+                    );
+                }
+                schedule.succeeded(now, max_age);
+            }
+            Err(e) => {
+                schedule.failed(now);
+                let keys = source.current().keys.len();
+                if schedule.failures() == 1 {
+                    tracing::warn!(
+                        url = url.as_str(),
+                        "JWKS fetch failed: {e}; keeping the current key set ({keys} key(s)), retrying"
+                    );
+                } else {
+                    tracing::debug!(
+                        url = url.as_str(),
+                        failures = schedule.failures(),
+                        "JWKS fetch failed again: {e}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Publishes the document's key set unless it is the one already published.
+fn accept(
+    doc: &JwksDocument,
+    last_document: &mut Option<[u8; 32]>,
+    source: &JwtKeySource,
+    url: &str,
+) -> Result<(), JwksFetchError> {
+    let digest: [u8; 32] = Sha256::digest(&doc.body).into();
+    if *last_document == Some(digest) {
+        return Ok(());
+    }
+    let keys = JwtKeySet::from_jwks(&doc.body)?;
+    for note in keys.skipped() {
+        tracing::warn!(url, "JWKS: {note}");
+    }
+    let count = keys.len();
+    let generation = source.publish(keys);
+    *last_document = Some(digest);
+    tracing::info!(url, keys = count, generation, "JWKS key set loaded");
+    Ok(())
+}
+
+/// Waits until the schedule's due time, or an early request once `min_refresh` has passed.
+async fn next_turn(source: &JwtKeySource, wake: &AtomicWaker, schedule: &FetchSchedule) {
+    let requested = poll_fn(|cx| {
+        wake.register(cx.waker());
+        if source.refresh_requested() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    tokio::select! {
+        _ = tokio::time::sleep_until(schedule.due()) => return,
+        _ = requested => {}
+    }
+    tokio::time::sleep_until(schedule.earliest().min(schedule.due())).await;
+}
+
+/// The URL without its query (which may carry a token), for logs.
+fn log_url(fetch: &JwksFetch) -> String {
+    let e = &fetch.endpoint;
+    let path = e.path.split('?').next().unwrap_or("/");
+    format!("{}://{}{}", if e.https { "https" } else { "http" }, e.host_header, path)
+}
+
+#[cfg(test)]
+mod tests;

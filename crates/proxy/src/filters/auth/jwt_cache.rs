@@ -1,0 +1,113 @@
+//! Each worker's memory of tokens it has verified, so that a client sending the same token on
+//! every request pays for one signature check, not one per request.
+//!
+//! One cache serves one `jwt` filter (its settings and key source) on one worker; a reload makes
+//! new filters, and so new caches. How the filter is meant to use it:
+//!
+//! ```text
+//! let generation = source.generation();                    // one atomic load
+//! if let Some(token) = cache.get(bytes, generation, now, settings.leeway) {
+//!     forward token.claims ...                              // no allocation, no decoding
+//! } else {
+//!     let keys = source.current();                          // after reading the generation
+//!     match verify(bytes, settings, &keys.keys, now) {
+//!         Ok(token) => cache.insert(bytes, keys.generation, token, now, settings.leeway),
+//!         Err(JwtRejection::UnknownKey) => { source.request_refresh(); 401 }
+//!         Err(why) => 401 (why.reason() in the log),
+//!     }
+//! }
+//! ```
+//!
+//! An entry is the token's bytes, what verification granted, and the key-set generation it was
+//! verified against. A hit needs the same bytes (looked up by a keyed hash of the length and last
+//! 32 bytes, the signature's tail, then compared in full), the same generation (a new key set,
+//! after rotation or a revoked key, sends every token through verification again), and `exp`
+//! and `nbf` still satisfied now (leeway included). Only verified tokens are inserted, so a
+//! client cannot fill the cache with forgeries; when it is full, stale entries go first, and if
+//! none is stale the cache is emptied.
+
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+
+use rampart_model::defaults;
+
+use super::jwt::VerifiedToken;
+
+/// Bytes at the end of a token that its cache key is made of (inside the signature).
+const KEY_TAIL: usize = 32;
+
+struct CachedToken {
+    token: Box<[u8]>,
+    generation: u64,
+    verified: VerifiedToken,
+}
+
+/// One worker's verified tokens for one `jwt` filter.
+pub struct VerifiedTokenCache {
+    entries: HashMap<u64, CachedToken>,
+    /// Keys the hash, so that keys cannot be predicted from outside.
+    hasher: RandomState,
+    capacity: usize,
+}
+
+impl Default for VerifiedTokenCache {
+    fn default() -> Self {
+        VerifiedTokenCache::new(defaults::JWT_CACHE_SIZE)
+    }
+}
+
+impl VerifiedTokenCache {
+    pub fn new(capacity: usize) -> Self {
+        VerifiedTokenCache {
+            entries: HashMap::new(),
+            hasher: RandomState::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    fn key(&self, token: &[u8]) -> u64 {
+        let tail = &token[token.len().saturating_sub(KEY_TAIL)..];
+        self.hasher.hash_one((token.len(), tail))
+    }
+
+    /// What `token` granted when it was verified against key-set `generation`, if it is still
+    /// current at `now` (seconds since the Unix epoch, `leeway` seconds allowed). Allocates
+    /// nothing and decodes nothing.
+    pub fn get(&self, token: &[u8], generation: u64, now: u64, leeway: u64) -> Option<&VerifiedToken> {
+        let entry = self.entries.get(&self.key(token))?;
+        let hit = entry.generation == generation && *entry.token == *token && entry.verified.is_current(now, leeway);
+        hit.then_some(&entry.verified)
+    }
+
+    /// Remembers that `token` verified against key-set `generation` and granted `verified`.
+    pub fn insert(&mut self, token: &[u8], generation: u64, verified: VerifiedToken, now: u64, leeway: u64) {
+        let key = self.key(token);
+        if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
+            self.entries
+                .retain(|_, e| e.generation == generation && e.verified.is_current(now, leeway));
+            if self.entries.len() >= self.capacity {
+                self.entries.clear();
+            }
+        }
+        self.entries.insert(
+            key,
+            CachedToken {
+                token: token.into(),
+                generation,
+                verified,
+            },
+        );
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,16 @@
+//! Verification for the auth filters, and what makes it cheap enough per request.
+//!
+//! - [`password`]: bcrypt and argon2 checks (`basic_auth`), and [`password::PasswordCache`], the
+//!   per-worker memory of recent outcomes: a hash check costs tens of milliseconds by design, so
+//!   the filter runs it off the worker thread and asks the cache first.
+//! - [`jwt`]: token verification (`jwt`): signature by a key of the token's own algorithm family,
+//!   `exp`/`nbf` with leeway, `iss`, `aud`, required claims, claims to forward; every refusal a
+//!   [`jwt::JwtRejection`] with a short, log-safe reason.
+//! - [`jwt_cache`]: the per-worker cache of verified tokens, checked before any decoding.
+//! - [`jwks_fetch`]: the control-plane task that fetches a JWKS document and swaps it into the
+//!   filter's [`JwtKeySource`](rampart_model::filter::jwt::JwtKeySource).
+
+pub mod jwks_fetch;
+pub mod jwt;
+pub mod jwt_cache;
+pub mod password;
