@@ -16,10 +16,12 @@
 //! - [`net`]: IP networks (`10.0.0.0/8`).
 //! - [`tls`]: TLS on listeners (certificates by SNI) and to upstreams.
 //! - [`defaults`]: the default of every optional setting.
+//! - [`filter`]: settings of the built-in filters ([`filter::compress`]).
 #![forbid(unsafe_code)]
 
 pub mod balance;
 pub mod defaults;
+pub mod filter;
 pub mod health;
 pub mod metrics;
 pub mod net;

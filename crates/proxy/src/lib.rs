@@ -15,6 +15,7 @@
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
 //! - [`checker`]: active health checks, run by the control plane.
+//! - [`filters`]: built-in HTTP filters ([`filters::compress`]: gzip, brotli, zstd responses).
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
 //! - [`log_summary`]: repeated warnings (an outage) logged once, then counted per interval.
@@ -25,6 +26,7 @@ pub mod checker;
 pub mod conn;
 pub mod connect;
 pub mod counters;
+pub mod filters;
 pub mod http;
 pub mod l4;
 pub mod log_summary;
