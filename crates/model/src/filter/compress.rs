@@ -20,7 +20,7 @@ pub enum Algorithm {
 }
 
 impl Algorithm {
-    /// Every algorithm, in the default order of preference.
+    /// Every algorithm.
     pub const ALL: [Algorithm; 3] = [Algorithm::Zstd, Algorithm::Brotli, Algorithm::Gzip];
 
     /// The content-coding token, as sent in `Content-Encoding`.
@@ -45,13 +45,16 @@ impl Algorithm {
         }
     }
 
-    /// Levels the encoder accepts: gzip 1-9 (0 would only store), brotli quality 0-11, zstd -7
-    /// (fastest) to 19 (levels 20-22 need windows larger than HTTP allows).
+    /// Levels the encoder accepts: gzip 1-9 (0 would only store), brotli quality 0-6, zstd -7
+    /// (fastest) to 7. Higher brotli and zstd levels switch to match finders whose tables, not the
+    /// window, set the memory: measured per response with a 256 KiB brotli window, quality 7 holds
+    /// 9 MiB, 8 holds 17 MiB and 9 holds 33 MiB; zstd 9 holds 11 MiB with a 1 MiB window. Those
+    /// belong to precompressed files, not to a filter that holds one encoder per response.
     pub fn levels(self) -> RangeInclusive<i32> {
         match self {
             Algorithm::Gzip => 1..=9,
-            Algorithm::Brotli => 0..=11,
-            Algorithm::Zstd => -7..=19,
+            Algorithm::Brotli => 0..=6,
+            Algorithm::Zstd => -7..=7,
         }
     }
 
@@ -88,33 +91,48 @@ pub struct Tuning {
     /// Compression level (brotli: quality), within [`Algorithm::levels`].
     pub level: i32,
     /// Base-2 logarithm of the largest window, within [`Algorithm::window_logs`]. A response whose
-    /// length is known gets a window no larger than it needs.
+    /// length is known gets a window no larger than it needs (brotli qualities 5 and 6 never below
+    /// 128 KiB: with 64 KiB or less they switch to a 33 MiB match finder).
     pub window_log: u8,
 }
 
-/// gzip level 5: on JSON and HTML it compresses within 1-3% of level 6 (zlib's default) and 5-10%
-/// better than level 1 (nginx's default), for about 80% of level 6's time. Window 32 KiB, deflate's
-/// largest (the encoder state is about 270 KiB either way; a short response gets a smaller one).
+// The defaults below were measured with `cargo run --release -p rampart-proxy --example
+// compress_levels` on JSON (`cargo metadata` output, a JSON schema), HTML (rustdoc pages) and
+// JavaScript, streamed in 16 KiB pieces with a flush after each; numbers in docs/benchmarks.md.
+
+/// gzip level 5: within 0.2-3% of level 6's size and 2-6% smaller than level 4, for less time than
+/// level 6; level 1 (nginx's default) is 3x faster but 35-40% larger. Window 32 KiB, deflate's
+/// largest. The encoder holds about 370 KiB whatever the level (zlib-rs: a 128 KiB hash table, a
+/// 112 KiB symbol buffer, then four bytes per window byte), 260 KiB for a short body.
 pub const GZIP: Tuning = Tuning {
     level: 5,
     window_log: 15,
 };
 
-/// brotli quality 4: the last of the fast qualities (5 and up switch to slower match finders and
-/// context modelling, 2-4x the time); smaller than gzip 6 at about gzip 5's speed. Window 256 KiB
-/// (lgwin 18): the ring buffer is the encoder's largest allocation, and a window beyond the body a
-/// proxy streams at once buys little at quality 4.
+/// brotli quality 4 (qualities 0-4 are brotli's fast ones): on these samples it compresses about as
+/// well as gzip 5 (within 5% either way) for 1.5-2.5x the time, which is why brotli comes after
+/// gzip in [`ALGORITHMS`]. Quality 5 is the first to beat gzip 5 clearly (5-15% smaller) for 2-3.5x
+/// gzip's time. Window 256 KiB: the encoder then holds about 1.3 MiB (2.9 MiB with a 1 MiB window).
 pub const BROTLI: Tuning = Tuning {
     level: 4,
     window_log: 18,
 };
 
-/// zstd level 3, zstd's own default: faster than gzip 5 and smaller than brotli 4 on text. Window
-/// 1 MiB (log 20) instead of level 3's 2 MiB: the window dominates the encoder's memory.
+/// zstd level 3, zstd's own default: about 3x faster than gzip 5 for output 2-12% larger (level 6
+/// matches brotli 5's size in about gzip 5's time, with 2-3x the memory). Window 1 MiB instead of
+/// level 3's 2 MiB: the encoder holds about 2 MiB (1.3 MiB with 256 KiB, at most 4% larger output
+/// on these samples).
 pub const ZSTD: Tuning = Tuning {
     level: 3,
     window_log: 20,
 };
+
+/// The default order of preference: zstd, gzip, brotli. zstd saves the most bytes per CPU second;
+/// gzip and brotli at their on-the-fly levels compress alike, and gzip does it faster with a
+/// quarter of the memory. Every browser that accepts brotli accepts gzip, so by default brotli goes
+/// only to clients that take nothing else; list it before gzip (at quality 5) to trade CPU for a
+/// smaller Safari download.
+pub const ALGORITHMS: [Algorithm; 3] = [Algorithm::Zstd, Algorithm::Gzip, Algorithm::Brotli];
 
 /// The default smallest response compressed, by its Content-Length: 1 KiB. A shorter body fits in
 /// one TCP segment compressed or not, so compressing it saves no round trip but still costs the
@@ -158,10 +176,7 @@ pub const CONTENT_TYPES: &[&str] = &[
 pub struct CompressSettings {
     /// The codings offered, most preferred first, each at most once and at least one. Among the
     /// codings a request accepts with the same (highest) weight, the first listed here wins.
-    ///
-    /// The default is zstd, brotli, gzip: at the default levels zstd is the fastest of the three
-    /// and compresses about as well as brotli 4, both well ahead of gzip. Browsers that accept
-    /// zstd (Chrome 123+, Firefox 126+) also accept the others; Safari gets brotli.
+    /// Default [`ALGORITHMS`]: Chrome 123+ and Firefox 126+ get zstd, Safari gzip.
     pub algorithms: Vec<Algorithm>,
     pub gzip: Tuning,
     pub brotli: Tuning,
@@ -176,7 +191,7 @@ pub struct CompressSettings {
 impl Default for CompressSettings {
     fn default() -> Self {
         CompressSettings {
-            algorithms: Algorithm::ALL.to_vec(),
+            algorithms: ALGORITHMS.to_vec(),
             gzip: GZIP,
             brotli: BROTLI,
             zstd: ZSTD,

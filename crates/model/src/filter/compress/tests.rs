@@ -37,7 +37,7 @@ fn default_tunings_are_within_their_ranges() {
     }
     assert_eq!(
         settings.algorithms,
-        [Algorithm::Zstd, Algorithm::Brotli, Algorithm::Gzip]
+        [Algorithm::Zstd, Algorithm::Gzip, Algorithm::Brotli]
     );
     assert_eq!(settings.min_length, 1024);
 }

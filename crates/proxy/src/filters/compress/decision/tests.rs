@@ -347,6 +347,16 @@ fn a_request_that_gets_no_compression_still_gets_vary_when_another_would() {
 }
 
 #[test]
+fn browsers_with_the_default_order() {
+    let settings = settings();
+    let chrome = accept("gzip, deflate, br, zstd");
+    let safari = accept("gzip, deflate, br");
+    assert_eq!(offer(&settings, b"GET", Version::HTTP_2, &chrome), Ok(Zstd));
+    assert_eq!(offer(&settings, b"GET", Version::HTTP_2, &safari), Ok(Gzip));
+    assert_eq!(offer(&settings, b"GET", Version::HTTP_2, &accept("br")), Ok(Brotli));
+}
+
+#[test]
 fn the_offer_names_the_coding() {
     let settings = settings();
     let response = facts(200, &[HTML]);
