@@ -1,5 +1,5 @@
 //! The `compress` response filter's self-contained parts: content negotiation
-//! ([`negotiate`]), the decision whether and how to compress a response ([`decision`]), and the
+//! ([`negotiate`](mod@negotiate)), the decision whether and how to compress a response ([`decision`]), and the
 //! streaming encoders ([`encoder`]). Settings are `rampart_model::filter::compress`.
 //!
 //! The filter glue (phases, per-request state, applying the header edits) comes with the filter
