@@ -1,6 +1,7 @@
 //! The `compress` response filter's self-contained parts: content negotiation
-//! ([`negotiate`](mod@negotiate)), the decision whether and how to compress a response ([`decision`]), and the
-//! streaming encoders ([`encoder`]). Settings are `rampart_model::filter::compress`.
+//! ([`negotiate`](mod@negotiate)), the decision whether and how to compress a response
+//! ([`decision`]), and the streaming encoders ([`encoder`]). Settings are
+//! `rampart_model::filter::compress`.
 //!
 //! The filter glue (phases, per-request state, applying the header edits) comes with the filter
 //! trait: at the request head it keeps [`offer`]'s result; at the response head it gathers

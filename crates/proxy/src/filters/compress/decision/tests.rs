@@ -391,3 +391,57 @@ fn other_fields_are_ignored() {
     assert_eq!(facts, before);
     assert_eq!(facts.content_length(), None);
 }
+
+#[test]
+fn random_fields_never_panic() {
+    const NAMES: &[&str] = &[
+        "content-type",
+        "content-length",
+        "content-encoding",
+        "cache-control",
+        "etag",
+        "vary",
+        "content-range",
+        "x",
+    ];
+    const VALUES: &[&str] = &[
+        "",
+        " ",
+        ",",
+        ";",
+        "\"",
+        "\\",
+        "=",
+        "*",
+        "W/",
+        "identity",
+        "gzip",
+        "no-transform",
+        "9",
+        "text/html",
+    ];
+    let mut state = 0x9e37_79b9_7f4a_7c15_u64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let settings = settings();
+    let mut values = Vec::new();
+    for _ in 0..200 {
+        let value: String = (0..next(8)).map(|_| VALUES[next(VALUES.len())]).collect();
+        values.push((NAMES[next(NAMES.len())], value));
+    }
+    for round in 0..2_000 {
+        let mut facts = ResponseFacts::new([200, 206, 304, 404, 101][round % 5]);
+        for _ in 0..next(6) {
+            let (name, value) = &values[next(values.len())];
+            facts.observe(name.as_bytes(), value.as_bytes());
+        }
+        // Whatever the fields, a decision comes out and a compressed one names its coding.
+        if let Decision::Compress(plan) = decide(&settings, Ok(Gzip), &facts) {
+            assert_eq!(plan.edits.content_encoding, "gzip");
+        }
+    }
+}

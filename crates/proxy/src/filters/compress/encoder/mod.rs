@@ -12,8 +12,8 @@
 //! [`Tuning::window_log`] and, when the body's length is known, by the smallest window that holds
 //! it (nginx does the same for gzip; libzstd sizes its tables to the hint too), so short responses
 //! get small encoders. Measured at the default tunings for a body of unknown length: gzip 371 KiB,
-//! brotli 1.3 MiB, zstd 2.0 MiB; for a 2 KiB body: 259 KiB, 568 KiB, 63 KiB (`tests/
-//! compress_memory.rs` checks these; the full table is in docs/benchmarks.md).
+//! brotli 1.3 MiB, zstd 2.0 MiB; for a 2 KiB body: 259 KiB, 568 KiB, 63 KiB. The proxy crate's
+//! `tests/compress_memory.rs` checks these; the full table is in docs/benchmarks.md.
 //!
 //! No call panics: an encoder error (allocation refused inside libzstd, an encoder refusing its
 //! state) is an `io::Error`, after which the encoder refuses further calls.

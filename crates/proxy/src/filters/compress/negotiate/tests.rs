@@ -189,3 +189,114 @@ fn a_hostile_header_keeps_its_meaning() {
     // An unterminated quote swallows the rest.
     assert_eq!(choose(&format!("x;a=\"{}, gzip", "y".repeat(100_000))), None);
 }
+
+/// Random headers from Accept-Encoding's own vocabulary (well-formed elements with random noise
+/// mixed in): never a panic, the same weights as a naive reference parser where no quotes are
+/// involved, and `choose` picks the best of them.
+#[test]
+fn random_headers_agree_with_a_naive_reference() {
+    const TOKENS: &[&str] = &[
+        "gzip", "GZIP", "x-gzip", "br", "Br", "zstd", "*", "identity", "deflate", "", "abc",
+    ];
+    const QS: &[&str] = &[
+        "0", "1", "0.5", "0.25", "0.001", "1.0", "1.000", "0.", "1.5", ".5", "0.1234", "2", "", "x",
+    ];
+    const NOISE: &[&str] = &[";", ",", "=", " ", "\t", "q", "\"", "\\", "a=b", "q=0.5", ";q=1"];
+    let mut state = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = |n: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % n as u64) as usize
+    };
+    let (mut fractional, mut refused) = (0, 0);
+    for _ in 0..20_000 {
+        let mut header = String::new();
+        for _ in 0..next(5) {
+            header.push_str([" ", "", "\t"][next(3)]);
+            header.push_str(TOKENS[next(TOKENS.len())]);
+            for _ in 0..next(3) {
+                header.push_str([";", " ; ", ";\t"][next(3)]);
+                header.push_str(["q", "Q", "level", "q "][next(4)]);
+                header.push_str(["=", " = ", ""][next(3)]);
+                header.push_str(QS[next(QS.len())]);
+            }
+            if next(4) == 0 {
+                header.push_str(NOISE[next(NOISE.len())]);
+            }
+            header.push_str([",", ", ", " ,"][next(3)]);
+        }
+        let accept = AcceptEncoding::parse([header.as_bytes()]);
+        let weights = [accept.weight(Zstd), accept.weight(Brotli), accept.weight(Gzip)];
+        if !header.contains('"') {
+            assert_eq!(weights, reference_weights(&header), "{header:?}");
+        }
+        fractional += usize::from(weights.iter().any(|&w| w != 0 && w != FULL_WEIGHT));
+        refused += usize::from(weights.contains(&0));
+        let chosen = accept.choose(PREFERENCE);
+        let best = weights.iter().copied().max().unwrap_or(0);
+        match chosen {
+            None => assert_eq!(best, 0, "{header:?}"),
+            Some(algorithm) => {
+                let position = PREFERENCE.iter().position(|&a| a == algorithm).unwrap();
+                assert_eq!(accept.weight(algorithm), best, "{header:?}");
+                assert!(
+                    PREFERENCE[..position].iter().all(|&a| accept.weight(a) < best),
+                    "{header:?}"
+                );
+            }
+        }
+    }
+    // The generator reaches the interesting cases.
+    assert!(
+        fractional > 1_000 && refused > 1_000,
+        "{fractional} fractional, {refused} refused"
+    );
+}
+
+/// Weights for [zstd, br, gzip] by splitting on `,` and `;` (no quoted strings).
+fn reference_weights(header: &str) -> [Weight; 3] {
+    let mut named: [Option<Weight>; 3] = [None; 3];
+    let mut any: Option<Weight> = None;
+    for element in header.split(',') {
+        let mut parts = element.split(';');
+        let token = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+        let mut weight = 1000;
+        for parameter in parts {
+            let parameter = parameter.trim();
+            let q = match parameter.split_once('=') {
+                Some((name, value)) if name.trim().eq_ignore_ascii_case("q") => reference_q(value.trim()),
+                None if parameter.eq_ignore_ascii_case("q") => 0,
+                _ => continue,
+            };
+            weight = weight.min(q);
+        }
+        let slot = match token.as_str() {
+            "zstd" => &mut named[0],
+            "br" => &mut named[1],
+            "gzip" | "x-gzip" => &mut named[2],
+            "*" => &mut any,
+            _ => continue,
+        };
+        *slot = Some(slot.map_or(weight, |w: Weight| w.min(weight)));
+    }
+    named.map(|w| w.or(any).unwrap_or(0))
+}
+
+fn reference_q(value: &str) -> Weight {
+    let valid = match value.split_once('.') {
+        None => value == "0" || value == "1",
+        Some((whole, fraction)) => {
+            fraction.len() <= 3
+                && fraction.chars().all(|c| c.is_ascii_digit())
+                && (whole == "0" || (whole == "1" && fraction.chars().all(|c| c == '0')))
+        }
+    };
+    if !valid {
+        return 0;
+    }
+    let padded = format!("{value}000");
+    let (whole, fraction) = padded.split_once('.').unwrap_or((value, "000"));
+    let fraction = if value.contains('.') { &fraction[..3] } else { "000" };
+    whole.parse::<Weight>().unwrap() * 1000 + fraction.parse::<Weight>().unwrap()
+}
