@@ -101,28 +101,30 @@ pub struct Tuning {
 // compress_levels` on JSON (`cargo metadata` output, a JSON schema), HTML (rustdoc pages) and
 // JavaScript, streamed in 16 KiB pieces with a flush after each; numbers in docs/benchmarks.md.
 
-/// gzip level 5: within 0.2-3% of level 6's size and 2-6% smaller than level 4, for less time than
-/// level 6; level 1 (nginx's default) is 3x faster but 35-40% larger. Window 32 KiB, deflate's
-/// largest. The encoder holds about 370 KiB whatever the level (zlib-rs: a 128 KiB hash table, a
-/// 112 KiB symbol buffer, then four bytes per window byte), 260 KiB for a short body.
+/// gzip level 5: within 0.3-3% of level 6's size and 2-6% smaller than level 4, in 65-90% of level
+/// 6's time; level 1 (nginx's default) is 3-4x faster but its output is 40-70% larger. Window
+/// 32 KiB, deflate's largest. The encoder holds about 370 KiB whatever the level (zlib-rs: a
+/// 128 KiB hash table, 112 KiB of output and symbol buffers, then four bytes per window byte),
+/// 260 KiB for a short body.
 pub const GZIP: Tuning = Tuning {
     level: 5,
     window_log: 15,
 };
 
-/// brotli quality 4 (qualities 0-4 are brotli's fast ones): on these samples it compresses about as
-/// well as gzip 5 (within 5% either way) for 1.5-2.5x the time, which is why brotli comes after
-/// gzip in [`ALGORITHMS`]. Quality 5 is the first to beat gzip 5 clearly (5-15% smaller) for 2-3.5x
-/// gzip's time. Window 256 KiB: the encoder then holds about 1.3 MiB (2.9 MiB with a 1 MiB window).
+/// brotli quality 4 (qualities 0-4 are brotli's fast ones): on these samples its output ranges from
+/// 6% smaller to 11% larger than gzip 5's, for 1.6-2x the time, which is why brotli comes after
+/// gzip in [`ALGORITHMS`]. Quality 5 is 3-15% smaller than gzip 5 on four samples (32% larger on
+/// one JSON) for 1.6-3x gzip's time. Window 256 KiB: the encoder then holds about 1.3 MiB (2.9 MiB
+/// with a 1 MiB window).
 pub const BROTLI: Tuning = Tuning {
     level: 4,
     window_log: 18,
 };
 
-/// zstd level 3, zstd's own default: about 3x faster than gzip 5 for output 2-12% larger (level 6
-/// matches brotli 5's size in about gzip 5's time, with 2-3x the memory). Window 1 MiB instead of
-/// level 3's 2 MiB: the encoder holds about 2 MiB (1.3 MiB with 256 KiB, at most 4% larger output
-/// on these samples).
+/// zstd level 3, zstd's own default: 2-3x faster than gzip 5, output 2-13% larger. (Level 6 comes
+/// within 7% of brotli 5's size in about gzip 5's time, but holds 3.7 MiB.) Window 1 MiB instead
+/// of level 3's 2 MiB: the encoder holds about 2 MiB (1.2 MiB with 256 KiB, whose output was up to
+/// 4% larger on these samples; the match tables, 768 KiB, do not shrink with the window).
 pub const ZSTD: Tuning = Tuning {
     level: 3,
     window_log: 20,
