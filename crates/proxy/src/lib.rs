@@ -13,7 +13,7 @@
 //! - [`http`]: the HTTP reverse proxy: session, the downstream seam, the filter model, exchange,
 //!   pools.
 //! - [`filters`]: the built-in HTTP filters (rewrites, header edits, limits, request ids, CORS,
-//!   auth with its caches and the JWKS fetcher, ...).
+//!   auth with its caches and the JWKS fetcher, compression).
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::route::HeaderOps;
 
 pub mod basic;
+pub mod compress;
 pub mod auth;
 pub mod external;
 pub mod jwt;

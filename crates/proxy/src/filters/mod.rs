@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod body_limit;
+pub mod compress;
 pub mod cors;
 pub mod headers;
 pub mod ip_filter;
