@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use crate::route::HeaderOps;
 
+pub mod auth;
 pub mod basic;
 pub mod compress;
-pub mod auth;
 pub mod external;
 pub mod jwt;
 pub mod rate_limit;
