@@ -24,6 +24,32 @@ pub mod rate_limit;
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
 
+/// A process-unique identity of one compiled filter, for the state a filter keeps per worker
+/// (caches, leases, connections): workers find that state by this id, and a reload that builds
+/// the filter anew gives it a new id, so nothing of the old filter's state is mistaken for the
+/// new one's. Ids are never reused within a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FilterId(u64);
+
+impl FilterId {
+    /// A new id, never handed out before in this process.
+    pub fn new() -> FilterId {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        FilterId(NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// The number itself.
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl Default for FilterId {
+    fn default() -> Self {
+        FilterId::new()
+    }
+}
+
 /// A route's filters in the order they see a request (responses see them in reverse).
 #[derive(Debug, Default)]
 pub struct FilterChain {
@@ -76,6 +102,20 @@ impl Filter {
             Filter::IpFilter(_) => "ip_filter",
             Filter::Cors(_) => "cors",
             Filter::External(e) => &e.type_name,
+        }
+    }
+
+    /// The id under which the filter keeps per-worker state, if it keeps any.
+    pub fn state_id(&self) -> Option<FilterId> {
+        match self {
+            Filter::Rewrite(_)
+            | Filter::RequestHeaders(_)
+            | Filter::ResponseHeaders(_)
+            | Filter::BodyLimit(_)
+            | Filter::RequestId(_)
+            | Filter::IpFilter(_)
+            | Filter::Cors(_)
+            | Filter::External(_) => None,
         }
     }
 

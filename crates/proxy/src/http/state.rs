@@ -115,6 +115,17 @@ impl HttpWorkerState {
             };
             pool.retain_targets(known);
             h2_pool.retain_targets(known);
+            if !self.filters.slots.is_empty() {
+                let ids: Vec<_> = snapshot
+                    .listeners
+                    .iter()
+                    .filter_map(|l| l.http())
+                    .flat_map(|h| &h.routes)
+                    .flat_map(|r| &r.filters.filters)
+                    .filter_map(|f| f.state_id())
+                    .collect();
+                self.filters.slots.retain(|id| ids.contains(&id));
+            }
         }
         pool.sweep(longest.unwrap_or_default());
         h2_pool.sweep(longest.unwrap_or_default());
