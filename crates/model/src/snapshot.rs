@@ -74,6 +74,16 @@ impl Snapshot {
     pub fn listener_index(&self, key: &ListenerKey) -> Option<usize> {
         self.listeners.iter().position(|l| l.is(key))
     }
+
+    /// Every HTTP filter of every route (a listener's filters once per route that inherits them).
+    pub fn http_filters(&self) -> impl Iterator<Item = &crate::filter::Filter> {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.http())
+            .flat_map(|h| &h.routes)
+            .flat_map(|r| &r.filters.filters)
+            .map(|f| &**f)
+    }
 }
 
 impl Listener {

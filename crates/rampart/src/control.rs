@@ -9,6 +9,7 @@ use std::path::Path;
 use anyhow::Context;
 use rampart_config::LiveState;
 use rampart_proxy::checker::spawn_checks;
+use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
 use rampart_proxy::session_log::SessionLogWriter;
 use rampart_runtime::{Engine, EngineError, EngineOptions};
 use tokio::signal::unix::{signal, SignalKind};
@@ -94,6 +95,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     .map_err(|e| BindFailure::wrap(&listeners, e))?;
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
+    let mut jwks_fetches = spawn_jwks_fetches(&engine.current());
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
     let admin = Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status.clone()),
@@ -154,6 +156,8 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                     if matches!(outcome, ReloadOutcome::Applied { .. }) {
                         checks.abort_all();
                         checks = spawn_checks(&engine.current(), None);
+                        jwks_fetches.abort_all();
+                        jwks_fetches = spawn_jwks_fetches(&engine.current());
                     }
                     status.record_reload(&outcome, &engine.current(), config_file(&source, live_sha256(&outcome)));
                     admin.status.store(Arc::new(status.clone()));

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
-use rampart_model::filter::FilterRegistry;
+use rampart_model::filter::jwt::JwtKeySource;
+use rampart_model::filter::{Filter, FilterRegistry};
 use rampart_model::health::TargetHealth;
 use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, TcpRouteCells, UpstreamCells};
 use rampart_model::Snapshot;
@@ -26,6 +27,8 @@ pub struct LiveState {
     metrics: MetricCells,
     /// Filter types registered from outside the built-ins.
     filters: FilterRegistry,
+    /// The key sources of `jwt` filters by JWKS URL: a reload keeps the keys fetched so far.
+    jwks: HashMap<String, Arc<JwtKeySource>>,
 }
 
 /// Traffic counters by the names that label them.
@@ -129,6 +132,15 @@ impl LiveState {
         }
     }
 
+    /// The key source of the JWKS at `url`, shared by every `jwt` filter that names it and kept
+    /// across reloads.
+    pub(super) fn jwks_source(&mut self, url: &str) -> Arc<JwtKeySource> {
+        self.jwks
+            .entry(url.to_string())
+            .or_insert_with(|| Arc::new(JwtKeySource::awaiting_fetch()))
+            .clone()
+    }
+
     pub(super) fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
@@ -150,6 +162,14 @@ impl LiveState {
                 .iter()
                 .any(|l| l.bind == Some(*bind) && l.tls.is_some())
         });
+        let jwks_urls: Vec<&str> = snapshot
+            .http_filters()
+            .filter_map(|f| match f {
+                Filter::Jwt(jwt) => jwt.jwks.as_ref().map(|j| j.endpoint.url.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.jwks.retain(|url, _| jwks_urls.contains(&url.as_str()));
         let listener = |name: &str| snapshot.listeners.iter().find(|l| l.name == name);
         let upstream = |name: &str| snapshot.upstreams.iter().find(|u| u.name == name);
         let m = &mut self.metrics;

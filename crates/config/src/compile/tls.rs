@@ -302,7 +302,7 @@ impl Checker<'_> {
     }
 
     /// A trust store from a PEM file of CA certificates.
-    fn roots(&mut self, file: &Spanned<String>) -> Option<RootCertStore> {
+    pub(super) fn roots(&mut self, file: &Spanned<String>) -> Option<RootCertStore> {
         let certs = self.read_chain(file)?;
         let mut roots = RootCertStore::empty();
         for c in certs {
@@ -341,7 +341,7 @@ impl Checker<'_> {
         } else {
             let roots = match &t.ca {
                 Some(ca) => self.roots(ca)?,
-                None => self.system_roots(raw),
+                None => self.system_roots(raw.span()),
             };
             builder.with_root_certificates(roots)
         };
@@ -402,15 +402,15 @@ impl Checker<'_> {
         ))
     }
 
-    /// The system's trust roots; a store that cannot be read is a warning (every target would
-    /// then fail verification, which the access log says as `upstream_tls`).
-    fn system_roots(&mut self, raw: &Spanned<RawUpstreamTls>) -> RootCertStore {
+    /// The system's trust roots; a store that cannot be read is a warning at `at` (every peer
+    /// would then fail verification, which the logs say).
+    pub(super) fn system_roots(&mut self, at: std::ops::Range<usize>) -> RootCertStore {
         let found = rustls_native_certs::load_native_certs();
         let mut roots = RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(found.certs);
         if added == 0 {
             self.warn(
-                raw.span(),
+                at,
                 "no system CA certificates found; set `ca` to the CA that signs the targets' certificates",
             );
         }

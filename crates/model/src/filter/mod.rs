@@ -23,6 +23,7 @@ pub mod rate_limit;
 
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
+pub use jwt::Jwt;
 
 /// A process-unique identity of one compiled filter, for the state a filter keeps per worker
 /// (caches, leases, connections): workers find that state by this id, and a reload that builds
@@ -70,6 +71,9 @@ impl FilterChain {
 }
 
 /// One filter with its compiled settings.
+// Each filter is built once per config load and lives behind an `Arc`: the size of the largest
+// variant costs nothing per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Filter {
     /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
@@ -86,6 +90,8 @@ pub enum Filter {
     IpFilter(IpFilter),
     /// Cross-origin resource sharing: preflights answered, response headers added.
     Cors(Cors),
+    /// Verify a JSON Web Token; forward selected claims.
+    Jwt(Jwt),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -101,6 +107,7 @@ impl Filter {
             Filter::RequestId(_) => "request_id",
             Filter::IpFilter(_) => "ip_filter",
             Filter::Cors(_) => "cors",
+            Filter::Jwt(_) => "jwt",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -116,6 +123,7 @@ impl Filter {
             | Filter::IpFilter(_)
             | Filter::Cors(_)
             | Filter::External(_) => None,
+            Filter::Jwt(f) => Some(f.id),
         }
     }
 
@@ -123,7 +131,7 @@ impl Filter {
     /// depends on the request (so static edits after it cannot be folded into the chain's start).
     pub fn edits_request_headers_per_request(&self) -> bool {
         match self {
-            Filter::RequestId(_) | Filter::External(_) => true,
+            Filter::RequestId(_) | Filter::Jwt(_) | Filter::External(_) => true,
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -141,7 +149,8 @@ impl Filter {
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
             | Filter::BodyLimit(_)
-            | Filter::IpFilter(_) => false,
+            | Filter::IpFilter(_)
+            | Filter::Jwt(_) => false,
         }
     }
 }

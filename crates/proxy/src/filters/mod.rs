@@ -11,6 +11,7 @@
 //! - [`request_id`]: keep or make `X-Request-Id` (UUIDv7).
 //! - [`ip_filter`]: allow and deny networks.
 //! - [`cors`]: CORS preflights and response headers.
+//! - [`jwt`]: JSON Web Tokens (verification in [`auth`]).
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;
@@ -19,6 +20,7 @@ pub mod compress;
 pub mod cors;
 pub mod headers;
 pub mod ip_filter;
+pub mod jwt;
 pub mod request_id;
 pub mod rewrite;
 pub mod worker;

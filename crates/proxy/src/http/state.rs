@@ -116,14 +116,7 @@ impl HttpWorkerState {
             pool.retain_targets(known);
             h2_pool.retain_targets(known);
             if !self.filters.slots.is_empty() {
-                let ids: Vec<_> = snapshot
-                    .listeners
-                    .iter()
-                    .filter_map(|l| l.http())
-                    .flat_map(|h| &h.routes)
-                    .flat_map(|r| &r.filters.filters)
-                    .filter_map(|f| f.state_id())
-                    .collect();
+                let ids: Vec<_> = snapshot.http_filters().filter_map(|f| f.state_id()).collect();
                 self.filters.slots.retain(|id| ids.contains(&id));
             }
         }

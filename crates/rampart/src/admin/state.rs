@@ -34,16 +34,25 @@ pub struct AdminShared {
 
 impl AdminShared {
     /// Ready for traffic: every listener bound (true once this exists), the first health round
-    /// done, not draining. `Err` says why not.
+    /// done, every `jwt` filter's JWKS fetched once, not draining. `Err` says why not.
     pub fn readiness(&self) -> Result<(), &'static str> {
         if self.draining.load(Ordering::Acquire) {
             Err("draining")
         } else if !self.first_round.is_done() {
             Err("first health check round not finished")
+        } else if awaits_jwks(&self.snapshot.load()) {
+            Err("a JWKS key set not fetched yet")
         } else {
             Ok(())
         }
     }
+}
+
+/// Whether a `jwt` filter of `snapshot` has a JWKS URL from which no key set was fetched yet.
+fn awaits_jwks(snapshot: &rampart_model::Snapshot) -> bool {
+    snapshot
+        .http_filters()
+        .any(|f| matches!(f, rampart_model::filter::Filter::Jwt(j) if j.jwks.is_some() && j.keys.generation() == 0))
 }
 
 /// The running config's text and source (`GET /api/config`).

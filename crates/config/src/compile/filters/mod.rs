@@ -22,7 +22,7 @@ mod basic;
 // Read by the auth filters' compiler (next commit).
 #[allow(dead_code)]
 pub(crate) mod auth_files;
-#[allow(dead_code)]
+mod jwt;
 pub(crate) mod jwt_key_files;
 
 /// The built-in filter types, for messages.
@@ -34,6 +34,7 @@ const BUILTIN: &[&str] = &[
     "request_headers",
     "response_headers",
     "body_limit",
+    "jwt",
 ];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
@@ -128,7 +129,6 @@ impl Checker<'_> {
 
     /// A built-in filter: `None` when `type` names none (`Some(None)`: it does, with errors).
     fn builtin_filter(&mut self, t: &mut FilterTable<'_>, live: &mut LiveState) -> Option<Option<Filter>> {
-        let _ = live;
         Some(match t.type_name {
             "request_id" => self.request_id_filter(t),
             "ip_filter" => self.ip_filter(t),
@@ -141,6 +141,7 @@ impl Checker<'_> {
                 .header_ops_filter(t)
                 .map(|ops| Filter::ResponseHeaders(filter::ResponseHeaders { ops })),
             "body_limit" => self.body_limit_filter(t),
+            "jwt" => self.jwt_filter(t, live),
             _ => return None,
         })
     }

@@ -235,5 +235,8 @@ fn external_filters_are_built_by_their_registered_factory() {
         "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"tenat\" }]\n",
     );
     let got = compile_with(&unknown, &mut live).unwrap_err();
-    assert!(got[0].contains("body_limit, tenant)"), "{got:?}");
+    assert!(
+        got[0].contains("(known: request_id, ") && got[0].ends_with(", tenant)"),
+        "{got:?}"
+    );
 }

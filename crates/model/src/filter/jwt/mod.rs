@@ -11,12 +11,15 @@
 //!   Built from a JWKS document ([`JwtKeySet::from_jwks`], in `jwks`), or by the config from PEM
 //!   files and secrets.
 //! - [`JwtKeySource`]: the key set as workers see it, swapped in by a JWKS fetcher (in `source`).
+//! - [`Jwt`]: the filter as compiled: settings, key source, where the token is found.
 
 use std::fmt;
+use std::sync::Arc;
 
 pub use jsonwebtoken::Algorithm as JwtAlgorithm;
 use jsonwebtoken::DecodingKey;
 
+use super::FilterId;
 use crate::defaults;
 
 mod jwks;
@@ -26,6 +29,51 @@ mod tests;
 
 pub use jwks::JwksError;
 pub use source::{JwksEndpoint, JwksFetch, JwtKeySource, RefreshWaker, VersionedKeySet};
+
+/// `jwt`: the filter as compiled.
+#[derive(Debug)]
+pub struct Jwt {
+    /// Its per-worker state (the verified-token cache) is kept under this id.
+    pub id: FilterId,
+    pub settings: JwtSettings,
+    /// The keys tokens are verified with (fixed, or refreshed from `jwks`).
+    pub keys: Arc<JwtKeySource>,
+    /// The JWKS document the keys come from, fetched by the control plane; `None` for keys from
+    /// files.
+    pub jwks: Option<JwksFetch>,
+    /// Where a request carries its token.
+    pub token: TokenLocation,
+    /// Remove the token from the request sent upstream.
+    pub strip_token: bool,
+    /// The realm named in `WWW-Authenticate`.
+    pub realm: String,
+    /// Verified tokens each worker remembers.
+    pub cache_size: usize,
+}
+
+/// Where a request's token is looked for, in this order: the header, the query parameter, the
+/// cookie.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenLocation {
+    /// A header, lower-case. `authorization` holds `Bearer TOKEN`; any other header holds the
+    /// token itself (a `Bearer ` before it is allowed).
+    pub header: Option<String>,
+    /// A query parameter.
+    pub query: Option<String>,
+    /// A cookie.
+    pub cookie: Option<String>,
+}
+
+impl Default for TokenLocation {
+    /// `Authorization: Bearer TOKEN`.
+    fn default() -> Self {
+        TokenLocation {
+            header: Some("authorization".into()),
+            query: None,
+            cookie: None,
+        }
+    }
+}
 
 /// The most keys a token without a `kid` is tried against.
 pub const MAX_KEYS_TRIED: usize = 4;

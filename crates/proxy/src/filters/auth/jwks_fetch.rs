@@ -28,10 +28,13 @@ use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
 use rampart_model::filter::jwt::{JwksError, JwksFetch, JwtKeySet, JwtKeySource};
+use rampart_model::filter::Filter;
+use rampart_model::Snapshot;
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, H1Error, Limits};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
+use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::stream::Stream;
@@ -273,6 +276,28 @@ impl Drop for WakerGuard<'_> {
     fn drop(&mut self) {
         self.0.set_refresh_waker(None);
     }
+}
+
+/// Starts one fetching task per JWKS URL that the `jwt` filters of `snapshot` name (filters that
+/// share a URL share its key source, and so one task). Dropping (or aborting) the set stops them,
+/// as a reload does before starting the new set; the key sources outlive it (the config keeps
+/// them across reloads), so the keys fetched so far stay in use until the new tasks replace them.
+pub fn spawn_jwks_fetches(snapshot: &Snapshot) -> JoinSet<()> {
+    let mut set = JoinSet::new();
+    let mut started: Vec<*const JwtKeySource> = Vec::new();
+    let jwts = snapshot.http_filters().filter_map(|f| match f {
+        Filter::Jwt(jwt) => Some(jwt),
+        _ => None,
+    });
+    for jwt in jwts {
+        let Some(fetch) = &jwt.jwks else { continue };
+        if started.contains(&Arc::as_ptr(&jwt.keys)) {
+            continue;
+        }
+        started.push(Arc::as_ptr(&jwt.keys));
+        set.spawn(run_jwks_fetch(fetch.clone(), jwt.keys.clone()));
+    }
+    set
 }
 
 /// Keeps `source` filled from `fetch`'s URL, forever (until dropped). Spawn it on the control

@@ -110,13 +110,29 @@ pub struct VerifiedToken {
     pub subject: Option<Box<str>>,
     /// One value per [`JwtSettings::forward`] entry, in the same order.
     pub claims: Box<[ClaimValue]>,
+    /// The token's top-level claims whose values are strings, numbers or booleans (as text,
+    /// like [`ClaimValue::Text`]), at most [`KEPT_CLAIMS`] of them, each at most
+    /// [`KEPT_CLAIM_LEN`] bytes: what later filters (a `rate_limit` keyed on a claim) read
+    /// through [`VerifiedToken::claim`].
+    pub kept: Box<[(Box<str>, Box<str>)]>,
 }
+
+/// The most claims a verified token keeps for other filters.
+pub const KEPT_CLAIMS: usize = 32;
+/// The longest claim value kept for other filters.
+pub const KEPT_CLAIM_LEN: usize = 512;
 
 impl VerifiedToken {
     /// Whether the token is still within `exp` and past `nbf` at `now` (leeway included).
     pub fn is_current(&self, now: u64, leeway: u64) -> bool {
         self.exp.is_none_or(|exp| now < exp.saturating_add(leeway))
             && self.nbf.is_none_or(|nbf| now.saturating_add(leeway) >= nbf)
+    }
+
+    /// The value of top-level claim `name`, when it is a string, number or boolean the token
+    /// keeps (see [`VerifiedToken::kept`]).
+    pub fn claim(&self, name: &str) -> Option<&str> {
+        self.kept.iter().find(|(n, _)| &**n == name).map(|(_, v)| &**v)
     }
 }
 
@@ -222,6 +238,16 @@ fn check_claims(claims: &Map<String, Value>, settings: &JwtSettings, now: u64) -
             .forward
             .iter()
             .map(|f| claim_value(present(&f.claim)))
+            .collect(),
+        kept: claims
+            .iter()
+            .filter_map(|(name, value)| match claim_value(Some(value)) {
+                ClaimValue::Text(text) if matches!(value, Value::String(_) | Value::Number(_) | Value::Bool(_)) => {
+                    (text.len() <= KEPT_CLAIM_LEN).then(|| (Box::from(name.as_str()), text))
+                }
+                _ => None,
+            })
+            .take(KEPT_CLAIMS)
             .collect(),
     })
 }

@@ -29,6 +29,7 @@
 use std::collections::hash_map::RandomState;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
+use std::rc::Rc;
 
 use rampart_model::defaults;
 
@@ -40,7 +41,7 @@ const KEY_TAIL: usize = 32;
 struct CachedToken {
     token: Box<[u8]>,
     generation: u64,
-    verified: VerifiedToken,
+    verified: Rc<VerifiedToken>,
 }
 
 /// One worker's verified tokens for one `jwt` filter.
@@ -74,14 +75,22 @@ impl VerifiedTokenCache {
     /// What `token` granted when it was verified against key-set `generation`, if it is still
     /// current at `now` (seconds since the Unix epoch, `leeway` seconds allowed). Allocates
     /// nothing and decodes nothing.
-    pub fn get(&self, token: &[u8], generation: u64, now: u64, leeway: u64) -> Option<&VerifiedToken> {
+    pub fn get(&self, token: &[u8], generation: u64, now: u64, leeway: u64) -> Option<&Rc<VerifiedToken>> {
         let entry = self.entries.get(&self.key(token))?;
         let hit = entry.generation == generation && *entry.token == *token && entry.verified.is_current(now, leeway);
         hit.then_some(&entry.verified)
     }
 
-    /// Remembers that `token` verified against key-set `generation` and granted `verified`.
-    pub fn insert(&mut self, token: &[u8], generation: u64, verified: VerifiedToken, now: u64, leeway: u64) {
+    /// Remembers that `token` verified against key-set `generation` and granted `verified`;
+    /// returns the entry's shared copy.
+    pub fn insert(
+        &mut self,
+        token: &[u8],
+        generation: u64,
+        verified: VerifiedToken,
+        now: u64,
+        leeway: u64,
+    ) -> Rc<VerifiedToken> {
         let key = self.key(token);
         if self.entries.len() >= self.capacity && !self.entries.contains_key(&key) {
             self.entries
@@ -90,14 +99,16 @@ impl VerifiedTokenCache {
                 self.entries.clear();
             }
         }
+        let verified = Rc::new(verified);
         self.entries.insert(
             key,
             CachedToken {
                 token: token.into(),
                 generation,
-                verified,
+                verified: verified.clone(),
             },
         );
+        verified
     }
 
     pub fn len(&self) -> usize {

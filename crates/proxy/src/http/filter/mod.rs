@@ -178,6 +178,9 @@ pub struct RequestFacts {
     pub request_id: Option<String>,
     /// Who the request was authenticated as (user, key name, token subject), logged.
     pub user: Option<String>,
+    /// The request's verified JSON Web Token (`jwt`), for later filters (a `rate_limit` keyed
+    /// on a claim). Shared with the worker's verified-token cache: no copy per request.
+    pub token: Option<std::rc::Rc<crate::filters::auth::jwt::VerifiedToken>>,
 }
 
 impl Default for RequestFacts {
@@ -186,6 +189,7 @@ impl Default for RequestFacts {
             client_ip: IpAddr::from([0, 0, 0, 0]),
             request_id: None,
             user: None,
+            token: None,
         }
     }
 }

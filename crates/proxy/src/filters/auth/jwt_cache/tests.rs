@@ -47,6 +47,7 @@ fn verified(exp: Option<u64>, nbf: Option<u64>) -> VerifiedToken {
         nbf,
         subject: Some("alice".into()),
         claims: vec![ClaimValue::Text("dev,ops".into())].into_boxed_slice(),
+        kept: Box::new([]),
     }
 }
 
