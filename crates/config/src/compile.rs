@@ -43,6 +43,7 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
             .parent()
             .map(|p| p.to_path_buf())
             .unwrap_or_default(),
+        filter_scope: String::new(),
     };
     let compiled = cx.config(raw, live);
     if !cx.errors.is_empty() {
@@ -217,6 +218,9 @@ struct Checker<'a> {
     warnings: Vec<ConfigError>,
     /// The config file's directory: relative certificate and key paths start there.
     base: std::path::PathBuf,
+    /// Where the filter being compiled sits (`LISTENER#N` or `LISTENER/ROUTE#N`): the identity
+    /// under which a reload keeps a filter's state (a local rate limit's buckets).
+    filter_scope: String,
 }
 
 impl Checker<'_> {

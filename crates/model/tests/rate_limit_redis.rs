@@ -1,8 +1,8 @@
 //! The GCRA batch-take script (`GCRA_TAKE_SCRIPT`) against a real `redis-server`, spoken to over
 //! a plain `TcpStream` with Rampart's own RESP codec. Each test starts its own server on a free
 //! 127.0.0.1 port (no persistence, files in a temporary directory) and stops it when it ends,
-//! passed or failed. A test fails, never skips, when `redis-server` cannot be started: run
-//! `scripts/servers` to install it.
+//! passed or failed. `scripts/servers` installs `redis-server` (Debian's package) when it is
+//! missing; a test fails, never skips, when it cannot be started.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -32,8 +32,27 @@ struct RedisServer {
     dir: PathBuf,
 }
 
+/// Runs `scripts/servers` once per test binary (it installs what is missing, idempotently).
+fn install_servers() {
+    static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    INSTALLED.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/servers");
+        let out = Command::new(script).stdin(Stdio::null()).output();
+        match out {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!(
+                "scripts/servers failed ({}): {}",
+                o.status,
+                String::from_utf8_lossy(&o.stderr)
+            ),
+            Err(e) => panic!("cannot run {script}: {e}"),
+        }
+    });
+}
+
 impl RedisServer {
     fn start() -> RedisServer {
+        install_servers();
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let dir = std::env::temp_dir().join(format!("rampart-redis-{}-{port}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

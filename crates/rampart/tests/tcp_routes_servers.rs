@@ -14,7 +14,6 @@ use std::io::{Read, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -25,35 +24,6 @@ use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
 // Servers and clients
-
-/// The directory holding PostgreSQL's `initdb` and `postgres`, once `scripts/servers` has installed
-/// whatever is missing (run once per test binary: concurrent apt-get runs would fight over its
-/// lock). Panics with the script's output when it fails.
-fn servers() -> PathBuf {
-    static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let found = INSTALLED.get_or_init(|| {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/servers");
-        let out = Command::new(script)
-            .stdin(Stdio::null())
-            .output()
-            .map_err(|e| format!("cannot run {script}: {e}"))?;
-        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        if !out.status.success() || stdout.is_empty() {
-            return Err(format!(
-                "scripts/servers could not provide PostgreSQL, Redis, OpenSSH and curl ({}); this \
-                 test needs them (Debian packages postgresql, postgresql-client, redis-server, \
-                 redis-tools, openssh-server, openssh-client, curl):\n{stdout}\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        }
-        Ok(PathBuf::from(stdout))
-    });
-    match found {
-        Ok(dir) => dir.clone(),
-        Err(e) => panic!("{e}"),
-    }
-}
 
 fn running_as_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -298,7 +268,7 @@ fn route_is(r: &Value, route: &str) -> bool {
 /// `nobody` (PostgreSQL refuses to run as root) through `setpriv`, which execs it in place, so that
 /// the child is the postmaster itself and the guard's signal reaches it.
 fn start_postgres(dir: &Path) -> (Server, u16) {
-    let bin = servers();
+    let bin = common::servers::installed();
     let home = dir.join("pg");
     std::fs::create_dir(&home).unwrap();
     let sockets = home.join("sockets");
@@ -440,7 +410,7 @@ fn resp(conn: &mut std::net::TcpStream, args: &[&str]) -> String {
 
 #[test]
 fn redis_cli_reaches_redis_and_flushall_is_filtered() {
-    let _ = servers();
+    let _ = common::servers::installed();
     let dir = tempfile::tempdir().unwrap();
     let redis_port = free_port();
     let mut redis = Server::start(
@@ -532,7 +502,7 @@ fn ssh(port: u16, key: &Path, known_hosts: &Path, user: &str, command: &str) -> 
 
 #[test]
 fn ssh_logs_in_by_its_banner_and_ssh_keyscan_waits_for_the_default() {
-    let _ = servers();
+    let _ = common::servers::installed();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let keygen = |name: &str| {
@@ -650,7 +620,7 @@ fn curl(port: u16, host: &str) -> Command {
 
 #[test]
 fn curl_reaches_the_backend_of_its_host_and_others_the_default() {
-    let _ = servers();
+    let _ = common::servers::installed();
     let app = HttpBackend::start(Reply::Raw(
         b"HTTP/1.1 200 OK\r\ncontent-length: 4\r\nconnection: close\r\n\r\napp\n",
     ));

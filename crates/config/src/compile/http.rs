@@ -53,7 +53,7 @@ impl Checker<'_> {
             let path: Arc<std::path::Path> = Arc::from(std::path::Path::new(a.path.get_ref()));
             Some((path, format))
         });
-        let listener_filters = self.filter_list(&l.filters, live);
+        let listener_filters = self.filter_list(name, &l.filters, live);
         let mut routes = Vec::new();
         for (i, r) in l.routes.iter().enumerate() {
             if let Some(route) = self.route(name, i, r, &listener_filters, upstream_index, upstream_names, live) {
@@ -66,7 +66,7 @@ impl Checker<'_> {
                     name: "default".to_string(),
                     matcher: RouteMatcher::default(),
                     action: RouteAction::Proxy { upstream },
-                    filters: self.route_chain(&listener_filters, None, live),
+                    filters: self.route_chain(&format!("{name}/default"), &listener_filters, None, live),
                     metrics: live.route_metrics(name, "default"),
                 }),
                 None => self.error(
@@ -231,7 +231,7 @@ impl Checker<'_> {
             RouteAction::Redirect { status, to }
         };
         let matcher = self.matcher(&r.matcher)?;
-        let filters = self.route_chain(listener_filters, Some(r), live);
+        let filters = self.route_chain(&format!("{listener}/{name}"), listener_filters, Some(r), live);
         Some(Route {
             matcher,
             action,

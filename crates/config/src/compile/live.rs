@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 
 use rampart_model::filter::jwt::JwtKeySource;
+use rampart_model::filter::rate_limit::{BucketStore, LocalBuckets, RateLimitError, PROBE};
 use rampart_model::filter::{Filter, FilterRegistry};
 use rampart_model::health::TargetHealth;
 use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, TcpRouteCells, UpstreamCells};
@@ -29,6 +30,8 @@ pub struct LiveState {
     filters: FilterRegistry,
     /// The key sources of `jwt` filters by JWKS URL: a reload keeps the keys fetched so far.
     jwks: HashMap<String, Arc<JwtKeySource>>,
+    /// LOCAL rate-limit tables by the filter's scope: a reload keeps what clients have spent.
+    rate_buckets: HashMap<String, Arc<LocalBuckets>>,
 }
 
 /// Traffic counters by the names that label them.
@@ -141,6 +144,24 @@ impl LiveState {
             .clone()
     }
 
+    /// The LOCAL buckets of the rate limit at `scope`: the ones a previous load made, unless
+    /// their size changed.
+    pub(super) fn rate_limit_buckets(
+        &mut self,
+        scope: &str,
+        max_keys: usize,
+    ) -> Result<Arc<LocalBuckets>, RateLimitError> {
+        let wanted = max_keys.max(PROBE).next_power_of_two();
+        match self.rate_buckets.get(scope) {
+            Some(b) if b.capacity() == wanted => Ok(b.clone()),
+            _ => {
+                let buckets = Arc::new(LocalBuckets::new(max_keys)?);
+                self.rate_buckets.insert(scope.to_string(), buckets.clone());
+                Ok(buckets)
+            }
+        }
+    }
+
     pub(super) fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
@@ -170,6 +191,14 @@ impl LiveState {
             })
             .collect();
         self.jwks.retain(|url, _| jwks_urls.contains(&url.as_str()));
+        let scopes: Vec<&str> = snapshot
+            .http_filters()
+            .filter_map(|f| match f {
+                Filter::RateLimit(r) if matches!(r.store, BucketStore::Local(_)) => Some(r.scope.as_str()),
+                _ => None,
+            })
+            .collect();
+        self.rate_buckets.retain(|scope, _| scopes.contains(&scope.as_str()));
         let listener = |name: &str| snapshot.listeners.iter().find(|l| l.name == name);
         let upstream = |name: &str| snapshot.upstreams.iter().find(|u| u.name == name);
         let m = &mut self.metrics;

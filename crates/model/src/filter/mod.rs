@@ -24,6 +24,7 @@ pub mod rate_limit;
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
 pub use jwt::Jwt;
+pub use rate_limit::RateLimitFilter;
 
 /// A process-unique identity of one compiled filter, for the state a filter keeps per worker
 /// (caches, leases, connections): workers find that state by this id, and a reload that builds
@@ -92,6 +93,8 @@ pub enum Filter {
     Cors(Cors),
     /// Verify a JSON Web Token; forward selected claims.
     Jwt(Jwt),
+    /// A token bucket per key, in this process or in Redis.
+    RateLimit(RateLimitFilter),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -108,6 +111,7 @@ impl Filter {
             Filter::IpFilter(_) => "ip_filter",
             Filter::Cors(_) => "cors",
             Filter::Jwt(_) => "jwt",
+            Filter::RateLimit(_) => "rate_limit",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -124,6 +128,7 @@ impl Filter {
             | Filter::Cors(_)
             | Filter::External(_) => None,
             Filter::Jwt(f) => Some(f.id),
+            Filter::RateLimit(f) => Some(f.id),
         }
     }
 
@@ -137,14 +142,15 @@ impl Filter {
             | Filter::ResponseHeaders(_)
             | Filter::BodyLimit(_)
             | Filter::IpFilter(_)
-            | Filter::Cors(_) => false,
+            | Filter::Cors(_)
+            | Filter::RateLimit(_) => false,
         }
     }
 
     /// The same for response headers (responses meet the filters in reverse order).
     pub fn edits_response_headers_per_request(&self) -> bool {
         match self {
-            Filter::RequestId(_) | Filter::Cors(_) | Filter::External(_) => true,
+            Filter::RequestId(_) | Filter::Cors(_) | Filter::RateLimit(_) | Filter::External(_) => true,
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)

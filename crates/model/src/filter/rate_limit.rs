@@ -15,12 +15,15 @@
 //! - [`monotonic_ns`]: the clock LOCAL mode runs on.
 //! - [`GCRA_TAKE_SCRIPT`]: the same step as a Redis Lua script (GLOBAL mode), in microseconds of
 //!   Redis's clock.
+//! - [`RateLimitFilter`]: the `rate_limit` filter as compiled (key, store, answers).
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+mod filter;
 mod local;
 
+pub use filter::{BucketStore, GlobalStore, KeyHasher, RateLimitFilter, RateLimitKey, RedisEndpoint, RedisFailMode};
 pub use local::{LocalBuckets, MAX_CAPACITY, PROBE};
 
 /// The GCRA batch take as a Redis Lua script, for `EVALSHA` after `SCRIPT LOAD`.

@@ -12,6 +12,7 @@
 //! - [`ip_filter`]: allow and deny networks.
 //! - [`cors`]: CORS preflights and response headers.
 //! - [`jwt`]: JSON Web Tokens (verification in [`auth`]).
+//! - [`rate_limit`]: token buckets per key, in the process or in Redis.
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;
@@ -21,6 +22,7 @@ pub mod cors;
 pub mod headers;
 pub mod ip_filter;
 pub mod jwt;
+pub mod rate_limit;
 pub mod request_id;
 pub mod rewrite;
 pub mod worker;

@@ -1,19 +1,27 @@
-//! What the built-in filters keep per worker: a random number generator (request ids), and each
-//! filter's own per-worker state ([`FilterSlots`]: caches, leases, connections). Owned by the
-//! worker's thread: no lock, no shared write.
+//! What the built-in filters keep per worker: a random number generator (request ids), each
+//! filter's own per-worker state ([`FilterSlots`]: caches, leases), and the connections to the
+//! Redis servers of GLOBAL rate limits, one per server. Owned by the worker's thread: no lock, no
+//! shared write.
 
 use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
+use std::rc::{Rc, Weak};
 
+use rampart_model::filter::rate_limit::RedisEndpoint;
 use rampart_model::filter::FilterId;
+
+use super::rate_limit::redis::RedisClient;
 
 /// Per-worker filter state.
 pub struct FilterWorkerState {
     rng: Cell<u64>,
     /// Each filter's per-worker state, by the filter's id.
     pub slots: FilterSlots,
+    /// Redis connections by server, shared by the filters that use the server (each holds an
+    /// `Rc`; the connection closes when the last one goes).
+    redis: RefCell<HashMap<RedisEndpoint, Weak<RedisClient>>>,
 }
 
 impl FilterWorkerState {
@@ -26,7 +34,21 @@ impl FilterWorkerState {
         FilterWorkerState {
             rng: Cell::new(seed),
             slots: FilterSlots::default(),
+            redis: RefCell::default(),
         }
+    }
+
+    /// The worker's client of the Redis at `endpoint`, started on first use (inside the
+    /// worker's `LocalSet`).
+    pub fn redis_client(&self, endpoint: &RedisEndpoint) -> Rc<RedisClient> {
+        let mut clients = self.redis.borrow_mut();
+        if let Some(client) = clients.get(endpoint).and_then(Weak::upgrade) {
+            return client;
+        }
+        clients.retain(|_, c| c.strong_count() > 0);
+        let client = Rc::new(RedisClient::start(endpoint.clone()));
+        clients.insert(endpoint.clone(), Rc::downgrade(&client));
+        client
     }
 
     /// 64 random bits (wyrand: fast, good enough for ids; not for secrets).
@@ -62,6 +84,12 @@ impl FilterSlots {
             Some(state) => f(state),
             None => unreachable!("the slot was just made a T"),
         }
+    }
+
+    /// Runs `f` on filter `id`'s state of type `T`, if it has one (`None` otherwise).
+    pub fn with_existing<T: 'static, R>(&self, id: FilterId, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        let mut slots = self.slots.borrow_mut();
+        slots.get_mut(&id)?.downcast_mut::<T>().map(f)
     }
 
     /// Keeps the states of the ids `keep` says yes to, drops the others.

@@ -4,6 +4,7 @@
 
 pub mod http;
 pub mod scrape;
+pub mod servers;
 pub mod tls;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -24,6 +24,7 @@ mod basic;
 pub(crate) mod auth_files;
 mod jwt;
 pub(crate) mod jwt_key_files;
+mod rate_limit;
 
 /// The built-in filter types, for messages.
 const BUILTIN: &[&str] = &[
@@ -35,6 +36,7 @@ const BUILTIN: &[&str] = &[
     "response_headers",
     "body_limit",
     "jwt",
+    "rate_limit",
 ];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
@@ -70,18 +72,27 @@ impl<'t> FilterTable<'t> {
 }
 
 impl Checker<'_> {
-    /// Compiles a list of filter tables.
-    pub(super) fn filter_list(&mut self, list: &[Spanned<RawFilter>], live: &mut LiveState) -> Vec<Arc<Filter>> {
-        list.iter()
-            .filter_map(|table| self.filter(table, live))
-            .map(Arc::new)
-            .collect()
+    /// Compiles a list of filter tables; `scope` says where the list is (`LISTENER` or
+    /// `LISTENER/ROUTE`).
+    pub(super) fn filter_list(
+        &mut self,
+        scope: &str,
+        list: &[Spanned<RawFilter>],
+        live: &mut LiveState,
+    ) -> Vec<Arc<Filter>> {
+        let mut out = Vec::with_capacity(list.len());
+        for (i, table) in list.iter().enumerate() {
+            self.filter_scope = format!("{scope}#{}", i + 1);
+            out.extend(self.filter(table, live).map(Arc::new));
+        }
+        out
     }
 
     /// The chain of a route: the listener's filters (unless the route opts out), the filters its
     /// legacy keys stand for, then its own list.
     pub(super) fn route_chain(
         &mut self,
+        scope: &str,
         listener_filters: &[Arc<Filter>],
         route: Option<&RawRoute>,
         live: &mut LiveState,
@@ -92,7 +103,7 @@ impl Checker<'_> {
         let mut filters: Vec<Arc<Filter>> = if inherit { listener_filters.to_vec() } else { Vec::new() };
         if let Some(r) = route {
             filters.extend(self.legacy_filters(r).into_iter().map(Arc::new));
-            filters.extend(self.filter_list(&r.filters, live));
+            filters.extend(self.filter_list(scope, &r.filters, live));
         }
         filter::build_chain(filters)
     }
@@ -142,6 +153,7 @@ impl Checker<'_> {
                 .map(|ops| Filter::ResponseHeaders(filter::ResponseHeaders { ops })),
             "body_limit" => self.body_limit_filter(t),
             "jwt" => self.jwt_filter(t, live),
+            "rate_limit" => self.rate_limit_filter(t, live),
             _ => return None,
         })
     }

@@ -158,14 +158,25 @@ fn unavailable() -> Verdict {
     Verdict::Respond(Answer::plain(500, "filter_unavailable", ""))
 }
 
+/// The per-request state type of a built-in filter: its settings type's (named after the variant
+/// unless given).
+macro_rules! settings_state {
+    ($name:ident) => {
+        <filter::$name as HttpFilter>::State
+    };
+    ($name:ident $settings:ident) => {
+        <filter::$settings as HttpFilter>::State
+    };
+}
+
 /// Declares the per-request state of each built-in filter and the dispatch of every phase. Each
-/// name is both the [`Filter`] variant and its settings type in `rampart_model::filter`, which
-/// implements [`HttpFilter`] in `crate::filters`.
+/// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` (the variant's
+/// name, or the one in parentheses) implements [`HttpFilter`] in `crate::filters`.
 macro_rules! builtin_filters {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident $(($settings:ident))?),* $(,)?) => {
         /// One filter's state for one request.
         pub(crate) enum FilterState {
-            $($name(<filter::$name as HttpFilter>::State),)*
+            $($name(settings_state!($name $($settings)?)),)*
             External(Box<dyn Any>),
             /// An external filter the data plane cannot call.
             Unavailable,
@@ -248,5 +259,6 @@ builtin_filters!(
     RequestId,
     IpFilter,
     Cors,
-    Jwt
+    Jwt,
+    RateLimit(RateLimitFilter)
 );

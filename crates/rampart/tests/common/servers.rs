@@ -1,0 +1,127 @@
+//! Real servers the tests start: the Debian packages `scripts/servers` installs (PostgreSQL,
+//! Redis, OpenSSH, curl) and a `redis-server` on a port of the test's own.
+
+use std::net::TcpStream;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use super::{free_port, WAIT};
+
+/// The directory holding PostgreSQL's `initdb` and `postgres`, once `scripts/servers` has
+/// installed whatever is missing (run once per test binary: concurrent apt-get runs would fight
+/// over its lock). Panics with the script's output when it fails.
+pub fn installed() -> PathBuf {
+    static INSTALLED: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    let found = INSTALLED.get_or_init(|| {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/servers");
+        let out = Command::new(script)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("cannot run {script}: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        if !out.status.success() || stdout.is_empty() {
+            return Err(format!(
+                "scripts/servers could not provide PostgreSQL, Redis, OpenSSH and curl ({}); this \
+                 test needs them (Debian packages postgresql, postgresql-client, redis-server, \
+                 redis-tools, openssh-server, openssh-client, curl):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+        Ok(PathBuf::from(stdout))
+    });
+    match found {
+        Ok(dir) => dir.clone(),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// A `redis-server` on 127.0.0.1 (no persistence), killed when dropped.
+pub struct RedisServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl RedisServer {
+    /// Starts one on a free port and waits until it answers `PING`.
+    pub fn start() -> RedisServer {
+        installed();
+        let mut server = RedisServer {
+            child: None,
+            port: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        server.restart();
+        server
+    }
+
+    /// Starts it again on its port (after [`RedisServer::kill`]) and waits for `PING`.
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = std::fs::File::create(self.dir.path().join("redis.log")).unwrap();
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("redis-server starts (scripts/servers installs it)");
+        self.child = Some(child);
+        let deadline = Instant::now() + WAIT;
+        while !self.answers_ping() {
+            assert!(
+                Instant::now() < deadline,
+                "redis-server not answering PING:\n{}",
+                self.log()
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// Kills it (SIGKILL) and waits until it is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// `redis-cli ARGS` against it: its output.
+    pub fn cli(&self, args: &[&str]) -> String {
+        let out = Command::new("redis-cli")
+            .args(["-p", &self.port.to_string()])
+            .args(args)
+            .output()
+            .expect("redis-cli runs");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    fn answers_ping(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut s) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let mut buf = [0u8; 7];
+        s.write_all(b"PING\r\n").is_ok() && s.read_exact(&mut buf).is_ok() && &buf == b"+PONG\r\n"
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

@@ -1,0 +1,347 @@
+//! The `rate_limit` filter end to end through the real binary: a LOCAL limit held within 5% at a
+//! fixed request rate, keys by header and route, the IETF fields; a GLOBAL limit held across
+//! three Rampart processes sharing one `redis-server` (started here from Debian's package, which
+//! `scripts/servers` installs), with Redis round trips per request counted; and Redis killed and
+//! restarted mid-test, each fail mode answering without waiting on it.
+//!
+//! Clients send at a fixed rate (the load is paced by the clock, as a load generator is); every
+//! other wait is on an event.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::http::{HttpBackend, Reply};
+use common::servers::RedisServer;
+use common::*;
+
+/// Reads one response (head and `Content-Length` body) off a keep-alive connection: status and
+/// head.
+fn exchange(stream: &mut TcpStream, request: &[u8]) -> (u16, String) {
+    stream.write_all(request).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+            let len: usize = header(&head, "content-length").map_or(0, |v| v.parse().unwrap());
+            while buf.len() < end + 4 + len {
+                let n = stream.read(&mut chunk).unwrap();
+                assert!(n > 0, "closed mid-body");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            let status = head[9..12].parse().unwrap();
+            return (status, head);
+        }
+        let n = stream.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed before a response: {}", String::from_utf8_lossy(&buf));
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+/// What a paced run saw.
+#[derive(Debug, Default)]
+struct Tally {
+    allowed: u64,
+    refused: u64,
+    other: u64,
+    /// From the first request sent to the last answered.
+    elapsed: Duration,
+    /// The slowest answer.
+    slowest: Duration,
+}
+
+/// `clients` keep-alive connections, one to each of `ports` in turn, together sending `rate`
+/// requests a second for `duration`, each at its scheduled instant.
+fn paced(ports: &[u16], clients: usize, rate: u64, duration: Duration, request: &str) -> Tally {
+    let counts: Arc<[AtomicU64; 4]> = Arc::new(Default::default());
+    let slowest = Arc::new(AtomicU64::new(0));
+    let interval = Duration::from_nanos(1_000_000_000 * clients as u64 / rate);
+    let per_client = (duration.as_nanos() / interval.as_nanos()) as u64;
+    let start = Instant::now() + Duration::from_millis(50);
+    let threads: Vec<_> = (0..clients)
+        .map(|c| {
+            let (counts, slowest) = (counts.clone(), slowest.clone());
+            let port = ports[c % ports.len()];
+            let request = request.to_string();
+            thread::spawn(move || {
+                let mut stream = connect(port);
+                // Clients start spread over one interval, so the load is even.
+                let offset = interval * c as u32 / clients as u32;
+                for i in 0..per_client {
+                    let at = start + offset + interval * i as u32;
+                    if let Some(wait) = at.checked_duration_since(Instant::now()) {
+                        thread::sleep(wait);
+                    }
+                    let sent = Instant::now();
+                    let (status, _) = exchange(&mut stream, request.as_bytes());
+                    slowest.fetch_max(sent.elapsed().as_micros() as u64, Ordering::Relaxed);
+                    let slot = match status {
+                        200 => 0,
+                        429 => 1,
+                        _ => 2,
+                    };
+                    counts[slot].fetch_add(1, Ordering::Relaxed);
+                }
+                counts[3].fetch_max(start.elapsed().as_micros() as u64, Ordering::Relaxed);
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    Tally {
+        allowed: counts[0].load(Ordering::Relaxed),
+        refused: counts[1].load(Ordering::Relaxed),
+        other: counts[2].load(Ordering::Relaxed),
+        elapsed: Duration::from_micros(counts[3].load(Ordering::Relaxed)),
+        slowest: Duration::from_micros(slowest.load(Ordering::Relaxed)),
+    }
+}
+
+/// What a bucket of `burst` refilled at `rate` a second allows over `elapsed`: the check the
+/// issue asks for, within 5%.
+fn assert_within_5_percent(t: &Tally, rate: f64, burst: f64) {
+    let expected = burst + rate * t.elapsed.as_secs_f64();
+    let allowed = t.allowed as f64;
+    eprintln!("allowed {allowed}, expected {expected:.1}: {t:?}");
+    assert!(
+        (allowed - expected).abs() <= 0.05 * expected,
+        "allowed {allowed}, expected {expected:.1} (±5%): {t:?}"
+    );
+    assert_eq!(t.other, 0, "{t:?}");
+    // Nobody is held waiting: a refusal is immediate, a take at most one Redis round trip.
+    assert!(t.slowest < Duration::from_secs(1), "{t:?}");
+}
+
+struct Site {
+    proxies: Vec<Rampart>,
+    ports: Vec<u16>,
+    _backend: HttpBackend,
+    _dir: tempfile::TempDir,
+}
+
+/// `copies` Rampart processes with one worker each and the same routes.
+fn site(copies: usize, routes: &str) -> Site {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let mut proxies = Vec::new();
+    let mut ports = Vec::new();
+    for i in 0..copies {
+        let port = free_port();
+        let cfg = format!(
+            "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n{routes}\n\
+             [upstreams.app]\ntargets = [\"{}\"]\n",
+            backend.target()
+        );
+        let path = write_file(dir.path(), &format!("gw{i}.toml"), &cfg);
+        proxies.push(Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]));
+        ports.push(port);
+    }
+    Site {
+        proxies,
+        ports,
+        _backend: backend,
+        _dir: dir,
+    }
+}
+
+const GET: &str = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+#[test]
+fn a_local_limit_holds_within_5_percent_at_a_fixed_rate() {
+    let s = site(
+        1,
+        "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"rate_limit\", rate = \"40/s\", burst = 10 }]\n",
+    );
+    // Twice the limit, from four connections.
+    let t = paced(&s.ports, 4, 80, Duration::from_secs(4), GET);
+    assert_within_5_percent(&t, 40.0, 10.0);
+    assert!(t.refused > 100, "{t:?}");
+}
+
+#[test]
+fn refusals_and_answers_carry_the_ietf_fields_and_keys_count_apart() {
+    let s = site(
+        1,
+        "[[listeners.gw.routes]]\nname = \"by-key\"\nmatch = { path_prefix = \"/k\" }\nupstream = \"app\"\n\
+         filters = [{ type = \"rate_limit\", rate = \"2/m\", key = \"header:X-Api-Key\", name = \"per-key\" }]\n\n\
+         [[listeners.gw.routes]]\nname = \"whole\"\nmatch = { path_prefix = \"/r\" }\nupstream = \"app\"\n\
+         filters = [{ type = \"rate_limit\", rate = \"3/h\", burst = 1, key = \"route\", headers = false }]\n",
+    );
+    let port = s.ports[0];
+    let mut c = connect(port);
+    let key = |k: &str| format!("GET /k HTTP/1.1\r\nHost: x\r\nX-Api-Key: {k}\r\n\r\n");
+    // Two a minute per key, at once (the burst is the rate's count).
+    let (status, head) = exchange(&mut c, key("alpha").as_bytes());
+    assert_eq!(status, 200);
+    assert_eq!(header(&head, "ratelimit-policy"), Some("\"per-key\";q=2;w=60"));
+    assert_eq!(header(&head, "ratelimit"), Some("\"per-key\";r=1;t=30"));
+    assert_eq!(exchange(&mut c, key("alpha").as_bytes()).0, 200);
+    let (status, head) = exchange(&mut c, key("alpha").as_bytes());
+    assert_eq!(status, 429);
+    assert_eq!(header(&head, "retry-after"), Some("30"));
+    assert_eq!(header(&head, "ratelimit"), Some("\"per-key\";r=0;t=60"));
+    // Another key has its own budget.
+    assert_eq!(exchange(&mut c, key("beta").as_bytes()).0, 200);
+    // One bucket for the whole route, whoever asks; no fields on its answers.
+    let route = "GET /r HTTP/1.1\r\nHost: x\r\n\r\n";
+    let (status, head) = exchange(&mut c, route.as_bytes());
+    assert_eq!(status, 200);
+    assert_eq!(header(&head, "ratelimit"), None);
+    let mut other = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 9), port);
+    let (status, head) = exchange(&mut other, route.as_bytes());
+    assert_eq!(status, 429);
+    assert_eq!(header(&head, "retry-after"), Some("1200"));
+}
+
+#[test]
+fn a_global_limit_holds_across_three_processes_sharing_redis() {
+    let redis = RedisServer::start();
+    let routes = format!(
+        "[[listeners.gw.routes]]\nmatch = {{ path_prefix = \"/fast\" }}\nupstream = \"app\"\nfilters = [{{ type = \"rate_limit\", \
+         rate = \"100000/s\", mode = \"global\", redis = \"{0}\", name = \"fast\" }}]\n\n\
+         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{{ type = \"rate_limit\", rate = \"60/s\", \
+         burst = 10, mode = \"global\", redis = \"{0}\", name = \"shared\" }}]\n",
+        redis.addr()
+    );
+    let s = site(3, &routes);
+    let calls = |r: &RedisServer| -> u64 {
+        let stats = r.cli(&["info", "commandstats"]);
+        stats
+            .lines()
+            .filter(|l| l.starts_with("cmdstat_evalsha:"))
+            .filter_map(|l| l.split("calls=").nth(1)?.split(',').next()?.parse::<u64>().ok())
+            .sum()
+    };
+    let before = calls(&redis);
+    // 150 a second spread over the three, against 60 a second shared.
+    let t = paced(&s.ports, 6, 150, Duration::from_secs(4), GET);
+    assert_within_5_percent(&t, 60.0, 10.0);
+    // At this rate every request is a round trip (a denial is remembered only until a token
+    // may be back, 1/60 s, and the lease is one token: a tenth of the burst).
+    assert!(calls(&redis) - before <= t.allowed + t.refused);
+    // Under a high limit, workers take leases that grow with use: far fewer round trips than
+    // requests (the issue's target is under 0.1 per request).
+    let before = calls(&redis);
+    let fast = "GET /fast HTTP/1.1\r\nHost: x\r\n\r\n";
+    let mut requests = 0;
+    for &port in &s.ports {
+        let mut c = connect(port);
+        for _ in 0..400 {
+            assert_eq!(exchange(&mut c, fast.as_bytes()).0, 200);
+            requests += 1;
+        }
+    }
+    let per_request = (calls(&redis) - before) as f64 / requests as f64;
+    assert!(per_request < 0.1, "{per_request} Redis round trips per request");
+    let _ = &s.proxies;
+}
+
+#[test]
+fn redis_killed_mid_test_means_each_fail_mode_without_waiting_then_the_limit_again() {
+    let mut redis = RedisServer::start();
+    let routes = format!(
+        "[[listeners.gw.routes]]\nname = \"open\"\nmatch = {{ path_prefix = \"/open\" }}\nupstream = \"app\"\n\
+         filters = [{{ type = \"rate_limit\", rate = \"1/h\", key = \"header:X-Client\", mode = \"global\", \
+         redis = \"{0}\", on_redis_error = \"allow\" }}]\n\n\
+         [[listeners.gw.routes]]\nname = \"closed\"\nupstream = \"app\"\n\
+         filters = [{{ type = \"rate_limit\", rate = \"1/h\", key = \"header:X-Client\", mode = \"global\", \
+         redis = \"{0}\", on_redis_error = \"deny\", redis_timeout = \"200ms\" }}]\n",
+        redis.addr()
+    );
+    let mut s = site(1, &routes);
+    let mut c = connect(s.ports[0]);
+    let mut ask = |path: &str, client: &str| {
+        let sent = Instant::now();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nX-Client: {client}\r\n\r\n");
+        let (status, head) = exchange(&mut c, request.as_bytes());
+        // No answer waits on Redis for long, up or down.
+        assert!(
+            sent.elapsed() < Duration::from_millis(1500),
+            "waited {:?}",
+            sent.elapsed()
+        );
+        (status, head)
+    };
+    // Redis up: one an hour per client.
+    assert_eq!(ask("/open", "a").0, 200);
+    assert_eq!(ask("/open", "a").0, 429);
+    assert_eq!(ask("/closed", "a").0, 200);
+    assert_eq!(ask("/closed", "a").0, 429);
+    redis.kill();
+    // Down: `allow` lets new clients through (what was refused before stays refused: the worker
+    // remembers a denial until it may change), `deny` answers 503.
+    for i in 0..20 {
+        assert_eq!(ask("/open", &format!("down-{i}")).0, 200);
+        let (status, head) = ask("/closed", &format!("down-{i}"));
+        assert_eq!(status, 503);
+        assert_eq!(header(&head, "retry-after"), Some("1"));
+    }
+    assert_eq!(ask("/open", "a").0, 429);
+    s.proxies[0].wait_for("rate_limit: Redis at");
+    // Back: a new, empty Redis; the limit holds again once the worker tries it (after its
+    // backoff, at most 5 s: until then `deny` still answers 503).
+    redis.restart();
+    let deadline = Instant::now() + WAIT;
+    let mut i = 0;
+    loop {
+        i += 1;
+        let client = format!("up-{i}");
+        match ask("/closed", &client).0 {
+            503 => {
+                assert!(Instant::now() < deadline, "Redis never used again");
+                thread::sleep(Duration::from_millis(50));
+            }
+            200 => {
+                assert_eq!(ask("/closed", &client).0, 429);
+                break;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    s.proxies[0].wait_for("answers again");
+    // One warning for the outage, not one per request.
+    let log = s.proxies[0].log.join("\n");
+    assert_eq!(log.matches("rate_limit: Redis at").count(), 2, "{log}");
+}
+
+#[test]
+fn rate_limit_config_errors_point_at_their_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = "[listeners.gw]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\n\n\
+               [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n\
+               { type = \"rate_limit\", rate = \"10/fortnight\" },\n\
+               { type = \"rate_limit\", rate = \"10/s\", key = \"cookie:x\" },\n\
+               { type = \"rate_limit\", rate = \"10/s\", mode = \"global\" },\n\
+               { type = \"rate_limit\", rate = \"10/s\", redis = \"127.0.0.1:6379\" },\n\
+               { type = \"rate_limit\", rate = \"10/s\", mode = \"global\", redis = \"redis://:pw@h:99999\" },\n\
+               ]\n\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n";
+    let path = write_file(dir.path(), "gw.toml", cfg);
+    let (code, _, err) = run_rampart(dir.path(), &["check", "-c", &path]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("gw.toml:8:31: `10/fortnight` is not a rate"), "{err}");
+    assert!(err.contains("gw.toml:9:45: `key` = `cookie:x`"), "{err}");
+    assert!(
+        err.contains("gw.toml:10:1: a `rate_limit` with mode = \"global\" needs `redis`"),
+        "{err}"
+    );
+    assert!(err.contains("gw.toml:11:1: `redis` is for mode = \"global\""), "{err}");
+    assert!(
+        err.contains("gw.toml:12:64: `redis://***@h:99999` is not a Redis address"),
+        "{err}"
+    );
+    assert!(!err.contains("pw"), "{err}");
+}
