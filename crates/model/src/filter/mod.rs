@@ -22,6 +22,9 @@ pub mod jwt;
 pub mod rate_limit;
 
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
+/// The `compress` filter's settings under the name of its [`Filter`] variant (the data plane's
+/// dispatch list names each built-in by its variant).
+pub use compress::CompressSettings as Compress;
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
 
 /// A process-unique identity of one compiled filter, for the state a filter keeps per worker
@@ -86,6 +89,8 @@ pub enum Filter {
     IpFilter(IpFilter),
     /// Cross-origin resource sharing: preflights answered, response headers added.
     Cors(Cors),
+    /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
+    Compress(Compress),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -101,6 +106,7 @@ impl Filter {
             Filter::RequestId(_) => "request_id",
             Filter::IpFilter(_) => "ip_filter",
             Filter::Cors(_) => "cors",
+            Filter::Compress(_) => "compress",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -115,6 +121,7 @@ impl Filter {
             | Filter::RequestId(_)
             | Filter::IpFilter(_)
             | Filter::Cors(_)
+            | Filter::Compress(_)
             | Filter::External(_) => None,
         }
     }
@@ -129,14 +136,15 @@ impl Filter {
             | Filter::ResponseHeaders(_)
             | Filter::BodyLimit(_)
             | Filter::IpFilter(_)
-            | Filter::Cors(_) => false,
+            | Filter::Cors(_)
+            | Filter::Compress(_) => false,
         }
     }
 
     /// The same for response headers (responses meet the filters in reverse order).
     pub fn edits_response_headers_per_request(&self) -> bool {
         match self {
-            Filter::RequestId(_) | Filter::Cors(_) | Filter::External(_) => true,
+            Filter::RequestId(_) | Filter::Cors(_) | Filter::Compress(_) | Filter::External(_) => true,
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)

@@ -11,6 +11,7 @@
 //! - [`request_id`]: keep or make `X-Request-Id` (UUIDv7).
 //! - [`ip_filter`]: allow and deny networks.
 //! - [`cors`]: CORS preflights and response headers.
+//! - [`compress`]: gzip, brotli and zstd response bodies by `Accept-Encoding`.
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;

@@ -247,5 +247,6 @@ builtin_filters!(
     BodyLimit,
     RequestId,
     IpFilter,
-    Cors
+    Cors,
+    Compress
 );
