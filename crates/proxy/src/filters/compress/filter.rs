@@ -71,7 +71,6 @@ impl HttpFilter for CompressSettings {
             Version::Http11 => http::Version::HTTP_11,
         };
         state.offer = offer(self, req.method, version, &accept);
-        state.compressing = None;
         Verdict::Continue
     }
 
