@@ -22,6 +22,9 @@ pub mod jwt;
 pub mod rate_limit;
 
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
+/// The `compress` filter's settings under the name of its [`Filter`] variant (the data plane's
+/// dispatch list names each built-in by its variant).
+pub use compress::CompressSettings as Compress;
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
 pub use jwt::Jwt;
 pub use rate_limit::RateLimitFilter;
@@ -95,6 +98,8 @@ pub enum Filter {
     Jwt(Jwt),
     /// A token bucket per key, in this process or in Redis.
     RateLimit(RateLimitFilter),
+    /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
+    Compress(Compress),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -112,6 +117,7 @@ impl Filter {
             Filter::Cors(_) => "cors",
             Filter::Jwt(_) => "jwt",
             Filter::RateLimit(_) => "rate_limit",
+            Filter::Compress(_) => "compress",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -126,6 +132,7 @@ impl Filter {
             | Filter::RequestId(_)
             | Filter::IpFilter(_)
             | Filter::Cors(_)
+            | Filter::Compress(_)
             | Filter::External(_) => None,
             Filter::Jwt(f) => Some(f.id),
             Filter::RateLimit(f) => Some(f.id),
@@ -143,14 +150,19 @@ impl Filter {
             | Filter::BodyLimit(_)
             | Filter::IpFilter(_)
             | Filter::Cors(_)
-            | Filter::RateLimit(_) => false,
+            | Filter::RateLimit(_)
+            | Filter::Compress(_) => false,
         }
     }
 
     /// The same for response headers (responses meet the filters in reverse order).
     pub fn edits_response_headers_per_request(&self) -> bool {
         match self {
-            Filter::RequestId(_) | Filter::Cors(_) | Filter::RateLimit(_) | Filter::External(_) => true,
+            Filter::RequestId(_)
+            | Filter::Cors(_)
+            | Filter::RateLimit(_)
+            | Filter::Compress(_)
+            | Filter::External(_) => true,
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)

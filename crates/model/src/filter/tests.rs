@@ -89,3 +89,26 @@ fn response_edits_fold_in_response_order() {
         "request_id answers first, so the edit must wait"
     );
 }
+
+#[test]
+fn compress_reads_response_headers_so_edits_it_meets_later_keep_their_place() {
+    // Responses meet `compress` after the edits that follow it in the chain (folded into the
+    // starting edits, which it reads) and before the edits that precede it (which stay filters).
+    let chain = build_chain(vec![
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("x-before", "1")]),
+        })),
+        Arc::new(Filter::Compress(Compress::default())),
+        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+            ops: headers(&[("cache-control", "no-transform")]),
+        })),
+    ]);
+    let types: Vec<&str> = chain.filters.iter().map(|f| f.type_name()).collect();
+    assert_eq!(types, ["response_headers", "compress"]);
+    assert_eq!(
+        chain.response_edits.set,
+        vec![("cache-control".to_string(), "no-transform".to_string())]
+    );
+    assert!(!chain.filters[1].edits_request_headers_per_request());
+    assert_eq!(chain.filters[1].state_id(), None);
+}

@@ -13,6 +13,7 @@
 //! - [`cors`]: CORS preflights and response headers.
 //! - [`jwt`]: JSON Web Tokens (verification in [`auth`]).
 //! - [`rate_limit`]: token buckets per key, in the process or in Redis.
+//! - [`compress`]: gzip, brotli and zstd response bodies by `Accept-Encoding`.
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;

@@ -19,6 +19,7 @@ use crate::raw::{RawFilter, RawRoute};
 use crate::units::{parse_duration, parse_size};
 
 mod basic;
+mod compress;
 // Read by the auth filters' compiler (next commit).
 #[allow(dead_code)]
 pub(crate) mod auth_files;
@@ -31,6 +32,7 @@ const BUILTIN: &[&str] = &[
     "request_id",
     "ip_filter",
     "cors",
+    "compress",
     "rewrite",
     "request_headers",
     "response_headers",
@@ -144,6 +146,7 @@ impl Checker<'_> {
             "request_id" => self.request_id_filter(t),
             "ip_filter" => self.ip_filter(t),
             "cors" => self.cors_filter(t),
+            "compress" => self.compress_filter(t),
             "rewrite" => self.rewrite_filter(t),
             "request_headers" => self
                 .header_ops_filter(t)

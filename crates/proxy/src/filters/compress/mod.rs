@@ -1,16 +1,16 @@
-//! The `compress` response filter's self-contained parts: content negotiation
-//! ([`negotiate`](mod@negotiate)), the decision whether and how to compress a response
-//! ([`decision`]), and the streaming encoders ([`encoder`]). Settings are
+//! The `compress` response filter: content negotiation ([`negotiate`](mod@negotiate)), the
+//! decision whether and how to compress a response ([`decision`]), the streaming encoders
+//! ([`encoder`]), and the filter's phases that use them ([`filter`]). Settings are
 //! `rampart_model::filter::compress`.
 //!
-//! The filter glue (phases, per-request state, applying the header edits) comes with the filter
-//! trait: at the request head it keeps [`offer`]'s result; at the response head it gathers
+//! At the request head the filter keeps [`offer`]'s result; at the response head it gathers
 //! [`ResponseFacts`], calls [`decide`], applies the [`HeaderEdits`] and creates an [`Encoder`];
 //! in the body phase it passes each piece through [`Encoder::compress`] and ends with
 //! [`Encoder::finish`].
 
 pub mod decision;
 pub mod encoder;
+pub mod filter;
 pub mod negotiate;
 
 mod list;
@@ -20,4 +20,5 @@ pub use decision::{
     Skip, VaryEdit,
 };
 pub use encoder::Encoder;
+pub use filter::{CompressRequest, COMPRESS_FAILED};
 pub use negotiate::{negotiate, AcceptEncoding};

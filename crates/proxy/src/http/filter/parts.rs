@@ -193,6 +193,21 @@ impl<'a> ResponseParts<'a> {
         }
     }
 
+    /// Every header field as the response has it (before edits): `(name, value)`, in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let (parsed, local) = match self.fields {
+            Fields::Parsed { buf, fields } => (Some((buf, fields)), None),
+            Fields::Local(headers) => (None, Some(headers)),
+        };
+        let parsed = parsed
+            .into_iter()
+            .flat_map(|(buf, fields)| fields.iter().map(move |f| (f.name(buf), f.value(buf))));
+        let local = local
+            .into_iter()
+            .flat_map(|headers| headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+        parsed.chain(local)
+    }
+
     /// Replaces every field `name` of the response with one `value`.
     pub fn set_header(&mut self, name: &str, value: &str) {
         self.edits.to_mut().set(name, value);

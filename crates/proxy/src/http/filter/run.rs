@@ -260,5 +260,6 @@ builtin_filters!(
     IpFilter,
     Cors,
     Jwt,
-    RateLimit(RateLimitFilter)
+    RateLimit(RateLimitFilter),
+    Compress
 );
