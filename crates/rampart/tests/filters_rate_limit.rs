@@ -345,3 +345,48 @@ fn rate_limit_config_errors_point_at_their_place() {
     );
     assert!(!err.contains("pw"), "{err}");
 }
+
+#[test]
+fn a_limit_keyed_on_a_jwt_claim_counts_each_subject_apart() {
+    let secret = b"a shared HMAC secret, 32 bytes or more";
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jwt.key"), secret).unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n\
+         {{ type = \"jwt\", keys = \"jwt.key\" }},\n\
+         {{ type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" }},\n]\n\n\
+         [upstreams.app]\ntargets = [\"{}\"]\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "gw.toml", &cfg);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let token = |sub: &str| {
+        let exp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs()
+            + 600;
+        jsonwebtoken::encode(
+            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+            &serde_json::json!({ "sub": sub, "exp": exp }),
+            &jsonwebtoken::EncodingKey::from_secret(secret),
+        )
+        .unwrap()
+    };
+    let (alice, bob) = (token("alice"), token("bob"));
+    let mut c = connect(port);
+    let ask = |c: &mut TcpStream, t: &str| {
+        let request = format!("GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {t}\r\n\r\n");
+        exchange(c, request.as_bytes()).0
+    };
+    assert_eq!(ask(&mut c, &alice), 200);
+    assert_eq!(ask(&mut c, &alice), 200);
+    assert_eq!(ask(&mut c, &alice), 429);
+    // Same address, another subject: its own bucket.
+    assert_eq!(ask(&mut c, &bob), 200);
+    // A request the jwt filter refuses never reaches the limit.
+    assert_eq!(ask(&mut c, "bad.token.here"), 401);
+}

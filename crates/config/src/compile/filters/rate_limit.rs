@@ -91,9 +91,10 @@ impl Checker<'_> {
                 return None;
             }
         };
-        let scope = name
-            .as_ref()
-            .map_or_else(|| self.filter_scope.clone(), |n| n.get_ref().clone());
+        // Where the filter sits keeps its LOCAL table across reloads; its `name` (or that place)
+        // names its GLOBAL buckets, so same-named filters share them.
+        let scope = self.filter_scope.clone();
+        let shared_name = name.as_ref().map_or(scope.as_str(), |n| n.get_ref().as_str());
         let store = if global {
             let Some(redis) = redis else {
                 self.error(
@@ -127,7 +128,7 @@ impl Checker<'_> {
             };
             BucketStore::Global(GlobalStore {
                 redis: endpoint,
-                prefix: format!("rampart:rl:{scope}:"),
+                prefix: format!("rampart:rl:{shared_name}:"),
                 args,
                 on_error,
                 timeout: redis_timeout.unwrap_or(DEFAULT_REDIS_TIMEOUT),

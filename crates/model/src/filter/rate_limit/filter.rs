@@ -29,8 +29,7 @@ pub struct RateLimitFilter {
     /// Hashes keys for the local table and the per-worker leases (keyed, so that a client cannot
     /// aim its keys at one slot).
     pub hasher: KeyHasher,
-    /// Its identity across reloads: its `name`, or where it sits (`LISTENER/ROUTE#N`). A reload
-    /// keeps a LOCAL table by it; GLOBAL mode's Redis keys start with it.
+    /// Where it sits (`LISTENER/ROUTE#N`): a reload keeps a LOCAL table by it.
     pub scope: String,
 }
 
@@ -62,8 +61,8 @@ pub enum BucketStore {
 #[derive(Debug, Clone)]
 pub struct GlobalStore {
     pub redis: RedisEndpoint,
-    /// Prepended to each key: `rampart:rl:` and the filter's scope (its `name`, or the listener,
-    /// route and position that make it), then `:`.
+    /// Prepended to each key: `rampart:rl:`, the filter's `name` (or, without one, where it sits:
+    /// `LISTENER/ROUTE#N`), then `:`.
     pub prefix: String,
     pub args: RedisArgs,
     /// What a request gets while Redis cannot answer.
