@@ -17,6 +17,7 @@ use crate::route::HeaderOps;
 pub mod auth;
 pub mod basic;
 pub mod compress;
+pub mod endpoint;
 pub mod external;
 pub mod jwt;
 pub mod rate_limit;

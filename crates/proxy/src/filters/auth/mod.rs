@@ -9,8 +9,11 @@
 //! - [`jwt_cache`]: the per-worker cache of verified tokens, checked before any decoding.
 //! - [`jwks_fetch`]: the control-plane task that fetches a JWKS document and swaps it into the
 //!   filter's [`JwtKeySource`](rampart_model::filter::jwt::JwtKeySource).
+//! - [`subrequest`]: the small HTTP/1.1 client of the requests filters make themselves (a JWKS
+//!   fetch, a `forward_auth` check).
 
 pub mod jwks_fetch;
 pub mod jwt;
 pub mod jwt_cache;
 pub mod password;
+pub mod subrequest;

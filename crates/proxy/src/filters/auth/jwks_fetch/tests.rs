@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 
 use super::*;
 use crate::filters::auth::jwt::{verify, JwtRejection};
+use crate::stream::Stream;
 
 const NOW: u64 = 1_700_000_000;
 
