@@ -143,6 +143,7 @@ impl<'a, T: Transport> Connection<'a, T> {
                 route: route.map_or("", |r| r.name.as_str()),
                 route_index,
                 peer: self.client,
+                scheme: self.stream.scheme(),
             };
             let outcome = Outcome {
                 status: rctx.status,
