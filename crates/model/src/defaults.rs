@@ -68,3 +68,10 @@ pub const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(300);
 pub const PASSWORD_REFUSED_TTL: Duration = Duration::from_secs(10);
 /// `basic_auth`: outcomes each worker remembers (accepted and refused, each).
 pub const PASSWORD_CACHE_SIZE: usize = 1024;
+/// `basic_auth`: the realm browsers show in their login prompt.
+pub const BASIC_AUTH_REALM: &str = "rampart";
+/// `basic_auth`: password checks one worker may have queued or running per filter; past it,
+/// 503 (a flood of guesses cannot pile up hash work).
+pub const BASIC_AUTH_MAX_PENDING_CHECKS: usize = 16;
+/// `api_key`: the request header a key is read from when no other place is named.
+pub const API_KEY_HEADER: &str = "x-api-key";

@@ -22,6 +22,7 @@ pub mod external;
 pub mod jwt;
 pub mod rate_limit;
 
+pub use auth::{ApiKey, BasicAuth};
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
 
@@ -87,6 +88,10 @@ pub enum Filter {
     IpFilter(IpFilter),
     /// Cross-origin resource sharing: preflights answered, response headers added.
     Cors(Cors),
+    /// HTTP Basic authentication against an htpasswd file.
+    BasicAuth(BasicAuth),
+    /// API keys from a key file, in a header, a query parameter or a bearer token.
+    ApiKey(ApiKey),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -102,6 +107,8 @@ impl Filter {
             Filter::RequestId(_) => "request_id",
             Filter::IpFilter(_) => "ip_filter",
             Filter::Cors(_) => "cors",
+            Filter::BasicAuth(_) => "basic_auth",
+            Filter::ApiKey(_) => "api_key",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -109,6 +116,7 @@ impl Filter {
     /// The id under which the filter keeps per-worker state, if it keeps any.
     pub fn state_id(&self) -> Option<FilterId> {
         match self {
+            Filter::BasicAuth(f) => Some(f.id),
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -116,6 +124,7 @@ impl Filter {
             | Filter::RequestId(_)
             | Filter::IpFilter(_)
             | Filter::Cors(_)
+            | Filter::ApiKey(_)
             | Filter::External(_) => None,
         }
     }
@@ -125,6 +134,8 @@ impl Filter {
     pub fn edits_request_headers_per_request(&self) -> bool {
         match self {
             Filter::RequestId(_) | Filter::External(_) => true,
+            Filter::BasicAuth(f) => f.forward_user_header.is_some() || f.hide_credentials,
+            Filter::ApiKey(f) => f.forward_name_header.is_some() || f.hide_credentials,
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -142,7 +153,18 @@ impl Filter {
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
             | Filter::BodyLimit(_)
-            | Filter::IpFilter(_) => false,
+            | Filter::IpFilter(_)
+            | Filter::BasicAuth(_)
+            | Filter::ApiKey(_) => false,
+        }
+    }
+
+    /// A query parameter that carries a credential (an `api_key` read from the query): the
+    /// access log blanks its value.
+    pub fn secret_query_param(&self) -> Option<&str> {
+        match self {
+            Filter::ApiKey(f) => f.query.as_deref(),
+            _ => None,
         }
     }
 }

@@ -18,10 +18,10 @@ use super::{Checker, LiveState};
 use crate::raw::{RawFilter, RawRoute};
 use crate::units::{parse_duration, parse_size};
 
-mod basic;
-// Read by the auth filters' compiler (next commit).
-#[allow(dead_code)]
+mod auth;
 pub(crate) mod auth_files;
+mod basic;
+// Read by the jwt filter's compiler.
 #[allow(dead_code)]
 pub(crate) mod jwt_key_files;
 
@@ -34,6 +34,8 @@ const BUILTIN: &[&str] = &[
     "request_headers",
     "response_headers",
     "body_limit",
+    "basic_auth",
+    "api_key",
 ];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
@@ -141,6 +143,8 @@ impl Checker<'_> {
                 .header_ops_filter(t)
                 .map(|ops| Filter::ResponseHeaders(filter::ResponseHeaders { ops })),
             "body_limit" => self.body_limit_filter(t),
+            "basic_auth" => self.basic_auth_filter(t),
+            "api_key" => self.api_key_filter(t),
             _ => return None,
         })
     }

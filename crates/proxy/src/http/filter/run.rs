@@ -250,5 +250,7 @@ builtin_filters!(
     BodyLimit,
     RequestId,
     IpFilter,
-    Cors
+    Cors,
+    BasicAuth,
+    ApiKey
 );

@@ -1,0 +1,111 @@
+//! What the auth filters' unit tests share: a request as a filter sees it, parsed from raw
+//! bytes, and a worker to run a filter's request head phase on.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rampart_model::Snapshot;
+use rampart_proto::h1::{parse_request, Field, RequestHead};
+
+use crate::http::filter::{FilterCx, HttpFilter, RequestFacts, RequestParts, Verdict};
+use crate::worker::WorkerContext;
+
+/// A request head parsed from raw bytes.
+pub(crate) struct RawRequest {
+    raw: Vec<u8>,
+    fields: Vec<Field>,
+    head: RequestHead,
+}
+
+impl RawRequest {
+    pub fn new(raw: &str) -> Self {
+        let mut fields = Vec::new();
+        let head = parse_request(raw.as_bytes(), &Default::default(), &mut fields)
+            .expect("a valid request")
+            .expect("a whole head");
+        RawRequest {
+            raw: raw.as_bytes().to_vec(),
+            fields,
+            head,
+        }
+    }
+
+    /// The request as the filters see it (no edits yet).
+    pub fn parts(&self) -> RequestParts<'_> {
+        let slice = |r: (u32, u32)| &self.raw[r.0 as usize..r.1 as usize];
+        let target = slice(self.head.target);
+        let (path, query) = match target.iter().position(|&b| b == b'?') {
+            Some(q) => (&target[..q], &target[q + 1..]),
+            None => (target, &b""[..]),
+        };
+        let host = self.head.host.map(slice).unwrap_or_default();
+        let host = host.split(|&b| b == b':').next().unwrap_or_default();
+        RequestParts::new(
+            slice(self.head.method),
+            host,
+            path,
+            query,
+            self.head.version,
+            self.head.framing,
+            &self.raw,
+            &self.fields,
+            Cow::Borrowed(target),
+            Cow::Owned(Default::default()),
+            None,
+        )
+    }
+}
+
+/// A worker with an empty snapshot.
+pub(crate) fn worker() -> WorkerContext {
+    let snapshot = Snapshot {
+        generation: 1,
+        listeners: Vec::new(),
+        upstreams: Vec::new(),
+        session_log: None,
+        drain_timeout: Duration::from_secs(1),
+        upgrade_timeout: Duration::from_secs(1),
+    };
+    WorkerContext::new(0, Default::default(), Arc::new(ArcSwap::from_pointee(snapshot)), None)
+}
+
+/// Runs `filter`'s request head phase for `req` on `worker` (client 192.0.2.7 over http);
+/// returns the verdict and what the filter found out.
+pub(crate) async fn request_head<F: HttpFilter>(
+    filter: &F,
+    worker: &WorkerContext,
+    req: &mut RequestParts<'_>,
+) -> (Verdict, RequestFacts) {
+    let snapshot = worker.snapshot();
+    let mut facts = RequestFacts {
+        client_ip: [192, 0, 2, 7].into(),
+        ..RequestFacts::default()
+    };
+    let mut cx = FilterCx {
+        worker,
+        snapshot: &snapshot,
+        listener: "gw",
+        route: "r",
+        route_index: 0,
+        peer: SocketAddr::from(([192, 0, 2, 7], 40000)),
+        scheme: "http",
+        facts: &mut facts,
+    };
+    let mut state = F::State::default();
+    let verdict = filter.request_head(&mut cx, &mut state, req).await;
+    (verdict, facts)
+}
+
+/// Runs `f` to completion on a worker-like runtime (one thread, with a blocking pool).
+pub(crate) fn block_on<T>(f: impl Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(2)
+        .build()
+        .expect("a runtime");
+    tokio::task::LocalSet::new().block_on(&runtime, f)
+}
