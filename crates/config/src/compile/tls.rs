@@ -341,7 +341,7 @@ impl Checker<'_> {
         } else {
             let roots = match &t.ca {
                 Some(ca) => self.roots(ca)?,
-                None => self.system_roots(raw),
+                None => self.system_roots(raw.span()),
             };
             builder.with_root_certificates(roots)
         };
@@ -402,19 +402,40 @@ impl Checker<'_> {
         ))
     }
 
-    /// The system's trust roots; a store that cannot be read is a warning (every target would
-    /// then fail verification, which the access log says as `upstream_tls`).
-    fn system_roots(&mut self, raw: &Spanned<RawUpstreamTls>) -> RootCertStore {
+    /// The system's trust roots; a store that cannot be read is a warning at `at` (every server
+    /// would then fail verification, which the access log says as `upstream_tls`).
+    fn system_roots(&mut self, at: std::ops::Range<usize>) -> RootCertStore {
         let found = rustls_native_certs::load_native_certs();
         let mut roots = RootCertStore::empty();
         let (added, _) = roots.add_parsable_certificates(found.certs);
         if added == 0 {
             self.warn(
-                raw.span(),
-                "no system CA certificates found; set `ca` to the CA that signs the targets' certificates",
+                at,
+                "no system CA certificates found; set `ca` to the CA that signs the servers' certificates",
             );
         }
         roots
+    }
+
+    /// A client configuration for a filter's own `https://` requests (`forward_auth`): trust
+    /// roots from `ca` (a PEM file), or the system's; no client certificate, HTTP/1.1.
+    pub(super) fn filter_client_tls(
+        &mut self,
+        ca: Option<&Spanned<String>>,
+        at: std::ops::Range<usize>,
+    ) -> Option<Arc<ClientConfig>> {
+        let roots = match ca {
+            Some(ca) => self.roots(ca)?,
+            None => self.system_roots(at.clone()),
+        };
+        let mut config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| self.error(at, e.to_string()))
+            .ok()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Some(Arc::new(config))
     }
 }
 

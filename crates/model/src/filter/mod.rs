@@ -19,12 +19,14 @@ pub mod basic;
 pub mod compress;
 pub mod endpoint;
 pub mod external;
+pub mod forward_auth;
 pub mod jwt;
 pub mod rate_limit;
 
 pub use auth::{ApiKey, BasicAuth};
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
+pub use forward_auth::ForwardAuth;
 
 /// A process-unique identity of one compiled filter, for the state a filter keeps per worker
 /// (caches, leases, connections): workers find that state by this id, and a reload that builds
@@ -92,6 +94,8 @@ pub enum Filter {
     BasicAuth(BasicAuth),
     /// API keys from a key file, in a header, a query parameter or a bearer token.
     ApiKey(ApiKey),
+    /// A sub-request to an auth service decides.
+    ForwardAuth(ForwardAuth),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -109,6 +113,7 @@ impl Filter {
             Filter::Cors(_) => "cors",
             Filter::BasicAuth(_) => "basic_auth",
             Filter::ApiKey(_) => "api_key",
+            Filter::ForwardAuth(_) => "forward_auth",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -117,6 +122,7 @@ impl Filter {
     pub fn state_id(&self) -> Option<FilterId> {
         match self {
             Filter::BasicAuth(f) => Some(f.id),
+            Filter::ForwardAuth(f) => Some(f.id),
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -136,6 +142,7 @@ impl Filter {
             Filter::RequestId(_) | Filter::External(_) => true,
             Filter::BasicAuth(f) => f.forward_user_header.is_some() || f.hide_credentials,
             Filter::ApiKey(f) => f.forward_name_header.is_some() || f.hide_credentials,
+            Filter::ForwardAuth(f) => !f.response_headers.is_empty(),
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -155,7 +162,8 @@ impl Filter {
             | Filter::BodyLimit(_)
             | Filter::IpFilter(_)
             | Filter::BasicAuth(_)
-            | Filter::ApiKey(_) => false,
+            | Filter::ApiKey(_)
+            | Filter::ForwardAuth(_) => false,
         }
     }
 

@@ -11,7 +11,7 @@
 //! - [`request_id`]: keep or make `X-Request-Id` (UUIDv7).
 //! - [`ip_filter`]: allow and deny networks.
 //! - [`cors`]: CORS preflights and response headers.
-//! - [`auth`]: `basic_auth`, `api_key`, and the verification behind them.
+//! - [`auth`]: `basic_auth`, `api_key`, `forward_auth`, and the verification behind them.
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;

@@ -1,13 +1,15 @@
-//! The auth filters' keys: `basic_auth`, `api_key`.
+//! The auth filters' keys: `basic_auth`, `api_key`, `forward_auth`.
 //!
-//! Files (`users_file`, `keys_file`) are named relative to the config file's directory and
+//! Files (`users_file`, `keys_file`, `ca`) are named relative to the config file's directory and
 //! read on every load, so a reload picks up a file changed in place. A file that cannot be read
 //! is an error at the key that names it; a bad line of it is an error at its own
 //! `FILE:LINE:COL` (see [`super::auth_files`]).
 
 use rampart_model::defaults;
 use rampart_model::filter::auth::ApiKeySet;
-use rampart_model::filter::{ApiKey, BasicAuth, Filter, FilterId};
+use rampart_model::filter::endpoint::HttpEndpoint;
+use rampart_model::filter::forward_auth::is_hop_by_hop;
+use rampart_model::filter::{ApiKey, BasicAuth, Filter, FilterId, ForwardAuth};
 use toml::Spanned;
 
 use super::auth_files::{parse_api_keys, parse_htpasswd};
@@ -15,6 +17,9 @@ use super::basic::is_token;
 use super::FilterTable;
 use crate::compile::Checker;
 use crate::error::ConfigErrors;
+
+/// The largest `forward_auth` denial body that may be configured.
+const MAX_DENIAL_BODY: u64 = 16 << 20;
 
 impl Checker<'_> {
     pub(super) fn basic_auth_filter(&mut self, t: &mut FilterTable<'_>) -> Option<Filter> {
@@ -89,6 +94,53 @@ impl Checker<'_> {
         }))
     }
 
+    pub(super) fn forward_auth_filter(&mut self, t: &mut FilterTable<'_>) -> Option<Filter> {
+        let url = self.filter_string(t, "url");
+        let timeout = self
+            .filter_duration(t, "timeout")
+            .unwrap_or(defaults::FORWARD_AUTH_TIMEOUT);
+        let request_headers = self.header_list(t, "request_headers", false);
+        let response_headers = self.header_list(t, "response_headers", true);
+        let user_header = self.header_name(t, "user_header");
+        let max_body = self
+            .filter_size(t, "max_body")
+            .map_or(defaults::FORWARD_AUTH_MAX_BODY as u64, |n| n.min(MAX_DENIAL_BODY)) as usize;
+        let ca = self.filter_string(t, "ca");
+        let url = self.filter_required(t, "url", url)?;
+        let endpoint = match HttpEndpoint::parse(url.get_ref()) {
+            Ok(e) => e,
+            Err(e) => {
+                self.error(url.span(), e);
+                return None;
+            }
+        };
+        let tls = match (&ca, endpoint.https) {
+            (Some(ca), false) => {
+                self.error(ca.span(), "`ca` is for an https:// `url`");
+                return None;
+            }
+            (_, true) => Some(self.filter_client_tls(ca.as_ref(), url.span())?),
+            (None, false) => None,
+        };
+        let tls = match endpoint.client_tls(tls) {
+            Ok(tls) => tls,
+            Err(e) => {
+                self.error(url.span(), e);
+                return None;
+            }
+        };
+        Some(Filter::ForwardAuth(ForwardAuth {
+            id: FilterId::new(),
+            endpoint,
+            tls,
+            timeout,
+            request_headers: request_headers?.map(Spanned::into_inner),
+            response_headers: response_headers?.map(Spanned::into_inner).unwrap_or_default(),
+            user_header: user_header?,
+            max_body,
+        }))
+    }
+
     /// A header name (lower-cased); `Some(None)` when the key is absent, `None` after an error.
     fn header_name(&mut self, t: &mut FilterTable<'_>, key: &str) -> Option<Option<String>> {
         match self.filter_string(t, key) {
@@ -99,6 +151,39 @@ impl Checker<'_> {
                 None
             }
         }
+    }
+
+    /// A list of header names (lower-cased); `Some(None)` when the key is absent, `None` after an
+    /// error. `copied`: the fields are set on the request sent upstream, so hop-by-hop fields
+    /// and the ones that frame or route a request are refused.
+    fn header_list(
+        &mut self,
+        t: &mut FilterTable<'_>,
+        key: &str,
+        copied: bool,
+    ) -> Option<Option<Spanned<Vec<String>>>> {
+        let Some(list) = self.filter_strings(t, key) else {
+            return Some(None);
+        };
+        for name in list.get_ref() {
+            let refused = copied
+                && (is_hop_by_hop(name.as_bytes())
+                    || ["host", "content-length", "expect"]
+                        .iter()
+                        .any(|h| name.eq_ignore_ascii_case(h)));
+            if !is_token(name) || refused {
+                let why = if refused {
+                    "cannot be copied onto a request"
+                } else {
+                    "is not a header name"
+                };
+                self.error(list.span(), format!("`{key}`: `{name}` {why}"));
+                return None;
+            }
+        }
+        let span = list.span();
+        let names = list.into_inner().iter().map(|n| n.to_ascii_lowercase()).collect();
+        Some(Some(Spanned::new(span, names)))
     }
 
     /// Reads and parses a credential file named at `file`: an unreadable file is an error at

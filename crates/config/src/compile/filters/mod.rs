@@ -36,6 +36,7 @@ const BUILTIN: &[&str] = &[
     "body_limit",
     "basic_auth",
     "api_key",
+    "forward_auth",
 ];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
@@ -145,6 +146,7 @@ impl Checker<'_> {
             "body_limit" => self.body_limit_filter(t),
             "basic_auth" => self.basic_auth_filter(t),
             "api_key" => self.api_key_filter(t),
+            "forward_auth" => self.forward_auth_filter(t),
             _ => return None,
         })
     }

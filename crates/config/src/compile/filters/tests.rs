@@ -235,5 +235,5 @@ fn external_filters_are_built_by_their_registered_factory() {
         "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"tenat\" }]\n",
     );
     let got = compile_with(&unknown, &mut live).unwrap_err();
-    assert!(got[0].contains("api_key, tenant)"), "{got:?}");
+    assert!(got[0].contains("forward_auth, tenant)"), "{got:?}");
 }

@@ -3,6 +3,7 @@
 //! - [`basic`]: `basic_auth` (HTTP Basic against an htpasswd file, hash checks off the worker
 //!   thread, bounded and shared per credential).
 //! - [`api_key`]: `api_key` (keys from a file, in a header, the query or a bearer token).
+//! - [`forward_auth`]: `forward_auth` (a sub-request to an auth service decides).
 //! - [`password`]: bcrypt and argon2 checks (`basic_auth`), and [`password::PasswordCache`], the
 //!   per-worker memory of recent outcomes: a hash check costs tens of milliseconds by design, so
 //!   the filter runs it off the worker thread and asks the cache first.
@@ -17,6 +18,7 @@
 
 pub mod api_key;
 pub mod basic;
+pub mod forward_auth;
 pub mod jwks_fetch;
 pub mod jwt;
 pub mod jwt_cache;

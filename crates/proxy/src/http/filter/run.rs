@@ -252,5 +252,6 @@ builtin_filters!(
     IpFilter,
     Cors,
     BasicAuth,
-    ApiKey
+    ApiKey,
+    ForwardAuth
 );

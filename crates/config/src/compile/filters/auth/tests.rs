@@ -106,6 +106,43 @@ fn api_key_defaults_to_the_x_api_key_header_and_hides_the_key() {
 }
 
 #[test]
+fn forward_auth_reads_its_url_and_header_lists() {
+    let dir = files();
+    let routes = compile(
+        dir.path(),
+        r#"{ type = "forward_auth", url = "http://127.0.0.1:9000/verify?x=1", timeout = "750ms", request_headers = ["Cookie", "Authorization"], response_headers = ["X-User", "X-Roles"], user_header = "X-User", max_body = "1KiB" }"#,
+    )
+    .unwrap();
+    let Filter::ForwardAuth(f) = only_filter(&routes) else {
+        panic!("forward_auth")
+    };
+    assert_eq!(f.endpoint.host_header, "127.0.0.1:9000");
+    assert_eq!(f.endpoint.path, "/verify?x=1");
+    assert!(f.tls.is_none());
+    assert_eq!(f.timeout, std::time::Duration::from_millis(750));
+    assert_eq!(
+        f.request_headers.as_deref(),
+        Some(&["cookie".to_string(), "authorization".to_string()][..])
+    );
+    assert_eq!(f.response_headers, ["x-user", "x-roles"]);
+    assert_eq!(f.user_header.as_deref(), Some("x-user"));
+    assert_eq!(f.max_body, 1024);
+
+    let routes = compile(
+        dir.path(),
+        r#"{ type = "forward_auth", url = "https://auth.example.com/check" }"#,
+    )
+    .unwrap();
+    let Filter::ForwardAuth(f) = only_filter(&routes) else {
+        panic!("forward_auth")
+    };
+    assert!(f.tls.is_some(), "https gets a client configuration");
+    assert!(f.request_headers.is_none() && f.response_headers.is_empty());
+    assert_eq!(f.timeout, rampart_model::defaults::FORWARD_AUTH_TIMEOUT);
+    assert!(!only_filter(&routes).edits_request_headers_per_request());
+}
+
+#[test]
 fn errors_point_at_the_key_or_at_the_line_of_the_file() {
     let dir = files();
     let gw = dir.path().join("gw.toml").display().to_string();
@@ -144,4 +181,25 @@ fn errors_point_at_the_key_or_at_the_line_of_the_file() {
     assert_eq!(e, [format!("{gw}:8:53: `a&b` is not a query parameter name")]);
     let e = one(r#"{ type = "api_key", keys_file = "keys.txt", header = "x key" }"#);
     assert_eq!(e, [format!("{gw}:8:54: `x key` is not a header name")]);
+
+    let e = one(r#"{ type = "forward_auth", url = "ftp://auth/" }"#);
+    assert_eq!(
+        e,
+        [format!("{gw}:8:32: `ftp://auth/` is not an http:// or https:// URL")]
+    );
+    let e = one(r#"{ type = "forward_auth" }"#);
+    assert_eq!(e, [format!("{gw}:8:1: a `forward_auth` filter needs `url`")]);
+    let e = one(r#"{ type = "forward_auth", url = "http://a/", response_headers = ["x-user", "Transfer-Encoding"] }"#);
+    assert_eq!(
+        e,
+        [format!(
+            "{gw}:8:64: `response_headers`: `Transfer-Encoding` cannot be copied onto a request"
+        )]
+    );
+    let e = one(r#"{ type = "forward_auth", url = "http://a/", ca = "ca.pem" }"#);
+    assert_eq!(e, [format!("{gw}:8:50: `ca` is for an https:// `url`")]);
+    let e = one(r#"{ type = "forward_auth", url = "https://a/", ca = "nothing.pem" }"#);
+    assert!(e[0].starts_with(&format!("{gw}:8:51: nothing.pem: ")), "{e:?}");
+    let e = one(r#"{ type = "forward_auth", url = "http://a/", timeout = "soon" }"#);
+    assert!(e[0].starts_with(&format!("{gw}:8:55: ")), "{e:?}");
 }
