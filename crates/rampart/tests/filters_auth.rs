@@ -15,7 +15,7 @@ use argon2::password_hash::{PasswordHasher, SaltString};
 use auth_service::AuthService;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::http::{read_response, send, HttpBackend, Reply};
+use common::http::{header, read_response, send, HttpBackend, Reply};
 use common::*;
 
 struct Gateway {
@@ -66,27 +66,6 @@ fn get(port: u16, path: &str, fields: &str) -> (u16, String, String) {
 
 fn basic(user_password: &str) -> String {
     format!("Authorization: Basic {}\r\n", STANDARD.encode(user_password))
-}
-
-/// The access log's lines once it has `n` of them.
-fn log_lines(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        assert!(Instant::now() < deadline, "access log has {} of {n} lines", lines.len());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
-    head.lines().find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case(name).then(|| v.trim())
-    })
 }
 
 /// Stops the proxy and returns everything it logged and the access log, for secrets to be
@@ -179,7 +158,7 @@ fn basic_auth_lets_bcrypt_and_argon2_users_in_and_refuses_the_rest_with_401() {
         "a refused request reached the backend"
     );
 
-    let lines = log_lines(&gw.log, 2 + refused.len());
+    let lines = json_log_lines(&gw.log, 2 + refused.len());
     assert_eq!(
         (lines[0]["user"].as_str(), lines[0]["error"].as_str()),
         (Some("alice"), None)
@@ -249,7 +228,7 @@ fn basic_auth_checks_are_cached_shared_and_bounded() {
     for mut c in logins {
         assert_eq!(read_response(&mut c).0, 200);
     }
-    let lines = log_lines(&gw.log, 100 + guess + 1 + 6);
+    let lines = json_log_lines(&gw.log, 100 + guess + 1 + 6);
     assert!(lines
         .iter()
         .any(|l| l["error"] == "basic_auth_busy" && l["status"] == 503));
@@ -318,7 +297,7 @@ fn api_keys_come_by_header_query_or_bearer_token_and_stay_out_of_upstream_and_lo
         "a refused request reached the backend"
     );
 
-    let lines = log_lines(&gw.log, 10);
+    let lines = json_log_lines(&gw.log, 10);
     let users: Vec<&str> = lines[..5].iter().map(|l| l["user"].as_str().unwrap()).collect();
     let label = format!("sha256:{}", &sha256_hex(OTHER)[..8]);
     assert_eq!(users, ["ci", label.as_str(), "ci", "ci", "ci"]);
@@ -415,7 +394,7 @@ fn forward_auth_asks_the_service_and_passes_its_yes_or_its_answer() {
         "a refused request reached the backend"
     );
 
-    let lines = log_lines(&gw.log, 6);
+    let lines = json_log_lines(&gw.log, 6);
     let seen: Vec<(u64, Option<&str>, Option<&str>)> = lines
         .iter()
         .map(|l| (l["status"].as_u64().unwrap(), l["error"].as_str(), l["user"].as_str()))

@@ -28,7 +28,6 @@ use std::time::Duration;
 
 use futures_util::task::AtomicWaker;
 use rampart_model::filter::jwt::{JwksError, JwksFetch, JwtKeySet, JwtKeySource};
-use rampart_proto::h1::H1Error;
 use sha2::{Digest, Sha256};
 use tokio::time::Instant;
 
@@ -40,22 +39,11 @@ const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Why a fetch gave no key set. Messages hold no document content.
 #[derive(Debug, thiserror::Error)]
 pub enum JwksFetchError {
-    #[error("connect: {0}")]
-    Connect(std::io::Error),
-    #[error("TLS: {0}")]
-    Tls(String),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("bad response: {0}")]
-    BadResponse(H1Error),
-    #[error("response head too large")]
-    HeadTooLarge,
+    /// No usable answer (connect, TLS, a bad or cut response, a document over `max_body`).
+    #[error(transparent)]
+    Request(#[from] SubrequestError),
     #[error("status {0}")]
     Status(u16),
-    #[error("document larger than {0} bytes")]
-    TooLarge(usize),
-    #[error("connection closed before the whole document")]
-    Truncated,
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
     #[error("{0}")]
@@ -79,7 +67,10 @@ pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchErro
         "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: application/jwk-set+json, application/json\r\nUser-Agent: rampart-jwks\r\nConnection: close\r\n\r\n",
         endpoint.path, endpoint.host_header
     );
-    stream.write_all(request.as_bytes()).await?;
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(SubrequestError::Io)?;
 
     let mut buf = Vec::with_capacity(4096);
     let mut fields = Vec::new();
@@ -97,20 +88,6 @@ pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchErro
         body: body.bytes,
         max_age,
     })
-}
-
-impl From<SubrequestError> for JwksFetchError {
-    fn from(e: SubrequestError) -> Self {
-        match e {
-            SubrequestError::Connect(e) => JwksFetchError::Connect(e),
-            SubrequestError::Tls(e) => JwksFetchError::Tls(e),
-            SubrequestError::Io(e) => JwksFetchError::Io(e),
-            SubrequestError::BadResponse(e) => JwksFetchError::BadResponse(e),
-            SubrequestError::HeadTooLarge => JwksFetchError::HeadTooLarge,
-            SubrequestError::TooLarge(max) => JwksFetchError::TooLarge(max),
-            SubrequestError::NoResponse | SubrequestError::Truncated => JwksFetchError::Truncated,
-        }
-    }
 }
 
 /// `max-age=N` of a `Cache-Control` value.

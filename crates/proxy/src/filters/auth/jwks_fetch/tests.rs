@@ -346,7 +346,10 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
                 ..Answer::ok(doc.clone())
             });
             assert!(
-                matches!(fetch_jwks(&small).await, Err(JwksFetchError::TooLarge(100))),
+                matches!(
+                    fetch_jwks(&small).await,
+                    Err(JwksFetchError::Request(SubrequestError::TooLarge(100)))
+                ),
                 "framing {}",
                 framing as u8
             );
@@ -357,7 +360,7 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
         drop(closed);
         assert!(matches!(
             fetch_jwks(&quick(&url)).await,
-            Err(JwksFetchError::Connect(_))
+            Err(JwksFetchError::Request(SubrequestError::Connect(_)))
         ));
     });
 }
@@ -408,7 +411,10 @@ fn https_fetches_check_the_server_certificate() {
         // A client that trusts another CA refuses the server.
         let (_, stranger) = tls_pair();
         let fetch = JwksFetch::new(&url, Some(stranger)).unwrap();
-        assert!(matches!(fetch_jwks(&fetch).await, Err(JwksFetchError::Tls(_))));
+        assert!(matches!(
+            fetch_jwks(&fetch).await,
+            Err(JwksFetchError::Request(SubrequestError::Tls(_)))
+        ));
     });
 }
 
