@@ -21,8 +21,9 @@
 //! Each worker keeps idle keep-alive connections to the service per filter (at most
 //! [`FORWARD_AUTH_MAX_IDLE`](defaults::FORWARD_AUTH_MAX_IDLE), each for at most
 //! [`FORWARD_AUTH_IDLE_TIMEOUT`](defaults::FORWARD_AUTH_IDLE_TIMEOUT)), so a check costs one
-//! round trip; a reused connection the service had closed is retried once on a new one. Nothing
-//! here blocks the worker: the wait is the request's own.
+//! round trip. A check whose idle connection turns out closed or reset by the service is sent
+//! again on the next idle connection or a new one (the check is a `GET` without a body, so
+//! sending it twice is harmless). Nothing here blocks the worker: the wait is the request's own.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -181,7 +182,7 @@ pub(crate) fn check_request(f: &ForwardAuth, req: &RequestParts<'_>, scheme: &st
 }
 
 /// Sends `request` to the service and reads its answer, on an idle connection of this worker
-/// (once more on a new one when the service had closed it) or a new one.
+/// (the next one, or a new one, when the service had closed it) or a new one.
 async fn ask(f: &ForwardAuth, worker: &WorkerContext, request: &[u8]) -> Result<ServiceAnswer, SubrequestError> {
     let slots = &worker.http.filters.slots;
     loop {
