@@ -218,10 +218,13 @@ impl PasswordChecks {
         let guard = PendingGuard(self.pending.clone());
         let (tx, rx) = watch::channel(None);
         let (hash, password) = (hash.clone(), password.to_vec());
-        // Not awaited: the outcome comes through the channel.
+        // Not awaited: the outcome comes through the channel. The count goes down before the
+        // outcome is sent, so a request that sees the outcome sees the check gone too. (A check
+        // that never runs, the runtime going away, drops the guard and the sender unrun.)
         drop(tokio::task::spawn_blocking(move || {
-            let _guard = guard;
-            let _ = tx.send(Some(verify_password(&hash, &password)));
+            let matched = verify_password(&hash, &password);
+            drop(guard);
+            let _ = tx.send(Some(matched));
         }));
         self.in_flight.insert(digest, rx.clone());
         Step::Wait(rx)
