@@ -6,13 +6,14 @@ use std::time::Duration;
 
 use rampart_model::filter::endpoint::HttpEndpoint;
 use rampart_model::filter::FilterId;
+use rampart_model::tls::ListenerTls;
 use rampart_proto::h1::parse_request;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::filters::auth::testing::{block_on, request_head, worker, RawRequest};
+use crate::filters::auth::testing::{accept_stream, block_on, request_head, tls_pair, worker, RawRequest};
 
 /// What the service does with one request: the bytes it answers, and whether it closes after.
 type Script = Rc<dyn Fn(&str) -> (Vec<u8>, bool)>;
@@ -25,19 +26,29 @@ struct Service {
 }
 
 async fn service(script: Script) -> Service {
+    service_over(script, None).await
+}
+
+/// The same over TLS with `tls` (`https://` in its url).
+async fn service_over(script: Script, tls: Option<ListenerTls>) -> Service {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}/verify", listener.local_addr().unwrap());
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let url = format!("{scheme}://{}/verify", listener.local_addr().unwrap());
+    let tls = tls.map(Rc::new);
     let (tx, heads) = mpsc::unbounded_channel();
     let connections = Rc::new(Cell::new(0));
     let count = connections.clone();
     tokio::task::spawn_local(async move {
         loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
+            let Ok((tcp, _)) = listener.accept().await else {
                 return;
             };
             count.set(count.get() + 1);
-            let (tx, script) = (tx.clone(), script.clone());
+            let (tx, script, tls) = (tx.clone(), script.clone(), tls.clone());
             tokio::task::spawn_local(async move {
+                let Some(mut conn) = accept_stream(tcp, tls.as_deref()).await else {
+                    return;
+                };
                 let mut buf = Vec::new();
                 loop {
                     let mut fields = Vec::new();
@@ -259,5 +270,33 @@ fn without_a_usable_answer_the_request_fails_closed() {
         let a = answer(request_head(&f, &w, &mut client_request().parts()).await.0);
         assert_eq!((a.status, a.reason), (504, Some("forward_auth_timeout")));
         drop(silent);
+    });
+}
+
+#[test]
+fn an_https_service_is_reached_through_rustls_and_its_certificate_checked() {
+    let w = worker();
+    block_on(async {
+        let (server_tls, client) = tls_pair();
+        let svc = service_over(Rc::new(|_: &str| (ALLOW.to_vec(), false)), Some(server_tls)).await;
+        let endpoint = HttpEndpoint::parse(&svc.url).unwrap();
+        let f = ForwardAuth {
+            tls: endpoint.client_tls(Some(client)).unwrap(),
+            ..filter(&svc.url)
+        };
+        for _ in 0..2 {
+            let (verdict, facts) = request_head(&f, &w, &mut client_request().parts()).await;
+            assert!(matches!(verdict, Verdict::Continue), "{verdict:?}");
+            assert_eq!(facts.user.as_deref(), Some("alice"));
+        }
+        assert_eq!(svc.connections.get(), 1, "the TLS connection is kept alive");
+        // A client that trusts another CA refuses the service: 502.
+        let (_, stranger) = tls_pair();
+        let f = ForwardAuth {
+            tls: endpoint.client_tls(Some(stranger)).unwrap(),
+            ..filter(&svc.url)
+        };
+        let a = answer(request_head(&f, &w, &mut client_request().parts()).await.0);
+        assert_eq!((a.status, a.reason), (502, Some("forward_auth_bad_response")));
     });
 }
