@@ -68,3 +68,18 @@ pub const PASSWORD_CACHE_TTL: Duration = Duration::from_secs(300);
 pub const PASSWORD_REFUSED_TTL: Duration = Duration::from_secs(10);
 /// `basic_auth`: outcomes each worker remembers (accepted and refused, each).
 pub const PASSWORD_CACHE_SIZE: usize = 1024;
+/// `basic_auth`: the realm browsers show in their login prompt.
+pub const BASIC_AUTH_REALM: &str = "rampart";
+/// `basic_auth`: password checks one worker may have queued or running per filter; past it,
+/// 503 (a flood of guesses cannot pile up hash work).
+pub const BASIC_AUTH_MAX_PENDING_CHECKS: usize = 16;
+/// `api_key`: the request header a key is read from when no other place is named.
+pub const API_KEY_HEADER: &str = "x-api-key";
+/// `forward_auth`: time for one check (connect, request, the whole answer).
+pub const FORWARD_AUTH_TIMEOUT: Duration = Duration::from_secs(5);
+/// `forward_auth`: the largest denial body passed on to the client.
+pub const FORWARD_AUTH_MAX_BODY: usize = 64 << 10;
+/// `forward_auth`: idle keep-alive connections to the auth service each worker keeps per filter.
+pub const FORWARD_AUTH_MAX_IDLE: usize = 16;
+/// `forward_auth`: how long an idle connection to the auth service is kept for reuse.
+pub const FORWARD_AUTH_IDLE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -5,9 +5,8 @@
 mod common;
 
 use std::io::Write;
-use std::time::Instant;
 
-use common::http::{read_response, send, HttpBackend, Reply};
+use common::http::{header, read_response, send, HttpBackend, Reply};
 use common::*;
 
 struct Gateway {
@@ -45,27 +44,6 @@ fn request(port: u16, raw: &str) -> (u16, String, String) {
     let mut client = connect(port);
     let (status, head, body) = send(&mut client, raw.as_bytes());
     (status, head, String::from_utf8_lossy(&body).into_owned())
-}
-
-/// The access log's lines once it has `n` of them.
-fn log_lines(path: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        assert!(Instant::now() < deadline, "access log has {} of {n} lines", lines.len());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
-    head.lines().find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case(name).then(|| v.trim())
-    })
 }
 
 #[test]
@@ -106,7 +84,7 @@ fn request_ids_are_made_kept_forwarded_echoed_and_logged() {
         "{upstream}"
     );
     // Each id is in its access log line.
-    let lines = log_lines(&gw.log, 4);
+    let lines = json_log_lines(&gw.log, 4);
     assert_eq!(lines[0]["request_id"], made.as_str());
     assert_eq!(lines[1]["request_id"], "abc-123");
     assert_eq!(lines[3]["route"], "fresh");
@@ -152,7 +130,7 @@ fn ip_filters_see_the_address_after_proxy_headers_and_trusted_forwarded_for() {
     // From an untrusted peer it is ignored.
     assert_eq!(status_from([127, 0, 0, 1], forwarded("192.0.2.66").as_bytes()), 200);
     gw.backend.next_head();
-    let lines = log_lines(&gw.log, 8);
+    let lines = json_log_lines(&gw.log, 8);
     assert_eq!(lines[1]["status"], 403);
     assert_eq!(lines[1]["error"], "ip_denied");
 }
@@ -224,7 +202,7 @@ fn cors_preflights_are_answered_and_responses_carry_the_headers() {
     // Without Origin it is no CORS request at all.
     let (_, head, _) = request(gw.port, "GET /items HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(header(&head, "access-control-allow-origin"), None);
-    let lines = log_lines(&gw.log, 8);
+    let lines = json_log_lines(&gw.log, 8);
     assert_eq!(
         (lines[0]["status"].as_u64(), &lines[0]["error"]),
         (Some(204), &serde_json::Value::Null)

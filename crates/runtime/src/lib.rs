@@ -273,10 +273,17 @@ fn available_cores() -> Vec<usize> {
 
 /// Pins the calling thread to `core`.
 fn pin_current_thread(core: usize) -> std::io::Result<()> {
-    // SAFETY: as in `available_cores`: a zeroed set, one bit set below CPU_SETSIZE, a valid pointer.
+    set_current_thread_affinity(&[core])
+}
+
+/// Lets the calling thread run on `cores` only (indices below CPU_SETSIZE; others are skipped).
+fn set_current_thread_affinity(cores: &[usize]) -> std::io::Result<()> {
+    // SAFETY: as in `available_cores`: a zeroed set, bits set below CPU_SETSIZE, a valid pointer.
     let rc = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
+        for &core in cores.iter().filter(|&&c| c < libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(core, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if rc == 0 {

@@ -16,6 +16,13 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
 
+/// Threads of a worker's blocking pool. It runs the slow work that must not hold the worker's
+/// thread: password hash checks (`basic_auth`, which also bounds how many it queues) and host
+/// name lookups (a `forward_auth` service named by host). A hash check keeps a core busy for
+/// tens of milliseconds, so a few threads per worker are enough, and a flood of checks cannot
+/// take every core away from the workers (tokio's default is 512).
+const BLOCKING_THREADS: usize = 2;
+
 /// How often a worker does its housekeeping (log lines to the writer, pool sweeps, expiries).
 const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -72,12 +79,22 @@ impl Drop for TaskGuard {
 }
 
 pub(crate) fn run(setup: WorkerSetup) {
+    // Blocking threads are started from the worker's thread and would inherit its pinning: they
+    // get every core the process may use back, so a hash check never competes with its worker.
+    let cores = crate::available_cores();
     if let Some(core) = setup.core {
         if let Err(e) = crate::pin_current_thread(core) {
             tracing::warn!("worker {}: cannot pin to core {core}: {e}", setup.id);
         }
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().max_blocking_threads(BLOCKING_THREADS);
+    if setup.core.is_some() {
+        builder.on_thread_start(move || {
+            let _ = crate::set_current_thread_affinity(&cores);
+        });
+    }
+    let runtime = match builder.build() {
         Ok(rt) => rt,
         Err(e) => {
             tracing::error!("worker {}: cannot start its runtime: {e}", setup.id);

@@ -402,7 +402,7 @@ impl Checker<'_> {
         ))
     }
 
-    /// The system's trust roots; a store that cannot be read is a warning at `at` (every peer
+    /// The system's trust roots; a store that cannot be read is a warning at `at` (every server
     /// would then fail verification, which the logs say).
     pub(super) fn system_roots(&mut self, at: std::ops::Range<usize>) -> RootCertStore {
         let found = rustls_native_certs::load_native_certs();
@@ -411,10 +411,31 @@ impl Checker<'_> {
         if added == 0 {
             self.warn(
                 at,
-                "no system CA certificates found; set `ca` to the CA that signs the targets' certificates",
+                "no system CA certificates found; set `ca` to the CA that signs the servers' certificates",
             );
         }
         roots
+    }
+
+    /// A client configuration for a filter's own `https://` requests (`forward_auth`): trust
+    /// roots from `ca` (a PEM file), or the system's; no client certificate, HTTP/1.1.
+    pub(super) fn filter_client_tls(
+        &mut self,
+        ca: Option<&Spanned<String>>,
+        at: std::ops::Range<usize>,
+    ) -> Option<Arc<ClientConfig>> {
+        let roots = match ca {
+            Some(ca) => self.roots(ca)?,
+            None => self.system_roots(at.clone()),
+        };
+        let mut config = ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| self.error(at, e.to_string()))
+            .ok()?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Some(Arc::new(config))
     }
 }
 

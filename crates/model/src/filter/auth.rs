@@ -1,4 +1,5 @@
-//! Credentials of the `basic_auth` and `api_key` filters, as compiled from their files.
+//! The `basic_auth` and `api_key` filters as compiled ([`BasicAuth`], [`ApiKey`]), and their
+//! credentials as read from their files.
 //!
 //! - [`PasswordFile`]: user name → [`PasswordHash`] (bcrypt or argon2; both slow by design, so
 //!   the data plane verifies off its worker threads and caches the outcome).
@@ -10,6 +11,8 @@ use std::collections::HashMap;
 use std::fmt;
 
 use sha2::{Digest, Sha256};
+
+use super::FilterId;
 
 /// A stored password hash, checked for form at load (cost and salt of bcrypt, PHC string of
 /// argon2) so that a bad line fails the load rather than every request.
@@ -68,6 +71,13 @@ impl PasswordFile {
 
     pub fn len(&self) -> usize {
         self.users.len()
+    }
+
+    /// A stored hash that a user the file does not list is checked against (the outcome is
+    /// thrown away), so that a request for an unknown user costs as long as a wrong password
+    /// and the time of an answer does not tell which users exist. The first user's by name.
+    pub fn decoy(&self) -> Option<&PasswordHash> {
+        self.users.iter().min_by(|a, b| a.0.cmp(b.0)).map(|(_, hash)| hash)
     }
 
     pub fn is_empty(&self) -> bool {
@@ -132,6 +142,69 @@ impl fmt::Debug for ApiKeySet {
     }
 }
 
+/// `basic_auth`: HTTP Basic authentication against the users of an htpasswd file.
+#[derive(Debug)]
+pub struct BasicAuth {
+    /// Where each worker keeps the filter's password cache and checks in flight.
+    pub id: FilterId,
+    pub users: PasswordFile,
+    /// The `WWW-Authenticate` value of every 401 ([`BasicAuth::challenge_for`]).
+    pub challenge: String,
+    /// A request header that carries the user's name upstream (lower-case); a field of that name
+    /// from the client is replaced.
+    pub forward_user_header: Option<String>,
+    /// Remove `Authorization` from the request sent upstream.
+    pub hide_credentials: bool,
+    /// Password checks one worker may have queued or running at once; past it, 503.
+    pub max_pending_checks: usize,
+}
+
+impl BasicAuth {
+    /// `Basic realm="REALM", charset="UTF-8"` (RFC 7617), `"` and `\` in the realm escaped.
+    pub fn challenge_for(realm: &str) -> String {
+        let mut out = String::from("Basic realm=\"");
+        for c in realm.chars() {
+            if matches!(c, '"' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        out.push_str("\", charset=\"UTF-8\"");
+        out
+    }
+}
+
+/// `api_key`: a key from a key file, in a request header, a query parameter or an
+/// `Authorization: Bearer` field.
+#[derive(Debug)]
+pub struct ApiKey {
+    pub keys: ApiKeySet,
+    /// The request header the key is read from (lower-case).
+    pub header: Option<String>,
+    /// The query parameter the key is read from.
+    pub query: Option<String>,
+    /// Read the key from `Authorization: Bearer KEY` too.
+    pub bearer: bool,
+    /// Remove the key (the header, the query parameter, `Authorization`) from the request sent
+    /// upstream.
+    pub hide_credentials: bool,
+    /// A request header that carries the key's name upstream (lower-case); a field of that name
+    /// from the client is replaced.
+    pub forward_name_header: Option<String>,
+}
+
+impl ApiKey {
+    /// The `WWW-Authenticate` value of a 401: `Bearer` when the key may come that way, else
+    /// `Key` (as Kong's key-auth says).
+    pub fn challenge(&self) -> &'static str {
+        if self.bearer {
+            "Bearer"
+        } else {
+            "Key"
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -146,6 +219,17 @@ mod tests {
         assert!(file.get(b"bob").is_none());
         assert!(file.get(b"\xffalice").is_none());
         assert_eq!(format!("{:?}", file.get(b"alice").unwrap()), "PasswordHash::bcrypt(..)");
+        assert!(file.insert("aaron", PasswordHash::Argon2("$argon2id$y".into())));
+        assert_eq!(file.decoy().map(PasswordHash::kind), Some("argon2"));
+        assert!(PasswordFile::default().decoy().is_none());
+    }
+
+    #[test]
+    fn challenges_quote_the_realm() {
+        assert_eq!(
+            BasicAuth::challenge_for("Staff \"only\" \\ area"),
+            r#"Basic realm="Staff \"only\" \\ area", charset="UTF-8""#
+        );
     }
 
     #[test]

@@ -17,15 +17,19 @@ use crate::route::HeaderOps;
 pub mod auth;
 pub mod basic;
 pub mod compress;
+pub mod endpoint;
 pub mod external;
+pub mod forward_auth;
 pub mod jwt;
 pub mod rate_limit;
 
+pub use auth::{ApiKey, BasicAuth};
 pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
 /// The `compress` filter's settings under the name of its [`Filter`] variant (the data plane's
 /// dispatch list names each built-in by its variant).
 pub use compress::CompressSettings as Compress;
 pub use external::{ExternalFactory, ExternalFilter, FilterOptions, FilterRegistry, OptionValue};
+pub use forward_auth::ForwardAuth;
 pub use jwt::Jwt;
 pub use rate_limit::RateLimitFilter;
 
@@ -100,6 +104,12 @@ pub enum Filter {
     RateLimit(RateLimitFilter),
     /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
     Compress(Compress),
+    /// HTTP Basic authentication against an htpasswd file.
+    BasicAuth(BasicAuth),
+    /// API keys from a key file, in a header, a query parameter or a bearer token.
+    ApiKey(ApiKey),
+    /// A sub-request to an auth service decides.
+    ForwardAuth(ForwardAuth),
     /// A filter registered from outside the built-ins.
     External(ExternalFilter),
 }
@@ -118,6 +128,9 @@ impl Filter {
             Filter::Jwt(_) => "jwt",
             Filter::RateLimit(_) => "rate_limit",
             Filter::Compress(_) => "compress",
+            Filter::BasicAuth(_) => "basic_auth",
+            Filter::ApiKey(_) => "api_key",
+            Filter::ForwardAuth(_) => "forward_auth",
             Filter::External(e) => &e.type_name,
         }
     }
@@ -125,6 +138,8 @@ impl Filter {
     /// The id under which the filter keeps per-worker state, if it keeps any.
     pub fn state_id(&self) -> Option<FilterId> {
         match self {
+            Filter::BasicAuth(f) => Some(f.id),
+            Filter::ForwardAuth(f) => Some(f.id),
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -133,6 +148,7 @@ impl Filter {
             | Filter::IpFilter(_)
             | Filter::Cors(_)
             | Filter::Compress(_)
+            | Filter::ApiKey(_)
             | Filter::External(_) => None,
             Filter::Jwt(f) => Some(f.id),
             Filter::RateLimit(f) => Some(f.id),
@@ -144,6 +160,9 @@ impl Filter {
     pub fn edits_request_headers_per_request(&self) -> bool {
         match self {
             Filter::RequestId(_) | Filter::Jwt(_) | Filter::External(_) => true,
+            Filter::BasicAuth(f) => f.forward_user_header.is_some() || f.hide_credentials,
+            Filter::ApiKey(f) => f.forward_name_header.is_some() || f.hide_credentials,
+            Filter::ForwardAuth(f) => !f.response_headers.is_empty(),
             Filter::Rewrite(_)
             | Filter::RequestHeaders(_)
             | Filter::ResponseHeaders(_)
@@ -168,7 +187,19 @@ impl Filter {
             | Filter::ResponseHeaders(_)
             | Filter::BodyLimit(_)
             | Filter::IpFilter(_)
-            | Filter::Jwt(_) => false,
+            | Filter::Jwt(_)
+            | Filter::BasicAuth(_)
+            | Filter::ApiKey(_)
+            | Filter::ForwardAuth(_) => false,
+        }
+    }
+
+    /// A query parameter that carries a credential (an `api_key` read from the query): the
+    /// access log blanks its value.
+    pub fn secret_query_param(&self) -> Option<&str> {
+        match self {
+            Filter::ApiKey(f) => f.query.as_deref(),
+            _ => None,
         }
     }
 }

@@ -14,6 +14,7 @@
 //! - [`jwt`]: JSON Web Tokens (verification in [`auth`]).
 //! - [`rate_limit`]: token buckets per key, in the process or in Redis.
 //! - [`compress`]: gzip, brotli and zstd response bodies by `Accept-Encoding`.
+//! - [`auth`]: `basic_auth`, `api_key`, `forward_auth`, and the verification behind them.
 //! - [`worker`]: what filters keep per worker.
 
 pub mod auth;

@@ -165,6 +165,35 @@ fn dash(s: &str) -> &str {
     }
 }
 
+/// `target` with the value of every query parameter called one of `secrets` (credentials such
+/// as an API key read from the query) replaced by `REDACTED`; borrowed when nothing changes.
+pub fn redact_query<'t>(target: &'t [u8], secrets: &[&str]) -> std::borrow::Cow<'t, [u8]> {
+    let Some(q) = target.iter().position(|&b| b == b'?') else {
+        return target.into();
+    };
+    let is_secret = |pair: &[u8]| {
+        let key = pair.split(|&b| b == b'=').next().unwrap_or_default();
+        secrets.iter().any(|s| s.as_bytes() == key)
+    };
+    let query = &target[q + 1..];
+    if !query.split(|&b| b == b'&').any(is_secret) {
+        return target.into();
+    }
+    let mut out = target[..=q].to_vec();
+    for (i, pair) in query.split(|&b| b == b'&').enumerate() {
+        if i > 0 {
+            out.push(b'&');
+        }
+        if is_secret(pair) {
+            out.extend_from_slice(pair.split(|&b| b == b'=').next().unwrap_or_default());
+            out.extend_from_slice(b"=REDACTED");
+        } else {
+            out.extend_from_slice(pair);
+        }
+    }
+    out.into()
+}
+
 /// Copies what the access log needs before the head's bytes are consumed: method, target, host,
 /// referer and user agent, each behind its length.
 pub fn capture_for_log(scratch: &mut Vec<u8>, fields: &[Field], buf: &[u8], head: &RequestHead) {
@@ -202,4 +231,31 @@ pub fn captured(scratch: &[u8]) -> [&[u8]; 5] {
         rest = &rest[4 + n..];
     }
     parts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_query_parameters_are_blanked() {
+        let redacted = |target: &str, secrets: &[&str]| {
+            String::from_utf8(redact_query(target.as_bytes(), secrets).into_owned()).unwrap()
+        };
+        assert_eq!(redacted("/a?apikey=s3cret&b=1", &["apikey"]), "/a?apikey=REDACTED&b=1");
+        assert_eq!(
+            redacted("/a?b=1&apikey=x&apikey", &["apikey"]),
+            "/a?b=1&apikey=REDACTED&apikey=REDACTED"
+        );
+        assert_eq!(redacted("/a?apikeys=1", &["apikey"]), "/a?apikeys=1");
+        assert!(matches!(
+            redact_query(b"/a?b=1", &["apikey"]),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert!(matches!(
+            redact_query(b"/a?apikey=1", &[]),
+            std::borrow::Cow::Borrowed(_)
+        ));
+        assert_eq!(redacted("/apikey=1", &["apikey"]), "/apikey=1");
+    }
 }

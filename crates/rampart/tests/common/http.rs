@@ -278,6 +278,14 @@ pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
     }
 }
 
+/// The value of the first field `name` (any case) of a response head's text.
+pub fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
+    head.lines().find_map(|l| {
+        let (n, v) = l.split_once(':')?;
+        n.eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
 /// Whether the server closed the connection (a read returns EOF or a reset).
 pub fn is_closed(stream: &mut TcpStream) -> bool {
     let mut b = [0u8; 1];

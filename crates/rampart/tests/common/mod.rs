@@ -383,6 +383,20 @@ pub fn which_backend(port: u16) -> String {
     read_line(&mut s)
 }
 
+/// The lines of a JSON access log once it has at least `n` of them (polled until [`WAIT`]).
+pub fn json_log_lines(path: &Path, n: usize) -> Vec<serde_json::Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        let lines: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        if lines.len() >= n {
+            return lines;
+        }
+        assert!(Instant::now() < deadline, "access log has {} of {n} lines", lines.len());
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Writes a file into `dir` and returns its path as a string.
 pub fn write_file(dir: &Path, name: &str, content: &str) -> String {
     let path = dir.join(name);

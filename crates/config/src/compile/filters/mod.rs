@@ -18,11 +18,10 @@ use super::{Checker, LiveState};
 use crate::raw::{RawFilter, RawRoute};
 use crate::units::{parse_duration, parse_size};
 
+mod auth;
+pub(crate) mod auth_files;
 mod basic;
 mod compress;
-// Read by the auth filters' compiler (next commit).
-#[allow(dead_code)]
-pub(crate) mod auth_files;
 mod jwt;
 pub(crate) mod jwt_key_files;
 mod rate_limit;
@@ -39,6 +38,9 @@ const BUILTIN: &[&str] = &[
     "body_limit",
     "jwt",
     "rate_limit",
+    "basic_auth",
+    "api_key",
+    "forward_auth",
 ];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
@@ -157,6 +159,9 @@ impl Checker<'_> {
             "body_limit" => self.body_limit_filter(t),
             "jwt" => self.jwt_filter(t, live),
             "rate_limit" => self.rate_limit_filter(t, live),
+            "basic_auth" => self.basic_auth_filter(t),
+            "api_key" => self.api_key_filter(t),
+            "forward_auth" => self.forward_auth_filter(t),
             _ => return None,
         })
     }

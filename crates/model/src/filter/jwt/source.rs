@@ -18,7 +18,9 @@ use arc_swap::{ArcSwap, ArcSwapOption, Guard};
 
 use super::JwtKeySet;
 use crate::defaults;
-use crate::tls::TargetTlsName;
+use crate::filter::endpoint::EndpointTls;
+/// Where a JWKS document is fetched from (the filters' common HTTP endpoint).
+pub use crate::filter::endpoint::HttpEndpoint as JwksEndpoint;
 
 /// A key set and the generation it was published as.
 #[derive(Debug)]
@@ -118,68 +120,13 @@ impl fmt::Debug for JwtKeySource {
     }
 }
 
-/// Where a JWKS document is fetched from: `http://` or `https://` host, port, path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JwksEndpoint {
-    /// The URL as configured (for logs).
-    pub url: String,
-    pub https: bool,
-    /// Host name or IP address (no brackets), to connect to.
-    pub host: String,
-    pub port: u16,
-    /// The `Host` field: host (bracketed for IPv6) and the port when not the scheme's default.
-    pub host_header: String,
-    /// Path and query of the request target (`/` when the URL has none).
-    pub path: String,
-}
-
-impl JwksEndpoint {
-    /// Reads an `http://` or `https://` URL (no user info, no fragment).
-    pub fn parse(url: &str) -> Result<Self, String> {
-        let uri: http::Uri = url.parse().map_err(|e| format!("`{url}` is not a URL: {e}"))?;
-        let https = match uri.scheme_str() {
-            Some("https") => true,
-            Some("http") => false,
-            _ => return Err(format!("`{url}` is not an http:// or https:// URL")),
-        };
-        let authority = uri
-            .authority()
-            .filter(|a| !a.as_str().is_empty())
-            .ok_or_else(|| format!("`{url}` names no host"))?;
-        if authority.as_str().contains('@') {
-            return Err(format!("`{url}`: user info in the URL is not supported"));
-        }
-        let bracketed = authority.host();
-        let host = bracketed.trim_start_matches('[').trim_end_matches(']');
-        if host.is_empty() {
-            return Err(format!("`{url}` names no host"));
-        }
-        let default_port = if https { 443 } else { 80 };
-        let port = authority.port_u16().unwrap_or(default_port);
-        let host_header = if port == default_port {
-            bracketed.to_string()
-        } else {
-            format!("{bracketed}:{port}")
-        };
-        let path = uri.path_and_query().map_or("/", |p| p.as_str());
-        Ok(JwksEndpoint {
-            url: url.to_string(),
-            https,
-            host: host.to_string(),
-            port,
-            host_header,
-            path: if path.is_empty() { "/".into() } else { path.into() },
-        })
-    }
-}
-
 /// How one JWKS document is fetched and refreshed.
 #[derive(Clone)]
 pub struct JwksFetch {
     pub endpoint: JwksEndpoint,
     /// For `https://`: the client configuration (trust roots) and the name the server's
     /// certificate must carry.
-    pub tls: Option<(Arc<rustls::ClientConfig>, TargetTlsName)>,
+    pub tls: Option<EndpointTls>,
     /// Time between fetches when the answer has no `Cache-Control: max-age` (and the longest a
     /// `max-age` may stretch it to).
     pub refresh: Duration,
@@ -198,15 +145,7 @@ impl JwksFetch {
     /// A fetch of `url` with the default intervals; `https://` needs `tls`.
     pub fn new(url: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Result<Self, String> {
         let endpoint = JwksEndpoint::parse(url)?;
-        let tls = match (endpoint.https, tls) {
-            (true, Some(config)) => {
-                let name = TargetTlsName::try_from(endpoint.host.clone())
-                    .map_err(|_| format!("`{}` is not a name a certificate can carry", endpoint.host))?;
-                Some((config, name))
-            }
-            (true, None) => return Err(format!("`{url}`: https needs a TLS client configuration")),
-            (false, _) => None,
-        };
+        let tls = endpoint.client_tls(tls)?;
         Ok(JwksFetch {
             endpoint,
             tls,

@@ -18,7 +18,7 @@
 //! old filters' tasks), and takes its waker off the source as it goes.
 //!
 //! The request is one `GET` over HTTP/1.1 with `Connection: close` (TLS through rustls for
-//! `https://`), read with Rampart's own codec: a `Content-Length` or chunked body of at most
+//! `https://`), through [`super::subrequest`]: a `Content-Length` or chunked body of at most
 //! `max_body` bytes, or one that runs to the close.
 
 use std::future::poll_fn;
@@ -30,14 +30,11 @@ use futures_util::task::AtomicWaker;
 use rampart_model::filter::jwt::{JwksError, JwksFetch, JwtKeySet, JwtKeySource};
 use rampart_model::filter::Filter;
 use rampart_model::Snapshot;
-use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, H1Error, Limits};
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::stream::Stream;
+use super::subrequest::{self, SubrequestError};
 
 /// The longest wait after a failure.
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -45,22 +42,11 @@ const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Why a fetch gave no key set. Messages hold no document content.
 #[derive(Debug, thiserror::Error)]
 pub enum JwksFetchError {
-    #[error("connect: {0}")]
-    Connect(std::io::Error),
-    #[error("TLS: {0}")]
-    Tls(String),
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    #[error("bad response: {0}")]
-    BadResponse(H1Error),
-    #[error("response head too large")]
-    HeadTooLarge,
+    /// No usable answer (connect, TLS, a bad or cut response, a document over `max_body`).
+    #[error(transparent)]
+    Request(#[from] SubrequestError),
     #[error("status {0}")]
     Status(u16),
-    #[error("document larger than {0} bytes")]
-    TooLarge(usize),
-    #[error("connection closed before the whole document")]
-    Truncated,
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
     #[error("{0}")]
@@ -79,37 +65,19 @@ pub struct JwksDocument {
 /// `timeout`).
 pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchError> {
     let endpoint = &fetch.endpoint;
-    let tcp = TcpStream::connect((endpoint.host.as_str(), endpoint.port))
-        .await
-        .map_err(JwksFetchError::Connect)?;
-    let mut stream = match &fetch.tls {
-        None => Stream::Tcp(tcp),
-        Some((config, name)) => Stream::Tls(Box::new(
-            crate::tls::connect::connect(tcp, config, name)
-                .await
-                .map_err(|e| JwksFetchError::Tls(e.to_string()))?,
-        )),
-    };
+    let mut stream = subrequest::connect(endpoint, fetch.tls.as_ref()).await?;
     let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: application/jwk-set+json, application/json\r\nUser-Agent: rampart-jwks\r\nConnection: close\r\n\r\n",
         endpoint.path, endpoint.host_header
     );
-    stream.write_all(request.as_bytes()).await?;
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(SubrequestError::Io)?;
 
-    let limits = Limits::default();
     let mut buf = Vec::with_capacity(4096);
     let mut fields = Vec::new();
-    let head = loop {
-        if read_some(&mut stream, &mut buf).await? == 0 {
-            return Err(JwksFetchError::Truncated);
-        }
-        match parse_response(&buf, &limits, false, &mut fields) {
-            Ok(Some(head)) => break head,
-            Ok(None) if buf.len() <= limits.max_head => continue,
-            Ok(None) => return Err(JwksFetchError::HeadTooLarge),
-            Err(e) => return Err(JwksFetchError::BadResponse(e)),
-        }
-    };
+    let head = subrequest::read_response_head(&mut stream, &mut buf, &mut fields).await?;
     if head.status != 200 {
         return Err(JwksFetchError::Status(head.status));
     }
@@ -118,78 +86,11 @@ pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchErro
         .filter(|f| f.name(&buf).eq_ignore_ascii_case(b"cache-control"))
         .find_map(|f| max_age(f.value(&buf)));
     let rest = buf.split_off(head.len);
-    let body = read_body(&mut stream, head.framing, rest, fetch.max_body).await?;
-    Ok(JwksDocument { body, max_age })
-}
-
-/// Reads what the stream has into `buf`; returns how much (0 at the end).
-async fn read_some(stream: &mut Stream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    let mut chunk = [0u8; 8192];
-    let n = stream.read(&mut chunk).await?;
-    buf.extend_from_slice(&chunk[..n]);
-    Ok(n)
-}
-
-/// The body after the head (`rest` is what came with the head), at most `max` bytes.
-async fn read_body(
-    stream: &mut Stream,
-    framing: Framing,
-    rest: Vec<u8>,
-    max: usize,
-) -> Result<Vec<u8>, JwksFetchError> {
-    match framing {
-        Framing::None => Ok(Vec::new()),
-        Framing::Length(len) => {
-            if len > max as u64 {
-                return Err(JwksFetchError::TooLarge(max));
-            }
-            let len = len as usize;
-            let mut body = rest;
-            while body.len() < len {
-                if read_some(stream, &mut body).await? == 0 {
-                    return Err(JwksFetchError::Truncated);
-                }
-            }
-            body.truncate(len);
-            Ok(body)
-        }
-        Framing::UntilClose => {
-            let mut body = rest;
-            while read_some(stream, &mut body).await? > 0 {
-                if body.len() > max {
-                    return Err(JwksFetchError::TooLarge(max));
-                }
-            }
-            if body.len() > max {
-                return Err(JwksFetchError::TooLarge(max));
-            }
-            Ok(body)
-        }
-        Framing::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            let mut body = Vec::new();
-            let mut input = rest;
-            loop {
-                let (_, progress) = decoder
-                    .decode(&input, |part| {
-                        if let ChunkedPart::Data(data) = part {
-                            body.extend_from_slice(data);
-                        }
-                    })
-                    .map_err(JwksFetchError::BadResponse)?;
-                if decoder.declared_size() > max as u64 {
-                    return Err(JwksFetchError::TooLarge(max));
-                }
-                if progress == ChunkedProgress::Done {
-                    return Ok(body);
-                }
-                input.clear();
-                if read_some(stream, &mut input).await? == 0 {
-                    return Err(JwksFetchError::Truncated);
-                }
-            }
-        }
-    }
+    let body = subrequest::read_body(&mut stream, head.framing, rest, fetch.max_body).await?;
+    Ok(JwksDocument {
+        body: body.bytes,
+        max_age,
+    })
 }
 
 /// `max-age=N` of a `Cache-Control` value.
@@ -307,7 +208,7 @@ pub async fn run_jwks_fetch(fetch: JwksFetch, source: Arc<JwtKeySource>) {
     let waker = wake.clone();
     source.set_refresh_waker(Some(Box::new(move || waker.wake())));
     let _guard = WakerGuard(&source);
-    let url = log_url(&fetch);
+    let url = fetch.endpoint.log_url();
     let mut schedule = FetchSchedule::new(&fetch, Instant::now());
     let mut last_document: Option<[u8; 32]> = None;
     loop {
@@ -390,13 +291,6 @@ async fn next_turn(source: &JwtKeySource, wake: &AtomicWaker, schedule: &FetchSc
         _ = requested => {}
     }
     tokio::time::sleep_until(schedule.earliest().min(schedule.due())).await;
-}
-
-/// The URL without its query (which may carry a token), for logs.
-fn log_url(fetch: &JwksFetch) -> String {
-    let e = &fetch.endpoint;
-    let path = e.path.split('?').next().unwrap_or("/");
-    format!("{}://{}{}", if e.https { "https" } else { "http" }, e.host_header, path)
 }
 
 #[cfg(test)]

@@ -165,6 +165,8 @@ pub struct FilterCx<'a> {
     pub route_index: usize,
     /// The address the connection came from (after a PROXY header).
     pub peer: SocketAddr,
+    /// The scheme the client used: `http`, or `https` over TLS.
+    pub scheme: &'static str,
     pub facts: &'a mut RequestFacts,
 }
 

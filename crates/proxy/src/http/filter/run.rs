@@ -21,6 +21,8 @@ pub(crate) struct Where<'a> {
     pub route: &'a str,
     pub route_index: usize,
     pub peer: SocketAddr,
+    /// `http` or `https` (the client's side).
+    pub scheme: &'static str,
 }
 
 impl<'a> Where<'a> {
@@ -35,6 +37,7 @@ impl<'a> Where<'a> {
             route: self.route,
             route_index: self.route_index,
             peer: self.peer,
+            scheme: self.scheme,
             facts,
         }
     }
@@ -261,5 +264,8 @@ builtin_filters!(
     Cors,
     Jwt,
     RateLimit(RateLimitFilter),
-    Compress
+    Compress,
+    BasicAuth,
+    ApiKey,
+    ForwardAuth
 );

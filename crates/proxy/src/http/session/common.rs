@@ -12,7 +12,7 @@ use rampart_model::ListenerKey;
 use rampart_proto::h1::RequestHead;
 
 use super::{http_settings, Connection};
-use crate::http::access_log::{captured, write_line, AccessRecord};
+use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
 use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
@@ -143,6 +143,7 @@ impl<'a, T: Transport> Connection<'a, T> {
                 route: route.map_or("", |r| r.name.as_str()),
                 route_index,
                 peer: self.client,
+                scheme: self.stream.scheme(),
             };
             let outcome = Outcome {
                 status: rctx.status,
@@ -160,6 +161,15 @@ impl<'a, T: Transport> Connection<'a, T> {
         };
         let parts = captured(&self.log_scratch);
         let route = rctx.route.and_then(|r| self.http().routes.get(r));
+        // Query parameters that carry credentials (`api_key`) are blanked.
+        let secrets: Vec<&str> = route.map_or(Vec::new(), |r| {
+            r.filters
+                .filters
+                .iter()
+                .filter_map(|f| f.secret_query_param())
+                .collect()
+        });
+        let target = redact_query(parts[1], &secrets);
         let upstream_target = rctx
             .upstream
             .zip(rctx.target)
@@ -169,7 +179,7 @@ impl<'a, T: Transport> Connection<'a, T> {
             time: wall,
             client: self.client,
             method: parts[0],
-            target: parts[1],
+            target: &target,
             version: match (self.stream.protocol_name(), head.map(|h| h.version)) {
                 (Some(name), _) => name,
                 (None, Some(rampart_proto::h1::Version::Http10)) => "HTTP/1.0",

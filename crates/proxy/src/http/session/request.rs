@@ -97,6 +97,7 @@ impl<T: Transport> Connection<'_, T> {
             route: &route.name,
             route_index,
             peer: self.client,
+            scheme: self.stream.scheme(),
         };
         delivery.filters = Some((chain, at));
         let mut parts = RequestParts::new(

@@ -11,14 +11,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::{EncodingKey, Header};
 use rampart_model::filter::jwt::{JwtAlgorithm, JwtSettings};
-use rampart_model::tls::{CertificateSet, ListenerTls};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rampart_model::tls::ListenerTls;
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
 
 use super::*;
 use crate::filters::auth::jwt::{verify, JwtRejection};
+use crate::filters::auth::testing::{accept_stream, tls_pair};
+use crate::stream::Stream;
 
 const NOW: u64 = 1_700_000_000;
 
@@ -69,18 +70,8 @@ impl JwksServer {
                 let (tcp, _) = listener.accept().await.unwrap();
                 let (current, count, tls) = (current.clone(), count.clone(), tls.clone());
                 tokio::spawn(async move {
-                    let stream = match tls {
-                        None => Stream::Tcp(tcp),
-                        Some(tls) => {
-                            let mut early = Vec::new();
-                            if crate::tls::accept::first_bytes(&tcp, &mut early).await.is_err() {
-                                return;
-                            }
-                            match crate::tls::accept::accept(tcp, &mut early, &tls).await {
-                                Ok(s) => Stream::Tls(Box::new(s)),
-                                Err(_) => return,
-                            }
-                        }
+                    let Some(stream) = accept_stream(tcp, tls.as_deref()).await else {
+                        return;
                     };
                     serve(stream, &current.load(), &count).await;
                 });
@@ -345,7 +336,10 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
                 ..Answer::ok(doc.clone())
             });
             assert!(
-                matches!(fetch_jwks(&small).await, Err(JwksFetchError::TooLarge(100))),
+                matches!(
+                    fetch_jwks(&small).await,
+                    Err(JwksFetchError::Request(SubrequestError::TooLarge(100)))
+                ),
                 "framing {}",
                 framing as u8
             );
@@ -356,42 +350,9 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
         drop(closed);
         assert!(matches!(
             fetch_jwks(&quick(&url)).await,
-            Err(JwksFetchError::Connect(_))
+            Err(JwksFetchError::Request(SubrequestError::Connect(_)))
         ));
     });
-}
-
-/// A server configuration for a self-signed certificate naming 127.0.0.1, and a client
-/// configuration that trusts it.
-fn tls_pair() -> (ListenerTls, Arc<rustls::ClientConfig>) {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let chain = vec![CertificateDer::from(cert.der().to_vec())];
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain.clone(), PrivateKeyDer::Pkcs8(key.serialize_der().into()))
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(chain[0].clone()).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let listener = ListenerTls {
-        config: Arc::new(server),
-        certificates: Arc::new(CertificateSet::default()),
-        strict_sni: false,
-        handshake_timeout: Duration::from_secs(5),
-        forward_client_cert: None,
-    };
-    (listener, Arc::new(client))
 }
 
 #[test]
@@ -407,7 +368,10 @@ fn https_fetches_check_the_server_certificate() {
         // A client that trusts another CA refuses the server.
         let (_, stranger) = tls_pair();
         let fetch = JwksFetch::new(&url, Some(stranger)).unwrap();
-        assert!(matches!(fetch_jwks(&fetch).await, Err(JwksFetchError::Tls(_))));
+        assert!(matches!(
+            fetch_jwks(&fetch).await,
+            Err(JwksFetchError::Request(SubrequestError::Tls(_)))
+        ));
     });
 }
 

@@ -49,6 +49,7 @@ impl Worker {
             route: "default",
             route_index: 0,
             peer: "192.0.2.1:1000".parse().unwrap(),
+            scheme: "http",
             facts: &mut self.facts,
         }
     }

@@ -1,0 +1,160 @@
+//! What the auth filters' unit tests share: a request as a filter sees it, parsed from raw
+//! bytes, a worker to run a filter's request head phase on, and TLS for test servers.
+
+use std::borrow::Cow;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use rampart_model::tls::{CertificateSet, ListenerTls};
+use rampart_model::Snapshot;
+use rampart_proto::h1::{parse_request, Field, RequestHead};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::TcpStream;
+
+use crate::http::filter::{FilterCx, HttpFilter, RequestFacts, RequestParts, Verdict};
+use crate::stream::Stream;
+use crate::worker::WorkerContext;
+
+/// A request head parsed from raw bytes.
+pub(crate) struct RawRequest {
+    raw: Vec<u8>,
+    fields: Vec<Field>,
+    head: RequestHead,
+}
+
+impl RawRequest {
+    pub fn new(raw: &str) -> Self {
+        let mut fields = Vec::new();
+        let head = parse_request(raw.as_bytes(), &Default::default(), &mut fields)
+            .expect("a valid request")
+            .expect("a whole head");
+        RawRequest {
+            raw: raw.as_bytes().to_vec(),
+            fields,
+            head,
+        }
+    }
+
+    /// The request as the filters see it (no edits yet).
+    pub fn parts(&self) -> RequestParts<'_> {
+        let slice = |r: (u32, u32)| &self.raw[r.0 as usize..r.1 as usize];
+        let target = slice(self.head.target);
+        let (path, query) = match target.iter().position(|&b| b == b'?') {
+            Some(q) => (&target[..q], &target[q + 1..]),
+            None => (target, &b""[..]),
+        };
+        let host = self.head.host.map(slice).unwrap_or_default();
+        let host = host.split(|&b| b == b':').next().unwrap_or_default();
+        RequestParts::new(
+            slice(self.head.method),
+            host,
+            path,
+            query,
+            self.head.version,
+            self.head.framing,
+            &self.raw,
+            &self.fields,
+            Cow::Borrowed(target),
+            Cow::Owned(Default::default()),
+            None,
+        )
+    }
+}
+
+/// A worker with an empty snapshot.
+pub(crate) fn worker() -> WorkerContext {
+    let snapshot = Snapshot {
+        generation: 1,
+        listeners: Vec::new(),
+        upstreams: Vec::new(),
+        session_log: None,
+        drain_timeout: Duration::from_secs(1),
+        upgrade_timeout: Duration::from_secs(1),
+    };
+    WorkerContext::new(0, Default::default(), Arc::new(ArcSwap::from_pointee(snapshot)), None)
+}
+
+/// Runs `filter`'s request head phase for `req` on `worker` (client 192.0.2.7 over http);
+/// returns the verdict and what the filter found out.
+pub(crate) async fn request_head<F: HttpFilter>(
+    filter: &F,
+    worker: &WorkerContext,
+    req: &mut RequestParts<'_>,
+) -> (Verdict, RequestFacts) {
+    let snapshot = worker.snapshot();
+    let mut facts = RequestFacts {
+        client_ip: [192, 0, 2, 7].into(),
+        ..RequestFacts::default()
+    };
+    let mut cx = FilterCx {
+        worker,
+        snapshot: &snapshot,
+        listener: "gw",
+        route: "r",
+        route_index: 0,
+        peer: SocketAddr::from(([192, 0, 2, 7], 40000)),
+        scheme: "http",
+        facts: &mut facts,
+    };
+    let mut state = F::State::default();
+    let verdict = filter.request_head(&mut cx, &mut state, req).await;
+    (verdict, facts)
+}
+
+/// Runs `f` to completion on a worker-like runtime (one thread, with a blocking pool).
+pub(crate) fn block_on<T>(f: impl Future<Output = T>) -> T {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(2)
+        .build()
+        .expect("a runtime");
+    tokio::task::LocalSet::new().block_on(&runtime, f)
+}
+
+/// A server configuration for a self-signed certificate naming 127.0.0.1, and a client
+/// configuration that trusts it.
+pub(crate) fn tls_pair() -> (ListenerTls, Arc<rustls::ClientConfig>) {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .self_signed(&key)
+        .unwrap();
+    let chain = vec![CertificateDer::from(cert.der().to_vec())];
+    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(chain.clone(), PrivateKeyDer::Pkcs8(key.serialize_der().into()))
+        .unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(chain[0].clone()).unwrap();
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let listener = ListenerTls {
+        config: Arc::new(server),
+        certificates: Arc::new(CertificateSet::default()),
+        strict_sni: false,
+        handshake_timeout: Duration::from_secs(5),
+        forward_client_cert: None,
+    };
+    (listener, Arc::new(client))
+}
+
+/// A test server's side of an accepted connection: plain, or TLS with `tls`; `None` when the
+/// handshake fails.
+pub(crate) async fn accept_stream(tcp: TcpStream, tls: Option<&ListenerTls>) -> Option<Stream> {
+    let Some(tls) = tls else {
+        return Some(Stream::Tcp(tcp));
+    };
+    let mut early = Vec::new();
+    crate::tls::accept::first_bytes(&tcp, &mut early).await.ok()?;
+    let stream = crate::tls::accept::accept(tcp, &mut early, tls).await.ok()?;
+    Some(Stream::Tls(Box::new(stream)))
+}
