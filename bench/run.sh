@@ -44,6 +44,9 @@
 #                      `ssl_preread`) to the backend nginx's TLS port, 64 at a time. Same table as HTTPS, per
 #                      connection; a round with a failed request or a handshake not verified against the
 #                      backend's own certificate, or where another name was not refused, fails.
+# Gateway filters (issue 15, bench/filters.py; Rampart against itself, needs redis-server for `global`):
+#   bench/run.sh filters                         # bare route vs request_id, jwt, rate_limit, all three, global
+#   bench/run.sh filters --variants bare,all3 --rounds 7
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -61,6 +64,8 @@ command -v nginx >/dev/null || need+=(nginx-light)
 command -v haproxy >/dev/null || need+=(haproxy)
 command -v wrk >/dev/null || need+=(wrk)
 command -v h2load >/dev/null || need+=(nghttp2-client)
+command -v redis-server >/dev/null || need+=(redis-server)
+command -v perf >/dev/null || need+=(linux-perf)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -100,5 +105,8 @@ if [ -n "$rev" ]; then
     cp "$(cd "$src" && CARGO_TARGET_DIR="$PWD/../baseline-target" build)" "$baseline"
   fi
   args+=(--baseline "$baseline")
+fi
+if [ "${args[0]:-}" = filters ]; then
+  exec python3 bench/filters.py --rampart "$rampart" "${args[@]:1}"
 fi
 exec python3 bench/bench.py --rampart "$rampart" "${args[@]}"

@@ -136,8 +136,12 @@ impl Checker<'_> {
             Some(built) => built,
             None => return self.external_filter(&mut table, type_value.span(), live),
         };
-        for (key, key_span) in table.unread() {
-            self.error(key_span, format!("`{key}` is not a key of a `{type_name}` filter"));
+        // A filter that stopped at an error may not have read every key it knows: its unread
+        // keys are only reported once it compiles.
+        if filter.is_some() {
+            for (key, key_span) in table.unread() {
+                self.error(key_span, format!("`{key}` is not a key of a `{type_name}` filter"));
+            }
         }
         filter
     }

@@ -105,6 +105,15 @@ filters = [
 }
 
 #[test]
+fn a_filter_that_stops_at_an_error_calls_none_of_its_own_keys_unknown() {
+    let cfg = config(
+        "",
+        "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"cors\", methods = [\"GET\"], max_age = \"1m\" }]\n",
+    );
+    assert_eq!(errors(&cfg), ["test.toml:7:12: a `cors` filter needs `origins`"]);
+}
+
+#[test]
 fn filter_errors_point_at_what_is_wrong() {
     let route = |filters: &str| {
         config(
