@@ -174,12 +174,16 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         engine.current().upgrade_timeout,
                     )
                     .await;
+                    // The admin listener stops accepting before the caller hears the outcome,
+                    // so its next connection reaches the new process.
+                    if matches!(outcome, UpgradeOutcome::Ready { .. }) {
+                        admin.handed_over.notify_one();
+                    }
                     if let Some(reply) = reply {
                         let _ = reply.send(outcome.clone());
                     }
                     if let UpgradeOutcome::Ready { pid } = outcome {
                         notify::handed_over(pid);
-                        admin.handed_over.notify_one();
                         break Stop::Upgraded;
                     }
                 }

@@ -113,6 +113,9 @@ impl Drop for Listener {
 async fn accept_loop(mut listener: Listener, shared: Arc<AdminShared>) {
     loop {
         let accepted = tokio::select! {
+            // A hand-over wins over a connection waiting at the same time: that one is the new
+            // process's to take.
+            biased;
             _ = shared.handed_over.notified() => break,
             accepted = accept(&listener) => accepted,
         };
