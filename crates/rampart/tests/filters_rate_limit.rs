@@ -390,3 +390,74 @@ fn a_limit_keyed_on_a_jwt_claim_counts_each_subject_apart() {
     // A request the jwt filter refuses never reaches the limit.
     assert_eq!(ask(&mut c, "bad.token.here"), 401);
 }
+
+/// `curl --http2-prior-knowledge` with `args`: status and response head.
+fn curl_h2(url: &str, args: &[&str]) -> (u16, String) {
+    let out = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--http2-prior-knowledge",
+            "-D",
+            "-",
+            "-o",
+            "/dev/null",
+        ])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("curl runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let head = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(head.starts_with("HTTP/2 "), "{head}");
+    (head[7..10].parse().unwrap(), head)
+}
+
+#[test]
+fn http2_clients_meet_the_same_filters() {
+    let secret = b"a shared HMAC secret, 32 bytes or more";
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("jwt.key"), secret).unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n\
+         {{ type = \"request_id\" }},\n\
+         {{ type = \"jwt\", keys = \"jwt.key\" }},\n\
+         {{ type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" }},\n]\n\n\
+         [upstreams.app]\ntargets = [\"{}\"]\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "gw.toml", &cfg);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 600;
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({ "sub": "h2-user", "exp": exp }),
+        &jsonwebtoken::EncodingKey::from_secret(secret),
+    )
+    .unwrap();
+    let url = format!("http://127.0.0.1:{port}/");
+    let auth = format!("Authorization: Bearer {token}");
+    // No token: 401 with the challenge, and a request id all the same.
+    let (status, head) = curl_h2(&url, &[]);
+    assert_eq!(status, 401, "{head}");
+    assert!(head.contains("www-authenticate: Bearer realm=\"rampart\""), "{head}");
+    assert!(head.contains("x-request-id: "), "{head}");
+    // Two a minute, then 429 with the fields.
+    for _ in 0..2 {
+        let (status, head) = curl_h2(&url, &["-H", &auth]);
+        assert_eq!(status, 200, "{head}");
+        assert!(head.contains("ratelimit: \"default\";r="), "{head}");
+        assert!(backend.next_head().to_ascii_lowercase().contains("x-request-id: "));
+    }
+    let (status, head) = curl_h2(&url, &["-H", &auth]);
+    assert_eq!(status, 429, "{head}");
+    assert!(head.contains("retry-after: 30"), "{head}");
+}
