@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::http::{send, HttpBackend, Reply};
+use common::http::{header, send, HttpBackend, Reply};
 use common::*;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
@@ -107,27 +107,6 @@ fn bearer(t: &str) -> String {
     format!("Authorization: Bearer {t}\r\n")
 }
 
-fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
-    head.lines().find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case(name).then(|| v.trim())
-    })
-}
-
-/// The access log's lines once it has `n` of them.
-fn log_lines(path: &std::path::Path, n: usize) -> Vec<Value> {
-    let deadline = Instant::now() + WAIT;
-    loop {
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-        if lines.len() >= n {
-            return lines;
-        }
-        assert!(Instant::now() < deadline, "access log has {} of {n} lines", lines.len());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn tokens_of_every_algorithm_are_verified_and_their_claims_forwarded() {
     let rsa = signer(&rcgen::PKCS_RSA_SHA256);
@@ -176,7 +155,7 @@ fn tokens_of_every_algorithm_are_verified_and_their_claims_forwarded() {
         // The token still goes upstream (strip_token is off).
         assert!(upstream.contains("authorization: bearer"), "{upstream}");
     }
-    let lines = log_lines(&gw.log, cases.len());
+    let lines = json_log_lines(&gw.log, cases.len());
     for (line, (alg, _)) in lines.iter().zip(&cases) {
         assert_eq!(line["status"], 200);
         assert_eq!(line["user"], format!("user-{alg:?}").as_str());
@@ -265,7 +244,7 @@ fn bad_tokens_get_401_with_a_short_reason_and_nothing_of_the_token_in_the_log() 
     }
     // The good token passes.
     assert_eq!(get(gw.port, "/", &bearer(&valid)).0, 200);
-    let lines = log_lines(&gw.log, cases.len() + 3);
+    let lines = json_log_lines(&gw.log, cases.len() + 3);
     for (line, (_, reason)) in lines.iter().zip(&cases) {
         assert_eq!(line["status"], 401);
         assert_eq!(line["error"], *reason);
@@ -402,7 +381,7 @@ fn a_jwks_is_fetched_and_followed_through_a_key_rotation() {
     // k1 was removed: its tokens (even one verified and cached before) are refused now.
     let (status, _, _) = get(gw.port, "/", &bearer(&t1));
     assert_eq!(status, 401);
-    let lines = log_lines(&gw.log, 4);
+    let lines = json_log_lines(&gw.log, 4);
     assert_eq!(lines[1]["error"], "jwt_unknown_key");
     assert_eq!(lines.last().unwrap()["error"], "jwt_unknown_key");
     let _ = &gw.dir;
@@ -423,7 +402,7 @@ fn a_jwks_that_never_answers_gives_503_not_401() {
     let (status, head, _) = get(gw.port, "/", &bearer(&t));
     assert_eq!(status, 503);
     assert_eq!(header(&head, "retry-after"), Some("1"));
-    assert_eq!(log_lines(&gw.log, 1)[0]["error"], "jwt_keys_unavailable");
+    assert_eq!(json_log_lines(&gw.log, 1)[0]["error"], "jwt_keys_unavailable");
 }
 
 #[test]

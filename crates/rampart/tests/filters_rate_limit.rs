@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::http::{HttpBackend, Reply};
+use common::http::{header, HttpBackend, Reply};
 use common::servers::RedisServer;
 use common::*;
 
@@ -42,13 +42,6 @@ fn exchange(stream: &mut TcpStream, request: &[u8]) -> (u16, String) {
         assert!(n > 0, "closed before a response: {}", String::from_utf8_lossy(&buf));
         buf.extend_from_slice(&chunk[..n]);
     }
-}
-
-fn header<'h>(head: &'h str, name: &str) -> Option<&'h str> {
-    head.lines().find_map(|l| {
-        let (n, v) = l.split_once(':')?;
-        n.eq_ignore_ascii_case(name).then(|| v.trim())
-    })
 }
 
 /// What a paced run saw.
@@ -129,7 +122,7 @@ fn assert_within_5_percent(t: &Tally, rate: f64, burst: f64) {
 struct Site {
     proxies: Vec<Rampart>,
     ports: Vec<u16>,
-    _backend: HttpBackend,
+    backend: HttpBackend,
     _dir: tempfile::TempDir,
 }
 
@@ -153,7 +146,7 @@ fn site(copies: usize, routes: &str) -> Site {
     Site {
         proxies,
         ports,
-        _backend: backend,
+        backend,
         _dir: dir,
     }
 }
@@ -346,38 +339,53 @@ fn rate_limit_config_errors_point_at_their_place() {
     assert!(!err.contains("pw"), "{err}");
 }
 
-#[test]
-fn a_limit_keyed_on_a_jwt_claim_counts_each_subject_apart() {
-    let secret = b"a shared HMAC secret, 32 bytes or more";
+const JWT_SECRET: &[u8] = b"a shared HMAC secret, 32 bytes or more";
+
+/// One Rampart whose only route runs `filters` (TOML tables), beside `jwt.key` (the HS256
+/// secret of [`hs256`]).
+fn jwt_site(filters: &str) -> Site {
     let backend = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("jwt.key"), secret).unwrap();
+    std::fs::write(dir.path().join("jwt.key"), JWT_SECRET).unwrap();
     let port = free_port();
     let cfg = format!(
         "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
-         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n\
-         {{ type = \"jwt\", keys = \"jwt.key\" }},\n\
-         {{ type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" }},\n]\n\n\
+         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n{filters}]\n\n\
          [upstreams.app]\ntargets = [\"{}\"]\n",
         backend.target()
     );
     let path = write_file(dir.path(), "gw.toml", &cfg);
-    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let token = |sub: &str| {
-        let exp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_secs()
-            + 600;
-        jsonwebtoken::encode(
-            &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-            &serde_json::json!({ "sub": sub, "exp": exp }),
-            &jsonwebtoken::EncodingKey::from_secret(secret),
-        )
+    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    Site {
+        proxies: vec![proxy],
+        ports: vec![port],
+        backend,
+        _dir: dir,
+    }
+}
+
+/// A token for `sub` that expires in ten minutes, signed with [`JWT_SECRET`].
+fn hs256(sub: &str) -> String {
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
-    };
-    let (alice, bob) = (token("alice"), token("bob"));
-    let mut c = connect(port);
+        .as_secs()
+        + 600;
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
+        &serde_json::json!({ "sub": sub, "exp": exp }),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET),
+    )
+    .unwrap()
+}
+
+#[test]
+fn a_limit_keyed_on_a_jwt_claim_counts_each_subject_apart() {
+    let s = jwt_site(
+        "{ type = \"jwt\", keys = \"jwt.key\" },\n{ type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" },\n",
+    );
+    let (alice, bob) = (hs256("alice"), hs256("bob"));
+    let mut c = connect(s.ports[0]);
     let ask = |c: &mut TcpStream, t: &str| {
         let request = format!("GET / HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {t}\r\n\r\n");
         exchange(c, request.as_bytes()).0
@@ -416,35 +424,12 @@ fn curl_h2(url: &str, args: &[&str]) -> (u16, String) {
 
 #[test]
 fn http2_clients_meet_the_same_filters() {
-    let secret = b"a shared HMAC secret, 32 bytes or more";
-    let backend = HttpBackend::start(Reply::Echo);
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("jwt.key"), secret).unwrap();
-    let port = free_port();
-    let cfg = format!(
-        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
-         [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [\n\
-         {{ type = \"request_id\" }},\n\
-         {{ type = \"jwt\", keys = \"jwt.key\" }},\n\
-         {{ type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" }},\n]\n\n\
-         [upstreams.app]\ntargets = [\"{}\"]\n",
-        backend.target()
+    let s = jwt_site(
+        "{ type = \"request_id\" },\n{ type = \"jwt\", keys = \"jwt.key\" },\n\
+         { type = \"rate_limit\", rate = \"2/m\", key = \"claim:sub\" },\n",
     );
-    let path = write_file(dir.path(), "gw.toml", &cfg);
-    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let exp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 600;
-    let token = jsonwebtoken::encode(
-        &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256),
-        &serde_json::json!({ "sub": "h2-user", "exp": exp }),
-        &jsonwebtoken::EncodingKey::from_secret(secret),
-    )
-    .unwrap();
-    let url = format!("http://127.0.0.1:{port}/");
-    let auth = format!("Authorization: Bearer {token}");
+    let url = format!("http://127.0.0.1:{}/", s.ports[0]);
+    let auth = format!("Authorization: Bearer {}", hs256("h2-user"));
     // No token: 401 with the challenge, and a request id all the same.
     let (status, head) = curl_h2(&url, &[]);
     assert_eq!(status, 401, "{head}");
@@ -455,7 +440,7 @@ fn http2_clients_meet_the_same_filters() {
         let (status, head) = curl_h2(&url, &["-H", &auth]);
         assert_eq!(status, 200, "{head}");
         assert!(head.contains("ratelimit: \"default\";r="), "{head}");
-        assert!(backend.next_head().to_ascii_lowercase().contains("x-request-id: "));
+        assert!(s.backend.next_head().to_ascii_lowercase().contains("x-request-id: "));
     }
     let (status, head) = curl_h2(&url, &["-H", &auth]);
     assert_eq!(status, 429, "{head}");
