@@ -15,43 +15,14 @@ use argon2::password_hash::{PasswordHasher, SaltString};
 use auth_service::AuthService;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::http::{header, read_response, send, HttpBackend, Reply};
+use common::http::{header, read_response, send};
 use common::*;
-
-struct Gateway {
-    proxy: Rampart,
-    port: u16,
-    backend: HttpBackend,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
 
 /// A one-worker gateway with `routes` (upstream `app`: an echoing backend), its access log in
 /// JSON, and `files` written beside its config first.
-fn gateway(files: &[(&str, String)], routes: &str) -> Gateway {
-    let backend = HttpBackend::start(Reply::Echo);
-    let dir = tempfile::tempdir().unwrap();
-    for (name, content) in files {
-        write_file(dir.path(), name, content);
-    }
-    let port = free_port();
-    let log = dir.path().join("access.log");
-    let cfg = format!(
-        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
-         access_log = {{ path = \"{}\", format = \"json\" }}\n\n{routes}\n\
-         [upstreams.app]\ntargets = [\"{}\"]\n",
-        log.display(),
-        backend.target()
-    );
-    let path = write_file(dir.path(), "gw.toml", &cfg);
-    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    Gateway {
-        proxy,
-        port,
-        backend,
-        log,
-        _dir: dir,
-    }
+fn gateway(files: &[(&str, String)], routes: &str) -> FilterGateway {
+    let files: Vec<(&str, &[u8])> = files.iter().map(|(n, c)| (*n, c.as_bytes())).collect();
+    filter_gateway(&files, "", routes)
 }
 
 fn request(port: u16, raw: &str) -> (u16, String, String) {
@@ -70,7 +41,7 @@ fn basic(user_password: &str) -> String {
 
 /// Stops the proxy and returns everything it logged and the access log, for secrets to be
 /// looked for.
-fn all_logs(gw: &mut Gateway) -> String {
+fn all_logs(gw: &mut FilterGateway) -> String {
     gw.proxy.stop();
     format!(
         "{}\n{}",

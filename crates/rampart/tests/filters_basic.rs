@@ -6,38 +6,11 @@ mod common;
 
 use std::io::Write;
 
-use common::http::{header, read_response, send, HttpBackend, Reply};
+use common::http::{header, read_response, send};
 use common::*;
 
-struct Gateway {
-    _proxy: Rampart,
-    port: u16,
-    backend: HttpBackend,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-fn gateway(listener_extra: &str, routes: &str) -> Gateway {
-    let backend = HttpBackend::start(Reply::Echo);
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let log = dir.path().join("access.log");
-    let cfg = format!(
-        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
-         access_log = {{ path = \"{}\", format = \"json\" }}\n{listener_extra}\n{routes}\n\
-         [upstreams.app]\ntargets = [\"{}\"]\n",
-        log.display(),
-        backend.target()
-    );
-    let path = write_file(dir.path(), "gw.toml", &cfg);
-    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    Gateway {
-        _proxy: proxy,
-        port,
-        backend,
-        log,
-        _dir: dir,
-    }
+fn gateway(listener_extra: &str, routes: &str) -> FilterGateway {
+    filter_gateway(&[], listener_extra, routes)
 }
 
 fn request(port: u16, raw: &str) -> (u16, String, String) {

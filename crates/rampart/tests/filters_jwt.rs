@@ -15,7 +15,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
-use common::http::{header, send, HttpBackend, Reply};
+use common::http::{header, send};
 use common::*;
 use jsonwebtoken::{encode, Algorithm, EncodingKey, Header};
 use serde_json::{json, Value};
@@ -61,39 +61,9 @@ fn claims(sub: &str) -> Value {
     json!({ "sub": sub, "exp": now() + 600, "iss": "https://idp.test", "aud": "api", "role": "admin" })
 }
 
-struct Gateway {
-    proxy: Rampart,
-    port: u16,
-    backend: HttpBackend,
-    log: std::path::PathBuf,
-    dir: tempfile::TempDir,
-}
-
-/// A gateway whose routes are `routes` (TOML), with the access log in JSON.
-fn gateway(files: &[(&str, &[u8])], routes: &str) -> Gateway {
-    let backend = HttpBackend::start(Reply::Echo);
-    let dir = tempfile::tempdir().unwrap();
-    for (name, content) in files {
-        std::fs::write(dir.path().join(name), content).unwrap();
-    }
-    let port = free_port();
-    let log = dir.path().join("access.log");
-    let cfg = format!(
-        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
-         access_log = {{ path = \"{}\", format = \"json\" }}\n\n{routes}\n\
-         [upstreams.app]\ntargets = [\"{}\"]\n",
-        log.display(),
-        backend.target()
-    );
-    let path = write_file(dir.path(), "gw.toml", &cfg);
-    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    Gateway {
-        proxy,
-        port,
-        backend,
-        log,
-        dir,
-    }
+/// A gateway whose routes are `routes` (TOML), `files` beside its config.
+fn gateway(files: &[(&str, &[u8])], routes: &str) -> FilterGateway {
+    filter_gateway(files, "", routes)
 }
 
 fn get(port: u16, path: &str, extra: &str) -> (u16, String, String) {

@@ -428,6 +428,43 @@ pub fn http_gateway(dir: &Path, targets: &[String], upstream_extra: &str) -> (Ra
     (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
 }
 
+/// A gateway for filter tests: one `rampart run` with one worker, listener `gw` (HTTP, with
+/// `listener_extra` lines and a JSON access log at `log`), the `routes` given (TOML), and
+/// upstream `app` on an echoing backend; `files` are written beside the config first.
+pub struct FilterGateway {
+    pub proxy: Rampart,
+    pub port: u16,
+    pub backend: http::HttpBackend,
+    pub log: PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+pub fn filter_gateway(files: &[(&str, &[u8])], listener_extra: &str, routes: &str) -> FilterGateway {
+    let backend = http::HttpBackend::start(http::Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    for (name, content) in files {
+        std::fs::write(dir.path().join(name), content).unwrap();
+    }
+    let port = free_port();
+    let log = dir.path().join("access.log");
+    let cfg = format!(
+        "[listeners.gw]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+         access_log = {{ path = \"{}\", format = \"json\" }}\n{listener_extra}\n\n{routes}\n\
+         [upstreams.app]\ntargets = [\"{}\"]\n",
+        log.display(),
+        backend.target()
+    );
+    let path = write_file(dir.path(), "gw.toml", &cfg);
+    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    FilterGateway {
+        proxy,
+        port,
+        backend,
+        log,
+        dir,
+    }
+}
+
 /// `METHOD path` to the admin port with an optional token: status and JSON body.
 pub fn admin(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
