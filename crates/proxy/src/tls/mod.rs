@@ -23,7 +23,7 @@ pub mod accept;
 pub mod connect;
 pub mod info;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use info::{OwnedTlsInfo, TlsInfo};
 

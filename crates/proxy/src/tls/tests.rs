@@ -15,9 +15,15 @@ use super::connect::connect;
 use crate::stream::Stream;
 
 fn configs() -> (ListenerTls, Arc<rustls::ClientConfig>) {
+    self_signed_pair("tls.test")
+}
+
+/// A server configuration for a self-signed certificate naming `name`, and a client
+/// configuration that trusts it (for test servers in this crate).
+pub(crate) fn self_signed_pair(name: &str) -> (ListenerTls, Arc<rustls::ClientConfig>) {
     let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["tls.test".to_string()])
+    let cert = rcgen::CertificateParams::new(vec![name.to_string()])
         .unwrap()
         .self_signed(&key)
         .unwrap();

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
-use rampart_model::tls::{CertificateSet, ListenerTls};
+use rampart_model::tls::ListenerTls;
 use rampart_model::Snapshot;
 use rampart_proto::h1::{parse_request, Field, RequestHead};
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpStream;
 
 use crate::http::filter::{FilterCx, HttpFilter, RequestFacts, RequestParts, Verdict};
@@ -117,34 +116,7 @@ pub(crate) fn block_on<T>(f: impl Future<Output = T>) -> T {
 /// A server configuration for a self-signed certificate naming 127.0.0.1, and a client
 /// configuration that trusts it.
 pub(crate) fn tls_pair() -> (ListenerTls, Arc<rustls::ClientConfig>) {
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .self_signed(&key)
-        .unwrap();
-    let chain = vec![CertificateDer::from(cert.der().to_vec())];
-    let server = rustls::ServerConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(chain.clone(), PrivateKeyDer::Pkcs8(key.serialize_der().into()))
-        .unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    roots.add(chain[0].clone()).unwrap();
-    let client = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    let listener = ListenerTls {
-        config: Arc::new(server),
-        certificates: Arc::new(CertificateSet::default()),
-        strict_sni: false,
-        handshake_timeout: Duration::from_secs(5),
-        forward_client_cert: None,
-    };
-    (listener, Arc::new(client))
+    crate::tls::tests::self_signed_pair("127.0.0.1")
 }
 
 /// A test server's side of an accepted connection: plain, or TLS with `tls`; `None` when the
