@@ -237,14 +237,14 @@ pub struct RawRespond {
     #[serde(default)]
     pub body: String,
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<Spanned<String>, Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRedirect {
     /// Where to: a URL (or a path).
-    pub to: Option<String>,
+    pub to: Option<Spanned<String>>,
     /// Or the same host, path and query under this scheme.
     pub scheme: Option<Spanned<String>>,
     pub status: Option<Spanned<i64>>,
@@ -270,11 +270,11 @@ pub struct RawRewrite {
 #[serde(deny_unknown_fields)]
 pub struct RawHeaderOps {
     #[serde(default)]
-    pub set: BTreeMap<String, String>,
+    pub set: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
-    pub add: BTreeMap<String, String>,
+    pub add: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
-    pub remove: Vec<String>,
+    pub remove: Vec<Spanned<String>>,
 }
 
 /// `[upstreams.NAME]`.
@@ -313,7 +313,7 @@ pub struct RawUpstream {
     pub tls: Option<Spanned<RawUpstreamTls>>,
 }
 
-/// A target: `"host:port"` or `{ address = "host:port", weight = 3 }`.
+/// A target: `"host:port"` or `{ address = "host:port", weight = 3, backup = true }`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum RawTarget {
@@ -326,6 +326,9 @@ pub enum RawTarget {
 pub struct RawTargetTable {
     pub address: String,
     pub weight: Option<i64>,
+    /// Only while no primary target is available.
+    #[serde(default)]
+    pub backup: bool,
 }
 
 /// `[upstreams.NAME.health_check]`.

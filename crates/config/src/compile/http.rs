@@ -72,8 +72,9 @@ impl Checker<'_> {
                 None => self.error(
                     up.span(),
                     format!(
-                        "listener `{name}` refers to unknown upstream `{}` (defined: {upstream_names})",
-                        up.get_ref()
+                        "listener `{name}` refers to unknown upstream `{}` {}",
+                        up.get_ref(),
+                        super::suggest::defined(up.get_ref(), upstream_names)
                     ),
                 ),
             }
@@ -185,8 +186,9 @@ impl Checker<'_> {
                     self.error(
                         up.span(),
                         format!(
-                            "route `{name}` refers to unknown upstream `{}` (defined: {upstream_names})",
-                            up.get_ref()
+                            "route `{name}` refers to unknown upstream `{}` {}",
+                            up.get_ref(),
+                            super::suggest::defined(up.get_ref(), upstream_names)
                         ),
                     );
                     return None;
@@ -195,18 +197,28 @@ impl Checker<'_> {
         } else if let Some(resp) = &r.respond {
             let resp = resp.get_ref();
             let status = self.status(resp.status.as_ref(), 200, 100..=599)?;
+            let headers = self.header_pairs(&resp.headers, &format!("route `{name}`: respond"))?;
             RouteAction::Respond {
                 status,
-                headers: resp.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+                headers,
                 body: resp.body.clone().into_bytes(),
             }
         } else {
             let redirect = r.redirect.as_ref()?.get_ref();
             let to = match (&redirect.to, &redirect.scheme) {
-                (Some(location), None) => RedirectTo::Location {
-                    location: location.clone(),
-                    keep_path: redirect.keep_path,
-                },
+                (Some(location), None) => {
+                    if !self.check_uri(
+                        location.span(),
+                        location.get_ref(),
+                        &format!("route `{name}`: redirect `to`"),
+                    ) {
+                        return None;
+                    }
+                    RedirectTo::Location {
+                        location: location.get_ref().clone(),
+                        keep_path: redirect.keep_path,
+                    }
+                }
                 (None, Some(scheme)) if ["http", "https"].contains(&scheme.get_ref().as_str()) => {
                     RedirectTo::Scheme(scheme.get_ref().clone())
                 }

@@ -10,23 +10,22 @@ use super::FilterTable;
 use crate::compile::Checker;
 use crate::raw::{RawHeaderOps, RawRoute};
 
-/// Whether `s` is an HTTP token (a header name, a method).
-pub(super) fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// A route's `request_headers` / `response_headers` table.
-pub(super) fn raw_header_ops(raw: &RawHeaderOps) -> HeaderOps {
-    HeaderOps {
-        remove: raw.remove.iter().map(|n| n.to_ascii_lowercase()).collect(),
-        set: raw.set.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-        add: raw.add.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-    }
-}
+pub(super) use crate::compile::wire::is_token;
 
 impl Checker<'_> {
+    /// A route's `request_headers` / `response_headers` table (`what`), each name and value
+    /// checked at its place.
+    pub(super) fn raw_header_ops(&mut self, raw: &RawHeaderOps, what: &str) -> Option<HeaderOps> {
+        let set = self.header_pairs(&raw.set, what);
+        let add = self.header_pairs(&raw.add, what);
+        let remove = self.header_names(&raw.remove, what);
+        Some(HeaderOps {
+            remove: remove?,
+            set: set?,
+            add: add?,
+        })
+    }
+
     pub(super) fn request_id_filter(&mut self, t: &mut FilterTable<'_>) -> Option<Filter> {
         let header = match self.filter_string(t, "header") {
             Some(h) if is_token(h.get_ref()) => h.get_ref().to_ascii_lowercase(),
@@ -97,6 +96,12 @@ impl Checker<'_> {
                 .to_vec(),
         };
         let allow_headers = self.filter_strings(t, "allow_headers").map(|list| {
+            for bad in list.get_ref().iter().filter(|h| *h != "*" && !is_token(h)) {
+                self.error(
+                    list.span(),
+                    format!("`allow_headers`: `{}` is not a header name", bad.escape_debug()),
+                );
+            }
             list.into_inner()
                 .into_iter()
                 .map(|h| h.to_ascii_lowercase())
@@ -104,10 +109,18 @@ impl Checker<'_> {
         });
         // `["*"]` means any header, as no list does.
         let allow_headers = allow_headers.filter(|h| !h.iter().any(|n| n == "*"));
-        let expose_headers = self
-            .filter_strings(t, "expose_headers")
-            .map(Spanned::into_inner)
-            .unwrap_or_default();
+        let expose_headers = match self.filter_strings(t, "expose_headers") {
+            Some(list) => {
+                for bad in list.get_ref().iter().filter(|h| !is_token(h)) {
+                    self.error(
+                        list.span(),
+                        format!("`expose_headers`: `{}` is not a header name", bad.escape_debug()),
+                    );
+                }
+                list.into_inner()
+            }
+            None => Vec::new(),
+        };
         let credentials = self.filter_bool(t, "credentials", false);
         let max_age = self.filter_duration(t, "max_age").map(|d| d.as_secs());
         let cors = Cors {

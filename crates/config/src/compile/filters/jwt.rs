@@ -158,7 +158,16 @@ impl Checker<'_> {
             };
         }
         location.query = self.filter_string(t, "query").map(Spanned::into_inner);
-        location.cookie = self.filter_string(t, "cookie").map(Spanned::into_inner);
+        location.cookie = self.filter_string(t, "cookie").and_then(|c| {
+            if is_token(c.get_ref()) {
+                return Some(c.into_inner());
+            }
+            self.error(
+                c.span(),
+                format!("`cookie`: `{}` is not a cookie name", c.get_ref().escape_debug()),
+            );
+            None
+        });
         if location.header.is_none() && location.query.is_none() && location.cookie.is_none() {
             self.error(
                 t.span.clone(),

@@ -182,7 +182,10 @@ impl Checker<'_> {
             known.extend(live.filter_registry().names());
             self.error(
                 type_span,
-                format!("unknown filter type `{}` (known: {})", t.type_name, known.join(", ")),
+                match crate::compile::suggest::closest(t.type_name, known.iter().copied()) {
+                    Some(near) => format!("unknown filter type `{}` (did you mean `{near}`?)", t.type_name),
+                    None => format!("unknown filter type `{}` (known: {})", t.type_name, known.join(", ")),
+                },
             );
             return None;
         };
@@ -216,14 +219,14 @@ impl Checker<'_> {
             out.push(Filter::Rewrite(rewrite));
         }
         if !r.request_headers.is_empty() {
-            out.push(Filter::RequestHeaders(filter::RequestHeaders {
-                ops: basic::raw_header_ops(&r.request_headers),
-            }));
+            if let Some(ops) = self.raw_header_ops(&r.request_headers, "request_headers") {
+                out.push(Filter::RequestHeaders(filter::RequestHeaders { ops }));
+            }
         }
         if !r.response_headers.is_empty() {
-            out.push(Filter::ResponseHeaders(filter::ResponseHeaders {
-                ops: basic::raw_header_ops(&r.response_headers),
-            }));
+            if let Some(ops) = self.raw_header_ops(&r.response_headers, "response_headers") {
+                out.push(Filter::ResponseHeaders(filter::ResponseHeaders { ops }));
+            }
         }
         out
     }
@@ -381,11 +384,18 @@ impl Checker<'_> {
             .filter_string_table(t, "add")
             .map(Spanned::into_inner)
             .unwrap_or_default();
-        for (name, _) in ops.set.iter().chain(&ops.add) {
-            if !basic::is_token(name) {
-                self.error(t.span.clone(), format!("`{name}` is not a header name"));
-                return None;
-            }
+        // The table's entries carry no place of their own: errors point at the filter.
+        let what = format!("a `{}` filter", t.type_name);
+        let mut ok = true;
+        for name in &ops.remove {
+            ok &= self.check_header_name(t.span.clone(), name, &what);
+        }
+        for (name, value) in ops.set.iter().chain(&ops.add) {
+            ok &= self.check_header_name(t.span.clone(), name, &what)
+                && self.check_header_value(t.span.clone(), name, value, &what);
+        }
+        if !ok {
+            return None;
         }
         if ops.is_empty() {
             self.error(
