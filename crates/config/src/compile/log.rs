@@ -96,9 +96,9 @@ impl Checker<'_> {
             self.error(
                 v.span(),
                 format!(
-                    "unknown {key} `{}` (expected one of: {})",
+                    "unknown {key} `{}` {}",
                     v.get_ref(),
-                    names.join(", ")
+                    super::suggest::hint(v.get_ref(), names.iter().copied())
                 ),
             );
             T::default()

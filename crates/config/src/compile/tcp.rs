@@ -206,9 +206,9 @@ impl Checker<'_> {
                 self.error(
                     up.span(),
                     format!(
-                        "listener `{owner}` refers to unknown upstream `{}` (defined: {})",
+                        "listener `{owner}` refers to unknown upstream `{}` {}",
                         up.get_ref(),
-                        names.known_upstreams()
+                        super::suggest::defined(up.get_ref(), &names.known_upstreams())
                     ),
                 );
                 None

@@ -241,11 +241,21 @@ fn external_filters_are_built_by_their_registered_factory() {
     // Unknown names list the registered ones too.
     let unknown = config(
         "",
-        "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"tenat\" }]\n",
+        "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"nothing-like-it\" }]\n",
     );
     let got = compile_with(&unknown, &mut live).unwrap_err();
     assert!(
         got[0].contains("(known: request_id, ") && got[0].ends_with(", tenant)"),
+        "{got:?}"
+    );
+    // A near miss of a registered name is suggested like a built-in one.
+    let near = config(
+        "",
+        "[[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{ type = \"tenat\" }]\n",
+    );
+    let got = compile_with(&near, &mut live).unwrap_err();
+    assert!(
+        got[0].ends_with("unknown filter type `tenat` (did you mean `tenant`?)"),
         "{got:?}"
     );
 }

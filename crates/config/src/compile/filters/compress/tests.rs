@@ -204,6 +204,8 @@ fn errors_point_at_the_value() {
 
 #[test]
 fn the_type_is_listed_among_the_builtins() {
-    let errors = compile(r#"{ type = "compres" }"#).unwrap_err();
+    let errors = compile(r#"{ type = "gzipper" }"#).unwrap_err();
     assert!(errors[0].contains("cors, compress, rewrite"), "{errors:?}");
+    let errors = compile(r#"{ type = "compres" }"#).unwrap_err();
+    assert!(errors[0].contains("(did you mean `compress`?)"), "{errors:?}");
 }
