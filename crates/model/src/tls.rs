@@ -24,6 +24,33 @@ pub struct ListenerTls {
     /// Request header (lowercase) that carries the verified client certificate, if any. A
     /// client-sent header of that name is always removed.
     pub forward_client_cert: Option<String>,
+    /// What each certificate is, for the admin API and metrics (expiry above all).
+    pub certificate_info: Vec<CertificateInfo>,
+}
+
+/// One certificate of a listener as operators need to see it.
+#[derive(Debug, Clone)]
+pub struct CertificateInfo {
+    /// The certificate file as the config names it.
+    pub file: String,
+    /// The names it serves.
+    pub names: Vec<String>,
+    /// When it expires.
+    pub not_after: std::time::SystemTime,
+}
+
+impl CertificateInfo {
+    /// Its expiry in Unix seconds.
+    pub fn not_after_unix(&self) -> u64 {
+        self.not_after
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    }
+
+    /// Whether it has expired.
+    pub fn expired(&self) -> bool {
+        self.not_after <= std::time::SystemTime::now()
+    }
 }
 
 impl fmt::Debug for ListenerTls {

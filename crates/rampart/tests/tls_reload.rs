@@ -1,6 +1,7 @@
 //! Certificates and reloads: SIGHUP re-reads every certificate and key file even when the config
-//! text is unchanged; open connections go on; a missing, mismatched or expired file keeps the
-//! running certificate and is reported at the config key that names it.
+//! text is unchanged; open connections go on; a missing or mismatched file keeps the running
+//! certificate and is reported at the config key that names it; an expired one is loaded with a
+//! warning at that key.
 
 mod common;
 
@@ -87,7 +88,7 @@ fn sighup_rereads_certificate_files_and_open_connections_go_on() {
 }
 
 #[test]
-fn a_missing_mismatched_or_expired_file_at_reload_keeps_the_running_certificate() {
+fn a_missing_or_mismatched_file_at_reload_keeps_the_running_certificate_and_an_expired_one_loads_loudly() {
     let backend = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();
     let ca = Ca::new("Rampart Test CA");
@@ -140,16 +141,33 @@ fn a_missing_mismatched_or_expired_file_at_reload_keeps_the_running_certificate(
     assert!(outcome.contains("does not match"), "{outcome}");
     still_the_good_one("a mismatched key");
 
-    // An expired certificate (with its own key).
+    // An expired certificate (with its own key) is loaded, as nginx and HAProxy do: a loud
+    // warning at its place, and it is served (clients refuse it and say why).
     write_pair(dir.path(), &expired, &expired);
     let outcome = proxy.reload();
-    assert!(outcome.contains("reload failed"), "expired: {outcome}");
+    assert!(outcome.contains("reloaded"), "expired: {outcome}");
+    let warning = proxy
+        .log
+        .iter()
+        .find(|l| l.contains("EXPIRED"))
+        .unwrap_or_else(|| panic!("no warning about the expired certificate in {:?}", proxy.log));
     assert!(
-        has_location(&outcome, &cfg_path, &[cert_line]),
-        "expired: no {cfg_path}:{cert_line}:COL: in {outcome}"
+        has_location(warning, &cfg_path, &[cert_line]),
+        "expired: no {cfg_path}:{cert_line}:COL: in {warning}"
     );
-    assert!(outcome.contains("expired"), "{outcome}");
-    still_the_good_one("an expired certificate");
+    let check = ClientOpts::new(&ca).build();
+    let refused = handshake(port, &check, NAME)
+        .err()
+        .expect("a verifying client took the expired certificate");
+    assert!(
+        matches!(
+            rustls_error(&refused),
+            Some(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::Expired | rustls::CertificateError::ExpiredContext { .. }
+            ))
+        ),
+        "{refused}"
+    );
     get_ok(&mut open);
 
     // A good pair again: taken.

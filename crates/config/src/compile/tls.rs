@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_model::defaults;
-use rampart_model::tls::{CertificateSet, ListenerTls, SniResolver, TargetTlsName, UpstreamTls};
+use rampart_model::tls::{CertificateInfo, CertificateSet, ListenerTls, SniResolver, TargetTlsName, UpstreamTls};
 use rampart_model::UpstreamProtocol;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
@@ -58,6 +58,7 @@ impl Checker<'_> {
         let mut set = CertificateSet::default();
         let mut first_name: Option<String> = None;
         let mut all_names = Vec::new();
+        let mut infos = Vec::new();
         for entry in t.certificates.get_ref() {
             let Some((key, leaf)) = self.certified_key(&entry.get_ref().cert, &entry.get_ref().key, &provider) else {
                 continue;
@@ -75,9 +76,16 @@ impl Checker<'_> {
             first_name.get_or_insert_with(|| leaf.names[0].clone());
             set.add(&leaf.names, &key);
             all_names.extend(leaf.names.iter().cloned());
+            infos.push(CertificateInfo {
+                file: entry.get_ref().cert.get_ref().clone(),
+                names: leaf.names,
+                not_after: leaf.not_after,
+            });
         }
         let default_name = match &t.default_certificate {
             Some(d) if set.knows(Some(d.get_ref())) => Some(d.get_ref().clone()),
+            // No certificate loaded (each said why): nothing more to say about the default.
+            Some(_) if all_names.is_empty() => None,
             Some(d) => {
                 self.error(
                     d.span(),
@@ -112,7 +120,7 @@ impl Checker<'_> {
                 self.error(h.span(), "forward_client_cert applies to HTTP listeners only");
                 None
             }
-            Some(h) if super::upstream::is_token(h.get_ref()) => Some(h.get_ref().to_ascii_lowercase()),
+            Some(h) if super::wire::is_token(h.get_ref()) => Some(h.get_ref().to_ascii_lowercase()),
             Some(h) => {
                 self.error(h.span(), format!("`{}` is not a header name", h.get_ref()));
                 None
@@ -154,11 +162,12 @@ impl Checker<'_> {
             strict_sni,
             handshake_timeout,
             forward_client_cert,
+            certificate_info: infos,
         }))
     }
 
     /// Loads one certificate chain and its key, checking that they belong together and that the
-    /// certificate is in date (an expired one is an error, one expiring within 30 days a warning).
+    /// certificate's dates (an expired one, or one expiring within 30 days, is a warning).
     fn certified_key(
         &mut self,
         cert: &Spanned<String>,
@@ -187,7 +196,7 @@ impl Checker<'_> {
         Some((Arc::new(certified), leaf))
     }
 
-    /// The leaf certificate's names and validity, with an error or a warning about its dates.
+    /// The leaf certificate's names and validity, with a warning about its dates.
     fn leaf(&mut self, at: &Spanned<String>, der: &CertificateDer<'_>) -> Option<Leaf> {
         let leaf = match Leaf::parse(der) {
             Ok(l) => l,
@@ -199,13 +208,17 @@ impl Checker<'_> {
         let now = std::time::SystemTime::now();
         let file = at.get_ref();
         if leaf.not_after <= now {
-            self.error(
+            // As nginx and HAProxy do: an expired certificate is served (clients refuse it, and
+            // say why), and it stops nothing else from loading; a failed renewal followed by a
+            // restart must not take every other site down.
+            self.warn(
                 at.span(),
-                format!("certificate {file} expired on {}", leaf.not_after_text),
+                format!(
+                    "certificate {file} EXPIRED on {}: clients will refuse it until it is renewed (it is served meanwhile, and every other site is unaffected)",
+                    leaf.not_after_text
+                ),
             );
-            return None;
-        }
-        if leaf.not_after.duration_since(now).unwrap_or_default() < EXPIRY_WARNING {
+        } else if leaf.not_after.duration_since(now).unwrap_or_default() < EXPIRY_WARNING {
             self.warn(
                 at.span(),
                 format!("certificate {file} expires on {}", leaf.not_after_text),

@@ -47,6 +47,7 @@ pub(crate) fn self_signed_pair(name: &str) -> (ListenerTls, Arc<rustls::ClientCo
         strict_sni: false,
         handshake_timeout: Duration::from_secs(5),
         forward_client_cert: None,
+        certificate_info: Vec::new(),
     };
     (listener, Arc::new(client))
 }

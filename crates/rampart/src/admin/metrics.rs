@@ -76,6 +76,19 @@ pub fn render(shared: &AdminShared) -> String {
         drained,
     );
 
+    let expiry = Family::<Labels, Gauge>::default();
+    for listener in &snapshot.listeners {
+        for cert in listener.tls.iter().flat_map(|t| t.certificate_info.iter()) {
+            let labels = vec![("listener", listener.name.clone()), ("certificate", cert.file.clone())];
+            expiry.get_or_create(&labels).set(cert.not_after_unix() as i64);
+        }
+    }
+    registry.register(
+        "rampart_tls_certificate_expiry_timestamp_seconds",
+        "When each listener certificate expires, in Unix seconds (an expired one is still served: alert on it)",
+        expiry,
+    );
+
     registry.register_collector(Box::new(Traffic(TrafficTotals::read(&snapshot))));
 
     let process = ProcessStats::read();

@@ -62,14 +62,13 @@ fn certificates_are_found_relative_to_the_config_and_served_by_name() {
 }
 
 #[test]
-fn a_mismatched_expired_or_missing_file_points_at_its_key() {
+fn a_mismatched_or_missing_file_points_at_its_key() {
     let dir = tempfile::tempdir().unwrap();
     cert(dir.path(), "a", &["a.example.com"], (-1, 90));
     cert(dir.path(), "b", &["b.example.com"], (-1, 90));
-    cert(dir.path(), "old", &["old.example.com"], (-30, -1));
     let path = config(
         dir.path(),
-        "certificates = [\n  { cert = \"a.pem\", key = \"b.key\" },\n  { cert = \"old.pem\", key = \"old.key\" },\n  \
+        "certificates = [\n  { cert = \"a.pem\", key = \"b.key\" },\n  { cert = \"b.pem\", key = \"unreadable.key\" },\n  \
          { cert = \"none.pem\", key = \"a.key\" },\n]",
     );
     let errors = load(&path).unwrap_err();
@@ -79,7 +78,7 @@ fn a_mismatched_expired_or_missing_file_points_at_its_key() {
         "{errors:?}"
     );
     assert!(
-        errors[1].starts_with(&format!("{path}:9:12: certificate old.pem expired on ")),
+        errors[1].starts_with(&format!("{path}:9:27: unreadable.key: cannot read")),
         "{errors:?}"
     );
     assert!(
@@ -89,20 +88,29 @@ fn a_mismatched_expired_or_missing_file_points_at_its_key() {
 }
 
 #[test]
-fn a_certificate_near_its_end_is_a_warning() {
+fn an_expired_certificate_is_a_loud_warning_and_is_served() {
     let dir = tempfile::tempdir().unwrap();
-    cert(dir.path(), "soon", &["soon.example.com"], (-60, 10));
+    cert(dir.path(), "a", &["a.example.com"], (-1, 90));
+    cert(dir.path(), "old", &["old.example.com"], (-30, -1));
     let path = config(
         dir.path(),
-        "certificates = [{ cert = \"soon.pem\", key = \"soon.key\" }]",
+        "certificates = [{ cert = \"a.pem\", key = \"a.key\" }, { cert = \"old.pem\", key = \"old.key\" }]",
     );
     let compiled = load(&path).unwrap();
     let warnings: Vec<String> = compiled.warnings.iter().map(ToString::to_string).collect();
-    assert_eq!(warnings.len(), 1);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        warnings[0].starts_with(&format!("{path}:7:26: certificate soon.pem expires on ")),
+        warnings[0].starts_with(&format!("{path}:7:61: certificate old.pem EXPIRED on ")),
         "{warnings:?}"
     );
+    let tls = compiled.snapshot.listeners[0].tls.as_ref().unwrap();
+    assert!(tls.certificates.knows(Some("old.example.com")));
+    let info: Vec<(&str, bool)> = tls
+        .certificate_info
+        .iter()
+        .map(|c| (c.file.as_str(), c.expired()))
+        .collect();
+    assert_eq!(info, [("a.pem", false), ("old.pem", true)]);
 }
 
 #[test]
