@@ -61,8 +61,11 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
 /// becomes `expected a whole number, not the string "2"`.
 fn friendly_toml_message(message: &str) -> String {
     let message = message.trim();
+    if let Some(friendly) = suggest::unknown_name_message(message) {
+        return friendly;
+    }
     if message.contains("untagged enum RawTarget") {
-        return "a target is \"host:port\" or { address = \"host:port\", weight = N }".to_string();
+        return "a target is \"host:port\" or { address = \"host:port\", weight = N, backup = true }".to_string();
     }
     let Some((found, expected)) = message
         .strip_prefix("invalid type: ")
@@ -95,111 +98,6 @@ fn friendly_toml_message(message: &str) -> String {
         }
     };
     format!("expected {expected}, not {found}")
-}
-
-/// The command line's single-listener setup (`rampart PORT`, `rampart tcp`, `rampart http`).
-#[derive(Debug, Clone)]
-pub struct SimpleL4 {
-    /// Speak HTTP (`rampart http`) rather than relay TCP.
-    pub http: bool,
-    pub bind: SocketAddr,
-    /// Targets as written and as resolved.
-    pub targets: Vec<(String, SocketAddr)>,
-    pub policy: BalancePolicy,
-    pub session_log: Option<std::path::PathBuf>,
-    /// Certificate chains and keys to terminate TLS with (`--tls-cert`/`--tls-key` pairs).
-    pub tls: Vec<(std::path::PathBuf, std::path::PathBuf)>,
-    /// HTTP only: the access log file and its format (`json` or `combined`).
-    pub access_log: Option<(std::path::PathBuf, String)>,
-    /// HTTP only: the upstream's `protocol` (`http1`, `h2c`, `h2`, `auto`), when not the default.
-    pub upstream_protocol: Option<String>,
-    /// TCP only: TLS passed through by SNI, `(name or *.wildcard, HOST:PORT)` in order; the
-    /// targets above are then the default for other connections (none: they are closed).
-    pub sni: Vec<(String, String)>,
-}
-
-/// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
-/// is proxied to the targets. It goes through the same compiler as a config file (as the config
-/// file its settings would make, named `command line` in errors; relative certificate paths are
-/// relative to the working directory).
-pub fn simple_l4(spec: &SimpleL4, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
-    compile_toml("command line", &spec.to_toml(), live)
-}
-
-impl SimpleL4 {
-    /// The config file these settings stand for.
-    pub fn to_toml(&self) -> String {
-        let targets: Vec<String> = self.targets.iter().map(|(name, _)| toml_string(name)).collect();
-        let global = match &self.session_log {
-            Some(path) => format!(
-                "[global]\nsession_log = {}\n\n",
-                toml_string(&path.display().to_string())
-            ),
-            None => String::new(),
-        };
-        let tls = if self.tls.is_empty() {
-            String::new()
-        } else {
-            let pairs: Vec<String> = self
-                .tls
-                .iter()
-                .map(|(cert, key)| {
-                    format!(
-                        "{{ cert = {}, key = {} }}",
-                        toml_string(&cert.display().to_string()),
-                        toml_string(&key.display().to_string())
-                    )
-                })
-                .collect();
-            format!("\n[listeners.default.tls]\ncertificates = [{}]\n", pairs.join(", "))
-        };
-        let access_log = match &self.access_log {
-            Some((path, format)) => format!(
-                "access_log = {{ path = {}, format = {} }}\n",
-                toml_string(&path.display().to_string()),
-                toml_string(format)
-            ),
-            None => String::new(),
-        };
-        let protocol = match &self.upstream_protocol {
-            Some(p) => format!("protocol = {}\n", toml_string(p)),
-            None => String::new(),
-        };
-        let (routes, sni_upstreams) = tcp::sni_routes_toml(&self.sni);
-        let (default, upstream) = if targets.is_empty() {
-            (String::new(), String::new())
-        } else {
-            (
-                "upstream = \"default\"\n".to_string(),
-                format!(
-                    "[upstreams.default]\ntargets = [{}]\nbalance = \"{}\"\n{protocol}",
-                    targets.join(", "),
-                    self.policy.name()
-                ),
-            )
-        };
-        format!(
-            "{global}[listeners.default]\nbind = {}\nprotocol = \"{}\"\n{default}{access_log}{tls}{routes}\n{upstream}{sni_upstreams}",
-            toml_string(&self.bind.to_string()),
-            if self.http { "http" } else { "tcp" },
-        )
-    }
-}
-
-/// `s` as a TOML basic string.
-fn toml_string(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
 }
 
 fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {
@@ -451,16 +349,32 @@ impl Checker<'_> {
 
 /// Parses a listen address: `ADDR:PORT`, `[V6]:PORT`, `*:PORT`, `:PORT` or `PORT` (all addresses).
 pub fn parse_bind(s: &str) -> Result<SocketAddr, String> {
-    let bad = || format!("`{s}` is not a listen address (expected ADDR:PORT such as 0.0.0.0:7777, or a port)");
+    let bad = || {
+        format!(
+            "`{s}` is not a listen address (expected ADDR:PORT such as 0.0.0.0:7777, localhost:7777 or [::]:7777, or a port)"
+        )
+    };
     let s = s.trim();
     if let Ok(port) = s.parse::<u16>() {
         return Ok(SocketAddr::from(([0, 0, 0, 0], port)));
     }
-    if let Some(port) = s.strip_prefix("*:").or_else(|| s.strip_prefix(':')) {
+    let any = s.strip_prefix("*:").or_else(|| s.strip_prefix(':'));
+    if let Some(port) = any {
         return port
             .parse::<u16>()
             .map(|p| SocketAddr::from(([0, 0, 0, 0], p)))
             .map_err(|_| bad());
+    }
+    // `localhost` is the IPv4 loopback address, whatever the resolver says (no other name is
+    // looked up for a listen address: a listener binds where its config says, not where DNS
+    // pointed at start).
+    if let Some((host, port)) = s.rsplit_once(':') {
+        if host.eq_ignore_ascii_case("localhost") {
+            return port
+                .parse::<u16>()
+                .map(|p| SocketAddr::from(([127, 0, 0, 1], p)))
+                .map_err(|_| bad());
+        }
     }
     s.parse::<SocketAddr>().map_err(|_| bad())
 }
@@ -487,15 +401,20 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 
 mod admin;
 mod checks;
+mod command_line;
 mod filters;
 mod http;
 mod live;
 mod log;
+mod suggest;
 mod tcp;
 mod tls;
 mod upstream;
+mod wire;
 
 pub use admin::{AdminAddress, AdminSettings};
+pub(crate) use command_line::toml_string;
+pub use command_line::{simple_l4, SimpleL4};
 pub use live::LiveState;
 pub use log::{LogFormat, LogLevel, LogSettings};
 

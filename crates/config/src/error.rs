@@ -12,8 +12,24 @@ pub struct ConfigError {
     pub message: String,
 }
 
+impl ConfigError {
+    /// An error about something with no place in a file (a command-line flag and its value):
+    /// displayed as `WHAT: message`.
+    pub fn without_place(what: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            file: what.into(),
+            line: 0,
+            col: 0,
+            message: message.into(),
+        }
+    }
+}
+
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file, self.message);
+        }
         write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.message)
     }
 }

@@ -307,6 +307,9 @@ pub struct Target {
     pub name: String,
     pub addr: SocketAddr,
     pub weight: u32,
+    /// Used only while no primary target can take a request or connection (every primary down,
+    /// or already tried for it): HAProxy's and nginx's `backup`.
+    pub backup: bool,
     /// Shared with the health checker; kept across reloads for the same upstream and address.
     pub health: Arc<TargetHealth>,
     /// The name its certificate is verified against, when the upstream speaks TLS.

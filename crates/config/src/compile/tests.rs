@@ -128,11 +128,11 @@ fn full_example_values_arrive() {
 fn bad_configs_name_file_line_and_column() {
     let cases: &[(&str, &str)] = &[
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nbogus = 1\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
-         "test.toml:4:1: unknown field `bogus`"),
+         "test.toml:4:1: unknown key `bogus` (none of the 24 keys here is close; docs/config.md lists them)"),
         ("[listeners.web]\nbind = \"127.0.0.1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
          "test.toml:2:8: `127.0.0.1` is not a listen address"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"ap\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
-         "test.toml:3:12: listener `web` refers to unknown upstream `ap` (defined: app)"),
+         "test.toml:3:12: listener `web` refers to unknown upstream `ap` (did you mean `app`? defined: app)"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = []\n",
          "test.toml:5:11: upstream `app` has no targets"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nidle_timeout = \"5 minutes\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
@@ -148,7 +148,7 @@ fn bad_configs_name_file_line_and_column() {
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [{ address = \"127.0.0.1:2\", weight = 0 }]\n",
          "test.toml:5:12: weight 0 is out of range"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [{ addr = \"127.0.0.1:2\" }]\n",
-         "test.toml:5:11: a target is \"host:port\" or { address = \"host:port\", weight = N }"),
+         "test.toml:5:11: a target is \"host:port\" or { address = \"host:port\", weight = N, backup = true }"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nproxy_protocol_from = [\"10.0.0.0/40\"]\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
          "test.toml:4:24: `10.0.0.0/40` is not an IP network"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nmax_connections = 0\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
@@ -200,6 +200,19 @@ fn log_settings_compile_and_bad_values_point_at_the_value() {
             "test.toml:3:14: unknown log_format `xml` (expected one of: text, json)",
         ]
     );
+    // A near miss names the word it is near.
+    let got = errors(&format!("[global]\nlog_level = \"warning\"\n{GOOD}"));
+    assert_eq!(
+        got,
+        ["test.toml:2:13: unknown log_level `warning` (did you mean `warn`?)"]
+    );
+    let got = errors(&format!("{GOOD}balance = \"leastconn\"\n"));
+    assert_eq!(
+        got,
+        ["test.toml:8:11: unknown balance policy `leastconn` (did you mean `least_connections`?)"]
+    );
+    let got = errors(&GOOD.replace("upstream = \"app\"", "upstrem = \"app\""));
+    assert_eq!(got, ["test.toml:4:1: unknown key `upstrem` (did you mean `upstream`?)"]);
     let got = errors(&format!("[global]\nlog_level = 3\n{GOOD}"));
     assert!(got[0].starts_with("test.toml:2:13: expected a string"), "{got:?}");
 }
@@ -247,6 +260,9 @@ fn bind_forms() {
     assert_eq!(parse_bind("7777").unwrap(), "0.0.0.0:7777".parse().unwrap());
     assert_eq!(parse_bind("*:80").unwrap(), "0.0.0.0:80".parse().unwrap());
     assert_eq!(parse_bind("[::1]:80").unwrap(), "[::1]:80".parse().unwrap());
+    assert_eq!(parse_bind("localhost:8080").unwrap(), "127.0.0.1:8080".parse().unwrap());
+    assert_eq!(parse_bind("LOCALHOST:1").unwrap(), "127.0.0.1:1".parse().unwrap());
+    assert!(parse_bind("localhost:x").is_err() && parse_bind("example.com:80").is_err());
     assert!(parse_bind("localhost").is_err());
 }
 
@@ -293,7 +309,7 @@ fn bad_http_configs_name_their_place() {
         ),
         (
             "[[listeners.gw.routes]]\nupstream = \"app\"\nbogus = 1\n",
-            "test.toml:6:1: unknown field `bogus`",
+            "test.toml:6:1: unknown key `bogus` (none of the 17 keys here is close; docs/config.md lists them)",
         ),
         (
             "forwarded_headers = \"sometimes\"\nupstream = \"app\"\n",
@@ -466,12 +482,15 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         text.contains("targets = [\"app.invalid:3000\", \"127.0.0.1:3001\"]"),
         "{text}"
     );
-    // A name that cannot resolve is the compiler's error, pointing into the settings' config.
+    // A name that cannot resolve is the compiler's error, said as the flag that named it.
     let errors = simple_l4(&spec, &mut LiveState::default()).unwrap_err().to_string();
     assert!(
-        errors.starts_with("command line:") && errors.contains("app.invalid"),
+        errors
+            .lines()
+            .any(|l| l.starts_with("--to app.invalid:3000: cannot resolve")),
         "{errors}"
     );
+    assert!(errors.lines().all(|l| l.starts_with("--")), "{errors}");
 
     let spec = SimpleL4 {
         targets: vec![("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap())],
@@ -488,4 +507,20 @@ fn the_command_line_modes_go_through_the_config_compiler() {
     assert!(snapshot.upstreams[0].maglev.is_some());
     assert_eq!(snapshot.listeners[0].max_connections, defaults::MAX_CONNECTIONS);
     assert_eq!(toml_string("a\"b\\c\n"), "\"a\\\"b\\\\c\\u000A\"");
+}
+
+#[test]
+fn backup_targets_compile_and_cannot_be_all() {
+    let c = compile(&GOOD.replace(
+        "{ address = \"127.0.0.1:9002\", weight = 3 }",
+        "{ address = \"127.0.0.1:9002\", backup = true }",
+    ))
+    .unwrap();
+    let backups: Vec<bool> = c.snapshot.upstreams[0].targets.iter().map(|t| t.backup).collect();
+    assert_eq!(backups, [false, true]);
+    let got = errors("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [{ address = \"127.0.0.1:2\", backup = true }]\n");
+    assert_eq!(
+        got,
+        ["test.toml:5:11: every target of upstream `app` is a backup: backups stand in for primary targets, so at least one must not be"]
+    );
 }

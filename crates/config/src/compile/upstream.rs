@@ -6,6 +6,7 @@ use rampart_model::balance::{BalancePolicy, HashKey};
 use rampart_model::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream, UpstreamProtocol};
 use rampart_proto::proxy_protocol::ProxyVersion;
 
+use super::wire::is_token;
 use super::{build_maglev, resolve, Checker, LiveState};
 use crate::raw::{RawTarget, RawUpstream};
 use rampart_model::defaults;
@@ -18,9 +19,9 @@ impl Checker<'_> {
                 self.error(
                     b.span(),
                     format!(
-                        "unknown balance policy `{}` (expected one of: {})",
+                        "unknown balance policy `{}` {}",
                         b.get_ref(),
-                        BalancePolicy::NAMES.join(", ")
+                        super::suggest::hint(b.get_ref(), BalancePolicy::NAMES.iter().copied())
                     ),
                 );
                 BalancePolicy::RoundRobin
@@ -28,12 +29,22 @@ impl Checker<'_> {
         };
         if up.targets.get_ref().is_empty() {
             self.error(up.targets.span(), format!("upstream `{name}` has no targets"));
+        } else if up
+            .targets
+            .get_ref()
+            .iter()
+            .all(|t| matches!(t.get_ref(), RawTarget::Detailed(d) if d.backup))
+        {
+            self.error(
+                up.targets.span(),
+                format!("every target of upstream `{name}` is a backup: backups stand in for primary targets, so at least one must not be"),
+            );
         }
         let mut targets = Vec::new();
         for t in up.targets.get_ref() {
-            let (address, weight) = match t.get_ref() {
-                RawTarget::Address(a) => (a.as_str(), 1),
-                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1)),
+            let (address, weight, backup) = match t.get_ref() {
+                RawTarget::Address(a) => (a.as_str(), 1, false),
+                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1), d.backup),
             };
             if !(1..=1000).contains(&weight) {
                 self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
@@ -52,6 +63,7 @@ impl Checker<'_> {
                         name: address.to_string(),
                         addr,
                         weight: weight as u32,
+                        backup,
                         health: live.target_health(name, addr),
                         tls_name: None,
                         metrics: live.target_metrics(name, address),
@@ -239,12 +251,6 @@ impl Checker<'_> {
 }
 
 /// A header or cookie name: visible ASCII without separators.
-pub(super) fn is_token(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_graphic() && !b"\"(),/:;<=>?@[\\]{}".contains(&b))
-}
 
 /// `"200-399"` or `"204"`.
 fn parse_status_range(s: &str) -> Option<(u16, u16)> {

@@ -95,9 +95,19 @@ impl BalancerState {
     }
 
     /// Chooses an available target not in `tried`, or `None` when there is none. `key` is the
-    /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies).
+    /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies). Backup targets
+    /// are chosen from only when no primary target is available (down, drained, or tried).
     pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
-        let usable = |i: usize| !tried.contains(i) && upstream.targets[i].health.is_available();
+        self.pick_among(upstream, key, tried, false)
+            .or_else(|| self.pick_among(upstream, key, tried, true))
+    }
+
+    /// [`BalancerState::pick`] among the primary targets, or among the backups.
+    fn pick_among(&mut self, upstream: &Upstream, key: u64, tried: &Tried, backups: bool) -> Option<usize> {
+        let usable = |i: usize| {
+            let t = &upstream.targets[i];
+            t.backup == backups && !tried.contains(i) && t.health.is_available()
+        };
         let n = upstream.targets.len();
         match upstream.policy {
             BalancePolicy::RoundRobin => {

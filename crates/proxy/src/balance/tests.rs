@@ -81,6 +81,47 @@ fn random_two_spreads_and_favours_the_less_loaded() {
     }
 }
 
+/// Targets 0 and 1 primary, 2 and 3 backups: backups only while no primary is available.
+#[test]
+fn backups_stand_in_only_while_no_primary_can() {
+    for policy in [
+        BalancePolicy::RoundRobin,
+        BalancePolicy::WeightedRoundRobin,
+        BalancePolicy::LeastConnections,
+        BalancePolicy::RandomTwo,
+        BalancePolicy::ConsistentHash,
+        BalancePolicy::P2cEwma,
+    ] {
+        let mut up = upstream(policy, &[1, 1, 1, 1]);
+        up.targets[2].backup = true;
+        up.targets[3].backup = true;
+        let mut state = BalancerState::new(4, 3);
+        let none = Tried::default();
+        for _ in 0..40 {
+            let picked = state.pick(&up, client_hash(client()), &none).unwrap();
+            assert!(picked < 2, "{policy:?} picked backup {picked} while primaries are up");
+        }
+        // A primary down and the other tried: a backup.
+        up.targets[0].health.set_active_up(false);
+        let mut tried = Tried::default();
+        tried.push(1);
+        let picked = state.pick(&up, client_hash(client()), &tried).unwrap();
+        assert!(picked >= 2, "{policy:?}");
+        // Every primary down: the backups share the load.
+        up.targets[1].health.set_active_up(false);
+        let mut seen = [0; 4];
+        for _ in 0..40 {
+            seen[state.pick(&up, client_hash(client()), &none).unwrap()] += 1;
+        }
+        assert_eq!(seen[0] + seen[1], 0, "{policy:?}");
+        // A primary back: it takes everything again.
+        up.targets[0].health.set_active_up(true);
+        for _ in 0..40 {
+            assert_eq!(state.pick(&up, client_hash(client()), &none), Some(0), "{policy:?}");
+        }
+    }
+}
+
 #[test]
 fn unavailable_and_tried_targets_are_skipped() {
     for policy in [
