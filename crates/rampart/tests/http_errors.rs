@@ -158,7 +158,27 @@ fn unanswered_and_garbled_upstream_responses_are_502() {
         let (status, head, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
         assert_eq!(status, 502, "{head}");
         assert_eq!(body, b"502 Bad Gateway\n");
+        assert_an_http_date(&head);
+        // The request was read in full: the connection takes the next one (nginx keeps it too).
+        assert!(!head.to_ascii_lowercase().contains("connection: close"), "{head}");
+        let (status, _, _) = send(&mut client, b"GET /again HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(status, 502);
+        // With a body, the connection closes after the answer.
+        let (status, head, _) = send(
+            &mut client,
+            b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\nab",
+        );
+        assert_eq!(status, 502);
+        assert!(head.to_ascii_lowercase().contains("connection: close"), "{head}");
+        assert!(is_closed(&mut client));
     }
+}
+
+/// `Date: Sun, 06 Nov 1994 08:49:37 GMT`, within a minute of now.
+fn assert_an_http_date(head: &str) {
+    let date = common::http::header(head, "date").unwrap_or_else(|| panic!("no Date in {head}"));
+    let re = regex::Regex::new(r"^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d\d (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d\d:\d\d:\d\d GMT$").unwrap();
+    assert!(re.is_match(date), "{date}");
 }
 
 #[test]
@@ -186,9 +206,18 @@ fn no_healthy_target_is_503_and_a_dead_target_is_skipped() {
         "first: every connect fails"
     );
     let mut client = connect(port);
-    let (status, _, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    let (status, head, body) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
     assert_eq!(status, 503, "then: every target is in backoff");
     assert_eq!(body, b"503 Service Unavailable\n");
+    assert_an_http_date(&head);
+    // Kept alive: a second request on the same connection gets its own answer.
+    let (status, _, _) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!(status, 503);
+    // Unless the client asked to close.
+    let (status, head, _) = send(&mut client, b"GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n");
+    assert_eq!(status, 503);
+    assert!(head.to_ascii_lowercase().contains("connection: close"), "{head}");
+    assert!(is_closed(&mut client));
 
     let live = HttpBackend::start(Reply::Echo);
     let dir = tempfile::tempdir().unwrap();

@@ -31,6 +31,9 @@ pub struct RequestContext {
     pub filter_reason: Option<&'static str>,
     /// Whether the client connection can take another request.
     pub keep_client: bool,
+    /// The request has no body, so it was read in full with its head: an error of the upstream
+    /// side can be answered without closing the client connection (as nginx does).
+    pub bodyless: bool,
 }
 
 impl RequestContext {
@@ -48,6 +51,7 @@ impl RequestContext {
             error: None,
             filter_reason: None,
             keep_client: true,
+            bodyless: false,
         }
     }
 

@@ -241,17 +241,18 @@ impl Downstream for H1Downstream<'_> {
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
         let mut out = std::mem::take(self.out);
         out.clear();
+        let close = answer.close || !self.client_keep_alive;
         write_response(
             &mut out,
             answer.status,
             answer.headers,
             answer.body,
-            answer.close,
+            close,
             self.head_only,
         );
         let written = self.write(&out).await;
         *self.out = out;
-        self.keep = !answer.close && written.is_ok();
+        self.keep = !close && written.is_ok();
         written
     }
 

@@ -47,6 +47,9 @@ pub fn write_response(
     head_only: bool,
 ) {
     let _ = write!(out, "HTTP/1.1 {status} {}\r\n", reason(status));
+    out.extend_from_slice(b"date: ");
+    out.extend_from_slice(&super::date::now());
+    out.extend_from_slice(b"\r\n");
     let mut has_type = false;
     for (name, value) in headers {
         has_type |= name.eq_ignore_ascii_case("content-type");

@@ -34,6 +34,7 @@
 pub mod access_log;
 pub mod affinity;
 pub mod context;
+pub mod date;
 pub mod downstream;
 pub mod error;
 pub mod exchange;

@@ -12,7 +12,7 @@ use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 
 use super::context::RequestContext;
 use super::downstream::{Downstream, LocalAnswer};
-use super::error::HttpError;
+use super::error::{ErrorSource, HttpError};
 use super::local::error_body;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
@@ -99,13 +99,18 @@ pub(crate) async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut Request
     rctx.status = error.status();
     if error.answerable() {
         let body = error_body(error.status());
+        // A failure of the upstream side, on a request read in full, leaves the client
+        // connection as good as it was: it stays open if the client keeps it (nginx does).
+        let keep = rctx.bodyless && error.source() == ErrorSource::Upstream;
         let answer = LocalAnswer {
             status: error.status(),
             headers: &[],
             body: body.as_bytes(),
-            close: true,
+            close: !keep,
         };
-        let _ = down.send_local(&answer).await;
+        if down.send_local(&answer).await.is_ok() && keep {
+            rctx.keep_client = down.keeps_alive();
+        }
     }
 }
 

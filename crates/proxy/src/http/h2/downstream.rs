@@ -367,6 +367,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         let mut response = Response::new(());
         *response.status_mut() = StatusCode::from_u16(answer.status).map_err(|_| HttpError::ClientGone)?;
         let map = response.headers_mut();
+        header(map, b"date", &crate::http::date::now());
         let mut has_type = false;
         for (name, value) in answer.headers {
             has_type |= name.eq_ignore_ascii_case("content-type");

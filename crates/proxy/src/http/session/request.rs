@@ -236,6 +236,7 @@ impl<T: Transport> Connection<'_, T> {
                 };
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
+                rctx.bodyless = head.framing == Framing::None && !head.upgrade;
                 self.exchange(&req, rctx, run, delivery).await;
             }
         }
@@ -311,11 +312,12 @@ impl<T: Transport> Connection<'_, T> {
             }
         };
         rctx.bytes_out = down.bytes_sent();
-        if !rctx.responded() || rctx.error.is_some() {
+        if !rctx.responded() {
             rctx.keep_client = false;
-        } else {
+        } else if rctx.error.is_none() {
             rctx.keep_client &= down.keeps_alive();
         }
+        // Else the error decided: kept only when answered whole on a request read in full.
         drop(down);
         self.head_out = head_out;
         if let Some(upstream) = tunnel {
