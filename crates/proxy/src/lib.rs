@@ -43,3 +43,9 @@ mod free_list;
 mod pipes;
 
 pub use rampart_model::{self as model, Snapshot};
+
+/// The Rust examples of docs/design.md (writing a filter), compiled by `cargo test --doc` so the
+/// documentation cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/design.md")]
+pub struct DesignDocExamples;

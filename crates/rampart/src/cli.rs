@@ -54,9 +54,12 @@ impl Cli {
         let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
         Cli::try_parse_from(&args).map_err(|e| {
             let word = args.get(1).filter(|w| !w.to_string_lossy().starts_with('-'));
+            let cmd = <Cli as clap::CommandFactory>::command();
+            // A subcommand typed right, with a wrong argument after it: clap's own error is
+            // about that argument (never "did you mean" the word that was typed).
+            let word = word.filter(|w| cmd.find_subcommand(w).is_none());
             match (e.kind(), word) {
                 (ErrorKind::UnknownArgument, Some(word)) => {
-                    let cmd = <Cli as clap::CommandFactory>::command();
                     ListenAddress.parse_ref(&cmd, None, word).err().unwrap_or(e)
                 }
                 _ => e,
@@ -68,22 +71,20 @@ impl Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// A TCP load balancer from the command line alone.
-    Tcp(FixedArgs),
-    /// An HTTP/1.1 reverse proxy from the command line alone.
-    Http(FixedArgs),
+    Tcp(TcpArgs),
+    /// An HTTP reverse proxy from the command line alone.
+    Http(HttpArgs),
     /// Run from a TOML config file (SIGHUP reloads it).
     Run {
-        /// The config file.
-        #[arg(short = 'c', long = "config", value_name = "FILE")]
-        config: PathBuf,
+        #[command(flatten)]
+        file: ConfigFile,
         #[command(flatten)]
         engine: EngineArgs,
     },
     /// Validate a config file: exit 0 with a summary, or 1 with FILE:LINE:COL: errors.
     Check {
-        /// The config file.
-        #[arg(short = 'c', long = "config", value_name = "FILE")]
-        config: PathBuf,
+        #[command(flatten)]
+        file: ConfigFile,
     },
     /// Replace a running Rampart with the binary now at its path, without closing a port (as
     /// SIGUSR2 does); exit 0 once the new process serves, 1 if it did not take over.
@@ -97,22 +98,83 @@ pub enum Command {
     },
 }
 
-/// A listener and its targets on the command line (`tcp` and `http`).
+/// The config file of `run` and `check`: `rampart check FILE` and `rampart check -c FILE` alike
+/// (`nginx -t -c FILE` and `haproxy -c -f FILE` users type it both ways).
+#[derive(Debug, Clone, Args)]
+pub struct ConfigFile {
+    /// The config file.
+    #[arg(value_name = "FILE", required_unless_present = "config", conflicts_with = "config")]
+    file: Option<PathBuf>,
+    /// The config file (the same as giving it without -c).
+    #[arg(short = 'c', long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+}
+
+impl ConfigFile {
+    /// The file named, either way.
+    pub fn path(&self) -> PathBuf {
+        self.file.clone().or_else(|| self.config.clone()).unwrap_or_default()
+    }
+}
+
+/// `rampart tcp`: a TCP listener and its targets.
 #[derive(Debug, Args)]
-pub struct FixedArgs {
+pub struct TcpArgs {
     /// Address to listen on, ADDR:PORT.
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: String,
     /// A target, HOST:PORT; repeat for more. With --sni: where connections no --sni name takes go.
     #[arg(long = "to", value_name = "HOST:PORT", required_unless_present = "sni")]
     pub to: Vec<String>,
-    /// `tcp`: pass TLS through, without terminating it, to HOST:PORT when the ClientHello names
-    /// NAME (exact, or `*.example.com` for any subdomain); repeat for more, tried in order.
-    #[arg(long = "sni", value_name = "NAME=HOST:PORT")]
+    /// Pass TLS through, without terminating it, to HOST:PORT when the ClientHello names NAME
+    /// (exact, or `*.example.com` for any subdomain); repeat for more, tried in order.
+    #[arg(long = "sni", value_name = "NAME=HOST:PORT", conflicts_with = "tls_cert")]
     pub sni: Vec<String>,
     /// Balancing policy.
     #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
     pub balance: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Append one JSON line per connection (the same records as --session-log) to FILE; `-` is
+    /// standard output.
+    #[arg(long = "access-log", value_name = "FILE", conflicts_with = "session_log")]
+    pub access_log: Option<PathBuf>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `rampart http`: an HTTP listener (HTTP/1.1 and HTTP/2) proxying every request to its targets.
+#[derive(Debug, Args)]
+pub struct HttpArgs {
+    /// Address to listen on, ADDR:PORT.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// A target, HOST:PORT; repeat for more.
+    #[arg(long = "to", value_name = "HOST:PORT", required = true)]
+    pub to: Vec<String>,
+    /// Balancing policy.
+    #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
+    pub balance: String,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    /// Append one line per request to FILE; `-` is standard output.
+    #[arg(long = "access-log", value_name = "FILE")]
+    pub access_log: Option<PathBuf>,
+    /// The access log's format.
+    #[arg(long = "access-log-format", value_name = "FORMAT", default_value = "json",
+          value_parser = PossibleValuesParser::new(["json", "combined"]), requires = "access_log")]
+    pub access_log_format: String,
+    /// The protocol spoken to the targets: http1, or h2c (HTTP/2 in clear, prior knowledge).
+    #[arg(long = "upstream-protocol", value_name = "PROTOCOL",
+          value_parser = PossibleValuesParser::new(["http1", "h2c"]))]
+    pub upstream_protocol: Option<String>,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// TLS termination on the command line.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
     /// Terminate TLS with this PEM certificate chain; repeat (each with --tls-key) for more,
     /// chosen by SNI.
     #[arg(long = "tls-cert", value_name = "FILE", requires = "tls_key")]
@@ -120,21 +182,6 @@ pub struct FixedArgs {
     /// The PEM private key of the --tls-cert given in the same position.
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Vec<PathBuf>,
-    /// Append one line per request (`http`) or one JSON line per connection (`tcp`, the same
-    /// records as --session-log) to FILE.
-    #[arg(long = "access-log", value_name = "FILE")]
-    pub access_log: Option<PathBuf>,
-    /// The access log's format.
-    #[arg(long = "access-log-format", value_name = "FORMAT", default_value = "json",
-          value_parser = clap::builder::PossibleValuesParser::new(["json", "combined"]), requires = "access_log")]
-    pub access_log_format: String,
-    /// `http`: the protocol spoken to the targets: http1, h2c (HTTP/2 in clear), h2 (over TLS),
-    /// auto.
-    #[arg(long = "upstream-protocol", value_name = "PROTOCOL",
-          value_parser = clap::builder::PossibleValuesParser::new(["http1", "h2c"]))]
-    pub upstream_protocol: Option<String>,
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
 /// Options every serving mode takes.
@@ -149,6 +196,9 @@ pub struct EngineArgs {
     /// Append one JSON line per connection to FILE (the config file's session_log wins in `run`).
     #[arg(long, value_name = "FILE")]
     pub session_log: Option<PathBuf>,
+    /// Write the serving process's PID to FILE (it follows binary upgrades; removed at exit).
+    #[arg(long = "pid-file", value_name = "FILE")]
+    pub pid_file: Option<PathBuf>,
     /// Serve the admin API on ADDR:PORT (loopback) or unix:/path; wins over the config's [admin].
     #[arg(long, value_name = "ADDR:PORT")]
     pub admin: Option<String>,
@@ -164,7 +214,8 @@ impl Cli {
         let engine = match &self.command {
             None => &self.engine,
             Some(Command::Run { engine, .. }) => engine,
-            Some(Command::Tcp(args) | Command::Http(args)) => &args.engine,
+            Some(Command::Tcp(args)) => &args.engine,
+            Some(Command::Http(args)) => &args.engine,
             Some(Command::Check { .. } | Command::Upgrade { .. }) => return None,
         };
         engine.log_format.as_deref().and_then(LogFormat::from_name)
@@ -244,7 +295,7 @@ mod tests {
         ])
         .unwrap();
         assert!(
-            matches!(cli.command, Some(Command::Tcp(FixedArgs { ref to, engine: EngineArgs { pin: true, .. }, .. })) if to.len() == 2)
+            matches!(cli.command, Some(Command::Tcp(TcpArgs { ref to, engine: EngineArgs { pin: true, .. }, .. })) if to.len() == 2)
         );
         assert!(Cli::try_parse_from(["rampart", "tcp", "--listen", "127.0.0.1:1"]).is_err());
         assert!(Cli::try_parse_from(["rampart", "7777", "--balance", "nope"]).is_err());

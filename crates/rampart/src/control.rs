@@ -117,6 +117,13 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         admin_copy = Some(admin::start(&settings.listen, admin.clone(), &mut handover)?);
         tracing::info!("admin API on {}", settings.listen);
     }
+    let pid_file = match &args.pid_file {
+        Some(path) => Some(
+            crate::pid_file::PidFile::write(path)
+                .map_err(|e| anyhow::anyhow!("--pid-file {}: cannot write: {e}", path.display()))?,
+        ),
+        None => None,
+    };
     // Last: "listening" means every listener, the admin one included, is bound.
     tracing::info!(
         "listening: {line}; {workers} worker(s){}",
@@ -186,6 +193,10 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         notify::handed_over(pid);
                         break Stop::Upgraded;
                     }
+                    // The new process may have written its PID before it failed.
+                    if let Some(Err(e)) = pid_file.as_ref().map(crate::pid_file::PidFile::rewrite) {
+                        tracing::warn!("--pid-file: cannot write it back after the failed upgrade: {e}");
+                    }
                 }
             }
         }
@@ -247,6 +258,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         tracing::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
     }
     session_log.flush();
+    drop(pid_file);
     tracing::info!("stopped");
     Ok(())
 }

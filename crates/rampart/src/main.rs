@@ -7,6 +7,7 @@ mod cli;
 mod control;
 mod logger;
 mod notify;
+mod pid_file;
 mod source;
 mod upgrade;
 
@@ -17,26 +18,26 @@ use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{compile_toml, LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
-use cli::{Cli, Command, FixedArgs};
+use cli::{Cli, Command, HttpArgs, TcpArgs};
 use source::{summary, Source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
     let logger = logger::Logger::init(cli.log_format());
     let result = match cli.command {
-        Some(Command::Check { config }) => return check(&config),
+        Some(Command::Check { file }) => return check(&file.path()),
         Some(Command::Upgrade { pid, timeout }) => return upgrade_process(pid, &timeout),
-        Some(Command::Run { config, engine }) => {
+        Some(Command::Run { file, engine }) => {
             let source = Source::File {
-                path: config,
+                path: file.path(),
                 session_log: engine.session_log.clone(),
             };
             control::serve(source, &engine, &logger)
         }
-        Some(Command::Tcp(args)) => fixed_source(false, &args)
+        Some(Command::Tcp(args)) => fixed_source(&OneLine::from(&args))
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &args.engine, &logger)),
-        Some(Command::Http(args)) => fixed_source(true, &args)
+        Some(Command::Http(args)) => fixed_source(&OneLine::from(&args))
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &args.engine, &logger)),
         None => {
@@ -64,8 +65,60 @@ fn policy(name: &str) -> BalancePolicy {
     BalancePolicy::from_name(name).unwrap_or(BalancePolicy::RoundRobin)
 }
 
-fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
-    let FixedArgs {
+/// What `rampart tcp` and `rampart http` say, in one shape.
+struct OneLine<'a> {
+    http: bool,
+    listen: &'a str,
+    to: &'a [String],
+    balance: &'a str,
+    tls_cert: &'a [PathBuf],
+    tls_key: &'a [PathBuf],
+    access_log: Option<&'a PathBuf>,
+    access_log_format: &'a str,
+    upstream_protocol: Option<&'a String>,
+    sni: &'a [String],
+    session_log: Option<&'a PathBuf>,
+}
+
+impl<'a> From<&'a TcpArgs> for OneLine<'a> {
+    fn from(args: &'a TcpArgs) -> Self {
+        OneLine {
+            http: false,
+            listen: &args.listen,
+            to: &args.to,
+            balance: &args.balance,
+            tls_cert: &args.tls.tls_cert,
+            tls_key: &args.tls.tls_key,
+            access_log: args.access_log.as_ref(),
+            access_log_format: "json",
+            upstream_protocol: None,
+            sni: &args.sni,
+            session_log: args.engine.session_log.as_ref(),
+        }
+    }
+}
+
+impl<'a> From<&'a HttpArgs> for OneLine<'a> {
+    fn from(args: &'a HttpArgs) -> Self {
+        OneLine {
+            http: true,
+            listen: &args.listen,
+            to: &args.to,
+            balance: &args.balance,
+            tls_cert: &args.tls.tls_cert,
+            tls_key: &args.tls.tls_key,
+            access_log: args.access_log.as_ref(),
+            access_log_format: &args.access_log_format,
+            upstream_protocol: args.upstream_protocol.as_ref(),
+            sni: &[],
+            session_log: args.engine.session_log.as_ref(),
+        }
+    }
+}
+
+fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
+    let OneLine {
+        http,
         listen,
         to,
         balance,
@@ -75,16 +128,8 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         access_log_format,
         upstream_protocol,
         sni,
-        engine,
-    } = args;
-    if http && !sni.is_empty() {
-        return Err("--sni is for `rampart tcp` (TLS passed through by name)".into());
-    }
-    if !sni.is_empty() && !tls_cert.is_empty() {
-        return Err(
-            "--sni passes TLS through to the targets, which hold the certificates: leave out --tls-cert".into(),
-        );
-    }
+        session_log,
+    } = *args;
     let sni = sni
         .iter()
         .map(|s| match s.split_once('=') {
@@ -96,20 +141,12 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
             )),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    if !http && upstream_protocol.is_some() {
-        return Err("--upstream-protocol is for `rampart http`".into());
-    }
-    // A TCP listener logs connections: its access log is the session log (one JSON line each).
-    let mut session_log = engine.session_log.clone();
-    if !http && access_log.is_some() {
-        if access_log_format != "json" {
-            return Err("--access-log-format: `rampart tcp` logs each connection as one JSON line (combined is for HTTP requests)".into());
-        }
-        if session_log.is_some() {
-            return Err("--access-log and --session-log name the same log in `rampart tcp`: give one".into());
-        }
-        session_log = access_log.clone();
-    }
+    // A TCP listener logs connections: its access log is the session log (one JSON line each);
+    // clap refuses both at once.
+    let session_log = match http {
+        false => access_log.or(session_log).cloned(),
+        true => session_log.cloned(),
+    };
     if tls_cert.len() != tls_key.len() {
         return Err(format!(
             "--tls-cert and --tls-key come in pairs: {} certificate(s), {} key(s)",
@@ -134,10 +171,9 @@ fn fixed_source(http: bool, args: &FixedArgs) -> Result<Source, String> {
         session_log,
         tls: tls_cert.iter().cloned().zip(tls_key.iter().cloned()).collect(),
         access_log: access_log
-            .clone()
             .filter(|_| http)
-            .map(|path| (path, access_log_format.clone())),
-        upstream_protocol: upstream_protocol.clone().filter(|_| http),
+            .map(|path| (path.clone(), access_log_format.to_string())),
+        upstream_protocol: upstream_protocol.cloned(),
         sni,
     }))
 }
@@ -163,8 +199,8 @@ fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
     }
 }
 
-/// `rampart check -c FILE`.
-fn check(path: &PathBuf) -> ExitCode {
+/// `rampart check FILE` (or `-c FILE`).
+fn check(path: &std::path::Path) -> ExitCode {
     let name = path.display().to_string();
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,

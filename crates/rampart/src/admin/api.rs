@@ -135,8 +135,37 @@ fn status(shared: &AdminShared) -> Answer {
         map.insert("uptime_seconds".into(), json!(shared.started.elapsed().as_secs()));
         map.insert("ready".into(), json!(shared.readiness().is_ok()));
         map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));
+        map.insert("certificates".into(), certificates(shared));
     }
     Answer::json(200, &value)
+}
+
+/// Every listener's certificates with their expiry: an expired one is served (with a warning at
+/// every load), so this is where monitoring sees it.
+fn certificates(shared: &AdminShared) -> Value {
+    let snapshot = shared.snapshot.load();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs() as i64);
+    let list: Vec<Value> = snapshot
+        .listeners
+        .iter()
+        .filter_map(|l| l.tls.as_ref().map(|tls| (l, tls)))
+        .flat_map(|(l, tls)| {
+            tls.certificate_info.iter().map(move |c| {
+                let not_after = c.not_after_unix() as i64;
+                json!({
+                    "listener": l.name,
+                    "file": c.file,
+                    "names": c.names,
+                    "not_after": not_after,
+                    "expired": c.expired(),
+                    "days_left": (not_after - now).div_euclid(86_400),
+                })
+            })
+        })
+        .collect();
+    Value::Array(list)
 }
 
 /// Every upstream's targets: health as the workers see it, load, latency and errors.
@@ -167,6 +196,7 @@ fn upstreams(shared: &AdminShared) -> Answer {
                         "target": t.name,
                         "address": t.addr.to_string(),
                         "weight": t.weight,
+                        "backup": t.backup,
                         "available": h.is_available(),
                         "drained": h.is_drained(),
                         "active_check": u.health_check.as_ref().map(|_| if h.is_active_up() { "up" } else { "down" }),
