@@ -64,6 +64,9 @@ fn friendly_toml_message(message: &str) -> String {
     if let Some(friendly) = suggest::unknown_name_message(message) {
         return friendly;
     }
+    if message.contains("untagged enum RawErrorPage") {
+        return "an error page is a file (\"errors/502.html\") or a table: { body = \"...\" }, { file = \"...\", content_type = \"...\" }, or { html = \"...\", json = \"...\", text = \"...\" }".to_string();
+    }
     if message.contains("untagged enum RawTarget") {
         return "a target is \"host:port\" or { address = \"host:port\", weight = N, backup = true }".to_string();
     }
@@ -402,6 +405,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 mod admin;
 mod checks;
 mod command_line;
+mod error_pages;
 mod filters;
 mod http;
 mod live;

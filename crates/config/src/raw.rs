@@ -106,6 +106,34 @@ pub struct RawListener {
     pub trusted_proxies: Vec<Spanned<String>>,
     /// `[listeners.NAME.tls]`: terminate TLS.
     pub tls: Option<Spanned<RawListenerTls>>,
+    /// `[listeners.NAME.error_pages]`: status or class (`"5xx"`) to page.
+    #[serde(default)]
+    pub error_pages: RawErrorPages,
+}
+
+/// `error_pages`: `404 = "errors/404.html"`, `5xx = { html = "5xx.html", json = "5xx.json" }`,
+/// `503 = { body = "...", content_type = "text/plain" }`.
+pub type RawErrorPages = BTreeMap<Spanned<String>, Spanned<RawErrorPage>>;
+
+/// One error page: a file, or a table.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum RawErrorPage {
+    File(String),
+    Table(RawErrorPageTable),
+}
+
+/// An error page as a table: inline (`body`, `content_type`), one `file` (with `content_type`),
+/// or variants by media type (`html`, `json`, `text` files) chosen by the client's `Accept`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawErrorPageTable {
+    pub body: Option<String>,
+    pub file: Option<String>,
+    pub content_type: Option<String>,
+    pub html: Option<String>,
+    pub json: Option<String>,
+    pub text: Option<String>,
 }
 
 /// `[listeners.NAME.tls]`.
@@ -189,6 +217,9 @@ pub struct RawRoute {
     pub filters: Vec<Spanned<RawFilter>>,
     /// Whether the listener's filters run first (default true).
     pub inherit_filters: Option<Spanned<bool>>,
+    /// Pages for this route's answers of Rampart's own, over the listener's.
+    #[serde(default)]
+    pub error_pages: RawErrorPages,
 }
 
 /// One filter table, `{ type = "NAME", KEY = VALUE, ... }`: kept as spanned keys and values, so

@@ -22,6 +22,7 @@
 
 pub mod balance;
 pub mod defaults;
+pub mod error_pages;
 pub mod filter;
 pub mod health;
 pub mod metrics;

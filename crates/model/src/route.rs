@@ -12,6 +12,8 @@ pub struct Route {
     pub action: RouteAction,
     /// The filters requests on this route run through (listener filters first).
     pub filters: crate::filter::FilterChain,
+    /// Pages for this route's answers of Rampart's own (its own over the listener's).
+    pub error_pages: Option<std::sync::Arc<crate::error_pages::ErrorPages>>,
     /// Traffic counters, kept across reloads for the same listener and route name.
     pub metrics: std::sync::Arc<crate::metrics::PerWorker<crate::metrics::RouteCells>>,
 }

@@ -176,6 +176,9 @@ pub struct HttpListener {
     /// Proxies whose `X-Forwarded-For` filters believe: from a connection out of these networks,
     /// the client address filters see is the right-most `X-Forwarded-For` entry outside them.
     pub trusted_proxies: Vec<IpNet>,
+    /// Pages for its answers of Rampart's own that no route's pages cover (the 404 of a request
+    /// no route takes among them).
+    pub error_pages: Option<Arc<crate::error_pages::ErrorPages>>,
 }
 
 /// The limits of a listener's HTTP/2 connections.

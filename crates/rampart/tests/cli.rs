@@ -465,3 +465,72 @@ fn the_pid_file_names_the_serving_process() {
     assert_eq!(proxy.stop(), 0);
     assert!(!pid_file.exists());
 }
+
+/// Closing the quickstart's terminal (SIGHUP to its process group), Ctrl-C (SIGINT) or SIGTERM
+/// stops everything the script started: the gateway too, which on its own would take SIGHUP as
+/// a reload and go on holding its ports. The script runs against stand-ins for the two binaries
+/// (built in release mode they take minutes), each of which records its PID and, like the
+/// gateway, survives SIGHUP.
+#[test]
+fn the_quickstart_stops_everything_it_started() {
+    use std::os::unix::process::CommandExt;
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for signal in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+        let dir = tempfile::tempdir().unwrap();
+        let release = dir.path().join("release");
+        std::fs::create_dir_all(release.join("examples")).unwrap();
+        let pids = dir.path().join("pids");
+        let stand_in = format!(
+            "#!/bin/sh\ntrap '' HUP\necho $$ >> {}\nwhile :; do sleep 1; done\n",
+            pids.display()
+        );
+        for name in ["rampart", "examples/demo_backend"] {
+            let path = release.join(name);
+            std::fs::write(&path, &stand_in).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+        }
+        let mut cmd = std::process::Command::new("bash");
+        cmd.arg(format!("{root}/scripts/quickstart"))
+            .env("QUICKSTART_SKIP_BUILD", "1")
+            .env("CARGO_TARGET_DIR", dir.path())
+            .stdout(std::process::Stdio::null());
+        // SAFETY: setsid is async-signal-safe; the child gets its own process group, as a
+        // terminal's foreground job has.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::setsid();
+                Ok(())
+            });
+        }
+        let mut script = cmd.spawn().unwrap();
+        let started = wait_until(|| {
+            let text = std::fs::read_to_string(&pids).unwrap_or_default();
+            (text.lines().count() == 3).then_some(text)
+        });
+        let pids: Vec<i32> = started.lines().map(|l| l.trim().parse().unwrap()).collect();
+        // The whole process group, as the terminal sends it.
+        // SAFETY: plain kill(2) on the group this test created.
+        unsafe { libc::kill(-(script.id() as i32), signal) };
+        let status = script.wait().unwrap();
+        assert!(!status.success(), "signal {signal}: {status:?}");
+        for pid in &pids {
+            wait_until(|| {
+                // SAFETY: kill with signal 0 only asks whether the process exists.
+                let gone = unsafe { libc::kill(*pid, 0) } != 0;
+                gone.then_some(())
+            });
+        }
+    }
+}
+
+/// Polls `f` until it gives a value (readiness, not a fixed sleep), failing after [`WAIT`].
+fn wait_until<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -28,8 +28,9 @@ impl Checker<'_> {
         if is_http(l) != Some(false) {
             return;
         }
-        let keys: [(&str, Option<Range<usize>>); 12] = [
+        let keys: [(&str, Option<Range<usize>>); 13] = [
             ("filters", l.filters.first().map(Spanned::span)),
+            ("error_pages", l.error_pages.keys().next().map(Spanned::span)),
             ("trusted_proxies", l.trusted_proxies.first().map(Spanned::span)),
             ("forwarded_headers", l.forwarded_headers.as_ref().map(Spanned::span)),
             (

@@ -54,9 +54,15 @@ impl Checker<'_> {
             Some((path, format))
         });
         let listener_filters = self.filter_list(name, &l.filters, live);
+        let error_pages = self.error_pages(&l.error_pages).map(Arc::new);
         let mut routes = Vec::new();
         for (i, r) in l.routes.iter().enumerate() {
-            if let Some(route) = self.route(name, i, r, &listener_filters, upstream_index, upstream_names, live) {
+            if let Some(mut route) = self.route(name, i, r, &listener_filters, upstream_index, upstream_names, live) {
+                // A route's own pages over its listener's.
+                route.error_pages = match (route.error_pages.take(), &error_pages) {
+                    (Some(own), Some(listener)) => Some(Arc::new(own.over(listener))),
+                    (own, listener) => own.or_else(|| listener.clone()),
+                };
                 routes.push(route);
             }
         }
@@ -67,6 +73,7 @@ impl Checker<'_> {
                     matcher: RouteMatcher::default(),
                     action: RouteAction::Proxy { upstream },
                     filters: self.route_chain(&format!("{name}/default"), &listener_filters, None, live),
+                    error_pages: error_pages.clone(),
                     metrics: live.route_metrics(name, "default"),
                 }),
                 None => self.error(
@@ -95,6 +102,7 @@ impl Checker<'_> {
             unrouted: live.route_metrics(name, ""),
             http2: self.http2(l),
             trusted_proxies: self.networks(&l.trusted_proxies),
+            error_pages,
         })
     }
 
@@ -248,6 +256,7 @@ impl Checker<'_> {
             matcher,
             action,
             filters,
+            error_pages: self.error_pages(&r.error_pages).map(Arc::new),
             metrics: live.route_metrics(listener, &name),
             name,
         })

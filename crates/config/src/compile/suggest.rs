@@ -70,8 +70,7 @@ pub(crate) fn unknown_name_message(message: &str) -> Option<String> {
     }
     if kind == "key" && candidates.len() > LIST_AT_MOST && closest(word, candidates.iter().copied()).is_none() {
         return Some(format!(
-            "unknown key `{word}` (none of the {} keys here is close; docs/config.md lists them)",
-            candidates.len()
+            "unknown key `{word}` (no key of this table is close to it; docs/config.md lists them)"
         ));
     }
     Some(format!(

@@ -324,7 +324,7 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 15] = [
+        let keys: [(&str, bool, Range<usize>); 16] = [
             (
                 "filters",
                 !r.filters.is_empty(),
@@ -353,6 +353,11 @@ impl Checker<'_> {
             ("replace_prefix", r.replace_prefix.is_some(), at(None)),
             ("rewrite", r.rewrite.is_some(), at(None)),
             ("request_headers", !r.request_headers.is_empty(), at(None)),
+            (
+                "error_pages",
+                !r.error_pages.is_empty(),
+                at(r.error_pages.keys().next().map(Spanned::span)),
+            ),
             ("response_headers", !r.response_headers.is_empty(), at(None)),
             (
                 "max_body_size",

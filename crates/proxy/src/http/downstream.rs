@@ -41,12 +41,16 @@ impl ResponseHeader<'_> {
 }
 
 /// An answer of Rampart's own: an error, a `respond` route, a redirect, a 404.
+#[derive(Clone, Copy)]
 pub struct LocalAnswer<'a> {
     pub status: u16,
     pub headers: &'a [(&'a str, &'a str)],
     pub body: &'a [u8],
     /// The client connection closes after it.
     pub close: bool,
+    /// An error (404 for no route, 502, a filter's 429, ...) whose body a configured error page
+    /// replaces; `false` for what a route says itself (`respond`, `redirect`).
+    pub error_page: bool,
 }
 
 /// A request body taken out of its downstream side, to flow to an HTTP/2 upstream on its own

@@ -107,6 +107,7 @@ pub(crate) async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut Request
             headers: &[],
             body: body.as_bytes(),
             close: !keep,
+            error_page: true,
         };
         if down.send_local(&answer).await.is_ok() && keep {
             rctx.keep_client = down.keeps_alive();

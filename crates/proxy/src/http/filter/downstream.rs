@@ -9,6 +9,7 @@
 use std::borrow::Cow;
 use std::time::Duration;
 
+use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
 use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
@@ -23,6 +24,9 @@ use crate::http::iobuf::IoBuf;
 pub struct FilteredDownstream<'d, D> {
     inner: D,
     filtering: Option<Filtering<'d>>,
+    /// Pages that replace the bodies of error answers of Rampart's own, and how the request's
+    /// `Accept` weighs their media types.
+    error_pages: Option<(&'d ErrorPages, Option<MediaWeights>)>,
 }
 
 struct Filtering<'d> {
@@ -69,7 +73,17 @@ fn rejected(r: Rejection) -> HttpError {
 impl<'d, D: Downstream> FilteredDownstream<'d, D> {
     /// `inner` as is: no filters.
     pub fn plain(inner: D) -> Self {
-        FilteredDownstream { inner, filtering: None }
+        FilteredDownstream {
+            inner,
+            filtering: None,
+            error_pages: None,
+        }
+    }
+
+    /// With `pages` for its error answers.
+    pub fn with_error_pages(mut self, pages: Option<(&'d ErrorPages, Option<MediaWeights>)>) -> Self {
+        self.error_pages = pages;
+        self
     }
 
     /// `inner` with `chain`'s filters on it (`run` has been through the request head phase).
@@ -88,6 +102,7 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
         }
         FilteredDownstream {
             inner,
+            error_pages: None,
             filtering: Some(Filtering {
                 chain,
                 run,
@@ -339,6 +354,40 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        let page = self
+            .error_pages
+            .filter(|_| answer.error_page)
+            .and_then(|(pages, weights)| pages.find(answer.status).map(|p| p.variant(weights)));
+        let Some(page) = page else {
+            return self.send_local_filtered(answer).await;
+        };
+        let mut headers: Vec<(&str, &str)> = answer
+            .headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("content-type"))
+            .copied()
+            .collect();
+        headers.push(("content-type", &page.content_type));
+        let replaced = LocalAnswer {
+            headers: &headers,
+            body: &page.body,
+            ..*answer
+        };
+        self.send_local_filtered(&replaced).await
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.inner.bytes_sent()
+    }
+
+    fn keeps_alive(&self) -> bool {
+        self.inner.keeps_alive()
+    }
+}
+
+impl<D: Downstream> FilteredDownstream<'_, D> {
+    /// An answer of Rampart's own through the filters' response-head phase.
+    async fn send_local_filtered(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
         let Some(f) = self.filtering.as_mut() else {
             return self.inner.send_local(answer).await;
         };
@@ -357,20 +406,10 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         }
         let headers = edited_headers(answer.headers, &edits);
         let edited = LocalAnswer {
-            status: answer.status,
             headers: &headers,
-            body: answer.body,
-            close: answer.close,
+            ..*answer
         };
         self.inner.send_local(&edited).await
-    }
-
-    fn bytes_sent(&self) -> u64 {
-        self.inner.bytes_sent()
-    }
-
-    fn keeps_alive(&self) -> bool {
-        self.inner.keeps_alive()
     }
 }
 

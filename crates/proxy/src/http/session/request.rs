@@ -6,6 +6,7 @@
 
 use std::borrow::Cow;
 
+use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
@@ -30,6 +31,8 @@ struct Delivery<'d> {
     http10: bool,
     head_only: bool,
     framing: Framing,
+    /// The error pages for this request's answers of Rampart's own.
+    error_pages: Option<(&'d ErrorPages, Option<MediaWeights>)>,
 }
 
 impl<T: Transport> Connection<'_, T> {
@@ -71,12 +74,19 @@ impl<T: Transport> Connection<'_, T> {
         let keep = may_keep && head.keep_alive;
         let http10 = head.version == Version::Http10;
         let keep_after_local = keep && head.framing == Framing::None;
+        // Read only where a page may be chosen by it.
+        let pages = match route {
+            Some(i) => http.routes[i].error_pages.as_deref(),
+            None => http.error_pages.as_deref(),
+        };
+        let error_pages = pages.map(|p| (p, accept_weights(buf, &self.fields)));
         let mut delivery = Delivery {
             filters: None,
             keep: keep_after_local,
             http10,
             head_only,
             framing: head.framing,
+            error_pages,
         };
         let Some(route_index) = route else {
             self.inbuf.consume(head.len);
@@ -85,6 +95,7 @@ impl<T: Transport> Connection<'_, T> {
                 headers: &[],
                 body: b"404 Not Found\n",
                 close: !keep_after_local,
+                error_page: true,
             };
             return self.answer_local(rctx, run, delivery, &answer).await;
         };
@@ -130,6 +141,7 @@ impl<T: Transport> Connection<'_, T> {
                     headers: &headers,
                     body: &answer.body,
                     close: !keep_after_local,
+                    error_page: answer.status >= 400,
                 };
                 return self.answer_local(rctx, run, delivery, &local).await;
             }
@@ -144,6 +156,7 @@ impl<T: Transport> Connection<'_, T> {
                     headers: &headers,
                     body,
                     close: !keep_after_local,
+                    error_page: false,
                 };
                 self.answer_local(rctx, run, delivery, &answer).await
             }
@@ -179,6 +192,7 @@ impl<T: Transport> Connection<'_, T> {
                     headers: &[("location", &to)],
                     body: body.as_bytes(),
                     close: !keep_after_local,
+                    error_page: false,
                 };
                 self.answer_local(rctx, run, delivery, &answer).await
             }
@@ -249,13 +263,14 @@ impl<T: Transport> Connection<'_, T> {
         delivery: Delivery<'d>,
     ) -> FilteredDownstream<'d, T::Down<'d>> {
         let down = self.downstream(delivery.keep, delivery.http10, delivery.head_only);
-        match delivery.filters {
+        let filtered = match delivery.filters {
             None => FilteredDownstream::plain(down),
             Some((chain, at)) => {
                 let transformable = !delivery.http10 && !delivery.head_only;
                 FilteredDownstream::new(down, chain, run, at, delivery.framing, transformable)
             }
-        }
+        };
+        filtered.with_error_pages(delivery.error_pages)
     }
 
     async fn answer_local(
@@ -363,4 +378,12 @@ impl<T: Transport> Connection<'_, T> {
         let listener = &self.snapshot.listeners[self.listener];
         listener.metrics.worker(self.ctx.id).bytes_in.add(up);
     }
+}
+
+/// How the request's `Accept` field weighs the media types of error pages (`None`: no field).
+fn accept_weights(buf: &[u8], fields: &[rampart_proto::h1::Field]) -> Option<MediaWeights> {
+    fields
+        .iter()
+        .find(|f| f.name(buf).eq_ignore_ascii_case(b"accept"))
+        .map(|f| MediaWeights::from_accept(f.value(buf)))
 }
