@@ -2,6 +2,9 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::env::OffsetMap;
 
 /// One problem in a config or hosts file, displayed as `file:line:col: message`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,30 +37,103 @@ impl fmt::Display for ConfigErrors {
     }
 }
 
-/// Turns byte offsets in one source text into `file:line:col` errors.
-pub struct SourceMap<'a> {
-    file: &'a str,
-    src: &'a str,
+/// Turns byte offsets into `file:line:col` errors. A config made of several files (includes)
+/// parses each file with its own range of offsets, one after the other, so that every span the
+/// parser hands out says which file it is in; a file whose `${VAR}` references were substituted
+/// maps its offsets back to the text as written.
+#[derive(Debug, Default)]
+pub struct SourceMap {
+    files: Vec<MappedFile>,
 }
 
-impl<'a> SourceMap<'a> {
-    pub fn new(file: &'a str, src: &'a str) -> Self {
-        SourceMap { file, src }
+/// One file's place in the offsets.
+#[derive(Debug)]
+struct MappedFile {
+    name: String,
+    /// The text as written.
+    text: String,
+    /// The directory that paths written in the file are relative to.
+    dir: PathBuf,
+    /// Where the file's (substituted) text starts.
+    base: usize,
+    /// The length of the substituted text.
+    len: usize,
+    offsets: OffsetMap,
+}
+
+impl SourceMap {
+    /// The map of one text, at offset 0, as written.
+    pub fn new(file: &str, src: &str) -> Self {
+        let mut map = SourceMap::default();
+        map.push(file, src.to_string(), src.len(), OffsetMap::identity());
+        map
+    }
+
+    /// Adds a file whose parsed text is `len` bytes long (after substitution, `offsets` leading
+    /// back to `text`), and returns the offset its parsed text starts at.
+    pub fn push(&mut self, file: &str, text: String, len: usize, offsets: OffsetMap) -> usize {
+        let base = self.next_base();
+        self.files.push(MappedFile {
+            name: file.to_string(),
+            text,
+            dir: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(),
+            base,
+            len,
+            offsets,
+        });
+        base
+    }
+
+    /// Where the next file's text would start: one past the end of the last (so that the end of
+    /// a file is still in it).
+    pub fn next_base(&self) -> usize {
+        self.files.last().map_or(0, |f| f.base + f.len + 1)
+    }
+
+    fn file_at(&self, at: usize) -> Option<&MappedFile> {
+        let i = self.files.partition_point(|f| f.base <= at).checked_sub(1)?;
+        self.files.get(i)
+    }
+
+    /// The directory of the file that offset `at` is in: paths written there start from it.
+    pub fn dir_at(&self, at: usize) -> &Path {
+        self.file_at(at).map_or(Path::new(""), |f| f.dir.as_path())
+    }
+
+    /// The position of a file in the map (for sorting errors: files in load order).
+    pub fn file_index(&self, name: &str) -> usize {
+        self.files.iter().position(|f| f.name == name).unwrap_or(usize::MAX)
     }
 
     /// An error at the start of `span` (1-based line and column, columns in characters).
     pub fn error(&self, span: Range<usize>, message: impl Into<String>) -> ConfigError {
-        let at = span.start.min(self.src.len());
-        let before = &self.src[..at];
+        let Some(file) = self.file_at(span.start) else {
+            return ConfigError {
+                file: String::new(),
+                line: 1,
+                col: 1,
+                message: message.into(),
+            };
+        };
+        let local = (span.start - file.base).min(file.len);
+        let at = file.offsets.original(local).min(file.text.len());
+        let at = (0..=at).rev().find(|&i| file.text.is_char_boundary(i)).unwrap_or(0);
+        let before = &file.text[..at];
         let line = before.matches('\n').count() + 1;
         let line_start = before.rfind('\n').map_or(0, |i| i + 1);
         let col = before[line_start..].chars().count() + 1;
         ConfigError {
-            file: self.file.to_string(),
+            file: file.name.clone(),
             line,
             col,
             message: message.into(),
         }
+    }
+
+    /// `file:line:col` of offset `at`, to name another place in a message.
+    pub fn place(&self, at: usize) -> String {
+        let e = self.error(at..at, "");
+        format!("{}:{}:{}", e.file, e.line, e.col)
     }
 }
 
