@@ -76,6 +76,10 @@ pub enum Command {
         /// The config file.
         #[arg(short = 'c', long = "config", value_name = "FILE")]
         config: PathBuf,
+        /// Also reload when the config file, a file it includes or a certificate, key or other
+        /// file it reads changes.
+        #[arg(long)]
+        watch: bool,
         #[command(flatten)]
         engine: EngineArgs,
     },

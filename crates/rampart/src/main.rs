@@ -9,12 +9,13 @@ mod logger;
 mod notify;
 mod source;
 mod upgrade;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rampart_config::compile::{parse_bind, resolve};
-use rampart_config::{compile_toml, LiveState, SimpleL4};
+use rampart_config::{LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
 use cli::{Cli, Command, FixedArgs};
@@ -26,10 +27,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { config }) => return check(&config),
         Some(Command::Upgrade { pid, timeout }) => return upgrade_process(pid, &timeout),
-        Some(Command::Run { config, engine }) => {
+        Some(Command::Run { config, engine, watch }) => {
             let source = Source::File {
                 path: config,
                 session_log: engine.session_log.clone(),
+                watch,
             };
             control::serve(source, &engine, &logger)
         }
@@ -166,15 +168,8 @@ fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
 /// `rampart check -c FILE`.
 fn check(path: &PathBuf) -> ExitCode {
     let name = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("{name}: cannot read: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match compile_toml(&name, &text, &mut LiveState::default()) {
-        Ok(compiled) => {
+    match source::load_config_file(path, &mut LiveState::default()) {
+        Ok(rampart_config::LoadedConfig { compiled, .. }) => {
             for w in &compiled.warnings {
                 eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.col, w.message);
             }
@@ -182,9 +177,7 @@ fn check(path: &PathBuf) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(errors) => {
-            for e in &errors.0 {
-                eprintln!("{e}");
-            }
+            eprintln!("{errors}");
             ExitCode::from(1)
         }
     }
