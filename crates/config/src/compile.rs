@@ -11,7 +11,7 @@ use rampart_model::net::IpNet;
 use rampart_model::{Listener, ListenerProtocol, Snapshot, Target};
 use toml::Spanned;
 
-use crate::error::{ConfigError, ConfigErrors, SourceMap};
+use crate::error::{toml_error, ConfigError, ConfigErrors, SourceMap};
 use crate::raw::{RawConfig, RawGlobal, RawListener};
 use crate::units::{parse_duration, parse_size};
 
@@ -44,12 +44,6 @@ pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compi
     compile_raw(&map, raw, live)
 }
 
-/// A TOML syntax or type error, at its place in `map`.
-pub(crate) fn toml_error(map: &SourceMap, e: &toml::de::Error) -> ConfigError {
-    let span = e.span().unwrap_or(0..0);
-    map.error(span, friendly_toml_message(e.message()))
-}
-
 /// Validates and compiles a parsed config whose spans `map` knows.
 pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
     let mut cx = Checker {
@@ -71,46 +65,6 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
     compiled.files = cx.files;
     live.keep_only(&compiled.snapshot);
     Ok(compiled)
-}
-
-/// Says serde's messages in the config's own terms: `invalid type: string "2", expected i64`
-/// becomes `expected a whole number, not the string "2"`.
-fn friendly_toml_message(message: &str) -> String {
-    let message = message.trim();
-    if message.contains("untagged enum RawTarget") {
-        return "a target is \"host:port\" or { address = \"host:port\", weight = N }".to_string();
-    }
-    let Some((found, expected)) = message
-        .strip_prefix("invalid type: ")
-        .and_then(|rest| rest.rsplit_once(", expected "))
-    else {
-        return message.to_string();
-    };
-    let expected = match expected {
-        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "isize" | "usize" => "a whole number",
-        "f32" | "f64" => "a number",
-        "a boolean" => "true or false",
-        "a borrowed string" | "a character" => "a string",
-        "a sequence" => "a list",
-        "a map" => "a table",
-        s if s.starts_with("struct ") => "a table",
-        other => other,
-    };
-    let quoted = |prefix: &str| found.strip_prefix(prefix).map(|v| v.trim_matches('`'));
-    let found = if found.starts_with("string ") {
-        format!("the {found}")
-    } else if let Some(n) = quoted("integer ").or_else(|| quoted("floating point ")) {
-        format!("the number {n}")
-    } else if let Some(b) = quoted("boolean ") {
-        b.to_string()
-    } else {
-        match found {
-            "sequence" => "a list".to_string(),
-            "map" => "a table".to_string(),
-            other => other.to_string(),
-        }
-    };
-    format!("expected {expected}, not {found}")
 }
 
 /// The command line's single-listener setup (`rampart PORT`, `rampart tcp`, `rampart http`).

@@ -188,7 +188,7 @@ impl Substitution<'_> {
         if !is_variable_name(name) {
             self.error(
                 i..end,
-                format!("`${{{inner}}}` is not an environment variable reference: write ${{NAME}} or ${{NAME:-default}}, NAME of letters, digits and _"),
+                format!("`${{{inner}}}` is not an environment variable reference: write ${{NAME}} or ${{NAME:-default}} (NAME of letters, digits and _, not starting with a digit), or $${{ for a literal ${{ (as in a regex replacement's $${{1}})"),
             );
             return end;
         }

@@ -17,9 +17,9 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use crate::compile::{compile_raw, toml_error, Compiled, LiveState};
+use crate::compile::{compile_raw, Compiled, LiveState};
 use crate::env;
-use crate::error::{ConfigError, ConfigErrors, SourceMap};
+use crate::error::{toml_error, ConfigError, ConfigErrors, SourceMap};
 use crate::raw::RawConfig;
 
 /// How deep includes may nest (the main file is depth 0).

@@ -11,7 +11,7 @@ mod source;
 mod upgrade;
 mod watch;
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::process::ExitCode;
 
 use rampart_config::compile::{parse_bind, resolve};
@@ -166,7 +166,7 @@ fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
 }
 
 /// `rampart check -c FILE`.
-fn check(path: &PathBuf) -> ExitCode {
+fn check(path: &Path) -> ExitCode {
     let name = path.display().to_string();
     match source::load_config_file(path, &mut LiveState::default()) {
         Ok(rampart_config::LoadedConfig { compiled, .. }) => {

@@ -10,6 +10,7 @@ use std::path::Path;
 use common::http::{get, send};
 use common::tls::*;
 use common::*;
+use sha2::Digest;
 
 /// `GET path` on a new connection: status and body.
 fn fetch(port: u16, path: &str) -> (u16, String) {
@@ -47,32 +48,29 @@ fn an_included_file_adds_a_listener_that_answers() {
         "conf.d/site.toml",
         &respond_listener("site", &site_port.to_string(), "/site", "from the included file"),
     );
-    let mut proxy = Rampart::start(dir.path(), &["run", "-c", "rampart.toml", "--workers", "1"]);
+    let admin_port = free_port();
+    let admin_at = format!("127.0.0.1:{admin_port}");
+    let mut proxy = Rampart::start(
+        dir.path(),
+        &["run", "-c", "rampart.toml", "--workers", "1", "--admin", &admin_at],
+    );
     assert_eq!(fetch(port, "/main"), (200, "main".to_string()));
     assert_eq!(fetch(site_port, "/site"), (200, "from the included file".to_string()));
     // The admin API shows every file, each under its own header.
-    let admin_port = free_port();
-    drop(proxy);
-    proxy = Rampart::start(
-        dir.path(),
-        &[
-            "run",
-            "-c",
-            "rampart.toml",
-            "--workers",
-            "1",
-            "--admin",
-            &format!("127.0.0.1:{admin_port}"),
-        ],
-    );
     let (_, config) = admin(admin_port, "GET", "/api/config", None);
     let text = config["text"].as_str().unwrap();
     assert!(
         text.starts_with("# file: rampart.toml\n") && text.contains("# file: conf.d/site.toml\n"),
         "{text}"
     );
+    // The hash is that of the same text (whose last newline /api/config leaves out), so it
+    // changes when any file does.
     let (_, status) = admin(admin_port, "GET", "/api/status", None);
-    assert_eq!(status["config"]["sha256"].as_str().unwrap().len(), 64, "{status}");
+    let hash: String = sha2::Sha256::digest(format!("{text}\n").as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(status["config"]["sha256"].as_str(), Some(hash.as_str()), "{status}");
     proxy.stop();
 }
 

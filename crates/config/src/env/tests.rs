@@ -121,3 +121,13 @@ fn offsets_map_back_to_the_text_as_written() {
     let x = s.text.rfind('x').unwrap();
     assert_eq!(s.offsets.original(x), original.rfind('x').unwrap());
 }
+
+#[test]
+fn a_regex_group_reference_says_how_to_write_it() {
+    let errors = run("replacement = \"/v2/${1}x\"").unwrap_err();
+    assert!(errors[0].message.contains("$${1}"), "{errors:?}");
+    assert_eq!(
+        run("replacement = \"/v2/$${1}x\"").unwrap(),
+        "replacement = \"/v2/${1}x\""
+    );
+}
