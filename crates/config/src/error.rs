@@ -198,4 +198,24 @@ mod tests {
         let at = src.rfind('=').unwrap();
         assert_eq!(map.error(at..at, "x").to_string(), "f.toml:2:4: x");
     }
+
+    #[test]
+    fn each_file_of_a_map_has_its_own_offsets_and_directory() {
+        let mut map = SourceMap::default();
+        let first = "a = 1\n";
+        assert_eq!(
+            map.push("main.toml", first.to_string(), first.len(), OffsetMap::identity()),
+            0
+        );
+        let second = "b = 2\nc = 3\n";
+        let base = map.push("conf.d/b.toml", second.to_string(), second.len(), OffsetMap::identity());
+        assert_eq!(base, first.len() + 1);
+        // The end of the first file is still in it.
+        assert_eq!(map.place(first.len()), "main.toml:2:1");
+        let c = base + second.find('c').unwrap();
+        assert_eq!(map.error(c..c, "x").to_string(), "conf.d/b.toml:2:1: x");
+        assert_eq!(map.dir_at(c), Path::new("conf.d"));
+        assert_eq!(map.dir_at(0), Path::new(""));
+        assert_eq!(map.file_index("conf.d/b.toml"), 1);
+    }
 }

@@ -146,7 +146,14 @@ impl Loader<'_> {
         // Behind as many spaces as the files before took, the file's spans are its own range.
         let base = self.map.next_base();
         let mut padded = " ".repeat(base);
-        padded.push_str(&substituted.text);
+        // A byte-order mark may only start a text: here it becomes as many spaces.
+        match substituted.text.strip_prefix('\u{feff}') {
+            Some(rest) => {
+                padded.push_str("   ");
+                padded.push_str(rest);
+            }
+            None => padded.push_str(&substituted.text),
+        }
         self.map.push(name, text, substituted.text.len(), substituted.offsets);
         let mut raw: RawConfig = match toml::from_str(&padded) {
             Ok(raw) => raw,

@@ -249,3 +249,9 @@ fn include_is_for_config_files() {
     let err = crate::compile_toml("x.toml", "include = [\"a.toml\"]\n", &mut LiveState::default()).unwrap_err();
     assert_eq!(err.to_string(), "x.toml:1:12: `include` is read from config files only");
 }
+
+#[test]
+fn an_included_file_may_start_with_a_byte_order_mark() {
+    let dir = config_dir(&[("rampart.toml", MAIN), ("conf.d/app.toml", &format!("\u{feff}{APP}"))]);
+    load(dir.path(), "rampart.toml").unwrap();
+}
