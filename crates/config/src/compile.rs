@@ -11,8 +11,8 @@ use rampart_model::net::IpNet;
 use rampart_model::{Listener, ListenerProtocol, Snapshot, Target};
 use toml::Spanned;
 
-use crate::error::{ConfigError, ConfigErrors, SourceMap};
-use crate::raw::{RawConfig, RawListener};
+use crate::error::{toml_error, ConfigError, ConfigErrors, SourceMap};
+use crate::raw::{RawConfig, RawGlobal, RawListener};
 use crate::units::{parse_duration, parse_size};
 
 /// A compiled config: the snapshot plus process settings that only apply at start.
@@ -26,81 +26,45 @@ pub struct Compiled {
     pub admin: Option<AdminSettings>,
     /// `[global] log_level` and `log_format`.
     pub log: LogSettings,
+    /// The files the config names and reads besides its own text (certificates, keys, CAs,
+    /// credential and key files), in the order read.
+    pub files: Vec<std::path::PathBuf>,
 }
 
-/// Parses, validates and compiles the TOML text `src` read from `file`.
+/// Parses, validates and compiles the TOML text `src` read from `file`: one text as it is
+/// (no `include`, no `${VAR}`; [`crate::load::compile_config`] reads a config file with both).
 pub fn compile_toml(file: &str, src: &str, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
     let map = SourceMap::new(file, src);
-    let raw: RawConfig = toml::from_str(src).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        ConfigErrors(vec![map.error(span, friendly_toml_message(e.message()))])
-    })?;
+    let raw: RawConfig = toml::from_str(src).map_err(|e| ConfigErrors(vec![toml_error(&map, &e)]))?;
+    if let Some(first) = raw.include.first() {
+        return Err(ConfigErrors(vec![
+            map.error(first.span(), "`include` is read from config files only")
+        ]));
+    }
+    compile_raw(&map, raw, live)
+}
+
+/// Validates and compiles a parsed config whose spans `map` knows.
+pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState) -> Result<Compiled, ConfigErrors> {
     let mut cx = Checker {
-        map: &map,
+        map,
         errors: Vec::new(),
         warnings: Vec::new(),
-        base: std::path::Path::new(file)
-            .parent()
-            .map(|p| p.to_path_buf())
-            .unwrap_or_default(),
+        files: Vec::new(),
         filter_scope: String::new(),
     };
     let compiled = cx.config(raw, live);
+    let order = |e: &ConfigError| (map.file_index(&e.file), e.line, e.col);
     if !cx.errors.is_empty() {
-        cx.errors.sort_by_key(|e| (e.line, e.col));
+        cx.errors.sort_by_key(order);
         return Err(ConfigErrors(cx.errors));
     }
     let mut compiled = compiled.expect("a config without errors compiles");
-    cx.warnings.sort_by_key(|e| (e.line, e.col));
+    cx.warnings.sort_by_key(order);
     compiled.warnings = cx.warnings;
+    compiled.files = cx.files;
     live.keep_only(&compiled.snapshot);
     Ok(compiled)
-}
-
-/// Says serde's messages in the config's own terms: `invalid type: string "2", expected i64`
-/// becomes `expected a whole number, not the string "2"`.
-fn friendly_toml_message(message: &str) -> String {
-    let message = message.trim();
-    if let Some(friendly) = suggest::unknown_name_message(message) {
-        return friendly;
-    }
-    if message.contains("untagged enum RawErrorPage") {
-        return "an error page is a file (\"errors/502.html\") or a table: { body = \"...\" }, { file = \"...\", content_type = \"...\" }, or { html = \"...\", json = \"...\", text = \"...\" }".to_string();
-    }
-    if message.contains("untagged enum RawTarget") {
-        return "a target is \"host:port\" or { address = \"host:port\", weight = N, backup = true }".to_string();
-    }
-    let Some((found, expected)) = message
-        .strip_prefix("invalid type: ")
-        .and_then(|rest| rest.rsplit_once(", expected "))
-    else {
-        return message.to_string();
-    };
-    let expected = match expected {
-        "i8" | "i16" | "i32" | "i64" | "u8" | "u16" | "u32" | "u64" | "isize" | "usize" => "a whole number",
-        "f32" | "f64" => "a number",
-        "a boolean" => "true or false",
-        "a borrowed string" | "a character" => "a string",
-        "a sequence" => "a list",
-        "a map" => "a table",
-        s if s.starts_with("struct ") => "a table",
-        other => other,
-    };
-    let quoted = |prefix: &str| found.strip_prefix(prefix).map(|v| v.trim_matches('`'));
-    let found = if found.starts_with("string ") {
-        format!("the {found}")
-    } else if let Some(n) = quoted("integer ").or_else(|| quoted("floating point ")) {
-        format!("the number {n}")
-    } else if let Some(b) = quoted("boolean ") {
-        b.to_string()
-    } else {
-        match found {
-            "sequence" => "a list".to_string(),
-            "map" => "a table".to_string(),
-            other => other.to_string(),
-        }
-    };
-    format!("expected {expected}, not {found}")
 }
 
 fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {
@@ -114,11 +78,11 @@ fn build_maglev(policy: BalancePolicy, targets: &[Target]) -> Option<Maglev> {
 
 /// Collects every error of one file rather than stopping at the first.
 struct Checker<'a> {
-    map: &'a SourceMap<'a>,
+    map: &'a SourceMap,
     errors: Vec<ConfigError>,
     warnings: Vec<ConfigError>,
-    /// The config file's directory: relative certificate and key paths start there.
-    base: std::path::PathBuf,
+    /// The files read so far (see [`Compiled::files`]).
+    files: Vec<std::path::PathBuf>,
     /// Where the filter being compiled sits (`LISTENER#N` or `LISTENER/ROUTE#N`): the identity
     /// under which a reload keeps a filter's state (a local rate limit's buckets).
     filter_scope: String,
@@ -133,26 +97,33 @@ impl Checker<'_> {
         self.warnings.push(self.map.error(span, message));
     }
 
-    /// A file named in the config: relative to the config file's directory.
-    fn path(&self, file: &str) -> std::path::PathBuf {
-        self.base.join(file)
+    /// A file named at `file`: relative to the directory of the config file it is written in.
+    /// It is recorded as one the config reads.
+    fn path(&mut self, file: &Spanned<String>) -> std::path::PathBuf {
+        self.path_at(file.get_ref(), file.span())
+    }
+
+    /// [`Checker::path`] for a name written at `span`.
+    fn path_at(&mut self, file: &str, span: Range<usize>) -> std::path::PathBuf {
+        let path = self.map.dir_at(span.start).join(file);
+        if !self.files.contains(&path) {
+            self.files.push(path.clone());
+        }
+        path
     }
 
     fn config(&mut self, raw: RawConfig, live: &mut LiveState) -> Option<Compiled> {
-        let workers = raw
-            .global
-            .workers
-            .as_ref()
-            .and_then(|w| self.count(w, "workers", 1, 1024));
+        let default_global = RawGlobal::default();
+        let global = raw.global.as_ref().map_or(&default_global, |g| g.get_ref());
+        let workers = global.workers.as_ref().and_then(|w| self.count(w, "workers", 1, 1024));
         live.fix_workers(workers);
-        let drain_timeout = self.duration(&raw.global.drain_timeout, defaults::DRAIN_TIMEOUT);
-        let upgrade_timeout = self.duration(&raw.global.upgrade_timeout, defaults::UPGRADE_TIMEOUT);
-        let log = self.log_settings(&raw.global);
-        if let Some(path) = &raw.global.session_log {
+        let drain_timeout = self.duration(&global.drain_timeout, defaults::DRAIN_TIMEOUT);
+        let upgrade_timeout = self.duration(&global.upgrade_timeout, defaults::UPGRADE_TIMEOUT);
+        let log = self.log_settings(global);
+        if let Some(path) = &global.session_log {
             self.log_file("session log", path);
         }
-        let session_log = raw
-            .global
+        let session_log = global
             .session_log
             .as_ref()
             .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
@@ -208,10 +179,11 @@ impl Checker<'_> {
                 drain_timeout,
                 upgrade_timeout,
             },
-            pin: raw.global.pin.unwrap_or(false),
+            pin: global.pin.unwrap_or(false),
             warnings: Vec::new(),
             admin,
             log,
+            files: Vec::new(),
         })
     }
 
@@ -410,7 +382,7 @@ mod filters;
 mod http;
 mod live;
 mod log;
-mod suggest;
+pub(crate) mod suggest;
 mod tcp;
 mod tls;
 mod upstream;

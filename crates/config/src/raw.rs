@@ -9,12 +9,15 @@ use toml::Spanned;
 
 pub mod described;
 
-/// The whole file.
+/// One config file (the files of a config with includes are merged into one of these).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
+    /// `include = ["conf.d/*.toml", ...]`: more files of the same config, read after this one.
     #[serde(default)]
-    pub global: RawGlobal,
+    pub include: Vec<Spanned<String>>,
+    /// `[global]`, in at most one of the files.
+    pub global: Option<Spanned<RawGlobal>>,
     #[serde(default)]
     pub listeners: BTreeMap<Spanned<String>, RawListener>,
     #[serde(default)]

@@ -78,6 +78,10 @@ pub enum Command {
     Run {
         #[command(flatten)]
         file: ConfigFile,
+        /// Also reload when the config file, a file it includes or a certificate, key or other
+        /// file it reads changes.
+        #[arg(long)]
+        watch: bool,
         #[command(flatten)]
         engine: EngineArgs,
     },

@@ -30,6 +30,7 @@ use crate::notify;
 use crate::source::{summary, Source};
 use crate::upgrade::inherit::Handover;
 use crate::upgrade::spawn::{Relaunch, UpgradeOutcome};
+use crate::watch::Watching;
 
 /// What ends the serving loop.
 enum Stop {
@@ -79,6 +80,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let line = summary(&loaded.snapshot);
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let listeners = listener_names(&loaded.snapshot);
+    let watch_list = loaded.watch.clone();
     // A TCP admin listener's socket is not a listener's: set it aside before the engine starts.
     let admin_socket = match admin_settings.as_ref().map(|a| &a.listen) {
         Some(AdminAddress::Tcp(addr)) => handover.take_tcp(*addr),
@@ -97,6 +99,19 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let mut jwks_fetches = spawn_jwks_fetches(&engine.current());
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
+    let watching = match &source {
+        Source::File { watch: true, .. } => {
+            let (files, patterns) = (watch_list.files.len(), watch_list.patterns.len());
+            let watching = Watching::start(watch_list, commands.clone()).context("--watch: cannot watch files")?;
+            tracing::info!(
+                files,
+                patterns,
+                "watch: a change to the config's {files} file(s) or {patterns} include pattern(s) reloads it"
+            );
+            Some(watching)
+        }
+        _ => None,
+    };
     let admin = Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status.clone()),
         snapshot: ArcSwap::new(engine.current()),
@@ -159,7 +174,15 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
             match event {
                 Event::Reload(reply) => {
                     notify::reloading();
-                    let outcome = reload(&source, &mut live, &mut engine, &session_log, &admin, logger);
+                    let outcome = reload(
+                        &source,
+                        &mut live,
+                        &mut engine,
+                        &session_log,
+                        &admin,
+                        logger,
+                        watching.as_ref(),
+                    );
                     if matches!(outcome, ReloadOutcome::Applied { .. }) {
                         checks.abort_all();
                         checks = spawn_checks(&engine.current(), None);
@@ -281,7 +304,8 @@ async fn upgrade(
     crate::upgrade::hand_over(relaunch, &sockets, timeout).await
 }
 
-/// Loads the source again and applies it (SIGHUP, or `POST /api/reload`).
+/// Loads the source again and applies it (SIGHUP, `POST /api/reload`, or a change `--watch`
+/// saw); a load that succeeds gives the watcher its new list of files.
 fn reload(
     source: &Source,
     live: &mut LiveState,
@@ -289,6 +313,7 @@ fn reload(
     session_log: &SessionLogWriter,
     admin: &AdminShared,
     logger: &Logger,
+    watching: Option<&Watching>,
 ) -> ReloadOutcome {
     if !source.reloadable() {
         tracing::info!(
@@ -308,6 +333,9 @@ fn reload(
     };
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
+    }
+    if let Some(watching) = watching {
+        watching.update(loaded.watch.clone());
     }
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);

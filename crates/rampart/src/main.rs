@@ -10,12 +10,13 @@ mod notify;
 mod pid_file;
 mod source;
 mod upgrade;
+mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rampart_config::compile::{parse_bind, resolve};
-use rampart_config::{compile_toml, LiveState, SimpleL4};
+use rampart_config::{LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
 use cli::{Cli, Command, HttpArgs, TcpArgs};
@@ -27,10 +28,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { file }) => return check(&file.path()),
         Some(Command::Upgrade { pid, timeout }) => return upgrade_process(pid, &timeout),
-        Some(Command::Run { file, engine }) => {
+        Some(Command::Run { file, engine, watch }) => {
             let source = Source::File {
                 path: file.path(),
                 session_log: engine.session_log.clone(),
+                watch,
             };
             control::serve(source, &engine, &logger)
         }
@@ -202,15 +204,8 @@ fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
 /// `rampart check FILE` (or `-c FILE`).
 fn check(path: &std::path::Path) -> ExitCode {
     let name = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("{name}: cannot read: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    match compile_toml(&name, &text, &mut LiveState::default()) {
-        Ok(compiled) => {
+    match source::load_config_file(path, &mut LiveState::default()) {
+        Ok(rampart_config::LoadedConfig { compiled, .. }) => {
             for w in &compiled.warnings {
                 eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.col, w.message);
             }
@@ -218,9 +213,7 @@ fn check(path: &std::path::Path) -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(errors) => {
-            for e in &errors.0 {
-                eprintln!("{e}");
-            }
+            eprintln!("{errors}");
             ExitCode::from(1)
         }
     }

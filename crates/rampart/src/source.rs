@@ -4,7 +4,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use rampart_config::compile::parse_bind;
-use rampart_config::{compile_toml, hosts, simple_l4, AdminSettings, Compiled, LiveState, LogSettings, SimpleL4};
+use rampart_config::{
+    compile_config_env, hosts, simple_l4, AdminSettings, Compiled, LiveState, LoadedConfig, LogSettings, SimpleL4,
+    WatchList,
+};
 use rampart_model::balance::BalancePolicy;
 use rampart_model::ListenerProtocol;
 use rampart_model::Snapshot;
@@ -12,10 +15,13 @@ use rampart_model::Snapshot;
 /// A config source; SIGHUP loads it again.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// `rampart run -c FILE`, and `--session-log` for when the file names no session log.
+    /// `rampart run -c FILE` (with the files it includes), and `--session-log` for when the
+    /// file names no session log.
     File {
         path: PathBuf,
         session_log: Option<PathBuf>,
+        /// `--watch`: a change to any file of the config reloads too.
+        watch: bool,
     },
     /// `rampart [ADDR:]PORT`: a listen address plus a hosts file.
     Hosts {
@@ -40,9 +46,11 @@ pub struct Loaded {
     pub log: LogSettings,
     /// The SHA-256 of the config file's text, in hex (config files only).
     pub sha256: Option<String>,
-    /// The TOML the snapshot was compiled from (the file's text, or what the command line
-    /// stands for).
+    /// The TOML the snapshot was compiled from (the file's text, each file's after a
+    /// `# file: NAME` line when it includes others, or what the command line stands for).
     pub text: String,
+    /// The files a change of which `run --watch` reloads for (config files only).
+    pub watch: WatchList,
 }
 
 impl Loaded {
@@ -55,6 +63,7 @@ impl Loaded {
             log: compiled.log,
             sha256: None,
             text: String::new(),
+            watch: WatchList::default(),
         }
     }
 }
@@ -64,16 +73,19 @@ impl Source {
     /// per line where the problem has a place.
     pub fn load(&self, live: &mut LiveState) -> Result<Loaded, String> {
         match self {
-            Source::File { path, session_log } => {
-                let name = path.display().to_string();
-                let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
-                let mut compiled = compile_toml(&name, &text, live).map_err(|e| e.to_string())?;
+            Source::File { path, session_log, .. } => {
+                let loaded = load_config_file(path, live)?;
+                let text = loaded.text();
+                let LoadedConfig {
+                    mut compiled, watch, ..
+                } = loaded;
                 if compiled.snapshot.session_log.is_none() {
                     compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
                 }
                 Ok(Loaded {
                     sha256: Some(sha256_hex(text.as_bytes())),
                     text,
+                    watch,
                     ..Loaded::from(compiled)
                 })
             }
@@ -121,6 +133,14 @@ impl Source {
             _ => true,
         }
     }
+}
+
+/// Reads and compiles a config file with the files it includes (`rampart run` and `rampart
+/// check`). The error is ready to print, one `file:line:col: message` per line.
+pub fn load_config_file(path: &std::path::Path, live: &mut LiveState) -> Result<LoadedConfig, String> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
+    compile_config_env(&name, &text, live).map_err(|e| e.to_string())
 }
 
 /// Compiles the config a command line stands for; its `[global]` start settings do not apply

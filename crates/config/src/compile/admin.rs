@@ -68,7 +68,7 @@ impl Checker<'_> {
             }
             (Some(t), None) => Some(self.token(t, t.get_ref().trim())?),
             (None, Some(file)) => {
-                let text = match std::fs::read_to_string(self.path(file.get_ref())) {
+                let text = match std::fs::read_to_string(self.path(file)) {
                     Ok(t) => t,
                     Err(e) => {
                         self.error(file.span(), format!("token_file {}: cannot read: {e}", file.get_ref()));

@@ -125,7 +125,7 @@ impl Checker<'_> {
         if !self.check_header_value(at.clone(), "content-type", &content_type, "error page") {
             return None;
         }
-        let path = self.path(file);
+        let path = self.path_at(file, at.clone());
         let read = std::fs::metadata(&path).and_then(|m| {
             if m.len() > MAX_PAGE {
                 return Err(std::io::Error::other(format!(

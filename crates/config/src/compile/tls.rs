@@ -495,7 +495,7 @@ impl Resumption {
 /// Reading PEM files, each failure an error at the key that names the file.
 impl Checker<'_> {
     fn read_chain(&mut self, file: &Spanned<String>) -> Option<Vec<CertificateDer<'static>>> {
-        let path = self.path(file.get_ref());
+        let path = self.path(file);
         match files::read_chain(&path) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -506,7 +506,7 @@ impl Checker<'_> {
     }
 
     fn read_key(&mut self, file: &Spanned<String>) -> Option<PrivateKeyDer<'static>> {
-        let path = self.path(file.get_ref());
+        let path = self.path(file);
         match files::read_key(&path) {
             Ok(k) => Some(k),
             Err(e) => {

@@ -1,7 +1,7 @@
 //! The auth filters' keys: `basic_auth`, `api_key`, `forward_auth`.
 //!
-//! Files (`users_file`, `keys_file`, `ca`) are named relative to the config file's directory and
-//! read on every load, so a reload picks up a file changed in place. A file that cannot be read
+//! Files (`users_file`, `keys_file`, `ca`) are named relative to the directory of the config file
+//! they are written in and read on every load, so a reload picks up a file changed in place. A file that cannot be read
 //! is an error at the key that names it; a bad line of it is an error at its own
 //! `FILE:LINE:COL` (see [`super::auth_files`]).
 
@@ -189,7 +189,7 @@ impl Checker<'_> {
     /// Reads and parses a credential file named at `file`: an unreadable file is an error at
     /// the key, a bad line an error at its own place in the file.
     fn auth_file<T>(&mut self, file: &Spanned<String>, parse: fn(&str, &str) -> Result<T, ConfigErrors>) -> Option<T> {
-        let path = self.path(file.get_ref());
+        let path = self.path(file);
         let shown = path.display().to_string();
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,

@@ -207,7 +207,7 @@ impl Checker<'_> {
                 }
                 let mut keys: Vec<JwtKey> = Vec::new();
                 for file in files.get_ref() {
-                    let path = self.path(file);
+                    let path = self.path_at(file, files.span());
                     let bytes = match std::fs::read(&path) {
                         Ok(b) => b,
                         Err(e) => {
