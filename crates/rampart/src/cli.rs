@@ -121,7 +121,7 @@ pub struct FixedArgs {
     #[arg(long = "tls-key", value_name = "FILE", requires = "tls_cert")]
     pub tls_key: Vec<PathBuf>,
     /// Append one line per request (`http`) or one JSON line per connection (`tcp`, the same
-    /// records as --session-log) to FILE.
+    /// records as --session-log) to FILE; `-` (or /dev/stdout) writes them to standard output.
     #[arg(long = "access-log", value_name = "FILE")]
     pub access_log: Option<PathBuf>,
     /// The access log's format.
