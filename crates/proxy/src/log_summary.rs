@@ -114,6 +114,15 @@ fn times(n: u64) -> String {
     }
 }
 
+/// `once more`, `2 more times`.
+fn more_times(n: u64) -> String {
+    if n == 1 {
+        "once more".into()
+    } else {
+        format!("{n} more times")
+    }
+}
+
 /// What a worker sends to the summarising thread.
 enum Message {
     Occurred(EventKey, Option<Detail>),
@@ -319,9 +328,9 @@ impl Line {
                 event = key.kind.name(),
                 count,
                 window_ms = window.as_millis() as u64,
-                "{}: {} more in the last {:.0?}",
+                "{}: {} in the last {:.0?}",
                 key.describe(),
-                times(*count),
+                more_times(*count),
                 window
             ),
             Line::Over { key, total, lasted } => tracing::info!(
@@ -406,6 +415,8 @@ mod tests {
         assert_eq!(count_of(3, "listener"), "3 listeners");
         assert_eq!(times(1), "once");
         assert_eq!(times(2), "2 times");
+        assert_eq!(more_times(1), "once more");
+        assert_eq!(more_times(29), "29 more times");
     }
 
     #[test]
