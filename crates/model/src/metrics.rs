@@ -82,9 +82,13 @@ fn nanos_of(d: Duration) -> u64 {
         .saturating_add(u64::from(d.subsec_nanos()))
 }
 
-/// Bucket upper bounds (seconds) of request and response durations.
-pub const LATENCY_BOUNDS: [f64; 14] = [
-    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+/// Bucket upper bounds (seconds) of request and response durations: from 25 µs, so that
+/// loopback and LAN latencies (tens to hundreds of microseconds) land in buckets of their own
+/// rather than all in the first, then the usual 1-2.5-5 steps up to 10 s. Eighteen bounds: each
+/// worker keeps one count per bucket per route and upstream, so the list stays short.
+pub const LATENCY_BOUNDS: [f64; 18] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 5.0, 10.0,
 ];
 /// Bucket upper bounds (seconds) of TCP session durations.
 pub const SESSION_BOUNDS: [f64; 12] = [0.001, 0.01, 0.1, 0.5, 1.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0, 3600.0];
@@ -99,7 +103,7 @@ const fn nanos<const N: usize>(bounds: [f64; N]) -> [u64; N] {
     out
 }
 
-const LATENCY_NANOS: [u64; 14] = nanos(LATENCY_BOUNDS);
+const LATENCY_NANOS: [u64; 18] = nanos(LATENCY_BOUNDS);
 const SESSION_NANOS: [u64; 12] = nanos(SESSION_BOUNDS);
 
 /// A histogram written by one thread: a count per bucket (not cumulative; the last bucket is
@@ -141,7 +145,7 @@ impl<const N: usize> Histogram<N> {
 }
 
 /// Request and response durations: [`LATENCY_BOUNDS`] and `+Inf`.
-pub type LatencyHistogram = Histogram<15>;
+pub type LatencyHistogram = Histogram<19>;
 /// TCP session durations: [`SESSION_BOUNDS`] and `+Inf`.
 pub type SessionHistogram = Histogram<13>;
 
@@ -334,6 +338,9 @@ pub struct UpstreamCells {
     pub response_duration: LatencyHistogram,
     /// Attempts made again after a failure.
     pub retries: Count,
+    /// Requests (answered 503) and TCP connections (closed) that found no available target to
+    /// try: every target down, drained or in its passive backoff.
+    pub no_target: Count,
 }
 
 /// A target's cells.
@@ -367,18 +374,29 @@ mod tests {
     #[test]
     fn histogram_buckets_are_upper_bounds() {
         let h = LatencyHistogram::default();
-        h.observe(Duration::from_micros(500)); // exactly the first bound
-        h.observe(Duration::from_micros(501));
+        h.observe(Duration::from_micros(25)); // exactly the first bound
+        h.observe(Duration::from_micros(26));
         h.observe(Duration::from_secs(11)); // past the last bound
         let mut total = HistogramTotal::default();
         h.add_to(&mut total);
         h.add_to(&mut total);
-        assert_eq!(total.buckets.len(), 15);
+        assert_eq!(total.buckets.len(), 19);
         assert_eq!(total.buckets[0], 2);
         assert_eq!(total.buckets[1], 2);
-        assert_eq!(total.buckets[14], 2);
+        assert_eq!(total.buckets[18], 2);
         assert_eq!(total.count(), 6);
-        assert_eq!(total.sum_nanos, 2 * (500_000 + 501_000 + 11_000_000_000));
+        assert_eq!(total.sum_nanos, 2 * (25_000 + 26_000 + 11_000_000_000));
+    }
+
+    #[test]
+    fn loopback_latencies_get_buckets_of_their_own() {
+        // 70 µs and 300 µs (a loopback and a LAN round trip) land in different buckets, neither
+        // in the first.
+        let bucket = |d: Duration| LATENCY_NANOS.iter().position(|&b| d.as_nanos() as u64 <= b);
+        let (fast, lan) = (bucket(Duration::from_micros(70)), bucket(Duration::from_micros(300)));
+        assert_eq!(fast, Some(2));
+        assert_eq!(lan, Some(4));
+        assert!(LATENCY_BOUNDS.windows(2).all(|w| w[0] < w[1]), "bounds ascend");
     }
 
     #[test]

@@ -221,6 +221,12 @@ pub enum UpstreamProtocol {
     Auto,
 }
 
+/// Whether a log file path means the process's standard output: `-`, as most tools take it, or
+/// `/dev/stdout` (written through the process's own stdout, not opened as a file).
+pub fn is_stdout_path(path: &std::path::Path) -> bool {
+    path.as_os_str() == "-" || path.as_os_str() == "/dev/stdout"
+}
+
 /// Access log line formats.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AccessLogFormat {

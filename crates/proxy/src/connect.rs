@@ -11,6 +11,7 @@ use tokio::net::{TcpSocket, TcpStream};
 use crate::stream::Stream;
 
 use crate::balance::Tried;
+use crate::log_summary::{count_of, Detail, EventKey};
 use crate::tls::accept::HandshakeFailure;
 use crate::worker::{bump, WorkerContext};
 use rampart_model::metrics::UpstreamErrorKind;
@@ -69,11 +70,24 @@ pub async fn connect_upstream(
     loop {
         let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, key, tried)) else {
             bump(&ctx.counters.no_healthy_target, 1);
-            ctx.log_summary.warn(&no_target_key(&upstream.name), || {
-                format!(
-                    "listener {listener}: no healthy target left in upstream {} after {made} attempt(s); {outcome} from {client}",
-                    upstream.name,
-                )
+            if made == 0 {
+                // Nothing was tried: no target's error counts it, the upstream's does.
+                upstream.metrics.worker(ctx.id).no_target.add(1);
+            }
+            ctx.log_summary.warn(no_target_key(&upstream.name), || Detail {
+                listener: Some(listener.to_string()),
+                message: if made == 0 {
+                    format!(
+                        "listener {listener}: no healthy target in upstream {}; {outcome} from {client}",
+                        upstream.name
+                    )
+                } else {
+                    format!(
+                        "listener {listener}: no healthy target left in upstream {} after {}; {outcome} from {client}",
+                        upstream.name,
+                        count_of(made as u64, "attempt"),
+                    )
+                },
             });
             return Err(last);
         };
@@ -110,18 +124,22 @@ pub async fn connect_upstream(
                     _ => UpstreamErrorKind::Connect,
                 };
                 target.metrics.worker(ctx.id).error(kind).add(1);
-                ctx.log_summary.warn(&failed_key(&upstream.name, &target.name), || {
-                    format!(
-                        "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
-                        upstream.name, target.name
-                    )
-                });
+                ctx.log_summary
+                    .warn(failed_key(&upstream.name, &target.name), || Detail {
+                        listener: Some(listener.to_string()),
+                        message: format!(
+                            "upstream {}: connect to {} failed ({why}); marked down for {backoff:?}",
+                            upstream.name, target.name
+                        ),
+                    });
                 if made >= attempts {
-                    ctx.log_summary.warn(&no_target_key(&upstream.name), || {
-                        format!(
-                            "listener {listener}: {made} connect attempt(s) failed in upstream {}; {outcome} from {client}",
+                    ctx.log_summary.warn(no_target_key(&upstream.name), || Detail {
+                        listener: Some(listener.to_string()),
+                        message: format!(
+                            "listener {listener}: {} failed in upstream {}; {outcome} from {client}",
+                            count_of(made as u64, "connect attempt"),
                             upstream.name,
-                        )
+                        ),
                     });
                     return Err(last);
                 }
@@ -131,13 +149,13 @@ pub async fn connect_upstream(
 }
 
 /// The summarised event "no target could be reached in upstream `upstream`".
-pub fn no_target_key(upstream: &str) -> String {
-    format!("upstream {upstream}: no healthy target")
+pub fn no_target_key(upstream: &str) -> EventKey {
+    EventKey::no_target(upstream)
 }
 
 /// The summarised event "connects to `target` fail".
-fn failed_key(upstream: &str, target: &str) -> String {
-    format!("upstream {upstream}: connects to {target} fail")
+fn failed_key(upstream: &str, target: &str) -> EventKey {
+    EventKey::connect_failed(upstream, target)
 }
 
 /// Why one connect attempt failed.

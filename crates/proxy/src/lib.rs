@@ -20,7 +20,8 @@
 //! - [`checker`]: active health checks, run by the control plane.
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
-//! - [`log_summary`]: repeated warnings (an outage) logged once, then counted per interval.
+//! - [`log_summary`]: repeated warnings (an outage) logged once, then counted per interval for
+//!   the whole process.
 //! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
 
 pub mod balance;

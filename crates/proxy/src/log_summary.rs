@@ -1,21 +1,225 @@
-//! Repeated events logged once, then summarised: during an outage a worker would otherwise print
-//! a warning per request (`no healthy target in upstream app`, 299 lines for 300 requests). The
-//! first occurrence of an event is logged; later ones are counted and reported as one line per
-//! [`WINDOW`]; the end of the outage is logged at info level with the total.
+//! Repeated events logged once, then summarised for the whole process: during an outage every
+//! request (on every worker) would otherwise print a warning (`no healthy target in upstream
+//! app`, 299 lines for 300 requests). The first occurrence of an event is logged; later ones are
+//! counted and reported as one line per [`WINDOW`]; the end of the outage is logged at info level
+//! with the total. The counts are the process's, summed over workers.
+//!
+//! Workers share no lock: each worker's [`LogSummary`] sends every occurrence (only failures,
+//! never a request that went well) over a channel to one summarising thread, which owns the
+//! counts and writes the lines. A worker remembers which events it reported, so that a request
+//! that goes well sends something only when it ends an event this worker saw; while no event is
+//! open that check is one `Cell` read.
+//!
+//! Every line carries the event's upstream (and target, when the event is a target's) as
+//! structured fields, so `--log-format json` puts them in `fields`.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::mpsc;
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// How often a continuing event is summarised.
 pub const WINDOW: Duration = Duration::from_secs(10);
 
-/// One worker's repeated events, by key (`no healthy target in upstream app`).
+/// What kind of repeated event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventKind {
+    /// Requests or connections found no target they could use in the upstream.
+    NoTarget,
+    /// Connects to one target fail.
+    ConnectFailed,
+}
+
+impl EventKind {
+    fn name(self) -> &'static str {
+        match self {
+            EventKind::NoTarget => "no_target",
+            EventKind::ConnectFailed => "connect_failed",
+        }
+    }
+}
+
+/// One repeated event: its kind, upstream and target.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct EventKey {
+    pub kind: EventKind,
+    pub upstream: String,
+    pub target: Option<String>,
+}
+
+impl EventKey {
+    /// "No target could be used in upstream `upstream`".
+    pub fn no_target(upstream: &str) -> EventKey {
+        EventKey {
+            kind: EventKind::NoTarget,
+            upstream: upstream.to_string(),
+            target: None,
+        }
+    }
+
+    /// "Connects to `target` of `upstream` fail".
+    pub fn connect_failed(upstream: &str, target: &str) -> EventKey {
+        EventKey {
+            kind: EventKind::ConnectFailed,
+            upstream: upstream.to_string(),
+            target: Some(target.to_string()),
+        }
+    }
+
+    /// How the summary lines name the event: `upstream app: no healthy target`.
+    fn describe(&self) -> String {
+        match (self.kind, &self.target) {
+            (EventKind::ConnectFailed, Some(target)) => {
+                format!("upstream {}: connect to {target} failed", self.upstream)
+            }
+            _ => format!("upstream {}: no healthy target", self.upstream),
+        }
+    }
+
+    /// How the end of the event reads: `upstream app: connect to 10.0.0.1:80 works again`.
+    fn describe_over(&self) -> String {
+        match (self.kind, &self.target) {
+            (EventKind::ConnectFailed, Some(target)) => {
+                format!("upstream {}: connect to {target} works again", self.upstream)
+            }
+            _ => format!("upstream {}: a healthy target again", self.upstream),
+        }
+    }
+}
+
+/// The first line of an event, as the worker that met it words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Detail {
+    /// The listener whose request or connection met it, if any.
+    pub listener: Option<String>,
+    pub message: String,
+}
+
+/// `1 target`, `2 targets`: a count with its noun, plural when it is not one.
+pub fn count_of(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
+}
+
+/// `once`, `2 times`.
+fn times(n: u64) -> String {
+    if n == 1 {
+        "once".into()
+    } else {
+        format!("{n} times")
+    }
+}
+
+/// `once more`, `2 more times`.
+fn more_times(n: u64) -> String {
+    if n == 1 {
+        "once more".into()
+    } else {
+        format!("{n} more times")
+    }
+}
+
+/// What a worker sends to the summarising thread.
+enum Message {
+    Occurred(EventKey, Option<Detail>),
+    Over(EventKey),
+    /// Report every event that happened since its last line, whatever its window (drain).
+    Flush(mpsc::Sender<()>),
+}
+
+/// The channel to the process's summarising thread, started on first use.
+fn summariser() -> &'static mpsc::Sender<Message> {
+    static SENDER: OnceLock<mpsc::Sender<Message>> = OnceLock::new();
+    SENDER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel();
+        // Without the thread (it could not start) the messages are dropped with the receiver.
+        let _ = std::thread::Builder::new()
+            .name("rampart-log-summary".into())
+            .spawn(move || summarise(rx));
+        tx
+    })
+}
+
+fn summarise(rx: mpsc::Receiver<Message>) {
+    let mut summary = Summary::default();
+    loop {
+        let now = Instant::now();
+        let lines = match rx.recv_timeout(Duration::from_secs(1)) {
+            Ok(Message::Occurred(key, detail)) => summary.occurred(key, detail, now),
+            Ok(Message::Over(key)) => summary.over(&key, now),
+            Ok(Message::Flush(done)) => {
+                summary.report(now, true).iter().for_each(Line::log);
+                let _ = done.send(());
+                continue;
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => Vec::new(),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return,
+        };
+        lines.iter().for_each(Line::log);
+        summary.report(now, false).iter().for_each(Line::log);
+    }
+}
+
+/// One worker's side: which events it reported, to tell the summariser when one ends.
 #[derive(Default)]
 pub struct LogSummary {
-    events: RefCell<HashMap<String, Event>>,
-    /// Whether any event is open: the one thing [`LogSummary::recovered`] reads on every request.
+    seen: RefCell<HashSet<EventKey>>,
+    /// Whether this worker reported any event not yet over: the one thing
+    /// [`LogSummary::recovered`] reads on every request.
     open: Cell<bool>,
+}
+
+impl LogSummary {
+    /// Reports an occurrence of `key`. `detail()` words the event's first line; it is called
+    /// only the first time this worker meets the event.
+    pub fn warn(&self, key: EventKey, detail: impl FnOnce() -> Detail) {
+        let detail = {
+            let mut seen = self.seen.borrow_mut();
+            if seen.contains(&key) {
+                None
+            } else {
+                seen.insert(key.clone());
+                self.open.set(true);
+                Some(detail())
+            }
+        };
+        let _ = summariser().send(Message::Occurred(key, detail));
+    }
+
+    /// The event `key` is over (a request to that upstream found a target): the summariser says
+    /// so with how often it happened. Costs nothing while this worker saw no event.
+    pub fn recovered(&self, key: impl FnOnce() -> EventKey) {
+        if !self.open.get() {
+            return;
+        }
+        let key = key();
+        let mut seen = self.seen.borrow_mut();
+        if !seen.remove(&key) {
+            return;
+        }
+        self.open.set(!seen.is_empty());
+        drop(seen);
+        let _ = summariser().send(Message::Over(key));
+    }
+
+    /// Has every event's occurrences since its last line reported now (at drain), and waits (a
+    /// second at most) until they are.
+    pub fn report_all(&self) {
+        let (done, wait) = mpsc::channel();
+        if summariser().send(Message::Flush(done)).is_ok() {
+            let _ = wait.recv_timeout(Duration::from_secs(1));
+        }
+    }
+}
+
+/// The process's open events and their counts (owned by the summarising thread).
+#[derive(Default)]
+struct Summary {
+    events: HashMap<EventKey, Event>,
 }
 
 struct Event {
@@ -27,77 +231,124 @@ struct Event {
     window_start: Instant,
 }
 
-impl LogSummary {
-    /// Logs `message()` at warn level the first time `key` happens; later occurrences only count.
-    pub fn warn(&self, key: &str, message: impl FnOnce() -> String) {
-        let mut events = self.events.borrow_mut();
-        match events.get_mut(key) {
-            Some(event) => {
-                event.unreported += 1;
-                event.total += 1;
-            }
-            None => {
-                self.open.set(true);
-                tracing::warn!("{}", message());
-                let now = Instant::now();
-                events.insert(
-                    key.to_string(),
-                    Event {
-                        unreported: 0,
-                        total: 1,
-                        first: now,
-                        window_start: now,
-                    },
-                );
-            }
-        }
-    }
+/// A line to log.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// The first occurrence, at warn level.
+    First(EventKey, Option<Detail>),
+    /// `count` more occurrences within `window`, at warn level.
+    More {
+        key: EventKey,
+        count: u64,
+        window: Duration,
+    },
+    /// The event is over after `total` occurrences in `lasted`, at info level.
+    Over {
+        key: EventKey,
+        total: u64,
+        lasted: Duration,
+    },
+}
 
-    /// The event `key` is over (a request to that upstream found a target): says so at info level
-    /// with how often it happened, if it was happening. Costs nothing while no event is open.
-    pub fn recovered(&self, key: impl FnOnce() -> String) {
-        if !self.open.get() {
-            return;
+impl Summary {
+    fn occurred(&mut self, key: EventKey, detail: Option<Detail>, now: Instant) -> Vec<Line> {
+        if let Some(event) = self.events.get_mut(&key) {
+            event.unreported += 1;
+            event.total += 1;
+            return Vec::new();
         }
-        let key = key();
-        let mut events = self.events.borrow_mut();
-        let Some(event) = events.remove(&key) else {
-            return;
+        let event = Event {
+            unreported: 0,
+            total: 1,
+            first: now,
+            window_start: now,
         };
-        self.open.set(!events.is_empty());
-        drop(events);
-        if event.unreported > 0 {
-            tracing::warn!("{key}: {} more time(s) since the last report", event.unreported);
-        }
-        tracing::info!(
-            "{key}: over after {} time(s) in {:.0?}",
-            event.total,
-            event.first.elapsed()
-        );
+        self.events.insert(key.clone(), event);
+        vec![Line::First(key, detail)]
     }
 
-    /// Writes one line per event that happened again within its window, and starts a new window
-    /// (called by the worker's housekeeping tick; `all` at drain, whatever the windows).
-    pub fn report(&self, now: Instant, all: bool) {
-        let mut events = self.events.borrow_mut();
-        for (key, event) in events.iter_mut() {
-            let due = all || now.saturating_duration_since(event.window_start) >= WINDOW;
-            if event.unreported > 0 && due {
-                tracing::warn!(
-                    "{key}: {} more time(s) in the last {:.0?}",
-                    event.unreported,
-                    now.saturating_duration_since(event.window_start)
-                );
+    fn over(&mut self, key: &EventKey, now: Instant) -> Vec<Line> {
+        let Some(event) = self.events.remove(key) else {
+            return Vec::new();
+        };
+        let mut lines = Vec::new();
+        if event.unreported > 0 {
+            lines.push(Line::More {
+                key: key.clone(),
+                count: event.unreported,
+                window: now.saturating_duration_since(event.window_start),
+            });
+        }
+        lines.push(Line::Over {
+            key: key.clone(),
+            total: event.total,
+            lasted: now.saturating_duration_since(event.first),
+        });
+        lines
+    }
+
+    /// One line per event that happened again within its window, which starts again (`all`:
+    /// whatever the windows).
+    fn report(&mut self, now: Instant, all: bool) -> Vec<Line> {
+        let mut lines = Vec::new();
+        for (key, event) in self.events.iter_mut() {
+            let window = now.saturating_duration_since(event.window_start);
+            if event.unreported > 0 && (all || window >= WINDOW) {
+                lines.push(Line::More {
+                    key: key.clone(),
+                    count: event.unreported,
+                    window,
+                });
                 event.unreported = 0;
                 event.window_start = now;
             }
         }
+        lines
     }
+}
 
-    /// How many occurrences of `key` wait for the next report (for tests).
-    #[cfg(test)]
-    fn unreported(&self, key: &str) -> Option<u64> {
-        self.events.borrow().get(key).map(|e| e.unreported)
+impl Line {
+    fn log(&self) {
+        match self {
+            Line::First(key, detail) => {
+                let upstream = key.upstream.as_str();
+                let target = key.target.as_deref();
+                let event = key.kind.name();
+                match detail {
+                    Some(d) => {
+                        let listener = d.listener.as_deref();
+                        tracing::warn!(upstream, target, listener, event, "{}", d.message);
+                    }
+                    None => tracing::warn!(upstream, target, event, "{}", key.describe()),
+                }
+            }
+            Line::More { key, count, window } => tracing::warn!(
+                upstream = key.upstream.as_str(),
+                target = key.target.as_deref(),
+                event = key.kind.name(),
+                count,
+                window_ms = window.as_millis() as u64,
+                "{}: {} in the last {:.0?}",
+                key.describe(),
+                more_times(*count),
+                window
+            ),
+            Line::Over { key, total, lasted } => tracing::info!(
+                upstream = key.upstream.as_str(),
+                target = key.target.as_deref(),
+                event = key.kind.name(),
+                total,
+                lasted_ms = lasted.as_millis() as u64,
+                "{} ({} {} in {:.0?})",
+                key.describe_over(),
+                match key.kind {
+                    EventKind::NoTarget => "none was found",
+                    EventKind::ConnectFailed => "it failed",
+                },
+                times(*total),
+                lasted
+            ),
+        }
     }
 }
 
@@ -107,29 +358,79 @@ mod tests {
 
     #[test]
     fn the_first_occurrence_is_logged_then_counted_then_closed() {
-        let summary = LogSummary::default();
-        let key = "no healthy target in upstream app";
-        summary.warn(key, || "listener web: no healthy target in upstream app".into());
-        // The first is logged (not counted as unreported); the rest only count.
-        assert_eq!(summary.unreported(key), Some(0));
+        let mut summary = Summary::default();
+        let key = EventKey::no_target("app");
+        let t0 = Instant::now();
+        let detail = Detail {
+            listener: Some("web".into()),
+            message: "listener web: no healthy target in upstream app".into(),
+        };
+        let first = summary.occurred(key.clone(), Some(detail.clone()), t0);
+        assert_eq!(first, [Line::First(key.clone(), Some(detail))]);
         for _ in 1..300 {
-            summary.warn(key, || unreachable!("logged only the first time"));
+            assert_eq!(summary.occurred(key.clone(), None, t0), []);
         }
-        assert_eq!(summary.unreported(key), Some(299));
         // Within the window nothing is reported; after it, one line and a fresh count.
-        summary.report(Instant::now(), false);
-        assert_eq!(summary.unreported(key), Some(299));
-        summary.report(Instant::now() + WINDOW, false);
-        assert_eq!(summary.unreported(key), Some(0));
-        summary.warn(key, || unreachable!());
-        summary.report(Instant::now(), true);
-        assert_eq!(summary.unreported(key), Some(0), "a drain reports whatever the window");
-        summary.recovered(|| "no healthy target in upstream other".into());
-        assert!(summary.unreported(key).is_some());
-        summary.recovered(|| key.into());
-        assert_eq!(summary.unreported(key), None);
+        assert_eq!(summary.report(t0, false), []);
+        let more = summary.report(t0 + WINDOW, false);
+        assert!(matches!(&more[..], [Line::More { count: 299, .. }]), "{more:?}");
+        summary.occurred(key.clone(), None, t0 + WINDOW);
+        let drained = summary.report(t0 + WINDOW, true);
+        assert!(
+            matches!(&drained[..], [Line::More { count: 1, .. }]),
+            "a drain reports whatever the window"
+        );
+        assert_eq!(summary.over(&EventKey::no_target("other"), t0), []);
+        let over = summary.over(&key, t0 + 2 * WINDOW);
+        assert!(matches!(&over[..], [Line::Over { total: 301, .. }]), "{over:?}");
         // Closed: the next occurrence opens the event again.
-        summary.warn(key, String::new);
-        assert_eq!(summary.unreported(key), Some(0));
+        assert!(matches!(&summary.occurred(key, None, t0)[..], [Line::First(_, None)]));
+    }
+
+    #[test]
+    fn occurrences_from_every_worker_add_up_to_one_summary() {
+        // Two workers meet the same outage: one first line, then counts summed over both.
+        let mut summary = Summary::default();
+        let key = EventKey::connect_failed("app", "127.0.0.1:9");
+        let t0 = Instant::now();
+        let detail = |w: &str| Detail {
+            listener: Some(w.into()),
+            message: "connect failed".into(),
+        };
+        assert_eq!(summary.occurred(key.clone(), Some(detail("a")), t0).len(), 1);
+        assert_eq!(summary.occurred(key.clone(), Some(detail("b")), t0), []);
+        summary.occurred(key.clone(), None, t0);
+        let over = summary.over(&key, t0 + Duration::from_secs(1));
+        assert!(
+            matches!(&over[..], [Line::More { count: 2, .. }, Line::Over { total: 3, .. }]),
+            "{over:?}"
+        );
+        assert_eq!(summary.over(&key, t0), [], "a second worker's recovery adds nothing");
+    }
+
+    #[test]
+    fn counts_are_worded_in_the_singular_and_plural() {
+        assert_eq!(count_of(1, "target"), "1 target");
+        assert_eq!(count_of(0, "route"), "0 routes");
+        assert_eq!(count_of(3, "listener"), "3 listeners");
+        assert_eq!(times(1), "once");
+        assert_eq!(times(2), "2 times");
+        assert_eq!(more_times(1), "once more");
+        assert_eq!(more_times(29), "29 more times");
+    }
+
+    #[test]
+    fn a_worker_tells_of_an_end_only_for_events_it_saw() {
+        let worker = LogSummary::default();
+        worker.recovered(|| unreachable!("no event open: nothing is built"));
+        worker.warn(EventKey::no_target("app"), || Detail {
+            listener: None,
+            message: "first".into(),
+        });
+        worker.warn(EventKey::no_target("app"), || unreachable!("worded once"));
+        worker.recovered(|| EventKey::no_target("other"));
+        assert!(worker.open.get());
+        worker.recovered(|| EventKey::no_target("app"));
+        assert!(!worker.open.get());
     }
 }

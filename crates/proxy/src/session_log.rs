@@ -1,6 +1,8 @@
 //! Log files written off the hot path: session records (one JSON line per L4 connection) and
 //! HTTP access logs. Workers buffer lines per file and hand batches to one writer thread, which
-//! opens each file on first use and reopens all of them on request (reload, log rotation).
+//! opens each file on first use and reopens all of them on request (reload, log rotation). A
+//! path of `-` or `/dev/stdout` ([`rampart_model::is_stdout_path`]) is the process's standard
+//! output, never a file of that name.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -86,11 +88,37 @@ impl Drop for SessionLogWriter {
     }
 }
 
-fn open(path: &Path) -> io::Result<File> {
-    OpenOptions::new().create(true).append(true).open(path)
+/// Where one log's lines go.
+enum LogOutput {
+    File(File),
+    Stdout,
 }
 
-fn write_loop(mut files: HashMap<PathBuf, File>, rx: mpsc::Receiver<Command>) {
+impl LogOutput {
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match self {
+            LogOutput::File(f) => f.write_all(bytes),
+            LogOutput::Stdout => {
+                let mut out = io::stdout().lock();
+                out.write_all(bytes)?;
+                out.flush()
+            }
+        }
+    }
+}
+
+fn open(path: &Path) -> io::Result<LogOutput> {
+    if rampart_model::is_stdout_path(path) {
+        return Ok(LogOutput::Stdout);
+    }
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map(LogOutput::File)
+}
+
+fn write_loop(mut files: HashMap<PathBuf, LogOutput>, rx: mpsc::Receiver<Command>) {
     let mut failed: HashMap<PathBuf, ()> = HashMap::new();
     while let Ok(command) = rx.recv() {
         match command {

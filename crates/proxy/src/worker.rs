@@ -161,7 +161,6 @@ impl WorkerContext {
     /// keep-alive time is over, and frees pooled buffers and pipes that went unused.
     pub fn housekeeping(&self) {
         self.flush_log_lines();
-        self.log_summary.report(std::time::Instant::now(), false);
         let snapshot = self.snapshot();
         self.http.housekeeping(&snapshot);
         self.buffers.trim();
@@ -170,7 +169,7 @@ impl WorkerContext {
 
     /// The worker drains: idle connections close now (busy ones after their current request).
     pub fn begin_drain(&self) {
-        self.log_summary.report(std::time::Instant::now(), true);
+        self.log_summary.report_all();
         self.http.begin_drain();
     }
 

@@ -141,7 +141,8 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     };
     // Last: "listening" means every listener, the admin one included, is bound.
     tracing::info!(
-        "listening: {line}; {workers} worker(s){}",
+        "listening: {line}; {}{}",
+        rampart_proxy::log_summary::count_of(workers as u64, "worker"),
         if pin { ", pinned" } else { "" }
     );
     if handover.is_upgrade() {
@@ -250,7 +251,8 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
             signal = drain,
             elapsed_ms,
             cut,
-            "drain ended: closed {cut} connection(s) still open at the drain deadline"
+            "drain ended: closed {} still open at the drain deadline",
+            rampart_proxy::log_summary::count_of(cut, "connection")
         );
     } else {
         tracing::info!(

@@ -11,6 +11,7 @@ use rampart_config::{
 use rampart_model::balance::BalancePolicy;
 use rampart_model::ListenerProtocol;
 use rampart_model::Snapshot;
+use rampart_proxy::log_summary::count_of;
 
 /// A config source; SIGHUP loads it again.
 #[derive(Debug, Clone)]
@@ -170,13 +171,13 @@ pub fn summary(snapshot: &Snapshot) -> String {
         })
         .map(|(l, bind)| match &l.protocol {
             ListenerProtocol::Tcp { upstream, routing } => {
-                let routes = routing
-                    .as_ref()
-                    .map_or(String::new(), |r| format!(", {} routes", r.routes.len()));
+                let routes = routing.as_ref().map_or(String::new(), |r| {
+                    format!(", {}", count_of(r.routes.len() as u64, "route"))
+                });
                 let default = match upstream {
                     Some(u) => {
                         let u = &snapshot.upstreams[*u];
-                        format!("{} ({} targets)", u.name, u.targets.len())
+                        format!("{} ({})", u.name, count_of(u.targets.len() as u64, "target"))
                     }
                     None => "close".to_string(),
                 };
@@ -187,17 +188,18 @@ pub fn summary(snapshot: &Snapshot) -> String {
                 )
             }
             ListenerProtocol::Http(h) => format!(
-                "{} on {bind} (http{}, {} routes)",
+                "{} on {bind} (http{}, {})",
                 l.name,
                 if l.tls.is_some() { ", tls" } else { "" },
-                h.routes.len()
+                count_of(h.routes.len() as u64, "route")
             ),
         })
         .collect();
     format!(
-        "{} listener(s), {} upstream(s), {targets} target(s): {}",
-        snapshot.listeners.len(),
-        snapshot.upstreams.len(),
+        "{}, {}, {}: {}",
+        count_of(snapshot.listeners.len() as u64, "listener"),
+        count_of(snapshot.upstreams.len() as u64, "upstream"),
+        count_of(targets as u64, "target"),
         listeners.join("; ")
     )
 }

@@ -233,6 +233,52 @@ fn config_and_upstreams_show_what_runs() {
         serde_json::Value::Null,
         "no active check configured"
     );
+    // The failed connect was made again on the live target: a retry, under a name that does
+    // not read like the `retries` setting.
+    let app = &body["upstreams"][0];
+    assert_eq!(app["retries_total"], 1, "{app}");
+    assert!(app.get("retries").is_none(), "{app}");
+    assert_eq!(app["no_target_total"], 0, "{app}");
+}
+
+#[test]
+fn requests_that_find_no_target_are_counted_on_their_upstream() {
+    let dead = dead_target();
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{dead}\"]\npassive_backoff = \"60s\"\n"
+    );
+    let path = write_file(dir.path(), "rampart.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // The first request tries the target (502); while it backs off the next find none (503).
+    let status = || common::http::send(&mut connect(port), &common::http::get("/")).0;
+    assert_eq!(status(), 502);
+    for _ in 0..3 {
+        assert_eq!(status(), 503);
+    }
+    let (_, body) = admin(admin_port, "GET", "/api/upstreams", None);
+    let app = &body["upstreams"][0];
+    assert_eq!(app["no_target_total"], 3, "{app}");
+    assert_eq!(app["targets"][0]["errors"]["connect"], 1, "{app}");
+    let metrics = scrape(admin_port);
+    assert_eq!(
+        value(&metrics, "rampart_upstream_no_target_total", &[("upstream", "app")]),
+        3.0
+    );
+    // Latency buckets start at 25 µs, as the status page's percentiles do.
+    let bounds: Vec<&str> = metrics
+        .iter()
+        .filter(|(name, labels, _)| {
+            name == "rampart_http_request_duration_seconds_bucket"
+                && labels.iter().any(|(k, v)| k == "route" && v == "(unrouted)")
+        })
+        .filter_map(|(_, labels, _)| Some(labels.iter().find(|(k, _)| k == "le")?.1.as_str()))
+        .collect();
+    assert_eq!(bounds.len(), 19, "18 bounds and +Inf: {bounds:?}");
+    assert_eq!(bounds[0].parse::<f64>().ok(), Some(0.000025), "{bounds:?}");
 }
 
 #[test]

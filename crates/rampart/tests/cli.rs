@@ -11,7 +11,7 @@ fn check_accepts_a_good_file_with_a_summary() {
     let (code, out, _) = run_rampart(dir.path(), &["check", "-c", example]);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), 1, "{out}");
-    assert!(out.contains(": ok: 2 listener(s), 2 upstream(s), 5 target(s)"), "{out}");
+    assert!(out.contains(": ok: 2 listeners, 2 upstreams, 5 targets"), "{out}");
 }
 
 #[test]

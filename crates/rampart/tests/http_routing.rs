@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::http::{send, HttpBackend, Reply};
+use common::http::{get, send, HttpBackend, Reply};
 use common::*;
 
 const ROUTES: &str = r#"
@@ -145,6 +145,65 @@ fn glob_header_query_and_regex_rewrite() {
     let (status, _, body) = request(gw.port, "GET /user/42 HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_eq!(status, 200);
     assert!(body.starts_with("GET /users?id=42 HTTP/1.1"), "{body}");
+}
+
+/// `--access-log -` writes the lines on standard output (no file named `-`); `bytes` counts the
+/// whole response (head and body), `body_bytes` the body alone, and the combined format's size
+/// field is the body's, as nginx's `$body_bytes_sent`.
+#[test]
+fn access_log_on_stdout_with_body_bytes_beside_bytes() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    for format in ["json", "combined"] {
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let target = backend.target();
+        let args = [
+            "http",
+            "--listen",
+            &listen,
+            "--to",
+            &target,
+            "--workers",
+            "1",
+            "--access-log",
+            "-",
+            "--access-log-format",
+            format,
+        ];
+        let mut proxy = Rampart::start(dir.path(), &args);
+        let (status, head, body) = send(&mut connect(port), &get("/sized"));
+        assert_eq!(status, 200);
+        assert!(!body.is_empty());
+        let (code, stdout) = proxy.stop_with_stdout();
+        assert_eq!(code, 0);
+        assert!(!dir.path().join("-").exists(), "no file named `-`");
+        let lines: Vec<&str> = stdout.lines().collect();
+        assert_eq!(lines.len(), 1, "{stdout}");
+        if format == "json" {
+            let line: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+            assert_eq!(line["path"], "/sized");
+            assert_eq!(line["bytes"], (head.len() + body.len()) as u64, "{line}");
+            assert_eq!(line["body_bytes"], body.len() as u64, "{line}");
+        } else {
+            let size = format!("\"GET /sized HTTP/1.1\" 200 {} ", body.len());
+            assert!(lines[0].contains(&size), "{size} in {}", lines[0]);
+        }
+    }
+    // The config's `path = "-"` is standard output too.
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+         access_log = {{ path = \"-\" }}\n[upstreams.app]\ntargets = [\"{}\"]\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "stdout.toml", &cfg);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    assert_eq!(send(&mut connect(port), &get("/from-config")).0, 200);
+    let (code, stdout) = proxy.stop_with_stdout();
+    assert_eq!(code, 0);
+    assert!(stdout.contains("\"path\":\"/from-config\""), "{stdout}");
+    assert!(!dir.path().join("-").exists(), "no file named `-`");
 }
 
 #[test]

@@ -113,7 +113,10 @@ fn json_lines_carry_the_fields_of_every_key_event() {
     assert_eq!(applied["result"], "applied");
     assert_eq!(applied["sha256"].as_str().unwrap().len(), 64, "{applied}");
     assert!(
-        applied["summary"].as_str().unwrap().starts_with("1 listener(s)"),
+        applied["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("1 listener, 1 upstream, 2 targets"),
         "{applied}"
     );
     let refused: Vec<&Value> = events
@@ -277,5 +280,122 @@ fn bad_log_settings_are_config_errors_at_their_place() {
             format!("{path}:2:13: unknown log_level `chatty` (expected one of: error, warn, info, debug, trace)"),
             format!("{path}:3:14: unknown log_format `yaml` (expected one of: text, json)"),
         ]
+    );
+}
+
+/// An outage met by two workers: the warnings carry `upstream` and `target` as JSON fields, and
+/// the summary is the process's: one first line and one end line per event, whose total counts
+/// every failed request, whichever worker served it.
+#[test]
+fn an_outage_on_two_workers_is_summarised_once_with_its_fields() {
+    let dead: std::net::SocketAddr = dead_target().parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let path = write_file(
+        dir.path(),
+        "r.toml",
+        &format!(
+            "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+             [upstreams.app]\ntargets = [\"{dead}\"]\npassive_backoff = \"100ms\"\npassive_backoff_max = \"200ms\"\n"
+        ),
+    );
+    let mut proxy = Rampart::start(
+        dir.path(),
+        &["run", "-c", &path, "--workers", "2", "--log-format", "json"],
+    );
+    // Each request on its own connection: the kernel spreads them over both workers.
+    let status = || common::http::send(&mut connect(port), &common::http::get("/")).0;
+    const FAILED: u64 = 30;
+    for _ in 0..FAILED {
+        let s = status();
+        assert!(s == 502 || s == 503, "{s}");
+    }
+    let _back = HttpBackend::start_on(dead, Reply::Echo);
+    let deadline = std::time::Instant::now() + WAIT;
+    // Past its backoff the target is tried again; the first requests may still fail.
+    let mut failed = FAILED;
+    loop {
+        assert!(std::time::Instant::now() < deadline, "the target never served");
+        match status() {
+            200 => break,
+            _ => failed += 1,
+        }
+    }
+    for _ in 0..30 {
+        assert_eq!(status(), 200);
+    }
+    assert_eq!(proxy.stop(), 0);
+
+    let events = parse_all(&proxy.log);
+    let of = |kind: &str| -> Vec<&Value> { events.iter().filter(|e| e["fields"]["event"] == kind).collect() };
+    let no_target = of("no_target");
+    let first: Vec<&&Value> = no_target
+        .iter()
+        .filter(|e| e["fields"]["total"].is_null() && e["fields"]["count"].is_null())
+        .collect();
+    assert_eq!(first.len(), 1, "one first line for the process: {no_target:#?}");
+    let first = &first[0]["fields"];
+    assert_eq!(
+        (&first["upstream"], &first["listener"]),
+        (&"app".into(), &"web".into()),
+        "{first}"
+    );
+    let over: Vec<&&Value> = no_target.iter().filter(|e| e["level"] == "INFO").collect();
+    assert_eq!(over.len(), 1, "one end line for the process: {no_target:#?}");
+    assert_eq!(over[0]["fields"]["upstream"], "app");
+    // Every failed request found no target once (in its connect attempts or before them); the
+    // repeats reported before the end add up with it.
+    let repeats: u64 = no_target
+        .iter()
+        .filter(|e| e["level"] == "WARN")
+        .filter_map(|e| e["fields"]["count"].as_u64())
+        .sum();
+    assert_eq!(over[0]["fields"]["total"], failed, "{no_target:#?}");
+    assert_eq!(repeats + 1, failed, "{no_target:#?}");
+    assert!(
+        over[0]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("upstream app: a healthy target again (none was found "),
+        "{}",
+        over[0]
+    );
+
+    let connect_failed = of("connect_failed");
+    let first = connect_failed.first().expect("a failed connect is logged");
+    assert_eq!(first["level"], "WARN");
+    assert_eq!(
+        (&first["fields"]["upstream"], &first["fields"]["target"]),
+        (&"app".into(), &dead.to_string().into()),
+        "{first}"
+    );
+    assert!(
+        first["message"].as_str().unwrap().contains("marked down for"),
+        "{first}"
+    );
+    assert!(
+        connect_failed
+            .iter()
+            .all(|e| e["fields"]["target"] == dead.to_string().as_str()),
+        "{connect_failed:#?}"
+    );
+    // Plain words, plural only past one.
+    let listening = event(&events, "listening:")["message"].as_str().unwrap();
+    assert!(
+        listening.contains(": 1 listener, 1 upstream, 1 target: "),
+        "{listening}"
+    );
+    assert!(
+        listening.contains("(http, 1 route)") && listening.ends_with("; 2 workers"),
+        "{listening}"
+    );
+    let words: Vec<&str> = no_target
+        .iter()
+        .chain(&connect_failed)
+        .map(|e| e["message"].as_str().unwrap())
+        .collect();
+    assert!(
+        !words.iter().any(|m| m.contains("(s)") || m.contains("fail:")),
+        "{words:#?}"
     );
 }

@@ -146,6 +146,9 @@ impl Checker<'_> {
     /// Opens a log file the way the writer will (append, create), so that a path that cannot be
     /// opened is an error of the config rather than of its first line.
     pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) {
+        if rampart_model::is_stdout_path(std::path::Path::new(path.get_ref())) {
+            return; // standard output: nothing to open
+        }
         if let Err(e) = OpenOptions::new().create(true).append(true).open(path.get_ref()) {
             self.error(path.span(), format!("cannot open {what} {}: {e}", path.get_ref()));
         }

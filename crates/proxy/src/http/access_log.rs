@@ -21,7 +21,10 @@ pub struct AccessRecord<'a> {
     pub referer: &'a [u8],
     pub user_agent: &'a [u8],
     pub status: u16,
+    /// Every response byte sent ([`crate::http::downstream::Downstream::bytes_sent`]).
     pub bytes: u64,
+    /// The response body's bytes (nginx's `$body_bytes_sent`).
+    pub body_bytes: u64,
     pub route: &'a str,
     pub upstream_target: Option<&'a str>,
     pub upstream_time: Option<Duration>,
@@ -60,7 +63,11 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     write_json_str(out, &lossy(r.host));
     out.extend_from_slice(b",\"protocol\":");
     write_json_str(out, r.version);
-    let _ = write!(out, ",\"status\":{},\"bytes\":{},\"route\":", r.status, r.bytes);
+    let _ = write!(
+        out,
+        ",\"status\":{},\"bytes\":{},\"body_bytes\":{},\"route\":",
+        r.status, r.bytes, r.body_bytes
+    );
     write_json_str(out, r.route);
     out.extend_from_slice(b",\"upstream_target\":");
     match r.upstream_target {
@@ -123,7 +130,7 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         lossy(r.target).replace('"', "%22"),
         r.version,
         r.status,
-        r.bytes,
+        r.body_bytes,
         dash(&lossy(r.referer)).replace('"', "%22"),
         dash(&lossy(r.user_agent)).replace('"', "%22"),
         dash(r.route),

@@ -20,8 +20,10 @@ pub struct RequestContext {
     pub target: Option<usize>,
     /// The status the client got; 0 until a response head has left.
     pub status: u16,
-    /// Response bytes written to the client.
+    /// Response bytes written to the client (see [`super::downstream::Downstream::bytes_sent`]).
     pub bytes_out: u64,
+    /// Of those, the response body's (nginx's `$body_bytes_sent`).
+    pub body_bytes_out: u64,
     /// From sending the request to having the response head.
     pub upstream_time: Option<Duration>,
     /// What went wrong, if anything.
@@ -47,6 +49,7 @@ impl RequestContext {
             target: None,
             status: 0,
             bytes_out: 0,
+            body_bytes_out: 0,
             upstream_time: None,
             error: None,
             filter_reason: None,

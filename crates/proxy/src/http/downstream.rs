@@ -110,8 +110,15 @@ pub trait Downstream {
     async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError>;
     /// An answer of Rampart's own.
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError>;
-    /// Response bytes written so far.
+    /// Response bytes written so far: on HTTP/1.x every byte of the request's responses (interim
+    /// `1xx` heads, the head, the body as framed, chunk sizes included); on HTTP/2 the DATA
+    /// payload only (HPACK-compressed headers share the connection and are not counted).
     fn bytes_sent(&self) -> u64;
+    /// Response body bytes written so far (nginx's `$body_bytes_sent`: on HTTP/1.x the body as
+    /// framed on the wire, chunk sizes included; no head).
+    fn body_bytes_sent(&self) -> u64 {
+        self.bytes_sent()
+    }
     /// Whether the connection can take another request after the response sent.
     fn keeps_alive(&self) -> bool;
 }
@@ -130,6 +137,8 @@ pub struct H1Downstream<'a> {
     /// A HEAD request: answers of our own carry no body.
     pub head_only: bool,
     sent: u64,
+    /// Of `sent`, the body bytes.
+    body_sent: u64,
     keep: bool,
 }
 
@@ -155,6 +164,7 @@ impl<'a> H1Downstream<'a> {
             http10,
             head_only,
             sent: 0,
+            body_sent: 0,
             keep: false,
         }
     }
@@ -235,11 +245,14 @@ impl Downstream for H1Downstream<'_> {
         };
         written.map_err(|_| HttpError::ClientGone)?;
         self.sent += (self.out.len() + behind.len()) as u64;
+        self.body_sent += body.len() as u64;
         Ok(())
     }
 
     async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
-        self.write(bytes).await
+        self.write(bytes).await?;
+        self.body_sent += bytes.len() as u64;
+        Ok(())
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
@@ -255,6 +268,9 @@ impl Downstream for H1Downstream<'_> {
             self.head_only,
         );
         let written = self.write(&out).await;
+        if written.is_ok() && !self.head_only {
+            self.body_sent += answer.body.len() as u64;
+        }
         *self.out = out;
         self.keep = !close && written.is_ok();
         written
@@ -262,6 +278,10 @@ impl Downstream for H1Downstream<'_> {
 
     fn bytes_sent(&self) -> u64 {
         self.sent
+    }
+
+    fn body_bytes_sent(&self) -> u64 {
+        self.body_sent
     }
 
     fn keeps_alive(&self) -> bool {

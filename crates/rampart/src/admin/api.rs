@@ -217,7 +217,8 @@ fn upstreams(shared: &AdminShared) -> Answer {
                 "name": u.name,
                 "balance": u.policy.name(),
                 "tls": u.tls.is_some(),
-                "retries": totals.retries,
+                "retries_total": totals.retries,
+                "no_target_total": totals.no_target,
                 "targets": targets,
             })
         })

@@ -337,6 +337,15 @@ impl Collector for Traffic {
                 .iter()
                 .map(|u| (labels([("upstream", &u.name)]), Value::Counter(u.retries))),
         )?;
+        family(
+            &mut e,
+            "rampart_upstream_no_target",
+            "Requests (answered 503) and TCP connections (closed) that found no available target",
+            Counter,
+            t.upstreams
+                .iter()
+                .map(|u| (labels([("upstream", &u.name)]), Value::Counter(u.no_target))),
+        )?;
         let targets = || {
             t.upstreams
                 .iter()

@@ -71,6 +71,8 @@ pub struct RouteTotals {
 pub struct UpstreamTotals {
     pub name: String,
     pub retries: u64,
+    /// Requests (503) and TCP connections that found no available target.
+    pub no_target: u64,
     #[serde(skip)]
     pub response_duration: HistogramTotal,
     pub targets: Vec<TargetTotals>,
@@ -173,6 +175,7 @@ impl TrafficTotals {
             totals.upstreams.push(UpstreamTotals {
                 name: upstream.name.clone(),
                 retries: sum(cells, |c| &c.retries),
+                no_target: sum(cells, |c| &c.no_target),
                 response_duration,
                 targets,
             });

@@ -38,7 +38,15 @@ pub struct HttpBackend {
 
 impl HttpBackend {
     pub fn start(reply: Reply) -> HttpBackend {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        HttpBackend::serve_on(TcpListener::bind("127.0.0.1:0").unwrap(), reply)
+    }
+
+    /// A backend at `addr` (a target that was dead until now).
+    pub fn start_on(addr: SocketAddr, reply: Reply) -> HttpBackend {
+        HttpBackend::serve_on(TcpListener::bind(addr).unwrap(), reply)
+    }
+
+    fn serve_on(listener: TcpListener, reply: Reply) -> HttpBackend {
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = channel();
         let connections = Arc::new(AtomicUsize::new(0));

@@ -200,6 +200,18 @@ impl Rampart {
         self.signal(libc::SIGTERM);
         self.wait_exit()
     }
+
+    /// SIGTERM, then the exit code and all the process wrote on its standard output (which must
+    /// fit a pipe's buffer: it is read after the exit).
+    pub fn stop_with_stdout(&mut self) -> (i32, String) {
+        let stdout = self.child.as_mut().and_then(|c| c.stdout.take());
+        let code = self.stop();
+        let mut out = String::new();
+        if let Some(mut stdout) = stdout {
+            stdout.read_to_string(&mut out).unwrap();
+        }
+        (code, out)
+    }
 }
 
 impl Drop for Rampart {

@@ -4,7 +4,10 @@
 //! requests/s figure becomes positive and moves, and a click on one target's Drain button drains
 //! it in the API and stops its traffic while the other target keeps serving. The test leaves a
 //! screenshot in the target directory's tmp folder (`status-page.png`; docs/images/ has a copy).
-//! With an admin token, the page loads without it, asks for it, and works once given it.
+//! With an admin token, the page loads without it, asks for it, and works once given it. With
+//! traffic that gets 404s and 503s (a route to an upstream whose only target is down), the page
+//! shows the 4xx rate, counts the 503s as the upstream's errors, calls the target down, and
+//! charts loopback latencies at the resolution the target table shows them.
 //!
 //! It lives with the other end-to-end tests (the binary is `CARGO_BIN_EXE_rampart`, always the
 //! one just built, and the backends and process harness are shared) because its WebDriver client
@@ -52,14 +55,23 @@ struct Load {
 
 impl Load {
     fn start(port: u16, pause_ms: u64) -> Load {
+        Load::cycling(port, pause_ms, &["/load"])
+    }
+
+    /// Requests `paths` in turn; `failures` counts the answers that were not 200.
+    fn cycling(port: u16, pause_ms: u64, paths: &[&str]) -> Load {
+        let requests: Vec<Vec<u8>> = paths.iter().map(|p| get(p)).collect();
         let stop = Arc::new(AtomicBool::new(false));
         let pause = Arc::new(AtomicU64::new(pause_ms));
         let failures = Arc::new(AtomicU64::new(0));
         let (s, p, f) = (stop.clone(), pause.clone(), failures.clone());
         let thread = thread::spawn(move || {
             let mut client = common::connect(port);
-            while !s.load(Ordering::Relaxed) {
-                let (status, _, _) = send(&mut client, &get("/load"));
+            for request in requests.iter().cycle() {
+                if s.load(Ordering::Relaxed) {
+                    break;
+                }
+                let (status, _, _) = send(&mut client, request);
                 if status != 200 {
                     f.fetch_add(1, Ordering::Relaxed);
                     client = common::connect(port);
@@ -262,4 +274,96 @@ fn with_a_token_the_page_loads_without_it_and_asks_for_it() {
         .filter(|e| e["level"] == "SEVERE")
         .collect();
     assert!(errors.is_empty(), "console errors once the token is given: {errors:#?}");
+}
+
+/// A series block's newest figure (`data-FIELD`), once it has one.
+fn figure(session: &Session, kind: &str, name: &str, field: &str) -> Option<f64> {
+    let value = session.execute(&format!(
+        "const b = document.querySelector('.series[data-kind=\"{kind}\"][data-name=\"{name}\"]'); \
+         return b ? b.dataset.{field} : null"
+    ));
+    value.as_str().and_then(|s| s.parse().ok())
+}
+
+#[test]
+fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
+    let driver_path = chromedriver();
+    let live = HttpBackend::start(Reply::Echo);
+    let dead = common::dead_target();
+    let dir = tempfile::tempdir().unwrap();
+    let (admin_port, port) = (free_port(), free_port());
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+         [[listeners.web.routes]]\nname = \"ok\"\nmatch = {{ path_prefix = \"/ok\" }}\nupstream = \"backend\"\n\
+         [[listeners.web.routes]]\nname = \"gone\"\nmatch = {{ path_prefix = \"/gone\" }}\nupstream = \"gone\"\n\n\
+         [upstreams.backend]\ntargets = [\"{}\"]\n\
+         [upstreams.gone]\ntargets = [\"{dead}\"]\n\
+         [upstreams.gone.health_check]\ninterval = \"50ms\"\nfall = 1\nrise = 1\n",
+        live.target()
+    );
+    let path = write_file(dir.path(), "rampart.toml", &config);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("target is down");
+    // 200s through `ok`, 404s (no route) and 503s (`gone` has no target up), in turn.
+    let _load = Load::cycling(port, 5, &["/ok", "/ok", "/missing", "/gone"]);
+
+    let driver = ChromeDriver::start(&driver_path, WAIT);
+    let session = driver.session(CHROMIUM_ARGS);
+    session.goto(&format!("http://127.0.0.1:{admin_port}/"));
+
+    // 4xx answers have their card and their rate on the listener and on the routes' block.
+    wait_until("4xx answers/s above 0", || {
+        card(&session, "total-4xx").filter(|&v| v > 0.0)
+    });
+    wait_until("the listener's 4xx/s above 0", || {
+        figure(&session, "listener", "web", "clientErrors").filter(|&v| v > 0.0)
+    });
+    wait_until("the unrouted requests' 4xx/s above 0", || {
+        figure(&session, "route", "web/(unrouted)", "clientErrors").filter(|&v| v > 0.0)
+    });
+    // The 503s of the route to `gone` are the upstream's errors, though no target was tried.
+    wait_until("the gone upstream's errors/s above 0", || {
+        figure(&session, "upstream", "gone", "errors").filter(|&v| v > 0.0)
+    });
+    let upstreams = common::admin(admin_port, "GET", "/api/upstreams", None).1;
+    let gone = upstreams["upstreams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == "gone")
+        .unwrap();
+    assert!(gone["no_target_total"].as_u64().unwrap() > 0, "{gone}");
+    assert!(gone["retries_total"].is_u64(), "{gone}");
+    // Its target is down, and says so.
+    let row = format!("tr[data-target=\"gone/{dead}\"]");
+    wait_until("the dead target's state to read down", || {
+        let state = session.execute(&format!(
+            "const r = document.querySelector('{row}'); \
+             return r ? r.querySelector('td[data-col=\"state\"]').textContent : null"
+        ));
+        (state == "down").then_some(())
+    });
+
+    // Loopback latencies are charted at their own resolution: with a first bucket from 0 to
+    // 0.5 ms every interval whose responses all took less read p50 0.25 ms and p99 0.495 ms
+    // (the bucket's interpolation points), whatever the latency. (The admin API test checks the
+    // buckets themselves, the history's unit tests the percentiles of 70 µs responses.)
+    let live_row = format!("tr[data-target=\"backend/{}\"]", live.target());
+    let (p50, p99, ewma) = wait_until("the backend's percentiles at their own resolution", || {
+        let p50 = figure(&session, "upstream", "backend", "p50")?;
+        let p99 = figure(&session, "upstream", "backend", "p99")?;
+        let ewma = session.execute(&format!(
+            "return document.querySelector('{live_row} td[data-col=\"latency\"]').dataset.value"
+        ));
+        let ewma: f64 = ewma.as_str()?.parse().ok()?;
+        (p50 <= p99 && (p50, p99) != (0.25, 0.495)).then_some((p50, p99, ewma))
+    });
+    println!("backend p50 {p50} ms, p99 {p99} ms, latency (peak EWMA) {ewma} ms");
+    let errors: Vec<Value> = session
+        .browser_log()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
 }

@@ -142,5 +142,11 @@ fn log_files_that_cannot_be_opened_are_errors_at_their_path() {
     );
     assert_eq!(errors(&src), [""; 0]);
     assert!(session.exists() && access.exists());
+    // `-` and `/dev/stdout` are the standard output: no file named `-` is created.
+    for stdout in ["-", "/dev/stdout"] {
+        let src = format!("[global]\nsession_log = \"{stdout}\"\n{gw}access_log = {{ path = \"{stdout}\" }}\n{UP}");
+        assert_eq!(errors(&src), [""; 0], "{stdout}");
+    }
+    assert!(!std::path::Path::new("-").exists(), "no file named `-`");
     std::fs::remove_dir_all(&dir).unwrap();
 }

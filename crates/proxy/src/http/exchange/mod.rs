@@ -136,12 +136,15 @@ async fn exchange<D: Downstream>(
             .or_else(|| ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried));
         let Some(choice) = picked else {
             let error = if tried.is_empty() {
-                ctx.log_summary.warn(&no_target_key(&up.name), || {
-                    format!(
-                        "listener {}: no healthy target in upstream {}",
-                        req.listener_name, up.name
-                    )
-                });
+                up.metrics.worker(ctx.id).no_target.add(1);
+                ctx.log_summary
+                    .warn(no_target_key(&up.name), || crate::log_summary::Detail {
+                        listener: Some(req.listener_name.to_string()),
+                        message: format!(
+                            "listener {}: no healthy target in upstream {}; answering 503",
+                            req.listener_name, up.name
+                        ),
+                    });
                 HttpError::NoHealthyTarget
             } else {
                 HttpError::UpstreamUnavailable
@@ -149,12 +152,13 @@ async fn exchange<D: Downstream>(
             answer_error(down, rctx, error).await;
             return None;
         };
-        // A target again: an outage of this upstream (if one was being counted) is over.
-        ctx.log_summary.recovered(|| no_target_key(&up.name));
         let mut made = None;
         if settings.protocol != UpstreamProtocol::Http1 {
             match upstream_h2::attempt(ctx, req, down, head_out, rctx, choice, &mut tried).await {
-                H2Outcome::Done => return None,
+                H2Outcome::Done => {
+                    ctx.log_summary.recovered(|| no_target_key(&up.name));
+                    return None;
+                }
                 H2Outcome::Http1 { target, conn } => made = Some((target, conn)),
                 H2Outcome::Failed { target, error, reused } => {
                     if let Some(target) = target {
@@ -199,6 +203,9 @@ async fn exchange<D: Downstream>(
             },
         };
         rctx.target = Some(target);
+        // A connection to a target: an outage of this upstream (if one was being counted) is
+        // over. (Not at the pick: a target out of its backoff may fail again.)
+        ctx.log_summary.recovered(|| no_target_key(&up.name));
 
         if req.expect_continue && !sent_continue && req.framing != Framing::None && down.body().is_empty() {
             if let Err(error) = down.send_continue().await {

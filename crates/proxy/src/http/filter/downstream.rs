@@ -380,6 +380,10 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         self.inner.bytes_sent()
     }
 
+    fn body_bytes_sent(&self) -> u64 {
+        self.inner.body_bytes_sent()
+    }
+
     fn keeps_alive(&self) -> bool {
         self.inner.keeps_alive()
     }

@@ -111,6 +111,7 @@ impl<'a, T: Transport> Connection<'a, T> {
         let mut down = self.downstream(false, http10, head_only);
         answer_error(&mut down, rctx, error).await;
         rctx.bytes_out = down.bytes_sent();
+        rctx.body_bytes_out = down.body_bytes_sent();
     }
 
     /// Counts a finished request in the listener's and route's metrics, logs it, and runs the
@@ -190,6 +191,7 @@ impl<'a, T: Transport> Connection<'a, T> {
             user_agent: parts[4],
             status: rctx.status,
             bytes: rctx.bytes_out,
+            body_bytes: rctx.body_bytes_out,
             route: route.map_or("", |r| r.name.as_str()),
             upstream_target,
             upstream_time: rctx.upstream_time,

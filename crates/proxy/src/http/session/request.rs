@@ -284,6 +284,7 @@ impl<T: Transport> Connection<'_, T> {
         let sent = down.send_local(answer).await;
         rctx.status = answer.status;
         rctx.bytes_out = down.bytes_sent();
+        rctx.body_bytes_out = down.body_bytes_sent();
         rctx.keep_client = down.keeps_alive();
         if let Err(e) = sent {
             rctx.fail(e);
@@ -302,6 +303,7 @@ impl<T: Transport> Connection<'_, T> {
         let mut down = self.filtered(run, delivery);
         answer_error(&mut down, rctx, error).await;
         rctx.bytes_out = down.bytes_sent();
+        rctx.body_bytes_out = down.body_bytes_sent();
     }
 
     /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
@@ -327,6 +329,7 @@ impl<T: Transport> Connection<'_, T> {
             }
         };
         rctx.bytes_out = down.bytes_sent();
+        rctx.body_bytes_out = down.body_bytes_sent();
         if !rctx.responded() {
             rctx.keep_client = false;
         } else if rctx.error.is_none() {
@@ -375,6 +378,7 @@ impl<T: Transport> Connection<'_, T> {
             .tunnel(self.ctx, &mut upstream, idle_timeout, buffer_size)
             .await;
         rctx.bytes_out += down;
+        rctx.body_bytes_out += down;
         let listener = &self.snapshot.listeners[self.listener];
         listener.metrics.worker(self.ctx.id).bytes_in.add(up);
     }

@@ -215,10 +215,15 @@
       ? "backing off " + duration(p.down_for_ms / 1000)
       : (p.consecutive_failures || 0) + " failures";
     c.passive.className = p.down_for_ms > 0 ? "down" : "";
-    c.state.textContent = t.drained ? "drained" : "serving";
-    c.state.className = t.drained ? "drained" : "";
+    // What the target does now: drained by an operator, down (no new connections or requests:
+    // its health check failed or it is in its passive backoff), or serving.
+    const state = t.drained ? "drained" : t.available ? "serving" : "down";
+    c.state.textContent = state;
+    c.state.className = state === "serving" ? "" : state;
+    row.tr.dataset.state = state;
     c.active.textContent = t.active === undefined ? "–" : t.active;
     c.latency.textContent = t.latency_ewma_ms == null ? "–" : ms(t.latency_ewma_ms);
+    c.latency.dataset.value = t.latency_ewma_ms == null ? "" : String(t.latency_ewma_ms);
     c.errors.textContent = t.errors_last_minute === undefined ? "–" : t.errors_last_minute;
     c.responses.textContent = responses(t.responses);
     row.tr.dataset.drained = String(t.drained);
@@ -254,15 +259,19 @@
 
   // ---- history ----
 
-  // What a series' three figures are: HTTP listeners and routes count requests, 5xx answers and
-  // request time; TCP listeners connections, refused connections and session time; upstreams
-  // responses, failed attempts plus 5xx responses, and response time.
+  // What a series' figures are: HTTP listeners and routes count requests, 4xx and 5xx answers
+  // and request time; TCP listeners connections, refused connections and session time;
+  // upstreams responses, 4xx responses, errors (failed attempts, 5xx responses, and requests
+  // that found no available target, answered 503) and response time. The last two entries name
+  // the errors and the client errors in the one-line summary (null: none shown).
   function flavour(s) {
-    if (s.kind === "upstream") return ["upstream", "responses/s", "errors/s", "response time", "resp/s"];
-    if (s.kind === "listener" && protocols.get(s.name) === "tcp") {
-      return ["tcp", "connections/s", "refused/s", "session time", "conn/s"];
+    if (s.kind === "upstream") {
+      return ["upstream", "responses/s", "errors/s", "response time", "resp/s", "errors/s", "4xx/s"];
     }
-    return ["http", "requests/s", "5xx/s", "latency", "req/s"];
+    if (s.kind === "listener" && protocols.get(s.name) === "tcp") {
+      return ["tcp", "connections/s", "refused/s", "session time", "conn/s", "refused/s", null];
+    }
+    return ["http", "requests/s", "errors/s", "latency", "req/s", "5xx/s", "4xx/s"];
   }
 
   function showHistory(h) {
@@ -270,7 +279,7 @@
     const note = $("history-note");
     if (!h) {
       note.textContent = "(this Rampart keeps no history: /api/history is missing)";
-      for (const id of ["total-rps", "total-errors", "total-requests", "worst-p99"]) setCard(id, null, rate);
+      for (const id of ["total-rps", "total-errors", "total-4xx", "total-requests", "worst-p99"]) setCard(id, null, rate);
       return;
     }
     const n = h.times.length;
@@ -285,6 +294,7 @@
     const sum = (list, f) => (n ? list.reduce((acc, s) => acc + (last(f(s)) || 0), 0) : null);
     setCard("total-rps", sum(listeners, (s) => s.rps), rate);
     setCard("total-errors", sum(listeners, (s) => s.errors_per_s), rate);
+    setCard("total-4xx", sum(listeners, (s) => s.client_errors_per_s || []), rate);
     $("tcp-card").hidden = !tcp.length;
     setCard("total-cps", tcp.length ? sum(tcp, (s) => s.rps) : null, rate);
     // Intervals are interval_seconds long, but for the newest, which runs to the moment of asking:
@@ -366,6 +376,9 @@
       t.className = "title";
       if (key === "latency") {
         t.append(span("", title + " "), span("legend-p50", "p50"), span("", " / "), span("legend-p99", "p99"));
+      } else if (key === "errors" && flavour(s)[6]) {
+        t.append(span("", title + " "), span("legend-5xx", s.kind === "upstream" ? "errors" : "5xx"), span("", " / "),
+          span("legend-4xx", "4xx"));
       } else {
         t.textContent = title;
       }
@@ -383,14 +396,27 @@
     const at = (values) => (n && values[n - 1] != null ? values[n - 1] : null);
     const p50 = at(s.p50_ms);
     const p99 = at(s.p99_ms);
+    const clientErrors = s.client_errors_per_s || [];
+    const f = flavour(s);
     block.now.textContent = n
-      ? rate(at(s.rps) || 0) + " " + flavour(s)[4] + " · " + rate(at(s.errors_per_s) || 0) + " " + flavour(s)[2] +
+      ? rate(at(s.rps) || 0) + " " + f[4] +
+        (f[6] ? " · " + rate(at(clientErrors) || 0) + " " + f[6] : "") +
+        " · " + rate(at(s.errors_per_s) || 0) + " " + f[5] +
         (p50 === null ? "" : " · p50 " + ms(p50)) + (p99 === null ? "" : " · p99 " + ms(p99))
       : "no reading yet";
+    // The newest figures, for scripts and tests.
+    const d = block.el.dataset;
+    d.rps = String(at(s.rps) ?? "");
+    d.errors = String(at(s.errors_per_s) ?? "");
+    d.clientErrors = f[6] ? String(at(clientErrors) ?? "") : "";
+    d.p50 = String(p50 ?? "");
+    d.p99 = String(p99 ?? "");
     const css = getComputedStyle(document.documentElement);
     const color = (name) => css.getPropertyValue(name).trim();
     Chart.draw(block.canvases.rps, h.times, [{ values: s.rps, color: color("--accent") }], "", range);
-    Chart.draw(block.canvases.errors, h.times, [{ values: s.errors_per_s, color: color("--err") }], "", range);
+    const errorLines = [{ values: s.errors_per_s, color: color("--err") }];
+    if (f[6]) errorLines.push({ values: clientErrors, color: color("--warn") });
+    Chart.draw(block.canvases.errors, h.times, errorLines, "", range);
     Chart.draw(block.canvases.latency, h.times, [
       { values: s.p50_ms, color: color("--accent") },
       { values: s.p99_ms, color: color("--p99") },
