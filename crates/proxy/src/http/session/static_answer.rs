@@ -20,7 +20,7 @@ use crate::http::transport::Transport;
 
 impl HeaderSource for RequestParts<'_> {
     fn values<'s>(&'s self, name: &'static str) -> impl Iterator<Item = &'s [u8]> {
-        self.header_values(name).map(|v| v)
+        self.header_values(name)
     }
 }
 
