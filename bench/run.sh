@@ -47,6 +47,11 @@
 # Gateway filters (issue 15, bench/filters.py; Rampart against itself, needs redis-server for `global`):
 #   bench/run.sh filters                         # bare route vs request_id, jwt, rate_limit, all three, global
 #   bench/run.sh filters --variants bare,all3 --rounds 7
+# Static files (issue 25, bench/static.py; Rampart's `static` action beside nginx `root` with
+# `sendfile on`, the same 1 KiB and 1 MiB files, each one worker pinned to CPU 0, wrk on CPU 1;
+# requests/s, p50/p99, CPU µs per request user and kernel apart, Rampart's CPU over nginx's):
+#   bench/run.sh static                                  # static-1k-c64 and static-1m-c16, 5 rounds of 10 s
+#   bench/run.sh static --scenarios static-1k-c64 --rounds 7 --duration 15
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -108,5 +113,8 @@ if [ -n "$rev" ]; then
 fi
 if [ "${args[0]:-}" = filters ]; then
   exec python3 bench/filters.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = static ]; then
+  exec python3 bench/static.py --rampart "$rampart" "${args[@]:1}"
 fi
 exec python3 bench/bench.py --rampart "$rampart" "${args[@]}"

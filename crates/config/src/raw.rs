@@ -199,6 +199,8 @@ pub struct RawRoute {
     pub upstream: Option<Spanned<String>>,
     pub respond: Option<Spanned<RawRespond>>,
     pub redirect: Option<Spanned<RawRedirect>>,
+    #[serde(rename = "static")]
+    pub static_files: Option<Spanned<RawStatic>>,
     // TCP routes: actions and payload filters.
     pub listener: Option<Spanned<String>>,
     pub reject: Option<Spanned<bool>>,
@@ -284,6 +286,21 @@ pub struct RawRedirect {
     pub status: Option<Spanned<i64>>,
     #[serde(default)]
     pub keep_path: bool,
+}
+
+/// `static = { root = "DIR", ... }`: serve files.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStatic {
+    pub root: Spanned<String>,
+    /// Index names tried in a directory (default `["index.html"]`).
+    pub index: Option<Vec<Spanned<String>>>,
+    /// A path under root served when no file is found.
+    pub fallback: Option<Spanned<String>>,
+    #[serde(default)]
+    pub precompressed: bool,
+    #[serde(default)]
+    pub list: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -90,6 +90,26 @@ pub enum RouteAction {
     },
     /// Answer with a redirect.
     Redirect { status: u16, to: RedirectTo },
+    /// Serve files from a directory.
+    Static(StaticFiles),
+}
+
+/// The `static` action: files under `root`, looked up by the request path after the route's
+/// rewrites.
+#[derive(Debug, Clone)]
+pub struct StaticFiles {
+    /// The directory served, absolute (symbolic links in it are followed per request, so that
+    /// swapping a `current` link deploys without a reload).
+    pub root: std::path::PathBuf,
+    /// Names tried, in order, in a directory asked for with a trailing `/`.
+    pub index: Vec<String>,
+    /// A path under `root` (starting with `/`) served for requests that find no file (single-page
+    /// applications).
+    pub fallback: Option<String>,
+    /// Serve `NAME.br`, `NAME.zst` or `NAME.gz` beside `NAME` to clients that accept them.
+    pub precompressed: bool,
+    /// Answer a directory without an index with a listing of its names.
+    pub list: bool,
 }
 
 /// Where a redirect points.

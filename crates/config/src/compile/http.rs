@@ -176,18 +176,25 @@ impl Checker<'_> {
         let r = r.get_ref();
         let name = r.name.clone().unwrap_or_else(|| format!("{listener}#{}", index + 1));
         self.tcp_route_keys(listener, &name, r);
-        let actions = [r.upstream.is_some(), r.respond.is_some(), r.redirect.is_some()]
-            .iter()
-            .filter(|a| **a)
-            .count();
+        let actions = [
+            r.upstream.is_some(),
+            r.respond.is_some(),
+            r.redirect.is_some(),
+            r.static_files.is_some(),
+        ]
+        .iter()
+        .filter(|a| **a)
+        .count();
         if actions != 1 {
             self.error(
                 span.clone(),
-                format!("route `{name}` needs exactly one of `upstream`, `respond` or `redirect`"),
+                format!("route `{name}` needs exactly one of `upstream`, `respond`, `redirect` or `static`"),
             );
             return None;
         }
-        let action = if let Some(up) = &r.upstream {
+        let action = if let Some(files) = &r.static_files {
+            RouteAction::Static(self.static_files(files.get_ref())?)
+        } else if let Some(up) = &r.upstream {
             match upstream_index(up.get_ref()) {
                 Some(upstream) => RouteAction::Proxy { upstream },
                 None => {
@@ -388,5 +395,6 @@ pub(super) fn host_match(host: &str) -> HostMatch {
     }
 }
 
+mod static_files;
 #[cfg(test)]
 mod tests;

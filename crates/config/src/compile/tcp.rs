@@ -324,7 +324,7 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 16] = [
+        let keys: [(&str, bool, Range<usize>); 17] = [
             (
                 "filters",
                 !r.filters.is_empty(),
@@ -344,6 +344,11 @@ impl Checker<'_> {
                 "redirect",
                 r.redirect.is_some(),
                 at(r.redirect.as_ref().map(Spanned::span)),
+            ),
+            (
+                "static",
+                r.static_files.is_some(),
+                at(r.static_files.as_ref().map(Spanned::span)),
             ),
             (
                 "strip_prefix",

@@ -1,13 +1,15 @@
 //! The downstream side of an exchange: everything the exchange says to the client goes through
-//! [`Downstream`] (interim responses, the response head, body bytes, answers of Rampart's own),
-//! and request body bytes come from it. HTTP/1 implements it here ([`H1Downstream`]); HTTP/2
-//! implements it for one stream of a multiplexed connection (`crate::http::h2`).
+//! [`Downstream`] (interim responses, the response head, body bytes or a file's, answers of
+//! Rampart's own), and request body bytes come from it. HTTP/1 implements it here
+//! ([`H1Downstream`]); HTTP/2 implements it for one stream of a multiplexed connection
+//! (`crate::http::h2`).
 //!
 //! Bodies cross the seam in HTTP/1 framing, as the heads declare them (a chunked body with its
 //! chunk lines): HTTP/1 on both sides forwards them verbatim; another protocol frames or unframes
 //! them at its side of the seam.
 
 use std::borrow::Cow;
+use std::fs::File;
 use std::time::Duration;
 
 use rampart_model::route::HeaderOps;
@@ -18,6 +20,7 @@ use super::head_out::{write_response_head, ResponseOut};
 use super::iobuf::IoBuf;
 use super::local::write_response;
 use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
+use super::static_files::send::{copy_file, sendfile_all};
 use crate::stream::Stream;
 
 /// A response head on its way to the client: the upstream's parsed head (HTTP/1 keeps its fields
@@ -108,6 +111,12 @@ pub trait Downstream {
     ) -> Result<(), HttpError>;
     /// More response body bytes.
     async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError>;
+    /// Response body bytes from a file: `len` bytes of `file` from `offset` (the `static`
+    /// action's body, behind a head that announced them). By default they are read into
+    /// `scratch` piece by piece and sent as body bytes; HTTP/1 over plain TCP uses sendfile(2).
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
+        copy_file(self, file, offset, len, scratch).await
+    }
     /// An answer of Rampart's own.
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError>;
     /// Response bytes written so far: on HTTP/1.x every byte of the request's responses (interim
@@ -253,6 +262,15 @@ impl Downstream for H1Downstream<'_> {
         self.write(bytes).await?;
         self.body_sent += bytes.len() as u64;
         Ok(())
+    }
+
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
+        if let Stream::Tcp(tcp) = &*self.stream {
+            if sendfile_all(tcp, file, offset, len, &mut self.sent).await? {
+                return Ok(());
+            }
+        }
+        copy_file(self, file, offset, len, scratch).await
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {

@@ -12,6 +12,8 @@ pub enum ErrorSource {
     Downstream,
     /// The upstream: no target, a failed connect, a broken or malformed response, a timeout.
     Upstream,
+    /// Rampart itself: a file the `static` action could not read.
+    Internal,
 }
 
 /// A failed request.
@@ -60,6 +62,8 @@ pub enum HttpError {
     UpstreamReadTimeout,
     #[error("whole-request time limit reached")]
     RequestTimeout,
+    #[error("a static file could not be read (or got shorter while it was sent)")]
+    FileRead,
     #[error("refused by a filter: {reason}")]
     Filtered {
         /// The status the client gets.
@@ -77,6 +81,7 @@ impl HttpError {
             BadRequest(_) | ClientHeaderTimeout | BadRequestBody | ClientBodyTimeout | ClientGone | Filtered { .. } => {
                 ErrorSource::Downstream
             }
+            FileRead => ErrorSource::Internal,
             _ => ErrorSource::Upstream,
         }
     }
@@ -89,6 +94,7 @@ impl HttpError {
             ClientHeaderTimeout | ClientBodyTimeout => 408,
             BadRequestBody | ClientGone => 400,
             Filtered { status, .. } => status,
+            FileRead => 500,
             NoHealthyTarget => 503,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
@@ -131,6 +137,7 @@ impl HttpError {
             UpstreamBadBody => "upstream_bad_body",
             UpstreamReadTimeout => "upstream_read_timeout",
             RequestTimeout => "request_timeout",
+            FileRead => "file_read_failed",
             Filtered { reason, .. } => reason,
         }
     }
@@ -203,6 +210,9 @@ mod tests {
             Some(UpstreamErrorKind::BadResponse)
         );
         assert_eq!(HttpError::ConnectFailed.target_error(), None);
+        assert_eq!(HttpError::FileRead.source(), ErrorSource::Internal);
+        assert_eq!(HttpError::FileRead.status(), 500);
+        assert_eq!(HttpError::FileRead.target_error(), None);
         assert_eq!(HttpError::ClientGone.target_error(), None);
     }
 }

@@ -1,5 +1,6 @@
 //! Answers of Rampart's own: errors (400, 404, 413, 414, 431, 502, 503, 504), the `respond`
-//! action, and redirects. Each carries a short plain body.
+//! action, redirects, and the `static` action's errors (403, 405, 412, 416). Each carries a
+//! short plain body.
 
 use std::io::Write;
 
@@ -11,6 +12,7 @@ pub fn reason(status: u16) -> &'static str {
         200 => "OK",
         201 => "Created",
         204 => "No Content",
+        206 => "Partial Content",
         301 => "Moved Permanently",
         302 => "Found",
         303 => "See Other",
@@ -23,8 +25,10 @@ pub fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
         422 => "Unprocessable Content",
         429 => "Too Many Requests",
         431 => "Request Header Fields Too Large",

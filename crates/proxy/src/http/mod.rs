@@ -19,6 +19,8 @@
 //! - [`target`]: request targets: origin- or absolute-form, path and query, host, rewrites.
 //! - [`affinity`]: the consistent-hashing key of a request (header, cookie or client address).
 //! - [`local`]: the bytes of Rampart's own answers (errors, `respond`, redirects).
+//! - [`static_files`]: the `static` action: files under a root (paths kept inside it, index,
+//!   fallback, listings, validators and conditions, ranges, precompressed siblings, MIME types).
 //! - [`state`]: what a worker keeps for HTTP: [`pool`] (idle upstream connections), [`park`]
 //!   (idle client connections held outside any task), buffers.
 //! - [`iobuf`]: the read buffer with cursors that these share.
@@ -48,6 +50,7 @@ pub mod park;
 pub mod pool;
 pub mod session;
 pub mod state;
+pub mod static_files;
 pub mod target;
 pub mod transport;
 

@@ -7,6 +7,7 @@
 //! payload, and framed again as chunks (HTTP/2 unframes them at its side of the seam).
 
 use std::borrow::Cow;
+use std::fs::File;
 use std::time::Duration;
 
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
@@ -19,6 +20,7 @@ use super::{FilterRun, Rejection, ResponseParts};
 use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
 use crate::http::error::HttpError;
 use crate::http::iobuf::IoBuf;
+use crate::http::static_files::send::copy_file;
 
 /// A downstream side with a route's filters on it.
 pub struct FilteredDownstream<'d, D> {
@@ -351,6 +353,14 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
             return Ok(());
         }
         self.inner.send_body(out).await
+    }
+
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
+        if self.filtering.as_ref().is_some_and(|f| f.response.is_some()) {
+            // A transformed body passes the filters as bytes.
+            return copy_file(self, file, offset, len, scratch).await;
+        }
+        self.inner.send_file(file, offset, len, scratch).await
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {

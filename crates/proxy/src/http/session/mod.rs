@@ -26,6 +26,7 @@ use crate::worker::{bump, SharedSnapshot, WorkerContext};
 
 mod common;
 mod request;
+mod static_answer;
 
 /// Serves a connection until it closes or parks.
 pub async fn serve(ctx: &WorkerContext, conn: Conn) {

@@ -1,6 +1,6 @@
 //! Answering one request, phase by phase: route it; run its route's filters on the request head
 //! (they may answer, rewrite, edit headers or pick another upstream); answer it locally
-//! (respond, redirect, 404) or write the upstream request head and exchange it with an upstream,
+//! (respond, redirect, static files, 404) or write the upstream request head and exchange it with an upstream,
 //! everything said to the client passing the filters' response phases; run the tunnel a 101
 //! opens. The access log and the filters' log phase are written by the caller.
 
@@ -19,15 +19,16 @@ use crate::http::error::HttpError;
 use crate::http::exchange::{self, answer_error, ProxyRequest};
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
 use crate::http::head_out::{write_request_head, RequestHeader};
-use crate::http::target::request_target;
+use crate::http::static_files::{self, StaticRequest};
+use crate::http::target::{request_target, split_target};
 use crate::http::transport::Transport;
 
 /// How a request's answer is to be delivered: the route's filters, and what the client allows.
 #[derive(Clone, Copy)]
-struct Delivery<'d> {
+pub(super) struct Delivery<'d> {
     /// The route's chain and where the request runs; `None` for a request no route took.
     filters: Option<(&'d FilterChain, Where<'d>)>,
-    keep: bool,
+    pub(super) keep: bool,
     http10: bool,
     head_only: bool,
     framing: Framing,
@@ -196,6 +197,24 @@ impl<T: Transport> Connection<'_, T> {
                 };
                 self.answer_local(rctx, run, delivery, &answer).await
             }
+            RouteAction::Static(files) => {
+                let mut out = std::mem::take(&mut self.head_out);
+                let mut fields = self.ctx.http.take_field_list();
+                let request = StaticRequest {
+                    method,
+                    path: split_target(&parts.target).0,
+                    client_path: target.path,
+                    client_query: target.query,
+                    headers: &parts,
+                };
+                let prepared = static_files::prepare(files, &request, &mut out, &mut fields);
+                drop(parts);
+                self.inbuf.consume(head.len);
+                self.answer_static(rctx, run, delivery, prepared, &out, &fields, &chain.response_edits)
+                    .await;
+                self.head_out = out;
+                self.ctx.http.give_field_list(fields);
+            }
             RouteAction::Proxy { .. } => {
                 // A filter may have picked another upstream.
                 let upstream = parts.upstream.unwrap_or_default();
@@ -257,7 +276,7 @@ impl<T: Transport> Connection<'_, T> {
     }
 
     /// The downstream side for this request, with its route's filters on it.
-    fn filtered<'d>(
+    pub(super) fn filtered<'d>(
         &'d mut self,
         run: &'d mut FilterRun,
         delivery: Delivery<'d>,
@@ -273,7 +292,7 @@ impl<T: Transport> Connection<'_, T> {
         filtered.with_error_pages(delivery.error_pages)
     }
 
-    async fn answer_local(
+    pub(super) async fn answer_local(
         &mut self,
         rctx: &mut RequestContext,
         run: &mut FilterRun,
