@@ -156,9 +156,9 @@ fn a_missing_or_mismatched_file_at_reload_keeps_the_running_certificate_and_an_e
         "expired: no {cfg_path}:{cert_line}:COL: in {warning}"
     );
     let check = ClientOpts::new(&ca).build();
-    let refused = handshake(port, &check, NAME)
-        .err()
-        .expect("a verifying client took the expired certificate");
+    let Err(refused) = handshake(port, &check, NAME) else {
+        panic!("a verifying client took the expired certificate");
+    };
     assert!(
         matches!(
             rustls_error(&refused),

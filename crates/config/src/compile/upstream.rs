@@ -250,8 +250,6 @@ impl Checker<'_> {
     }
 }
 
-/// A header or cookie name: visible ASCII without separators.
-
 /// `"200-399"` or `"204"`.
 fn parse_status_range(s: &str) -> Option<(u16, u16)> {
     let (lo, hi) = s.split_once('-').unwrap_or((s, s));
