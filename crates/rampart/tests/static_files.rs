@@ -480,6 +480,6 @@ fn bad_static_settings_are_reported_at_their_place() {
     );
     let (code, _, err) = run_rampart(dir.path(), &["check", "-c", &unknown]);
     assert_eq!(code, 1);
-    assert!(err.contains("unknown field `listing`"), "{err}");
+    assert!(err.contains("unknown key `listing` (did you mean `list`?)"), "{err}");
     assert!(err.starts_with(&format!("{unknown}:6:")), "{err}");
 }

@@ -153,7 +153,10 @@ mod tests {
                 config(root, ", index = [\"a/b.html\"]"),
                 "index `a/b.html` must be a file name".to_string(),
             ),
-            (config(root, ", lst = true"), "unknown field `lst`".to_string()),
+            (
+                config(root, ", lst = true"),
+                "unknown key `lst` (did you mean `list`?)".to_string(),
+            ),
             (
                 config(root, "").replace("static =", "upstream = \"x\"\nstatic ="),
                 "needs exactly one of `upstream`, `respond`, `redirect` or `static`".to_string(),
