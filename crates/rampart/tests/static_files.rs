@@ -483,3 +483,35 @@ fn bad_static_settings_are_reported_at_their_place() {
     assert!(err.contains("unknown key `listing` (did you mean `list`?)"), "{err}");
     assert!(err.starts_with(&format!("{unknown}:6:")), "{err}");
 }
+
+/// A deploy that swaps the `current` link the root is named by is served within a second, with
+/// no reload: each worker keeps the root it opened for the rest of that second only.
+#[test]
+fn a_swapped_current_link_is_served_without_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    for (release, text) in [("v1", "one\n"), ("v2", "two\n")] {
+        std::fs::create_dir_all(dir.path().join(release)).unwrap();
+        std::fs::write(dir.path().join(release).join("index.html"), text).unwrap();
+    }
+    let current = dir.path().join("current");
+    std::os::unix::fs::symlink("v1", &current).unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nstatic = {{ root = \"{}\" }}\n",
+        current.display()
+    );
+    let path = write_file(dir.path(), "static.toml", &cfg);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let get = || send(&mut connect(port), b"GET / HTTP/1.1\r\nHost: a\r\n\r\n").2;
+    assert_eq!(get(), b"one\n");
+    // Swapped as deploy tools do: a new link renamed over the old one.
+    std::os::unix::fs::symlink("v2", dir.path().join("current.new")).unwrap();
+    std::fs::rename(dir.path().join("current.new"), &current).unwrap();
+    // Polled (the root is opened anew in the next second), within the harness's bound.
+    let swapped = std::time::Instant::now();
+    while get() != b"two\n" {
+        assert!(swapped.elapsed() < WAIT, "the swap was not followed");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -12,6 +12,7 @@
 //!
 //! The path is built in a fixed buffer on the stack: resolving a request allocates nothing.
 
+use std::cell::RefCell;
 use std::ffi::CStr;
 use std::fs::File;
 use std::io;
@@ -19,6 +20,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The longest relative path served (Linux's `PATH_MAX`, less its NUL).
@@ -170,20 +172,56 @@ fn unhex(b: u8) -> Option<u8> {
     }
 }
 
-/// The root directory, opened for one request (`O_PATH`: nothing is read through it). Opened
-/// per request so that a root replaced on disk (a `current` link swapped by a deploy) is
-/// followed at once.
+/// The root directory (`O_PATH`: nothing is read through it). Each worker keeps a root it opened
+/// for the rest of that wall-clock second: a root replaced on disk (a `current` link swapped by a
+/// deploy) is followed within a second, and requests in between save the open and close of the
+/// directory (two system calls of the four a small file costs).
 pub struct Root {
-    dir: OwnedFd,
+    dir: Rc<OwnedFd>,
 }
+
+/// The roots this worker thread opened, with the second each was opened in.
+struct OpenRoots {
+    second: u64,
+    roots: Vec<(Box<Path>, Rc<OwnedFd>)>,
+}
+
+thread_local! {
+    static OPEN_ROOTS: RefCell<OpenRoots> = const {
+        RefCell::new(OpenRoots { second: 0, roots: Vec::new() })
+    };
+}
+
+/// Roots a worker keeps open at once; past it, the oldest is closed.
+const MAX_OPEN_ROOTS: usize = 16;
 
 impl Root {
     pub fn open(root: &Path) -> io::Result<Root> {
-        let dir = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
-            .open(root)?;
-        Ok(Root { dir: dir.into() })
+        let second = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        OPEN_ROOTS.with(|cell| {
+            let mut open = cell.borrow_mut();
+            if open.second != second {
+                open.second = second;
+                open.roots.clear();
+            }
+            if let Some((_, dir)) = open.roots.iter().find(|(path, _)| **path == *root) {
+                return Ok(Root { dir: dir.clone() });
+            }
+            let dir: Rc<OwnedFd> = Rc::new(
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+                    .open(root)?
+                    .into(),
+            );
+            if open.roots.len() == MAX_OPEN_ROOTS {
+                open.roots.remove(0);
+            }
+            open.roots.push((root.into(), dir.clone()));
+            Ok(Root { dir })
+        })
     }
 
     /// Opens `rel` for reading, refusing any resolution that leaves the root (error kind
