@@ -22,6 +22,16 @@ fn upstream(policy: BalancePolicy, weights: &[u32]) -> Upstream {
     snapshot.upstreams.remove(0)
 }
 
+/// Every balancing policy.
+const EVERY_POLICY: [BalancePolicy; 6] = [
+    BalancePolicy::RoundRobin,
+    BalancePolicy::WeightedRoundRobin,
+    BalancePolicy::LeastConnections,
+    BalancePolicy::RandomTwo,
+    BalancePolicy::ConsistentHash,
+    BalancePolicy::P2cEwma,
+];
+
 fn client() -> IpAddr {
     "192.0.2.7".parse().unwrap()
 }
@@ -84,14 +94,7 @@ fn random_two_spreads_and_favours_the_less_loaded() {
 /// Targets 0 and 1 primary, 2 and 3 backups: backups only while no primary is available.
 #[test]
 fn backups_stand_in_only_while_no_primary_can() {
-    for policy in [
-        BalancePolicy::RoundRobin,
-        BalancePolicy::WeightedRoundRobin,
-        BalancePolicy::LeastConnections,
-        BalancePolicy::RandomTwo,
-        BalancePolicy::ConsistentHash,
-        BalancePolicy::P2cEwma,
-    ] {
+    for policy in EVERY_POLICY {
         let mut up = upstream(policy, &[1, 1, 1, 1]);
         up.targets[2].backup = true;
         up.targets[3].backup = true;
@@ -124,14 +127,7 @@ fn backups_stand_in_only_while_no_primary_can() {
 
 #[test]
 fn unavailable_and_tried_targets_are_skipped() {
-    for policy in [
-        BalancePolicy::RoundRobin,
-        BalancePolicy::WeightedRoundRobin,
-        BalancePolicy::LeastConnections,
-        BalancePolicy::RandomTwo,
-        BalancePolicy::ConsistentHash,
-        BalancePolicy::P2cEwma,
-    ] {
+    for policy in EVERY_POLICY {
         let up = upstream(policy, &[1, 1, 1]);
         up.targets[0].health.set_active_up(false);
         let mut state = BalancerState::new(3, 7);

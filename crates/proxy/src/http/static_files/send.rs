@@ -103,13 +103,18 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt;
 
-    #[test]
-    fn sendfile_moves_a_file_range_byte_exact_through_a_socket() {
-        let path = std::env::temp_dir().join(format!("rampart-sendfile-{}", std::process::id()));
-        let content: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
-        std::fs::write(&path, &content).unwrap();
+    /// `content` in a file that is open and already unlinked.
+    fn open_file(name: &str, content: &[u8]) -> File {
+        let path = std::env::temp_dir().join(format!("rampart-{name}-{}", std::process::id()));
+        std::fs::write(&path, content).unwrap();
         let file = File::open(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
+        file
+    }
+
+    /// Runs `test` with a connected pair of loopback sockets (server side, client side) on a
+    /// current-thread runtime, as a worker has.
+    fn with_connected_pair<F: std::future::Future<Output = ()>>(test: impl FnOnce(TcpStream, TcpStream) -> F) {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -118,6 +123,15 @@ mod tests {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
             let (server, _) = listener.accept().await.unwrap();
+            test(server, client).await;
+        });
+    }
+
+    #[test]
+    fn sendfile_moves_a_file_range_byte_exact_through_a_socket() {
+        let content: Vec<u8> = (0..3 << 20).map(|i: u32| (i % 251) as u8).collect();
+        let file = open_file("sendfile", &content);
+        with_connected_pair(|server, client| async move {
             // More than the socket buffers hold: the sender must wait for the reader.
             let (offset, len) = (1000, (3 << 20) - 2000);
             let reader = async move {
@@ -141,18 +155,8 @@ mod tests {
 
     #[test]
     fn a_file_shorter_than_announced_fails_the_send() {
-        let path = std::env::temp_dir().join(format!("rampart-sendfile-short-{}", std::process::id()));
-        std::fs::write(&path, b"0123456789").unwrap();
-        let file = File::open(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        runtime.block_on(async {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let _client = TcpStream::connect(listener.local_addr().unwrap()).await.unwrap();
-            let (server, _) = listener.accept().await.unwrap();
+        let file = open_file("sendfile-short", b"0123456789");
+        with_connected_pair(|server, _client| async move {
             let mut sent = 0;
             assert_eq!(
                 sendfile_all(&server, &file, 5, 100, &mut sent).await,
