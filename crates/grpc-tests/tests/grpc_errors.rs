@@ -151,3 +151,32 @@ async fn client_grpc_timeout_is_honoured_by_rampart() {
     raw.assert_trailers_only(Code::DeadlineExceeded);
     eprintln!("client saw: {status:?}\nrampart logged:\n{}", rampart.log_so_far());
 }
+
+/// A server that enforces deadlines resets the call with CANCEL when its copy of the deadline
+/// runs out, which is often a moment before Rampart's own millisecond timer fires. Whichever side
+/// notices first, the client gets DEADLINE_EXCEEDED: a reset after the deadline is the deadline,
+/// not an upstream failure (which would be UNAVAILABLE).
+#[tokio::test]
+async fn a_deadline_is_deadline_exceeded_whichever_side_notices_first() {
+    let backend = EchoBackend::start_resetting_at_deadline();
+    let (mut rampart, port) = h2c_proxy(&[backend.target()], "");
+    let mut client = connect_bare(addr(port)).await;
+    let slow = EchoRequest {
+        message: "slow".into(),
+        sleep_ms: 10_000,
+        ..Default::default()
+    };
+    let mut codes = Vec::new();
+    for _ in 0..100 {
+        let mut request = Request::new(slow.clone());
+        request.set_timeout(Duration::from_millis(20));
+        codes.push(client.unary_echo(request).await.unwrap_err().code());
+    }
+    let wrong: Vec<_> = codes.iter().filter(|c| **c != Code::DeadlineExceeded).collect();
+    assert!(
+        wrong.is_empty(),
+        "{} of 100 calls were not DEADLINE_EXCEEDED: {wrong:?}\nrampart logged:\n{}",
+        wrong.len(),
+        rampart.log_so_far()
+    );
+}

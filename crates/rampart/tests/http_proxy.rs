@@ -153,6 +153,43 @@ fn http_10_head_and_bodiless_statuses() {
     assert_eq!(send(&mut client, &get("/after-head")).0, 200);
 }
 
+/// An HTTP/1.0 client cannot read chunks: a chunked upstream body reaches it bare (sizes,
+/// extensions and trailers gone), without `Transfer-Encoding`, ended by the close, even when the
+/// client asked for keep-alive. An HTTP/1.1 client still gets the chunks.
+#[test]
+fn http_10_client_gets_a_chunked_body_unchunked_and_closed() {
+    let backend = HttpBackend::start(Reply::Raw(
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nx-trailer: t\r\n\r\n",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (_proxy, port) = http_proxy(dir.path(), &backend, &[]);
+    for request in [
+        &b"GET /old HTTP/1.0\r\n\r\n"[..],
+        &b"GET /old HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"[..],
+    ] {
+        let mut client = connect(port);
+        client.write_all(request).unwrap();
+        let mut raw = Vec::new();
+        client.read_to_end(&mut raw).unwrap();
+        let text = String::from_utf8_lossy(&raw).to_string();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let lower = head.to_ascii_lowercase();
+        assert!(head.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(!lower.contains("transfer-encoding"), "{text}");
+        assert!(lower.contains("connection: close"), "{text}");
+        assert_eq!(body, "hello, world", "{text}");
+    }
+    let mut client = connect(port);
+    client.write_all(&get("/new")).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let n = client.read(&mut buf).unwrap();
+    let text = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(
+        text.to_ascii_lowercase().contains("transfer-encoding: chunked"),
+        "{text}"
+    );
+}
+
 #[test]
 fn no_content_and_not_modified_carry_no_body() {
     for raw in [

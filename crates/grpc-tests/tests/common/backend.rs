@@ -33,6 +33,10 @@ enum Serving {
     /// ignores `grpc-timeout` (which tonic's answers with CANCELLED), so a deadline can only be
     /// enforced by whatever sits between client and backend.
     BareH2c,
+    /// hyper's HTTP/2 server that, like a gRPC server enforcing deadlines, resets a call with
+    /// RST_STREAM CANCEL the moment its `grpc-timeout` (counted from when the call arrived)
+    /// runs out.
+    ResetsAtDeadline,
 }
 
 /// A running echo backend on a thread of its own; dropping it stops its runtime (and with it
@@ -60,6 +64,11 @@ impl EchoBackend {
         EchoBackend::serve(Serving::BareH2c)
     }
 
+    /// hyper's HTTP/2 server (h2c) that resets a call with CANCEL when its deadline runs out.
+    pub fn start_resetting_at_deadline() -> EchoBackend {
+        EchoBackend::serve(Serving::ResetsAtDeadline)
+    }
+
     fn serve(serving: Serving) -> EchoBackend {
         let std_listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a backend port");
         std_listener.set_nonblocking(true).unwrap();
@@ -85,7 +94,10 @@ impl EchoBackend {
                         tokio::spawn(server.serve_with_incoming(service, TcpIncoming::from(listener)));
                     }
                     Serving::BareH2c => {
-                        tokio::spawn(serve_bare(listener, service));
+                        tokio::spawn(serve_bare(listener, service, false));
+                    }
+                    Serving::ResetsAtDeadline => {
+                        tokio::spawn(serve_bare(listener, service, true));
                     }
                 }
                 let _ = stopped.await;
@@ -122,7 +134,9 @@ impl Drop for EchoBackend {
     }
 }
 
-async fn serve_bare(listener: tokio::net::TcpListener, service: EchoService) {
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn serve_bare(listener: tokio::net::TcpListener, service: EchoService, reset_at_deadline: bool) {
     loop {
         let Ok((tcp, _)) = listener.accept().await else {
             continue;
@@ -131,7 +145,9 @@ async fn serve_bare(listener: tokio::net::TcpListener, service: EchoService) {
         tokio::spawn(async move {
             let handler = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut service = service.clone();
-                service.call(req.map(Body::new))
+                let deadline = reset_at_deadline.then(|| grpc_timeout(req.headers())).flatten();
+                let call = service.call(req.map(Body::new));
+                answer_by_deadline(call, deadline)
             });
             let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
                 .serve_connection(TokioIo::new(tcp), handler)
@@ -203,4 +219,38 @@ pub async fn connect_bare(addr: SocketAddr) -> EchoClient<BareH2> {
         .expect("HTTP/2 handshake");
     tokio::spawn(connection);
     EchoClient::new(BareH2(sender), origin(addr, "http"))
+}
+
+/// The service's answer, or RST_STREAM CANCEL when `deadline` (if any) runs out first.
+async fn answer_by_deadline(
+    call: impl Future<Output = Result<HttpResponse<Body>, std::convert::Infallible>>,
+    deadline: Option<std::time::Duration>,
+) -> Result<HttpResponse<Body>, BoxError> {
+    let Some(limit) = deadline else {
+        return call.await.map_err(|never| match never {});
+    };
+    // A thread's sleep, finer than the runtime's millisecond timer: the reset leaves as close
+    // to the deadline as the clock allows.
+    let expired = tokio::task::spawn_blocking(move || thread::sleep(limit));
+    tokio::select! {
+        answer = call => answer.map_err(|never| match never {}),
+        _ = expired => Err(Box::new(h2::Error::from(h2::Reason::CANCEL))),
+    }
+}
+
+/// A call's `grpc-timeout`.
+fn grpc_timeout(headers: &tonic::codegen::http::HeaderMap) -> Option<std::time::Duration> {
+    let value = headers.get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    let per_unit = match unit {
+        "H" => 3_600_000_000_000,
+        "M" => 60_000_000_000,
+        "S" => 1_000_000_000,
+        "m" => 1_000_000,
+        "u" => 1_000,
+        "n" => 1,
+        _ => return None,
+    };
+    Some(std::time::Duration::from_nanos(n.checked_mul(per_unit)?))
 }

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
-use super::error::HttpError;
+use super::error::{ErrorSource, HttpError};
 
 /// One request's facts.
 #[derive(Debug, Clone)]
@@ -36,6 +36,8 @@ pub struct RequestContext {
     /// The request has no body, so it was read in full with its head: an error of the upstream
     /// side can be answered without closing the client connection (as nginx does).
     pub bodyless: bool,
+    /// When the client stops waiting (gRPC's `grpc-timeout`), if it said.
+    pub deadline: Option<Instant>,
 }
 
 impl RequestContext {
@@ -55,6 +57,7 @@ impl RequestContext {
             filter_reason: None,
             keep_client: true,
             bodyless: false,
+            deadline: None,
         }
     }
 
@@ -63,9 +66,20 @@ impl RequestContext {
         self.status != 0
     }
 
-    /// Records a failure that ends the client connection.
+    /// Records a failure that ends the client connection (as [`RequestContext::blame`] names it).
     pub fn fail(&mut self, error: HttpError) {
-        self.error = Some(error);
+        self.error = Some(self.blame(error));
         self.keep_client = false;
+    }
+
+    /// The failure as the client is told it: an upstream failure once the client's own deadline
+    /// has passed is the deadline (a gRPC server resets the stream with CANCEL when its copy of
+    /// the deadline runs out, which can be a moment before Rampart's timer fires), not the
+    /// upstream's fault.
+    pub fn blame(&self, error: HttpError) -> HttpError {
+        match self.deadline {
+            Some(at) if error.source() == ErrorSource::Upstream && Instant::now() >= at => HttpError::RequestTimeout,
+            _ => error,
+        }
     }
 }

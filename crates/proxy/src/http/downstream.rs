@@ -13,7 +13,7 @@ use std::fs::File;
 use std::time::Duration;
 
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{Field, Framing, ResponseHead};
+use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Field, Framing, ResponseHead};
 
 use super::error::HttpError;
 use super::head_out::{write_response_head, ResponseOut};
@@ -149,6 +149,9 @@ pub struct H1Downstream<'a> {
     /// Of `sent`, the body bytes.
     body_sent: u64,
     keep: bool,
+    /// Set when a chunked response goes to an HTTP/1.0 client: the chunks' data is sent bare
+    /// and the connection's close ends the body.
+    unchunk: Option<ChunkedDecoder>,
 }
 
 impl<'a> H1Downstream<'a> {
@@ -175,6 +178,7 @@ impl<'a> H1Downstream<'a> {
             sent: 0,
             body_sent: 0,
             keep: false,
+            unchunk: None,
         }
     }
 
@@ -225,8 +229,14 @@ impl Downstream for H1Downstream<'_> {
         limit: Duration,
     ) -> Result<(), HttpError> {
         let h = head.head;
+        // HTTP/1.0 has no chunked encoding: such a body goes bare, delimited by the close.
+        let unchunked = self.http10 && h.framing == Framing::Chunked;
+        self.unchunk = unchunked.then(ChunkedDecoder::new);
         // A body delimited by the upstream's close cannot be delimited for the client either.
-        let close = !self.client_keep_alive || h.framing == Framing::UntilClose || (h.status == 101 && !head.upgrade);
+        let close = !self.client_keep_alive
+            || unchunked
+            || h.framing == Framing::UntilClose
+            || (h.status == 101 && !head.upgrade);
         self.keep = !close;
         self.out.clear();
         write_response_head(
@@ -239,8 +249,17 @@ impl Downstream for H1Downstream<'_> {
                 close,
                 upgrade: head.upgrade,
                 keep_alive_10: self.http10 && self.client_keep_alive,
+                unchunked,
             },
         );
+        let mut bare = Vec::new();
+        let body = match &mut self.unchunk {
+            Some(decoder) => {
+                unchunk(decoder, body, &mut bare)?;
+                &bare[..]
+            }
+            None => body,
+        };
         let behind = if body.len() <= COPY_BEHIND_HEAD {
             self.out.extend_from_slice(body);
             &[][..]
@@ -259,6 +278,14 @@ impl Downstream for H1Downstream<'_> {
     }
 
     async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+        let mut bare = Vec::new();
+        let bytes = match &mut self.unchunk {
+            Some(decoder) => {
+                unchunk(decoder, bytes, &mut bare)?;
+                &bare[..]
+            }
+            None => bytes,
+        };
         self.write(bytes).await?;
         self.body_sent += bytes.len() as u64;
         Ok(())
@@ -305,4 +332,17 @@ impl Downstream for H1Downstream<'_> {
     fn keeps_alive(&self) -> bool {
         self.keep
     }
+}
+
+/// Appends the data of the chunked-body bytes `framed` to `out` (sizes, extensions and trailers
+/// dropped).
+fn unchunk(decoder: &mut ChunkedDecoder, framed: &[u8], out: &mut Vec<u8>) -> Result<(), HttpError> {
+    decoder
+        .decode(framed, |part| {
+            if let ChunkedPart::Data(data) = part {
+                out.extend_from_slice(data);
+            }
+        })
+        .map(|_| ())
+        .map_err(|_| HttpError::UpstreamBadBody)
 }

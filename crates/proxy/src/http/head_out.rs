@@ -217,6 +217,9 @@ pub struct ResponseOut<'a> {
     pub upgrade: bool,
     /// The client spoke HTTP/1.0 and asked for keep-alive.
     pub keep_alive_10: bool,
+    /// A chunked upstream body is un-chunked for an HTTP/1.0 client, which cannot read chunks:
+    /// no `Transfer-Encoding`, and the body ends with the connection.
+    pub unchunked: bool,
 }
 
 /// Calls `each` with every field of a response head that crosses the proxy (hop-by-hop fields,
@@ -269,7 +272,7 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
         }
         write_field(out, name, f.value(buf));
     }
-    if r.head.framing == Framing::Chunked {
+    if r.head.framing == Framing::Chunked && !r.unchunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
     if r.upgrade {

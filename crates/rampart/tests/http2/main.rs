@@ -6,6 +6,7 @@ mod common;
 
 mod clients;
 mod protections;
+mod reload;
 mod upstream;
 
 use std::path::Path;

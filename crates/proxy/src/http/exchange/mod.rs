@@ -92,6 +92,7 @@ pub async fn proxy<D: Downstream>(
 /// Fails the request with `error`: answered with its status when nothing of the response has
 /// left yet (and the client can still be written to), the client connection closed after.
 pub(crate) async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut RequestContext, error: HttpError) {
+    let error = rctx.blame(error);
     rctx.fail(error);
     if rctx.responded() {
         return;
@@ -161,6 +162,8 @@ async fn exchange<D: Downstream>(
                 }
                 H2Outcome::Http1 { target, conn } => made = Some((target, conn)),
                 H2Outcome::Failed { target, error, reused } => {
+                    // Past the client's deadline, a failure is the deadline: no retry.
+                    let error = rctx.blame(error);
                     if let Some(target) = target {
                         count_target_error(ctx, up, target, error);
                     }
@@ -237,6 +240,7 @@ async fn exchange<D: Downstream>(
             }
             Err(error) => Err(error),
         };
+        let result = result.map_err(|error| rctx.blame(error));
         if let Err(error) = result {
             count_target_error(ctx, up, target, error);
         }

@@ -53,7 +53,9 @@ pub(crate) struct ConnInfo {
     max_resets: u32,
     /// Set when the client must be told to calm down; wakes the driver.
     calm: Cell<bool>,
-    calm_wake: Notify,
+    /// Set when the connection is to end gracefully (its listener is gone); wakes the driver.
+    retired: Cell<bool>,
+    wake: Notify,
 }
 
 impl ConnInfo {
@@ -74,7 +76,14 @@ impl ConnInfo {
 
     fn enhance_your_calm(&self) {
         if !self.calm.replace(true) {
-            self.calm_wake.notify_one();
+            self.wake.notify_one();
+        }
+    }
+
+    /// Ends the connection gracefully: GOAWAY, the streams in flight finish, no new ones.
+    pub fn retire(&self) {
+        if !self.retired.replace(true) {
+            self.wake.notify_one();
         }
     }
 }
@@ -117,7 +126,8 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         resets: Cell::new((0, Instant::now())),
         max_resets: settings.max_resets_per_second,
         calm: Cell::new(false),
-        calm_wake: Notify::new(),
+        retired: Cell::new(false),
+        wake: Notify::new(),
     };
     let mut builder = h2::server::Builder::new();
     builder
@@ -149,7 +159,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         // out in one write when the connection is polled after them.
         tokio::select! {
             biased;
-            _ = info.calm_wake.notified() => {}
+            _ = info.wake.notified() => {}
             Some(()) = streams.next(), if !streams.is_empty() => {
                 // Every other stream that is done now, before the connection flushes.
                 while let Some(Some(())) = streams.next().now_or_never() {}
@@ -179,7 +189,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
             shutting_down = true;
         }
         let idle = streams.is_empty() && idle_since.elapsed() >= keepalive;
-        if !shutting_down && (ctx.http.parking.is_closed() || idle) {
+        if !shutting_down && (ctx.http.parking.is_closed() || idle || info.retired.get()) {
             // In-flight streams complete; no new ones are taken.
             connection.graceful_shutdown();
             shutting_down = true;

@@ -77,13 +77,6 @@ pub(super) async fn serve(
     request: Request<RecvStream>,
     respond: SendResponse<Bytes>,
 ) {
-    let snapshot = ctx.snapshot();
-    let Some(listener) = snapshot.listener_index(&info.listener_key) else {
-        // The listener is gone: the client may try again elsewhere.
-        let mut respond = respond;
-        respond.send_reset(Reason::REFUSED_STREAM);
-        return;
-    };
     let (parts, recv) = request.into_parts();
     let grpc = parts
         .headers
@@ -101,15 +94,24 @@ pub(super) async fn serve(
         sent: 0,
         send_timeout: Duration::from_secs(10),
     };
-    let mut conn = Connection::for_stream(
+    let found = Connection::for_stream(
         ctx,
         stream,
         info.client,
         info.client_ip.clone(),
         info.listener_key.clone(),
-        snapshot,
-        listener,
     );
+    let mut conn = match found {
+        Ok(conn) => conn,
+        Err(mut stream) => {
+            // A reload removed the listener or made it a TCP listener: the stream is refused
+            // unprocessed (the client may send it again elsewhere) and the connection ends
+            // with GOAWAY once its other streams are done.
+            stream.respond.send_reset(Reason::REFUSED_STREAM);
+            info.retire();
+            return;
+        }
+    };
     let logged = conn.http().access_log.is_some();
     let mut rctx = RequestContext::new(logged);
     let mut run = FilterRun::default();
@@ -117,6 +119,7 @@ pub(super) async fn serve(
     conn.ensure_out();
     conn.stream.send_timeout = conn.http().client_header_timeout;
     let deadline = grpc_timeout(&parts.headers);
+    rctx.deadline = deadline.and_then(|limit| rctx.began.checked_add(limit));
     match head_bytes(&mut conn, &parts) {
         Ok(()) => {
             let limits = conn.http().limits;
@@ -273,6 +276,8 @@ impl H2Stream<'_> {
                 Some(HttpError::ClientGone) => Reason::CANCEL,
                 _ => Reason::INTERNAL_ERROR,
             }),
+            // A deadline that passed mid-response ends the stream as a gRPC server would.
+            Some(send) if rctx.error == Some(HttpError::RequestTimeout) => send.send_reset(Reason::CANCEL),
             Some(send) if rctx.error.is_some() => send.send_reset(Reason::INTERNAL_ERROR),
             Some(send) => {
                 let _ = send.send_data(Bytes::new(), true);

@@ -119,6 +119,7 @@ fn response_heads_are_cleaned_and_marked() {
             close: true,
             upgrade: false,
             keep_alive_10: false,
+            unchunked: false,
         },
     );
     assert_eq!(

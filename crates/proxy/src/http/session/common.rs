@@ -11,7 +11,7 @@ use rampart_model::HttpListener;
 use rampart_model::ListenerKey;
 use rampart_proto::h1::RequestHead;
 
-use super::{http_settings, Connection};
+use super::{http_settings, speaks_http, Connection};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
 use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
@@ -20,21 +20,27 @@ use crate::http::exchange::answer_error;
 use crate::http::filter::{FilterRun, Outcome, Where};
 use crate::http::iobuf::IoBuf;
 use crate::http::transport::Transport;
-use crate::worker::{SharedSnapshot, WorkerContext};
+use crate::worker::WorkerContext;
 
 impl<'a, T: Transport> Connection<'a, T> {
     /// The request state of one stream of a multiplexed connection (HTTP/2): `stream` reaches
-    /// the client, the rest is the connection's.
+    /// the client, the rest is the connection's. `stream` comes back when the current snapshot has
+    /// no HTTP listener for `listener_key` (a reload removed it or made it a TCP listener).
     pub(crate) fn for_stream(
         ctx: &'a WorkerContext,
         stream: T,
         client: SocketAddr,
         client_ip: String,
         listener_key: ListenerKey,
-        snapshot: Rc<SharedSnapshot>,
-        listener: usize,
-    ) -> Self {
-        Connection {
+    ) -> Result<Self, T> {
+        let snapshot = ctx.snapshot();
+        let Some(listener) = snapshot
+            .listener_index(&listener_key)
+            .filter(|&i| speaks_http(&snapshot, i))
+        else {
+            return Err(stream);
+        };
+        Ok(Connection {
             ctx,
             stream,
             client,
@@ -49,7 +55,7 @@ impl<'a, T: Transport> Connection<'a, T> {
             out: Vec::new(),
             head_out: Vec::new(),
             log_scratch: Vec::new(),
-        }
+        })
     }
 
     /// The HTTP settings of this connection's listener in the current snapshot.
@@ -66,7 +72,7 @@ impl<'a, T: Transport> Connection<'a, T> {
             return true;
         }
         match current.listener_index(&self.listener_key) {
-            Some(i) if current.listeners[i].http().is_some() => {
+            Some(i) if speaks_http(&current, i) => {
                 self.snapshot = current;
                 self.listener = i;
                 true

@@ -85,9 +85,11 @@ pub(crate) struct Connection<'a, T = Stream> {
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
     /// The snapshot the current (or last) request is routed with, and this connection's listener
-    /// in it.
-    pub(crate) snapshot: Rc<SharedSnapshot>,
-    pub(crate) listener: usize,
+    /// in it. Private: only [`Connection::new`], [`Connection::for_stream`] and
+    /// [`Connection::follow_reload`] set them, each after checking that the listener speaks HTTP
+    /// in that snapshot, and a snapshot never changes, so [`http_settings`] always finds them.
+    snapshot: Rc<SharedSnapshot>,
+    listener: usize,
     pub(crate) inbuf: IoBuf,
     pub(crate) fields: Vec<Field>,
     out: Vec<u8>,
@@ -124,7 +126,9 @@ impl<'a> Connection<'a, Stream> {
         let snapshot = ctx.snapshot();
         let listener_key = conn.listener_key();
         let listener = snapshot.listener_index(&listener_key)?;
-        snapshot.listeners[listener].http()?;
+        if !speaks_http(&snapshot, listener) {
+            return None;
+        }
         let mut inbuf = IoBuf::default();
         inbuf.extend_from(&ctx.http, &conn.early);
         Some(Connection {
@@ -332,12 +336,20 @@ impl<'a> Connection<'a, Stream> {
     }
 }
 
-/// The HTTP settings of listener `index` of `snapshot`. A connection keeps only snapshots in which
-/// its listener speaks HTTP (`Connection::new` and `Connection::follow_reload` check it).
+/// Whether listener `index` of `snapshot` speaks HTTP: the check made before a connection takes
+/// a snapshot.
+fn speaks_http(snapshot: &Snapshot, index: usize) -> bool {
+    snapshot.listeners.get(index).is_some_and(|l| l.http().is_some())
+}
+
+/// The HTTP settings of listener `index` of `snapshot`, which [`speaks_http`] approved when the
+/// connection took that snapshot. Snapshots are immutable, so no reload can change the answer;
+/// the fallback is never taken.
 fn http_settings(snapshot: &Snapshot, index: usize) -> &HttpListener {
-    snapshot.listeners[index]
-        .http()
-        .expect("a connection keeps only snapshots where its listener speaks HTTP")
+    match snapshot.listeners[index].http() {
+        Some(http) => http,
+        None => unreachable!("a connection takes only snapshots where its listener speaks HTTP"),
+    }
 }
 
 /// Reads whatever the client sent and discards it (used before closing after an error, so the
