@@ -1,5 +1,7 @@
 //! HTTP/2 messages as HTTP/1.1 heads, and back: the glue that lets an HTTP/2 stream go through
-//! the HTTP/1 codec, the routes and the exchange unchanged (RFC 9113 section 8).
+//! the HTTP/1 codec, the routes and the exchange unchanged (RFC 9113 section 8); and the
+//! neutral message's fields as HTTP/2 fields ([`to_h2_fields`]), for responses and trailers,
+//! which cross the seam without HTTP/1 text.
 //!
 //! Sans-IO: HTTP/2 field lists come in as byte slices (the framing, HPACK and flow control are
 //! the `h2` crate's); HTTP/1.1 heads go out as bytes that [`crate::h1::parse_request`] and
@@ -316,6 +318,32 @@ pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         let value = crate::h1::trim(value);
         (!name.is_empty() && name.iter().all(|b| b.is_ascii_graphic())).then_some((name, value))
     })
+}
+
+/// Appends the fields an HTTP/2 message can carry to `map`, in order: names are lowercased (as
+/// HTTP/2 requires), and connection-specific fields (RFC 9113 section 8.2.2), pseudo-header
+/// names, and names or values HTTP/2 cannot carry are left out. `keep` may refuse more (header
+/// edits, hop-by-hop fields named by `Connection`). Returns how many fields were left out. The
+/// neutral message's fields become HTTP/2 fields here: heads and trailers alike, no HTTP/1 text.
+pub fn to_h2_fields<'a>(
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+    map: &mut http::HeaderMap,
+    mut keep: impl FnMut(&[u8], &[u8]) -> bool,
+) -> usize {
+    let mut dropped = 0;
+    for (name, value) in fields {
+        if name.first() == Some(&b':') || is_connection_specific(name, value) || !keep(name, value) {
+            dropped += 1;
+            continue;
+        }
+        match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
+            (Ok(n), Ok(v)) => {
+                map.append(n, v);
+            }
+            _ => dropped += 1,
+        }
+    }
+    dropped
 }
 
 fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {

@@ -5,7 +5,9 @@
 //!
 //! - [`h1`]: HTTP/1.x request and response heads and chunked bodies, strict against smuggling.
 //! - [`proxy_protocol`]: HAProxy PROXY protocol v1 (text) and v2 (binary), both directions.
-//! - [`h2map`]: HTTP/2 requests and responses as HTTP/1.1 heads and back, and the preface.
+//! - [`message`]: the protocol-neutral message at the seam (fields wherever they are, body
+//!   length, no HTTP/1 framing).
+//! - [`h2map`]: HTTP/2 requests as HTTP/1.1 heads, neutral fields as HTTP/2 fields, the preface.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
 //! - [`detect`]: which protocol a connection speaks, from its first bytes (TLS with its SNI and
 //!   ALPN, HTTP/1 with its Host, HTTP/2 prior knowledge, SSH, PostgreSQL, Redis), for routing on
@@ -17,6 +19,7 @@
 pub mod detect;
 pub mod h1;
 pub mod h2map;
+pub mod message;
 pub mod proxy_protocol;
 pub mod resp;
 pub mod tls_peek;

@@ -106,6 +106,15 @@ fn h2_request_corpus_replays_cleanly() {
 }
 
 #[test]
+fn h2_fields_corpus_replays_cleanly() {
+    for data in corpus("h2_fields", 5) {
+        for cut in 0..=data.len() {
+            rampart_proto::h2map::fuzzing::fields_mapping_holds(&data[..cut]);
+        }
+    }
+}
+
+#[test]
 fn detect_corpus_replays_cleanly() {
     use rampart_proto::detect::{detect, Detected, Detection, Protocol, Wants};
     for data in corpus("detect", 12) {

@@ -15,9 +15,8 @@ use rampart_proto::proxy_protocol::{self, ProxyAddresses};
 use tokio::net::TcpStream;
 
 use crate::http::park::Parked;
-use crate::l4::routed::Arrival;
-use crate::session_log::RoutedView;
-use crate::session_log::SessionRecord;
+use crate::l4::routed::{Arrival, HandOver};
+use crate::refusal::{record_refusal, Refused};
 pub use crate::slot::{BoundListener, Conn, ConnSlot};
 use crate::stream::Stream;
 use crate::tls::accept::{accept, answer_plain_http, first_bytes, HandshakeFailure};
@@ -65,7 +64,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
             ctx,
             &snapshot,
             spec,
-            Refused::stage(peer, accepted, StageRefusal::OverConnectionLimit),
+            stage_refusal(peer, accepted, StageRefusal::OverConnectionLimit),
         );
         return;
     };
@@ -90,7 +89,7 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         if let Some(refusal) = refusal {
             bump(&ctx.counters.proxy_header_errors, 1);
             cells.refused(RefusedReason::ProxyHeader).add(1);
-            record_refusal(ctx, &snapshot, spec, Refused::stage(peer, accepted, refusal));
+            record_refusal(ctx, &snapshot, spec, stage_refusal(peer, accepted, refusal));
             return;
         }
     }
@@ -108,11 +107,15 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
         let shared = snapshot;
         Arc::clone(&shared.0)
     };
-    if routed {
-        // Boxed: the peek's and the relay's state would otherwise enlarge every connection's task.
-        Box::pin(crate::l4::routed::serve(ctx, snapshot, index, arrival)).await
-    } else {
-        terminate_and_serve(ctx, snapshot, index, arrival, peer, None).await
+    if !routed {
+        return terminate_and_serve(ctx, snapshot, index, arrival, peer, None).await;
+    }
+    // Boxed: the peek's and the relay's state would otherwise enlarge every connection's task.
+    let handed = Box::pin(crate::l4::routed::serve(ctx, Arc::clone(&snapshot), index, arrival)).await;
+    if let Some(HandOver { target, arrival }) = handed {
+        let key = snapshot.listeners[target].key();
+        let peer = arrival.client;
+        Box::pin(terminate_and_serve(ctx, snapshot, target, arrival, peer, Some(key))).await;
     }
 }
 
@@ -174,7 +177,7 @@ pub(crate) async fn terminate_and_serve(
         ListenerProtocol::Http(_) => {
             // The HTTP session takes the current snapshot per request: keep no old one alive.
             drop(snapshot);
-            crate::http::session::serve(ctx, conn).await
+            crate::http::connection::serve(ctx, conn).await
         }
     }
 }
@@ -233,14 +236,14 @@ fn fail(
         "listener {}: TLS handshake from {peer} failed: {failure}",
         listener.name
     );
-    let refused = Refused::stage(peer, accepted, StageRefusal::Tls(failure.as_str()));
+    let refused = stage_refusal(peer, accepted, StageRefusal::Tls(failure.as_str()));
     record_refusal(ctx, snapshot, listener, refused);
 }
 
 /// Serves a connection the parking lot woke up (its client sent something or closed).
 pub async fn serve_woken(ctx: &WorkerContext, parked: Parked) {
     if let Some(conn) = parked.into_conn() {
-        crate::http::session::serve(ctx, conn).await;
+        crate::http::connection::serve(ctx, conn).await;
     }
 }
 
@@ -276,52 +279,12 @@ async fn read_proxy_header(client: &TcpStream, buf: &mut Vec<u8>) -> Result<Opti
     }
 }
 
-/// A connection that closes without a relay or an HTTP session: what its session record says.
-pub(crate) struct Refused<'a> {
-    pub client: SocketAddr,
-    pub accepted: (Instant, SystemTime),
-    /// Why (`connection_limit`, `rejected`, ...).
-    pub close: &'static str,
-    /// On a TCP listener with routes: what peeking found.
-    pub routed: Option<RoutedView<'a>>,
-}
-
-impl Refused<'_> {
-    fn stage(client: SocketAddr, accepted: (Instant, SystemTime), refusal: StageRefusal) -> Self {
-        Refused {
-            client,
-            accepted,
-            close: refusal.as_str(),
-            routed: None,
-        }
-    }
-}
-
-/// The session record of a connection refused in the stage, or closed by a TCP listener's routes.
-pub(crate) fn record_refusal(ctx: &WorkerContext, snapshot: &Snapshot, listener: &Listener, refused: Refused<'_>) {
-    let Some(path) = &snapshot.session_log else { return };
-    let Refused {
+/// The record of a connection the stage refused.
+fn stage_refusal(client: SocketAddr, accepted: (Instant, SystemTime), refusal: StageRefusal) -> Refused<'static> {
+    Refused {
         client,
-        accepted: (accepted, accepted_wall),
-        close,
-        routed,
-    } = refused;
-    let upstream = listener.tcp_upstream().map(|u| snapshot.upstreams[u].name.as_str());
-    let record = SessionRecord {
-        client,
-        listener: &listener.name,
-        upstream,
-        target: None,
         accepted,
-        accepted_wall,
-        connected: None,
-        first_byte_up: None,
-        first_byte_down: None,
-        bytes_up: 0,
-        bytes_down: 0,
-        close,
-        tls: None,
-        routed,
-    };
-    ctx.push_log_line(path, |out| record.write(out));
+        close: refusal.as_str(),
+        routed: None,
+    }
 }

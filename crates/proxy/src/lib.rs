@@ -10,8 +10,8 @@
 //! - [`stream`]: the byte stream under both (plain TCP or TLS), and socket writes.
 //! - [`tls`]: TLS over a socket (rustls): server and client handshakes, what they negotiated.
 //! - [`l4`]: one TCP connection past the stage: target choice, connect, relay, session record.
-//! - [`http`]: the HTTP reverse proxy: session, the downstream seam, the filter model, exchange,
-//!   pools.
+//! - [`http`]: the HTTP reverse proxy: the connection stage (HTTP/1 or HTTP/2), the request
+//!   path, the downstream seam and its neutral message, the filter model, exchange, pools.
 //! - [`filters`]: the built-in HTTP filters (rewrites, header edits, limits, request ids, CORS,
 //!   auth with its caches and the JWKS fetcher, compression).
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
@@ -19,7 +19,8 @@
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
 //! - [`checker`]: active health checks, run by the control plane.
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
-//! - [`session_log`]: JSON-lines session records and access logs, written by one thread.
+//! - [`session_log`]: JSON-lines session records and access logs, written by one thread;
+//!   [`refusal`]: the records of connections closed before a relay or an HTTP session.
 //! - [`log_summary`]: repeated warnings (an outage) logged once, then counted per interval for
 //!   the whole process.
 //! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
@@ -33,6 +34,7 @@ pub mod filters;
 pub mod http;
 pub mod l4;
 pub mod log_summary;
+pub mod refusal;
 pub mod relay;
 pub mod session_log;
 pub mod slot;

@@ -72,6 +72,18 @@ pub struct ResponseHead {
     pub keep_alive: bool,
 }
 
+/// The reason phrase of the status line at the start of `head` (empty when it has none).
+pub fn reason_phrase(head: &[u8]) -> &[u8] {
+    let line_end = head.windows(2).position(|w| w == b"\r\n").unwrap_or(head.len());
+    let line = &head[..line_end];
+    // `HTTP/1.1 200 OK`: past the version and the status code.
+    let mut parts = line.splitn(3, |&b| b == b' ');
+    match (parts.next(), parts.next(), parts.next()) {
+        (Some(_), Some(_), Some(reason)) => reason,
+        _ => &[],
+    }
+}
+
 fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
     let start = part.as_ptr() as usize - buf.as_ptr() as usize;
     (start as u32, (start + part.len()) as u32)

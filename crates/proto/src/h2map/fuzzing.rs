@@ -2,7 +2,7 @@
 //! HTTP/2 request either is refused, or becomes an HTTP/1.1 head that the HTTP/1 codec reads
 //! whole, with the same method, target and host, and a framing that matches the stream's.
 
-use super::{request_head, RequestKind, RequestPseudo};
+use super::{is_token_lower, request_head, RequestKind, RequestPseudo};
 use crate::h1::{parse_request, Framing, Limits};
 
 /// Reads fuzz input as an HTTP/2 request: a flags byte (bit 0: END_STREAM on the head), then
@@ -67,4 +67,53 @@ pub fn request_translation_holds(data: &[u8]) {
         Framing::None => assert!(end_stream || has_length || kind == RequestKind::WebSocket),
         Framing::UntilClose => panic!("a request is never delimited by close"),
     }
+}
+
+/// The property the `h2_fields` fuzz target checks: whatever fields a neutral message holds
+/// (fuzz input: `name\0value` lines; the first byte's low bit says whether they are trailers,
+/// which makes no difference to the rules), the HTTP/2 fields made of them are only fields
+/// HTTP/2 may carry (lowercase token names, no pseudo-header, no connection-specific field, no
+/// CR, LF or NUL in a value), every field that could be carried is, in order, and nothing is
+/// counted twice.
+pub fn fields_mapping_holds(data: &[u8]) {
+    let Some((_, rest)) = data.split_first() else {
+        return;
+    };
+    let pairs: Vec<(&[u8], &[u8])> = rest
+        .split(|&b| b == b'\n')
+        .filter_map(|l| {
+            let at = l.iter().position(|&b| b == 0)?;
+            Some((&l[..at], &l[at + 1..]))
+        })
+        .collect();
+    let fields = crate::message::FieldsRef::Pairs(&pairs);
+    let mut map = http::HeaderMap::new();
+    let dropped = super::to_h2_fields(fields.iter(), &mut map, |_, _| true);
+    assert_eq!(map.len() + dropped, pairs.len(), "every field kept or dropped once");
+    let kept: Vec<(&[u8], &[u8])> = map.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())).collect();
+    for (name, value) in &kept {
+        assert!(is_token_lower(name), "{name:?} is a lowercase token");
+        assert!(!super::is_connection_specific(name, value));
+        assert!(!value.iter().any(|b| matches!(b, b'\r' | b'\n' | 0)));
+    }
+    let carried: Vec<(Vec<u8>, &[u8])> = pairs
+        .iter()
+        .filter(|(n, v)| {
+            n.first() != Some(&b':')
+                && !super::is_connection_specific(n, v)
+                && http::HeaderName::from_bytes(n).is_ok()
+                && http::HeaderValue::from_bytes(v).is_ok()
+        })
+        .map(|(n, v)| (n.to_ascii_lowercase(), *v))
+        .collect();
+    // `HeaderMap` iterates a name's values together, at the name's first place.
+    let mut expected: Vec<(Vec<u8>, &[u8])> = Vec::new();
+    for (i, (name, _)) in carried.iter().enumerate() {
+        if carried[..i].iter().any(|(n, _)| n == name) {
+            continue;
+        }
+        expected.extend(carried.iter().filter(|(n, _)| n == name).cloned());
+    }
+    let kept: Vec<(Vec<u8>, &[u8])> = kept.into_iter().map(|(n, v)| (n.to_vec(), v)).collect();
+    assert_eq!(kept, expected);
 }

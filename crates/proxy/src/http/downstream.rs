@@ -4,44 +4,30 @@
 //! ([`H1Downstream`]); HTTP/2 implements it for one stream of a multiplexed connection
 //! (`crate::http::h2`).
 //!
-//! Bodies cross the seam in HTTP/1 framing, as the heads declare them (a chunked body with its
-//! chunk lines): HTTP/1 on both sides forwards them verbatim; another protocol frames or unframes
-//! them at its side of the seam.
+//! Responses cross the seam as the protocol-neutral message ([`rampart_proto::message`]): a head
+//! (status, fields wherever they already are, the body's length if known) and body frames (data,
+//! then trailers or an end). Chunked encoding exists only inside the HTTP/1 side: an HTTP/1
+//! upstream's chunks are decoded where its response is read, and [`H1Downstream`] chunks a body of
+//! unknown length for an HTTP/1.1 client. (Request bodies still cross in HTTP/1 framing.)
 
-use std::borrow::Cow;
 use std::fs::File;
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
-use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Field, Framing, ResponseHead};
+use bytes::Bytes;
+use rampart_proto::h2map::chunk;
+use rampart_proto::message::{BodyLength, FieldsRef};
 
-use super::error::HttpError;
-use super::head_out::{write_response_head, ResponseOut};
+use super::context::RequestContext;
+use super::error::{ErrorSource, HttpError};
+use super::head_out::{write_chunked_end, write_response_head, ResponseOut};
 use super::iobuf::IoBuf;
-use super::local::write_response;
+use super::local::{error_body, write_response};
+use super::message::ResponseHeader;
 use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
-use super::static_files::send::{copy_file, sendfile_all};
+use super::static_files::send::sendfile_all;
 use crate::stream::Stream;
-
-/// A response head on its way to the client: the upstream's parsed head (HTTP/1 keeps its fields
-/// as byte ranges into the bytes it was read into) and header edits (the route's, borrowed until a
-/// filter changes them).
-pub struct ResponseHeader<'a> {
-    pub head: &'a ResponseHead,
-    /// The bytes the head was parsed from (it starts at 0).
-    pub buf: &'a [u8],
-    pub fields: &'a [Field],
-    pub edits: Cow<'a, HeaderOps>,
-    /// A 101 that turns the connection into a tunnel.
-    pub upgrade: bool,
-}
-
-impl ResponseHeader<'_> {
-    /// The header edits, to change: the route's are copied on the first change.
-    pub fn edits_mut(&mut self) -> &mut HeaderOps {
-        self.edits.to_mut()
-    }
-}
 
 /// An answer of Rampart's own: an error, a `respond` route, a redirect, a 404.
 #[derive(Clone, Copy)]
@@ -101,19 +87,30 @@ pub trait Downstream {
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.
     async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError>;
-    /// The response head, with the first body bytes when they came with it; once the client
-    /// stops taking bytes, the rest must go within `limit`.
+    /// The response head, with the first body data when it came with it; once the client stops
+    /// taking bytes, the rest must go within `limit`. A head whose length is not
+    /// [`BodyLength::None`] is followed by its data and then [`Downstream::end_body`] or
+    /// [`Downstream::send_trailers`].
     async fn send_response_head(
         &mut self,
         head: &ResponseHeader<'_>,
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError>;
-    /// More response body bytes.
-    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError>;
+    /// More response body data (payload: no framing of any protocol).
+    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError>;
+    /// [`Downstream::send_data`] with data that is shared already (an HTTP/2 upstream's DATA):
+    /// HTTP/2 sends it without a copy.
+    async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
+        self.send_data(&data).await
+    }
+    /// Ends the response body with trailer fields (a client that cannot take them gets the end).
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError>;
+    /// Ends the response body (nothing, where its length already said it ended).
+    async fn end_body(&mut self) -> Result<(), HttpError>;
     /// Response body bytes from a file: `len` bytes of `file` from `offset` (the `static`
     /// action's body, behind a head that announced them). By default they are read into
-    /// `scratch` piece by piece and sent as body bytes; HTTP/1 over plain TCP uses sendfile(2).
+    /// `scratch` piece by piece and sent as body data; HTTP/1 over plain TCP uses sendfile(2).
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
         copy_file(self, file, offset, len, scratch).await
     }
@@ -149,9 +146,11 @@ pub struct H1Downstream<'a> {
     /// Of `sent`, the body bytes.
     body_sent: u64,
     keep: bool,
-    /// Set when a chunked response goes to an HTTP/1.0 client: the chunks' data is sent bare
-    /// and the connection's close ends the body.
-    unchunk: Option<ChunkedDecoder>,
+    /// The response body goes out chunked (its length is unknown and the client speaks
+    /// HTTP/1.1); for an HTTP/1.0 client such a body is delimited by the close instead.
+    chunked: bool,
+    /// The chunked body's last chunk has gone.
+    ended: bool,
 }
 
 impl<'a> H1Downstream<'a> {
@@ -178,7 +177,8 @@ impl<'a> H1Downstream<'a> {
             sent: 0,
             body_sent: 0,
             keep: false,
-            unchunk: None,
+            chunked: false,
+            ended: false,
         }
     }
 
@@ -218,8 +218,20 @@ impl Downstream for H1Downstream<'_> {
     }
 
     async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
-        // Relayed as received.
-        self.write(&head.buf[..head.head.len]).await
+        self.out.clear();
+        write_response_head(
+            self.out,
+            &ResponseOut {
+                head,
+                close: false,
+                keep_alive_10: false,
+                chunked: false,
+            },
+        );
+        let interim = std::mem::take(self.out);
+        let written = self.write(&interim).await;
+        *self.out = interim;
+        written
     }
 
     async fn send_response_head(
@@ -228,39 +240,27 @@ impl Downstream for H1Downstream<'_> {
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
-        let h = head.head;
-        // HTTP/1.0 has no chunked encoding: such a body goes bare, delimited by the close.
-        let unchunked = self.http10 && h.framing == Framing::Chunked;
-        self.unchunk = unchunked.then(ChunkedDecoder::new);
-        // A body delimited by the upstream's close cannot be delimited for the client either.
-        let close = !self.client_keep_alive
-            || unchunked
-            || h.framing == Framing::UntilClose
-            || (h.status == 101 && !head.upgrade);
+        let unknown = head.length == BodyLength::Unknown && !head.upgrade;
+        // A body of unknown length goes in chunks to HTTP/1.1; HTTP/1.0 has none: the close ends it.
+        self.chunked = unknown && !self.http10;
+        self.ended = false;
+        let close = !self.client_keep_alive || (unknown && self.http10) || (head.status == 101 && !head.upgrade);
         self.keep = !close;
         self.out.clear();
         write_response_head(
             self.out,
             &ResponseOut {
-                buf: head.buf,
-                fields: head.fields,
-                head: h,
-                ops: &head.edits,
+                head,
                 close,
-                upgrade: head.upgrade,
                 keep_alive_10: self.http10 && self.client_keep_alive,
-                unchunked,
+                chunked: self.chunked,
             },
         );
-        let mut bare = Vec::new();
-        let body = match &mut self.unchunk {
-            Some(decoder) => {
-                unchunk(decoder, body, &mut bare)?;
-                &bare[..]
-            }
-            None => body,
-        };
-        let behind = if body.len() <= COPY_BEHIND_HEAD {
+        let head_len = self.out.len();
+        let behind = if self.chunked {
+            chunk(body, self.out);
+            &[][..]
+        } else if body.len() <= COPY_BEHIND_HEAD {
             self.out.extend_from_slice(body);
             &[][..]
         } else {
@@ -273,22 +273,45 @@ impl Downstream for H1Downstream<'_> {
         };
         written.map_err(|_| HttpError::ClientGone)?;
         self.sent += (self.out.len() + behind.len()) as u64;
-        self.body_sent += body.len() as u64;
+        self.body_sent += (self.out.len() - head_len + behind.len()) as u64;
         Ok(())
     }
 
-    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
-        let mut bare = Vec::new();
-        let bytes = match &mut self.unchunk {
-            Some(decoder) => {
-                unchunk(decoder, bytes, &mut bare)?;
-                &bare[..]
-            }
-            None => bytes,
-        };
-        self.write(bytes).await?;
-        self.body_sent += bytes.len() as u64;
-        Ok(())
+    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        if !self.chunked {
+            self.write(data).await?;
+            self.body_sent += data.len() as u64;
+            return Ok(());
+        }
+        let mut framed = std::mem::take(self.out);
+        framed.clear();
+        chunk(data, &mut framed);
+        let written = self.write(&framed).await;
+        self.body_sent += framed.len() as u64;
+        *self.out = framed;
+        written
+    }
+
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        if !self.chunked || self.ended {
+            // Only chunks carry trailers; a body of known length (or one the close ends) ends.
+            return Ok(());
+        }
+        self.ended = true;
+        let mut last = std::mem::take(self.out);
+        last.clear();
+        write_chunked_end(&mut last, trailers);
+        let written = self.write(&last).await;
+        self.body_sent += last.len() as u64;
+        *self.out = last;
+        written
+    }
+
+    async fn end_body(&mut self) -> Result<(), HttpError> {
+        self.send_trailers(FieldsRef::EMPTY).await
     }
 
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
@@ -334,15 +357,53 @@ impl Downstream for H1Downstream<'_> {
     }
 }
 
-/// Appends the data of the chunked-body bytes `framed` to `out` (sizes, extensions and trailers
-/// dropped).
-fn unchunk(decoder: &mut ChunkedDecoder, framed: &[u8], out: &mut Vec<u8>) -> Result<(), HttpError> {
-    decoder
-        .decode(framed, |part| {
-            if let ChunkedPart::Data(data) = part {
-                out.extend_from_slice(data);
-            }
-        })
-        .map(|_| ())
-        .map_err(|_| HttpError::UpstreamBadBody)
+/// Sends `len` bytes of `file` from `offset` as body bytes through `down`, reading them into
+/// `scratch` piece by piece.
+pub async fn copy_file<D: Downstream + ?Sized>(
+    down: &mut D,
+    file: &File,
+    mut offset: u64,
+    len: u64,
+    scratch: &mut [u8],
+) -> Result<(), HttpError> {
+    let end = offset + len;
+    while offset < end {
+        let want = ((end - offset) as usize).min(scratch.len());
+        let n = match file.read_at(&mut scratch[..want], offset) {
+            Ok(0) => return Err(HttpError::FileRead),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return Err(HttpError::FileRead),
+        };
+        down.send_data(&scratch[..n]).await?;
+        offset += n as u64;
+    }
+    Ok(())
+}
+
+/// Fails the request with `error`: answered with its status when nothing of the response has
+/// left yet (and the client can still be written to), the client connection closed after.
+pub async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut RequestContext, error: HttpError) {
+    let error = rctx.blame(error);
+    rctx.fail(error);
+    if rctx.responded() {
+        return;
+    }
+    rctx.status = error.status();
+    if error.answerable() {
+        let body = error_body(error.status());
+        // A failure of the upstream side, on a request read in full, leaves the client
+        // connection as good as it was: it stays open if the client keeps it (nginx does).
+        let keep = rctx.bodyless && error.source() == ErrorSource::Upstream;
+        let answer = LocalAnswer {
+            status: error.status(),
+            headers: &[],
+            body: body.as_bytes(),
+            close: !keep,
+            error_page: true,
+        };
+        if down.send_local(&answer).await.is_ok() && keep {
+            rctx.keep_client = down.keeps_alive();
+        }
+    }
 }

@@ -6,52 +6,51 @@
 
 use std::borrow::Cow;
 
-use rampart_proto::h1::{Field, Framing, ResponseHead};
+use rampart_proto::h1::{Field, Framing};
+use rampart_proto::message::{BodyLength, FieldsRef};
+
+use super::message::ResponseHeader;
 
 use rampart_model::route::HeaderOps;
 use rampart_model::ForwardedHeaders;
 
-/// The fields a `Connection` header names (at most 16 are honoured), as byte ranges.
-struct Named {
-    ranges: [(u32, u32); 16],
+/// The fields a `Connection` header names (at most 16 are honoured).
+struct Named<'a> {
+    names: [&'a [u8]; 16],
     len: usize,
 }
 
-impl Named {
-    fn collect(buf: &[u8], fields: &[Field]) -> Named {
+impl<'a> Named<'a> {
+    fn collect(fields: FieldsRef<'a>) -> Named<'a> {
         let mut named = Named {
-            ranges: [(0, 0); 16],
+            names: [&[]; 16],
             len: 0,
         };
-        for f in fields
-            .iter()
-            .filter(|f| f.name(buf).eq_ignore_ascii_case(b"connection"))
-        {
-            let (start, _) = f.value;
-            let value = f.value(buf);
-            let mut pos = 0;
+        for (_, value) in fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
             for token in value.split(|&b| b == b',') {
-                let lead = token.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
-                let trimmed = token[lead..]
-                    .iter()
-                    .rposition(|b| !matches!(b, b' ' | b'\t'))
-                    .map_or(0, |e| e + 1);
-                if trimmed > 0 && named.len < 16 {
-                    let s = start + (pos + lead) as u32;
-                    named.ranges[named.len] = (s, s + trimmed as u32);
+                let token = trim_ows(token);
+                if !token.is_empty() && named.len < 16 {
+                    named.names[named.len] = token;
                     named.len += 1;
                 }
-                pos += token.len() + 1;
             }
         }
         named
     }
 
-    fn contains(&self, buf: &[u8], name: &[u8]) -> bool {
-        self.ranges[..self.len]
-            .iter()
-            .any(|&(s, e)| buf[s as usize..e as usize].eq_ignore_ascii_case(name))
+    fn contains(&self, name: &[u8]) -> bool {
+        self.names[..self.len].iter().any(|n| n.eq_ignore_ascii_case(name))
     }
+}
+
+/// `bytes` without leading and trailing spaces and tabs.
+fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let start = bytes.iter().take_while(|b| matches!(b, b' ' | b'\t')).count();
+    let end = bytes
+        .iter()
+        .rposition(|b| !matches!(b, b' ' | b'\t'))
+        .map_or(start, |e| e + 1);
+    &bytes[start..end.max(start)]
 }
 
 fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
@@ -68,9 +67,9 @@ fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
 
 /// Whether a field crosses the proxy: not hop-by-hop (by name or named by `Connection`; `Upgrade`
 /// crosses into a tunnel) and not removed or replaced by the route's header edits.
-fn passes(buf: &[u8], named: &Named, name: &[u8], upgrade: bool, ops: &HeaderOps) -> bool {
-    let hop = is_hop_by_hop(name, upgrade)
-        || (named.contains(buf, name) && !(upgrade && name.eq_ignore_ascii_case(b"upgrade")));
+fn passes(named: &Named, name: &[u8], upgrade: bool, ops: &HeaderOps) -> bool {
+    let hop =
+        is_hop_by_hop(name, upgrade) || (named.contains(name) && !(upgrade && name.eq_ignore_ascii_case(b"upgrade")));
     !hop && !ops.drops(name)
 }
 
@@ -130,12 +129,12 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     out.push(b' ');
     out.extend_from_slice(&r.target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let named = Named::collect(buf, r.fields);
+    let named = Named::collect(FieldsRef::Ranges { buf, list: r.fields });
     let mut xff_seen = false;
     let (mut proto_seen, mut host_seen) = (false, false);
     for f in r.fields {
         let name = f.name(buf);
-        if !passes(buf, &named, name, r.upgrade, &r.edits)
+        if !passes(&named, name, r.upgrade, &r.edits)
             || (r.replace_host && name.eq_ignore_ascii_case(b"host"))
             || r.client_cert
                 .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
@@ -205,38 +204,25 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// What a response head toward the client is written from.
+/// What a response head toward an HTTP/1 client is written from.
 pub struct ResponseOut<'a> {
-    pub buf: &'a [u8],
-    pub fields: &'a [Field],
-    pub head: &'a ResponseHead,
-    pub ops: &'a HeaderOps,
+    pub head: &'a ResponseHeader<'a>,
     /// The client connection closes after this response.
     pub close: bool,
-    /// A 101 that turns the connection into a tunnel.
-    pub upgrade: bool,
     /// The client spoke HTTP/1.0 and asked for keep-alive.
     pub keep_alive_10: bool,
-    /// A chunked upstream body is un-chunked for an HTTP/1.0 client, which cannot read chunks:
-    /// no `Transfer-Encoding`, and the body ends with the connection.
-    pub unchunked: bool,
+    /// The body goes out chunked (its length is unknown and the client speaks HTTP/1.1).
+    pub chunked: bool,
 }
 
 /// Calls `each` with every field of a response head that crosses the proxy (hop-by-hop fields,
 /// those `Connection` names and those the edits remove are dropped; `Upgrade` crosses with a
-/// tunnel), then with the edits' own fields. For heads written in another protocol (HTTP/2).
-pub fn response_fields(
-    buf: &[u8],
-    fields: &[Field],
-    upgrade: bool,
-    ops: &HeaderOps,
-    mut each: impl FnMut(&[u8], &[u8]),
-) {
-    let named = Named::collect(buf, fields);
-    for f in fields {
-        let name = f.name(buf);
-        if passes(buf, &named, name, upgrade, ops) {
-            each(name, f.value(buf));
+/// tunnel), then with the edits' own fields.
+pub fn response_fields(fields: FieldsRef<'_>, upgrade: bool, ops: &HeaderOps, mut each: impl FnMut(&[u8], &[u8])) {
+    let named = Named::collect(fields);
+    for (name, value) in fields.iter() {
+        if passes(&named, name, upgrade, ops) {
+            each(name, value);
         }
     }
     for (name, value) in ops.set.iter().chain(&ops.add) {
@@ -244,45 +230,64 @@ pub fn response_fields(
     }
 }
 
-/// Writes the response head to send to the client.
+/// Writes an HTTP/1.1 response head: the status line (the upstream's reason phrase, or the
+/// standard one), the fields that cross, the framing the body goes out with, and the connection's
+/// fate.
 pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
-    let buf = r.buf;
-    // Status line: our version, the upstream's status and reason.
-    let line_end = buf.windows(2).position(|w| w == b"\r\n").unwrap_or(0);
-    let after_version = buf[..line_end]
-        .iter()
-        .position(|&b| b == b' ')
-        .map_or(line_end, |i| i + 1);
+    let head = r.head;
     out.extend_from_slice(b"HTTP/1.1 ");
-    let status_and_reason = &buf[after_version..line_end];
-    out.extend_from_slice(status_and_reason);
-    if status_and_reason.len() <= 4 {
-        // No reason phrase (a head made from HTTP/2, which has none): the standard one.
-        if status_and_reason.len() == 3 {
-            out.push(b' ');
-        }
-        out.extend_from_slice(super::local::reason(r.head.status).as_bytes());
+    let status = head.status.min(999);
+    out.extend_from_slice(&[
+        b'0' + (status / 100) as u8,
+        b'0' + (status / 10 % 10) as u8,
+        b'0' + (status % 10) as u8,
+        b' ',
+    ]);
+    if head.reason.is_empty() {
+        out.extend_from_slice(super::local::reason(head.status).as_bytes());
+    } else {
+        out.extend_from_slice(head.reason);
     }
     out.extend_from_slice(b"\r\n");
-    let named = Named::collect(buf, r.fields);
-    for f in r.fields {
-        let name = f.name(buf);
-        if !passes(buf, &named, name, r.upgrade, r.ops) {
-            continue;
+    let mut has_length = false;
+    response_fields(head.fields, head.upgrade, &head.edits, |name, value| {
+        has_length |= name.eq_ignore_ascii_case(b"content-length");
+        write_field(out, name, value);
+    });
+    match head.length {
+        _ if r.chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
+        // A length the fields do not state (an HTTP/2 head ended with END_STREAM): say it.
+        BodyLength::Exact(n) if !has_length => {
+            out.extend_from_slice(b"content-length: ");
+            out.extend_from_slice(n.to_string().as_bytes());
+            out.extend_from_slice(b"\r\n");
         }
-        write_field(out, name, f.value(buf));
+        _ => {}
     }
-    if r.head.framing == Framing::Chunked && !r.unchunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-    }
-    if r.upgrade {
+    if head.upgrade {
         out.extend_from_slice(b"connection: upgrade\r\n");
     } else if r.close {
         out.extend_from_slice(b"connection: close\r\n");
     } else if r.keep_alive_10 {
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
-    write_ops(out, r.ops);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Writes the end of a chunked body: the last chunk, the trailer fields that may cross (valid
+/// names and values; no hop-by-hop or framing field), the final CRLF.
+pub fn write_chunked_end(out: &mut Vec<u8>, trailers: FieldsRef<'_>) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers.iter() {
+        let valid = !name.is_empty()
+            && name.iter().all(|&b| b.is_ascii_graphic() && b != b':')
+            && !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+            && !is_hop_by_hop(name, false)
+            && !name.eq_ignore_ascii_case(b"content-length");
+        if valid {
+            write_field(out, name, value);
+        }
+    }
     out.extend_from_slice(b"\r\n");
 }
 

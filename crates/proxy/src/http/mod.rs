@@ -1,5 +1,6 @@
 //! The HTTP reverse proxy (HTTP/1.x, and HTTP/2 on both sides), in the order a request meets it:
 //!
+//! - [`connection`]: the connection stage: HTTP/2 (ALPN or the cleartext preface) or HTTP/1.
 //! - [`session`]: one client connection past the connection stage: read a request head, take the
 //!   current snapshot, route it, answer it locally or proxy it, log it, repeat while keep-alive
 //!   lasts (pipelined requests are answered in order), park when idle.
@@ -35,6 +36,7 @@
 
 pub mod access_log;
 pub mod affinity;
+pub mod connection;
 pub mod context;
 pub mod date;
 pub mod downstream;
@@ -42,10 +44,12 @@ pub mod error;
 pub mod exchange;
 pub mod filter;
 pub mod h2;
+pub mod h2_send;
 pub mod h2pool;
 pub mod head_out;
 pub mod iobuf;
 pub mod local;
+pub mod message;
 pub mod park;
 pub mod pool;
 pub mod session;

@@ -55,10 +55,24 @@ pub struct Arrival {
     pub accepted: (Instant, SystemTime),
 }
 
-/// Serves one connection of TCP listener `index` (which has routes): peek, decide, act.
-pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, mut arrival: Arrival) {
+/// A connection a route hands to another listener of the same snapshot, which serves it from its
+/// TLS handshake (reading the ClientHello already peeked) on. The connection keeps its place in
+/// the limit of the listener that accepted it.
+pub struct HandOver {
+    pub target: usize,
+    pub arrival: Arrival,
+}
+
+/// Serves one connection of TCP listener `index` (which has routes): peek, decide, act. A
+/// connection handed to another listener comes back, for the connection stage to serve.
+pub async fn serve(
+    ctx: &WorkerContext,
+    snapshot: Arc<Snapshot>,
+    index: usize,
+    mut arrival: Arrival,
+) -> Option<HandOver> {
     let listener = &snapshot.listeners[index];
-    let Some(routing) = listener.tcp_routing() else { return };
+    let routing = listener.tcp_routing()?;
     let peeked = peek(
         &arrival.tcp,
         &mut arrival.early,
@@ -72,14 +86,14 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, m
         Ok(found) => found,
         Err(close) => {
             let facts = PeekFacts { detected: None, took };
-            let record = crate::conn::Refused {
+            let record = crate::refusal::Refused {
                 client: arrival.client,
                 accepted: arrival.accepted,
                 close,
                 routed: Some(facts.view(None)),
             };
-            crate::conn::record_refusal(ctx, &snapshot, listener, record);
-            return;
+            crate::refusal::record_refusal(ctx, &snapshot, listener, record);
+            return None;
         }
     };
     let facts = PeekFacts {
@@ -124,18 +138,19 @@ pub async fn serve(ctx: &WorkerContext, snapshot: Arc<Snapshot>, index: usize, m
             };
             super::serve(ctx, Arc::clone(&snapshot), index, conn, arrival.accepted, choice).await;
         }
-        TcpAction::Listener(target) => hand_over(ctx, snapshot, target, arrival).await,
+        TcpAction::Listener(target) => return Some(HandOver { target, arrival }),
         TcpAction::Reject => {
             let name = route.map(|i| routing.routes[i].name.as_str());
-            let record = crate::conn::Refused {
+            let record = crate::refusal::Refused {
                 client: arrival.client,
                 accepted: arrival.accepted,
                 close: if route.is_some() { "rejected" } else { "no_route" },
                 routed: Some(facts.view(name)),
             };
-            crate::conn::record_refusal(ctx, &snapshot, listener, record);
+            crate::refusal::record_refusal(ctx, &snapshot, listener, record);
         }
     }
+    None
 }
 
 /// Reads the connection's first bytes into `buf` until `routing` decides: the decision, what
@@ -194,13 +209,4 @@ async fn read_some(tcp: &TcpStream, buf: &mut Vec<u8>, max: usize) -> std::io::R
             result => return result,
         }
     }
-}
-
-/// Hands the connection to listener `target` of the same snapshot: its TLS handshake (reading the
-/// ClientHello already peeked), then its protocol. The connection keeps its place in the limit of
-/// the listener that accepted it.
-async fn hand_over(ctx: &WorkerContext, snapshot: Arc<Snapshot>, target: usize, arrival: Arrival) {
-    let key = snapshot.listeners[target].key();
-    let peer = arrival.client;
-    crate::conn::terminate_and_serve(ctx, snapshot, target, arrival, peer, Some(key)).await;
 }

@@ -11,9 +11,8 @@ use rampart_model::{Snapshot, Upstream, UpstreamProtocol};
 use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 
 use super::context::RequestContext;
-use super::downstream::{Downstream, LocalAnswer};
-use super::error::{ErrorSource, HttpError};
-use super::local::error_body;
+use super::downstream::{answer_error, Downstream};
+use super::error::HttpError;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
 use crate::connect::{connect_upstream, no_target_key, proxy_header, ConnectFailure, ConnectFor};
@@ -85,33 +84,6 @@ pub async fn proxy<D: Downstream>(
             }
             answer_error(down, rctx, HttpError::RequestTimeout).await;
             None
-        }
-    }
-}
-
-/// Fails the request with `error`: answered with its status when nothing of the response has
-/// left yet (and the client can still be written to), the client connection closed after.
-pub(crate) async fn answer_error<D: Downstream>(down: &mut D, rctx: &mut RequestContext, error: HttpError) {
-    let error = rctx.blame(error);
-    rctx.fail(error);
-    if rctx.responded() {
-        return;
-    }
-    rctx.status = error.status();
-    if error.answerable() {
-        let body = error_body(error.status());
-        // A failure of the upstream side, on a request read in full, leaves the client
-        // connection as good as it was: it stays open if the client keeps it (nginx does).
-        let keep = rctx.bodyless && error.source() == ErrorSource::Upstream;
-        let answer = LocalAnswer {
-            status: error.status(),
-            headers: &[],
-            body: body.as_bytes(),
-            close: !keep,
-            error_page: true,
-        };
-        if down.send_local(&answer).await.is_ok() && keep {
-            rctx.keep_client = down.keeps_alive();
         }
     }
 }

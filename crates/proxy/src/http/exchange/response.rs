@@ -1,16 +1,20 @@
-//! The response side of an exchange: the head (interim responses relayed), then the body as
-//! framed, or the hand-over to a tunnel after a 101.
+//! The response side of an exchange with an HTTP/1 upstream: the head (interim responses
+//! relayed), then the body as data frames (a chunked body decoded here, its trailers passed on as
+//! fields), or the hand-over to a tunnel after a 101.
 
 use std::borrow::Cow;
 
 use rampart_model::metrics::code_class;
-use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedProgress, Framing, Limits};
+use rampart_proto::h1::{parse_response, reason_phrase, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, Limits};
+use rampart_proto::h2map::trailer_fields;
+use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::ProxyRequest;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{Downstream, ResponseHeader};
+use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 use crate::http::iobuf::IoBuf;
+use crate::http::message::ResponseHeader;
 use crate::http::state::HTTP_BUFFER_SIZE;
 use crate::stream::Stream;
 use crate::worker::WorkerContext;
@@ -71,10 +75,12 @@ async fn read_response<D: Downstream>(
                 Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
                     // Interim responses go through, except a 100 we already sent.
                     if !(head.status == 100 && continued) {
+                        let buf = &upbuf.filled()[..head.len];
                         let interim = ResponseHeader {
-                            head: &head,
-                            buf: upbuf.filled(),
-                            fields: &fields,
+                            status: head.status,
+                            reason: reason_phrase(buf),
+                            fields: FieldsRef::Ranges { buf, list: &fields },
+                            length: BodyLength::None,
                             edits: Cow::Borrowed(req.response_ops),
                             upgrade: false,
                         };
@@ -113,29 +119,39 @@ async fn read_response<D: Downstream>(
     let tunnel = head.status == 101 && req.upgrade;
     let mut body = BodyFraming::new(head.framing);
     let after_head = &upbuf.filled()[head.len..];
-    // The body bytes that came with the head leave with it (all of them into a tunnel).
-    let first = if tunnel {
-        Ok(after_head.len())
+    // The body data that came with the head leaves with it (all the bytes, into a tunnel); only
+    // chunk data, which lies between chunk lines, is gathered.
+    let first: Result<(Cow<'_, [u8]>, usize), ()> = if tunnel {
+        Ok((Cow::Borrowed(after_head), after_head.len()))
+    } else if head.framing == Framing::Chunked {
+        let mut gathered = Vec::new();
+        body.advance(after_head, |data| gathered.extend_from_slice(data))
+            .map(|used| (Cow::Owned(gathered), used))
     } else {
-        body.advance(after_head)
+        body.advance(after_head, |_| {})
+            .map(|used| (Cow::Borrowed(&after_head[..used]), used))
     };
-    let Ok(first) = first else {
+    let Ok((first, used)) = first else {
         ctx.http.give_field_list(fields);
         return Err(HttpError::UpstreamBadBody);
     };
+    let buf = &upbuf.filled()[..head.len];
     let header = ResponseHeader {
-        head: &head,
-        buf: upbuf.filled(),
-        fields: &fields,
+        status: head.status,
+        reason: reason_phrase(buf),
+        fields: FieldsRef::Ranges { buf, list: &fields },
+        length: if tunnel {
+            BodyLength::Unknown
+        } else {
+            BodyLength::of_framing(head.framing)
+        },
         edits: Cow::Borrowed(req.response_ops),
         upgrade: tunnel,
     };
     rctx.status = head.status;
-    let sent = down
-        .send_response_head(&header, &after_head[..first], settings.read_timeout)
-        .await;
+    let sent = down.send_response_head(&header, &first, settings.read_timeout).await;
     ctx.http.give_field_list(fields);
-    upbuf.consume(head.len + first);
+    upbuf.consume(head.len + used);
     if let Err(e) = sent {
         rctx.fail(e);
         return Ok(Responded::Complete { reusable: false });
@@ -143,7 +159,11 @@ async fn read_response<D: Downstream>(
     if tunnel {
         return Ok(Responded::Tunnel);
     }
-    match stream_body(ctx, conn, down, upbuf, &mut body, settings.read_timeout).await {
+    let streamed = match stream_body(ctx, conn, down, upbuf, &mut body, settings.read_timeout).await {
+        Ok(()) => body.finish(down).await,
+        Err(e) => Err(e),
+    };
+    match streamed {
         Ok(()) => Ok(Responded::Complete {
             reusable: head.keep_alive && head.framing != Framing::UntilClose && upbuf.is_empty(),
         }),
@@ -173,13 +193,15 @@ pub(super) fn record_response_head(
     }
 }
 
-/// Where a response body ends.
+/// Where a response body ends, and its data as it passes.
 struct BodyFraming {
     framing: Framing,
     decoder: ChunkedDecoder,
     /// Bytes still due of a `Length` body.
     left: u64,
     done: bool,
+    /// A chunked body's trailer section, as it passes.
+    trailers: Vec<u8>,
 }
 
 impl BodyFraming {
@@ -192,30 +214,52 @@ impl BodyFraming {
                 _ => 0,
             },
             done: matches!(framing, Framing::None | Framing::Length(0)),
+            trailers: Vec::new(),
         }
     }
 
-    /// How many of `available` bytes belong to the body; notes when it is complete.
-    fn advance(&mut self, available: &[u8]) -> Result<usize, ()> {
-        match self.framing {
-            Framing::None => Ok(0),
+    /// How many of `available` bytes belong to the body, handing their data to `data` (a
+    /// chunked body's in pieces, without its framing); notes when the body is complete.
+    fn advance(&mut self, available: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, ()> {
+        let take = match self.framing {
+            Framing::None => 0,
             Framing::Length(_) => {
                 let take = (available.len() as u64).min(self.left);
                 self.left -= take;
                 self.done = self.left == 0;
-                Ok(take as usize)
+                take as usize
             }
             Framing::Chunked => {
-                let (used, progress) = self.decoder.advance(available).map_err(|_| ())?;
+                let trailers = &mut self.trailers;
+                let (used, progress) = self
+                    .decoder
+                    .decode(available, |part| match part {
+                        ChunkedPart::Data(d) => data(d),
+                        ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
+                    })
+                    .map_err(|_| ())?;
                 self.done = progress == ChunkedProgress::Done;
-                Ok(used)
+                return Ok(used);
             }
-            Framing::UntilClose => Ok(available.len()),
+            Framing::UntilClose => available.len(),
+        };
+        if take > 0 {
+            data(&available[..take]);
         }
+        Ok(take)
+    }
+
+    /// Ends the body toward the client: with the chunked body's trailers, if it had any.
+    async fn finish<D: Downstream>(&self, down: &mut D) -> Result<(), HttpError> {
+        if self.trailers.is_empty() {
+            return down.end_body().await;
+        }
+        let pairs: Vec<(&[u8], &[u8])> = trailer_fields(&self.trailers).collect();
+        down.send_trailers(FieldsRef::Pairs(&pairs)).await
     }
 }
 
-/// Sends the rest of the body as framed, reading more from the upstream as needed.
+/// Sends the rest of the body as data, reading more from the upstream as needed.
 async fn stream_body<D: Downstream>(
     ctx: &WorkerContext,
     conn: &mut Stream,
@@ -224,6 +268,7 @@ async fn stream_body<D: Downstream>(
     body: &mut BodyFraming,
     read_timeout: std::time::Duration,
 ) -> Result<(), HttpError> {
+    let mut data = Vec::new();
     while !body.done {
         let read = tokio::time::timeout(read_timeout, upbuf.read_from(&ctx.http, conn, HTTP_BUFFER_SIZE));
         match read.await {
@@ -232,10 +277,21 @@ async fn stream_body<D: Downstream>(
             Ok(Ok(_)) => {}
             Err(_) => return Err(HttpError::UpstreamReadTimeout),
         }
-        let take = body.advance(upbuf.filled()).map_err(|_| HttpError::UpstreamBadBody)?;
-        if take > 0 {
-            down.send_body(&upbuf.filled()[..take]).await?;
-        }
+        let take = if body.framing == Framing::Chunked {
+            // Chunk data is gathered (it may lie in pieces between chunk lines), then sent.
+            data.clear();
+            let take = body
+                .advance(upbuf.filled(), |d| data.extend_from_slice(d))
+                .map_err(|_| HttpError::UpstreamBadBody)?;
+            down.send_data(&data).await?;
+            take
+        } else {
+            let take = body
+                .advance(upbuf.filled(), |_| {})
+                .map_err(|_| HttpError::UpstreamBadBody)?;
+            down.send_data(&upbuf.filled()[..take]).await?;
+            take
+        };
         upbuf.consume(take);
     }
     Ok(())
@@ -247,23 +303,31 @@ mod tests {
 
     #[test]
     fn body_framing_finds_the_end() {
+        let mut seen = Vec::new();
         let mut length = BodyFraming::new(Framing::Length(5));
-        assert_eq!(length.advance(b"abc"), Ok(3));
+        assert_eq!(length.advance(b"abc", |d| seen.extend_from_slice(d)), Ok(3));
         assert!(!length.done);
-        assert_eq!(length.advance(b"defgh"), Ok(2));
+        assert_eq!(length.advance(b"defgh", |d| seen.extend_from_slice(d)), Ok(2));
         assert!(length.done);
+        assert_eq!(seen, b"abcde");
 
+        seen.clear();
         let mut chunked = BodyFraming::new(Framing::Chunked);
-        assert_eq!(chunked.advance(b"3\r\nabc\r\n"), Ok(8));
+        assert_eq!(chunked.advance(b"3\r\nabc\r\n", |d| seen.extend_from_slice(d)), Ok(8));
         assert!(!chunked.done);
-        assert_eq!(chunked.advance(b"0\r\n\r\nNEXT"), Ok(5));
+        assert_eq!(
+            chunked.advance(b"0\r\nX-T: 1\r\n\r\nNEXT", |d| seen.extend_from_slice(d)),
+            Ok(13)
+        );
         assert!(chunked.done);
-        assert!(BodyFraming::new(Framing::Chunked).advance(b"zz\r\n").is_err());
+        assert_eq!(seen, b"abc");
+        assert_eq!(chunked.trailers, b"X-T: 1\r\n");
+        assert!(BodyFraming::new(Framing::Chunked).advance(b"zz\r\n", |_| {}).is_err());
 
         assert!(BodyFraming::new(Framing::None).done);
         assert!(BodyFraming::new(Framing::Length(0)).done);
         let mut until_close = BodyFraming::new(Framing::UntilClose);
-        assert_eq!(until_close.advance(b"anything"), Ok(8));
+        assert_eq!(until_close.advance(b"anything", |_| {}), Ok(8));
         assert!(!until_close.done);
     }
 }

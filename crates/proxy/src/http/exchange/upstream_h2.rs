@@ -2,8 +2,8 @@
 //! h2): a stream on a shared connection from the worker's [`H2Pool`](crate::http::h2pool), or on
 //! a new one. The request head the exchange wrote (HTTP/1.1, with forwarded headers and edits)
 //! becomes the stream's HEADERS; the body is unframed into DATA (chunked trailers become HTTP/2
-//! trailers). The response comes back as an HTTP/1.1 head read by the HTTP/1 codec, its body
-//! framed as the head says, so the downstream side is the same for both protocols.
+//! trailers). The response crosses the seam as the neutral message: its head's fields as the
+//! `h2` crate decoded them, DATA as shared bytes, trailers as fields; no HTTP/1 text.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -12,17 +12,19 @@ use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use rampart_model::UpstreamProtocol;
-use rampart_proto::h1::{parse_request, parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits};
-use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, response_head};
+use rampart_proto::h1::{parse_request, ChunkedDecoder, ChunkedPart, Framing, Limits};
+use rampart_proto::h2map::is_connection_specific;
+use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::response::record_response_head;
 use super::{connect, pool_key, InFlight, ProxyRequest};
 use crate::balance::Tried;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{BodySource, Downstream, ResponseHeader};
+use crate::http::downstream::{BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
-use crate::http::h2::write_data;
+use crate::http::h2_send::write_data;
 use crate::http::h2pool::{handshake, H2Conn};
+use crate::http::message::ResponseHeader;
 use crate::stream::Stream;
 use crate::worker::{bump, WorkerContext};
 
@@ -234,8 +236,7 @@ async fn exchange_on<D: Downstream>(
     receive(ctx, req, down, rctx, response).await
 }
 
-/// Waits for the response and sends it to the client: its head (as an HTTP/1.1 head read by
-/// the HTTP/1 codec), then its body framed as the head says.
+/// Waits for the response and sends it to the client: its head, its DATA, its trailers.
 async fn receive<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
@@ -251,53 +252,45 @@ async fn receive<D: Downstream>(
         Ok(Err(e)) => return Err(stream_error(&e)),
         Err(_) => return Err(HttpError::UpstreamTimeout),
     };
-    record_response_head(ctx, req, rctx, response.status().as_u16(), sent_at.elapsed());
+    let status = response.status().as_u16();
+    record_response_head(ctx, req, rctx, status, sent_at.elapsed());
     let (parts, mut recv) = response.into_parts();
-    let mut head_bytes = ctx.http.take_write_buffer();
-    let fields: Vec<(&[u8], &[u8])> = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-        .collect();
-    let mut field_list = ctx.http.take_field_list();
-    let written = response_head(
-        parts.status.as_u16(),
-        fields.iter().copied(),
-        recv.is_end_stream(),
-        req.head_method,
-        &mut head_bytes,
-    );
-    let parsed = written
-        .ok()
-        .and_then(|()| parse_response(&head_bytes, &OWN_HEAD_LIMITS, req.head_method, &mut field_list).ok())
-        .flatten();
-    let result = match parsed {
-        None => Err(HttpError::UpstreamBadResponse),
-        Some(head) => {
-            rctx.status = head.status;
-            let header = ResponseHeader {
-                head: &head,
-                buf: &head_bytes,
-                fields: &field_list,
-                edits: Cow::Borrowed(req.response_ops),
-                upgrade: false,
-            };
-            match down.send_response_head(&header, &[], settings.read_timeout).await {
-                Err(e) => rctx.fail(e),
-                Ok(()) => {
-                    if let Err(e) =
-                        stream_response_body(ctx, down, &mut recv, head.framing, settings.read_timeout).await
-                    {
-                        rctx.fail(e);
-                    }
-                }
-            }
-            Ok(())
-        }
+    let header = ResponseHeader {
+        status,
+        reason: b"",
+        fields: FieldsRef::Map(&parts.headers),
+        length: response_length(status, req.head_method, recv.is_end_stream(), &parts.headers),
+        edits: Cow::Borrowed(req.response_ops),
+        upgrade: false,
     };
-    ctx.http.give_write_buffer(head_bytes);
-    ctx.http.give_field_list(field_list);
-    result
+    rctx.status = status;
+    match down.send_response_head(&header, &[], settings.read_timeout).await {
+        Err(e) => rctx.fail(e),
+        Ok(()) if header.length == BodyLength::None => {}
+        Ok(()) => {
+            if let Err(e) = stream_response_body(down, &mut recv, settings.read_timeout).await {
+                rctx.fail(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What an HTTP/2 response head says of its body's length: none for a HEAD request, a 1xx, 204
+/// or 304; nothing at all when the head ended the stream; its `content-length` (which the `h2`
+/// crate holds the DATA to); otherwise unknown.
+fn response_length(status: u16, head_request: bool, ended: bool, headers: &HeaderMap) -> BodyLength {
+    if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
+        return BodyLength::None;
+    }
+    if ended {
+        return BodyLength::Exact(0);
+    }
+    headers
+        .get(http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .map_or(BodyLength::Unknown, BodyLength::Exact)
 }
 
 /// Streams the request body from the client as DATA (a chunked body unframed, its trailers sent
@@ -367,54 +360,32 @@ async fn send_body<D: Downstream>(
     }
 }
 
-/// Sends the response body to the client as `framing` says (chunks for a body without length,
-/// ending with the trailers).
+/// Sends the response body to the client: DATA as shared bytes, then the trailers (or the end).
 async fn stream_response_body<D: Downstream>(
-    ctx: &WorkerContext,
     down: &mut D,
     recv: &mut RecvStream,
-    framing: Framing,
     read_timeout: Duration,
 ) -> Result<(), HttpError> {
-    if framing == Framing::None {
-        return Ok(());
-    }
-    let mut framed = ctx.http.take_write_buffer();
-    let result = async {
-        loop {
-            let data = match tokio::time::timeout(read_timeout, recv.data()).await {
-                Err(_) => return Err(HttpError::UpstreamReadTimeout),
-                Ok(data) => data,
-            };
-            match data {
-                Some(Ok(bytes)) => {
-                    let _ = recv.flow_control().release_capacity(bytes.len());
-                    if framing == Framing::Chunked {
-                        framed.clear();
-                        chunk(&bytes, &mut framed);
-                        down.send_body(&framed).await?;
-                    } else if !bytes.is_empty() {
-                        down.send_body(&bytes).await?;
-                    }
+    loop {
+        let data = match tokio::time::timeout(read_timeout, recv.data()).await {
+            Err(_) => return Err(HttpError::UpstreamReadTimeout),
+            Ok(data) => data,
+        };
+        match data {
+            Some(Ok(bytes)) => {
+                let _ = recv.flow_control().release_capacity(bytes.len());
+                if !bytes.is_empty() {
+                    down.send_bytes(bytes).await?;
                 }
-                Some(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
-                None => break,
             }
+            Some(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
+            None => break,
         }
-        if framing == Framing::Chunked {
-            let trailers = match tokio::time::timeout(read_timeout, recv.trailers()).await {
-                Ok(Ok(t)) => t,
-                Ok(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
-                Err(_) => return Err(HttpError::UpstreamReadTimeout),
-            };
-            framed.clear();
-            let fields = trailers.iter().flat_map(|t| t.iter());
-            chunked_end(fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())), &mut framed);
-            down.send_body(&framed).await?;
-        }
-        Ok(())
     }
-    .await;
-    ctx.http.give_write_buffer(framed);
-    result
+    match tokio::time::timeout(read_timeout, recv.trailers()).await {
+        Ok(Ok(Some(trailers))) => down.send_trailers(FieldsRef::Map(&trailers)).await,
+        Ok(Ok(None)) => down.end_body().await,
+        Ok(Err(_)) => Err(HttpError::UpstreamClosedEarly),
+        Err(_) => Err(HttpError::UpstreamReadTimeout),
+    }
 }

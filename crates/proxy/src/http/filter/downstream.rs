@@ -3,24 +3,26 @@
 //! phases, and request body bytes pass the request body phase before they go upstream. One
 //! wrapper serves HTTP/1 and HTTP/2 on both sides. With no filters it only forwards.
 //!
-//! A transformed response body is unframed as the upstream framed it, handed to the filters as
-//! payload, and framed again as chunks (HTTP/2 unframes them at its side of the seam).
+//! Response bodies arrive as data frames (the neutral message): a transformed body's data passes
+//! the filters and goes on as data of unknown length, which each protocol frames its own way.
 
 use std::borrow::Cow;
 use std::fs::File;
 use std::time::Duration;
 
+use bytes::Bytes;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
 use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
+use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
 use super::{FilterRun, Rejection, ResponseParts};
-use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
+use crate::http::downstream::{copy_file, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::iobuf::IoBuf;
-use crate::http::static_files::send::copy_file;
+use crate::http::message::ResponseHeader;
 
 /// A downstream side with a route's filters on it.
 pub struct FilteredDownstream<'d, D> {
@@ -54,14 +56,10 @@ struct RequestBody {
 }
 
 /// A response body being transformed.
+#[derive(Default)]
 struct Transform {
-    /// As the upstream framed it.
-    framing: Framing,
-    left: u64,
-    decoder: ChunkedDecoder,
+    /// The data that passed the filters, to send.
     payload: Vec<u8>,
-    trailers: Vec<u8>,
-    out: Vec<u8>,
     ended: bool,
 }
 
@@ -182,49 +180,28 @@ impl Filtering<'_> {
         }
     }
 
-    /// Unframes `framed` (response body bytes as the upstream framed them), runs the response
-    /// body phase, and leaves the bytes to send (chunks) in the transform's `out`.
-    fn transform(&mut self, framed: &[u8]) -> Result<(), HttpError> {
+    /// Runs the response body phase over `data` (`end`: the body ends after it) and leaves what
+    /// the filters made of it in the transform's `payload`; `false` when no transform is running
+    /// (or its body ended already).
+    fn transform(&mut self, data: &[u8], end: bool) -> Result<bool, HttpError> {
         let Some(t) = self.response.as_mut() else {
-            return Ok(());
+            return Ok(false);
         };
-        t.out.clear();
-        if t.ended {
-            return Ok(());
-        }
         t.payload.clear();
-        match t.framing {
-            Framing::Length(_) => {
-                let take = (framed.len() as u64).min(t.left) as usize;
-                t.payload.extend_from_slice(&framed[..take]);
-                t.left -= take as u64;
-                t.ended = t.left == 0;
-            }
-            _ => {
-                let (payload, trailers) = (&mut t.payload, &mut t.trailers);
-                t.decoder
-                    .decode(framed, |part| match part {
-                        ChunkedPart::Data(d) => payload.extend_from_slice(d),
-                        ChunkedPart::Trailer(tr) => trailers.extend_from_slice(tr),
-                    })
-                    .map_err(|_| HttpError::UpstreamBadBody)?;
-                t.ended = t.decoder.is_done();
-            }
-        }
-        self.run
-            .response_body(self.chain, self.at, &mut t.payload, t.ended)
-            .map_err(rejected)?;
-        if !t.payload.is_empty() {
-            t.out.extend_from_slice(format!("{:x}\r\n", t.payload.len()).as_bytes());
-            t.out.extend_from_slice(&t.payload);
-            t.out.extend_from_slice(b"\r\n");
-        }
         if t.ended {
-            t.out.extend_from_slice(b"0\r\n");
-            t.out.extend_from_slice(&t.trailers);
-            t.out.extend_from_slice(b"\r\n");
+            return Ok(false);
         }
-        Ok(())
+        t.payload.extend_from_slice(data);
+        t.ended = end;
+        self.run
+            .response_body(self.chain, self.at, &mut t.payload, end)
+            .map_err(rejected)?;
+        Ok(true)
+    }
+
+    /// What the last [`Filtering::transform`] left to send.
+    fn payload(&self) -> &[u8] {
+        self.response.as_ref().map_or(&[][..], |t| &t.payload[..])
     }
 }
 
@@ -286,73 +263,62 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         let Some(f) = self.filtering.as_mut().filter(|f| f.run.is_active()) else {
             return self.inner.send_response_head(head, body, limit).await;
         };
-        let h = head.head;
-        let transformable = f.transformable
-            && !head.upgrade
-            && has_body(h.status)
-            && matches!(h.framing, Framing::Length(_) | Framing::Chunked);
-        let mut parts = ResponseParts::upstream(
-            h.status,
-            h.framing,
-            head.buf,
-            head.fields,
-            head.edits.clone(),
-            transformable,
-        );
+        let transformable =
+            f.transformable && !head.upgrade && has_body(head.status) && head.length != BodyLength::None;
+        let mut parts =
+            ResponseParts::upstream(head.status, head.length, head.fields, head.edits.clone(), transformable);
         f.run.response_head(f.chain, f.at, &mut parts);
         let transform = parts.transform;
         let mut edits = parts.edits;
         if !transform {
-            let out = ResponseHeader {
-                head: h,
-                buf: head.buf,
-                fields: head.fields,
-                edits,
-                upgrade: head.upgrade,
-            };
+            let out = ResponseHeader { edits, ..*head };
             return self.inner.send_response_head(&out, body, limit).await;
         }
-        // The body changes length: it goes out chunked, without the upstream's length.
+        // The body changes length: it goes on as data of unknown length, without the
+        // upstream's `Content-Length`.
         edits.to_mut().remove("content-length");
-        let mut chunked = *h;
-        chunked.framing = Framing::Chunked;
-        f.response = Some(Box::new(Transform {
-            framing: h.framing,
-            left: match h.framing {
-                Framing::Length(n) => n,
-                _ => 0,
-            },
-            decoder: ChunkedDecoder::new(),
-            payload: Vec::new(),
-            trailers: Vec::new(),
-            out: Vec::new(),
-            ended: false,
-        }));
-        // An empty `Length` body ends at once.
-        if h.framing == Framing::Length(0) || !body.is_empty() {
-            f.transform(body)?;
-        }
+        f.response = Some(Box::default());
+        f.transform(body, false)?;
         let out = ResponseHeader {
-            head: &chunked,
-            buf: head.buf,
-            fields: head.fields,
+            length: BodyLength::Unknown,
             edits,
             upgrade: false,
+            ..*head
         };
-        let first = f.response.as_ref().map_or(&[][..], |t| &t.out[..]);
-        self.inner.send_response_head(&out, first, limit).await
+        self.inner.send_response_head(&out, f.payload(), limit).await
     }
 
-    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
+    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
         let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) else {
-            return self.inner.send_body(bytes).await;
+            return self.inner.send_data(data).await;
         };
-        f.transform(bytes)?;
-        let out = f.response.as_ref().map_or(&[][..], |t| &t.out[..]);
-        if out.is_empty() {
-            return Ok(());
+        f.transform(data, false)?;
+        self.inner.send_data(f.payload()).await
+    }
+
+    async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
+        if self.filtering.as_ref().is_some_and(|f| f.response.is_some()) {
+            return self.send_data(&data).await;
         }
-        self.inner.send_body(out).await
+        self.inner.send_bytes(data).await
+    }
+
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        if let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) {
+            if f.transform(&[], true)? {
+                self.inner.send_data(f.payload()).await?;
+            }
+        }
+        self.inner.send_trailers(trailers).await
+    }
+
+    async fn end_body(&mut self) -> Result<(), HttpError> {
+        if let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) {
+            if f.transform(&[], true)? {
+                self.inner.send_data(f.payload()).await?;
+            }
+        }
+        self.inner.end_body().await
     }
 
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {

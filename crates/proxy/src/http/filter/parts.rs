@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use rampart_model::route::HeaderOps;
 use rampart_proto::h1::{Field, Framing, Version};
+use rampart_proto::message::{BodyLength, FieldsRef};
 
 /// A request head on its way through the filters.
 pub struct RequestParts<'a> {
@@ -121,8 +122,8 @@ impl<'a> RequestParts<'a> {
 
 /// Where a response head's fields are.
 enum Fields<'a> {
-    /// An upstream's head: byte ranges into the bytes it was read into.
-    Parsed { buf: &'a [u8], fields: &'a [Field] },
+    /// An upstream's head, as the neutral message holds it (HTTP/1 byte ranges, HTTP/2 fields).
+    Upstream(FieldsRef<'a>),
     /// An answer of Rampart's own.
     Local(&'a [(&'a str, &'a str)]),
 }
@@ -130,8 +131,8 @@ enum Fields<'a> {
 /// A response head on its way to the client.
 pub struct ResponseParts<'a> {
     pub status: u16,
-    /// How its body is delimited as it arrives.
-    pub framing: Framing,
+    /// What is known of its body's length as it arrives.
+    pub length: BodyLength,
     /// An answer of Rampart's own (an error, a `respond` route, a filter's answer).
     pub local: bool,
     fields: Fields<'a>,
@@ -145,17 +146,16 @@ pub struct ResponseParts<'a> {
 impl<'a> ResponseParts<'a> {
     pub(crate) fn upstream(
         status: u16,
-        framing: Framing,
-        buf: &'a [u8],
-        fields: &'a [Field],
+        length: BodyLength,
+        fields: FieldsRef<'a>,
         edits: Cow<'a, HeaderOps>,
         can_transform: bool,
     ) -> Self {
         ResponseParts {
             status,
-            framing,
+            length,
             local: false,
-            fields: Fields::Parsed { buf, fields },
+            fields: Fields::Upstream(fields),
             edits,
             transform: false,
             can_transform,
@@ -170,7 +170,7 @@ impl<'a> ResponseParts<'a> {
     ) -> Self {
         ResponseParts {
             status,
-            framing: Framing::Length(body_len as u64),
+            length: BodyLength::Exact(body_len as u64),
             local: true,
             fields: Fields::Local(headers),
             edits,
@@ -182,10 +182,7 @@ impl<'a> ResponseParts<'a> {
     /// The first value of header `name` as the response has it (before edits).
     pub fn header(&self, name: &str) -> Option<&'a [u8]> {
         match self.fields {
-            Fields::Parsed { buf, fields } => fields
-                .iter()
-                .find(|f| f.name(buf).eq_ignore_ascii_case(name.as_bytes()))
-                .map(|f| f.value(buf)),
+            Fields::Upstream(fields) => fields.get(name.as_bytes()),
             Fields::Local(headers) => headers
                 .iter()
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
@@ -196,12 +193,10 @@ impl<'a> ResponseParts<'a> {
     /// Every header field as the response has it (before edits): `(name, value)`, in order.
     pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         let (parsed, local) = match self.fields {
-            Fields::Parsed { buf, fields } => (Some((buf, fields)), None),
+            Fields::Upstream(fields) => (Some(fields), None),
             Fields::Local(headers) => (None, Some(headers)),
         };
-        let parsed = parsed
-            .into_iter()
-            .flat_map(|(buf, fields)| fields.iter().map(move |f| (f.name(buf), f.value(buf))));
+        let parsed = parsed.into_iter().flat_map(|fields| fields.iter());
         let local = local
             .into_iter()
             .flat_map(|headers| headers.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));

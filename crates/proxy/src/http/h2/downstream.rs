@@ -1,22 +1,26 @@
-//! [`Downstream`] for one HTTP/2 stream. Bodies cross the seam in HTTP/1 framing (see
-//! [`crate::http::downstream`]): request DATA is framed as chunks when the request had no
-//! content-length, and a chunked response is unframed here, its trailer section sent as HTTP/2
-//! trailers. Response DATA waits for the client's window, at most the send timeout.
+//! [`Downstream`] for one HTTP/2 stream. Responses arrive as the neutral message (see
+//! [`crate::http::downstream`]): the head's fields become HTTP/2 fields (an HTTP/2 upstream's map
+//! is cloned, not rebuilt), data becomes DATA (shared bytes without a copy), trailers become
+//! HTTP/2 trailers. Request bodies still cross in HTTP/1 framing: request DATA is framed as chunks
+//! when the request had no content-length. Response DATA waits for the client's window, at most
+//! the send timeout.
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use rampart_proto::h1::{ChunkedPart, Framing};
-use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, trailer_fields};
+use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, to_h2_fields};
+use rampart_proto::message::{BodyLength, FieldsRef};
 
-use super::stream::H2Stream;
-use crate::http::downstream::{BodySource, Downstream, LocalAnswer, ResponseHeader};
+use super::client_stream::H2Stream;
+use crate::http::downstream::{BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
+use crate::http::h2_send::write_bytes;
 use crate::http::head_out::response_fields;
 use crate::http::iobuf::IoBuf;
 use crate::http::local::reason;
+use crate::http::message::ResponseHeader;
 use crate::http::state::HttpWorkerState;
 
 /// The downstream side of one request on an HTTP/2 stream.
@@ -26,45 +30,6 @@ pub(crate) struct H2Downstream<'b, 'c> {
     pub(super) state: &'b HttpWorkerState,
     pub(super) body_timeout: Duration,
     pub(super) head_only: bool,
-}
-
-/// Sends `bytes` as DATA as the client's window opens, each wait at most `limit` (a window that
-/// stays shut fails the stream). `end` closes the stream with the last frame.
-pub(crate) async fn write_data(
-    send: &mut SendStream<Bytes>,
-    bytes: &[u8],
-    end: bool,
-    limit: Duration,
-    sent: &mut u64,
-) -> Result<(), HttpError> {
-    if bytes.is_empty() {
-        if end {
-            send.send_data(Bytes::new(), true).map_err(|_| HttpError::ClientGone)?;
-        }
-        return Ok(());
-    }
-    let mut rest = bytes;
-    while !rest.is_empty() {
-        send.reserve_capacity(rest.len());
-        let capacity = std::future::poll_fn(|cx| send.poll_capacity(cx));
-        let n = match tokio::time::timeout(limit, capacity).await {
-            Ok(Some(Ok(n))) => n.min(rest.len()),
-            Ok(_) => return Err(HttpError::ClientGone),
-            Err(_) => {
-                tracing::debug!("HTTP/2 stream stalled: the client's window stayed shut");
-                return Err(HttpError::ClientGone);
-            }
-        };
-        if n == 0 {
-            continue;
-        }
-        let last = end && n == rest.len();
-        send.send_data(Bytes::copy_from_slice(&rest[..n]), last)
-            .map_err(|_| HttpError::ClientGone)?;
-        *sent += n as u64;
-        rest = &rest[n..];
-    }
-    Ok(())
 }
 
 /// The rest of a stream's request body, taken out of its downstream side so that it can flow
@@ -94,7 +59,7 @@ impl H2BodySource<'_> {
                 Err(_) => return Err(HttpError::ClientBodyTimeout),
                 Ok(Some(Ok(bytes))) => {
                     let _ = self.recv.flow_control().release_capacity(bytes.len());
-                    write_data(to, &bytes, false, write_timeout, &mut sent)
+                    write_bytes(to, bytes, false, write_timeout, &mut sent)
                         .await
                         .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })?;
                 }
@@ -142,7 +107,13 @@ fn header(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
 impl H2Downstream<'_, '_> {
     /// The response head's fields as HTTP/2 fields: hop-by-hop ones dropped, edits applied.
     fn response_headers(head: &ResponseHeader<'_>, map: &mut HeaderMap) {
-        response_fields(head.buf, head.fields, false, &head.edits, |name, value| {
+        if let (FieldsRef::Map(fields), false, true) = (head.fields, head.upgrade, head.edits.is_empty()) {
+            // From an HTTP/2 upstream, untouched: the `h2` crate let nothing connection-specific
+            // in, so the map goes on as it is (its values are shared, not copied).
+            map.clone_from(fields);
+            return;
+        }
+        response_fields(head.fields, false, &head.edits, |name, value| {
             let websocket_accept = head.upgrade && name.eq_ignore_ascii_case(b"sec-websocket-accept");
             if !websocket_accept && !is_connection_specific(name, value) {
                 header(map, name, value);
@@ -167,15 +138,32 @@ impl H2Downstream<'_, '_> {
     }
 
     async fn data(&mut self, bytes: &[u8], end: bool) -> Result<(), HttpError> {
+        self.shared_data(Bytes::copy_from_slice(bytes), end).await
+    }
+
+    async fn shared_data(&mut self, bytes: Bytes, end: bool) -> Result<(), HttpError> {
         let limit = self.s.send_timeout;
         let mut sent = self.s.sent;
         let send = self.send_stream()?;
-        let result = write_data(send, bytes, end, limit, &mut sent).await;
+        let result = write_bytes(send, bytes, end, limit, &mut sent).await;
         self.s.sent = sent;
         if end && result.is_ok() {
             self.s.response.ended = true;
         }
         result
+    }
+
+    /// Takes `bytes` of the body out of what its length leaves (all of them when it has none):
+    /// how many may go, and whether they end the body.
+    fn take_body(&mut self, len: usize) -> (usize, bool) {
+        match &mut self.s.response.left {
+            None => (len, false),
+            Some(left) => {
+                let take = (len as u64).min(*left);
+                *left -= take;
+                (take as usize, *left == 0)
+            }
+        }
     }
 
     /// A gRPC-shaped answer: HTTP 200, the status in a trailers-only response.
@@ -274,7 +262,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
 
     async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
         let mut interim = Response::new(());
-        *interim.status_mut() = StatusCode::from_u16(head.head.status).map_err(|_| HttpError::UpstreamBadResponse)?;
+        *interim.status_mut() = StatusCode::from_u16(head.status).map_err(|_| HttpError::UpstreamBadResponse)?;
         Self::response_headers(head, interim.headers_mut());
         // An interim answer the client cannot take is no reason to fail the request.
         let _ = self.s.respond.send_informational(interim);
@@ -287,72 +275,63 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
-        let h = head.head;
         let mut response = Response::new(());
         // A WebSocket accepted by the upstream's 101 is a 200 on an extended CONNECT stream.
-        let status = if head.upgrade { 200 } else { h.status };
+        let status = if head.upgrade { 200 } else { head.status };
         *response.status_mut() = StatusCode::from_u16(status).map_err(|_| HttpError::UpstreamBadResponse)?;
         Self::response_headers(head, response.headers_mut());
         self.s.send_timeout = limit;
-        let framing = if head.upgrade { Framing::UntilClose } else { h.framing };
-        self.s.response.framing = framing;
-        self.s.response.left = match framing {
-            Framing::Length(n) => n,
-            _ => 0,
+        let length = if head.upgrade { BodyLength::Unknown } else { head.length };
+        self.s.response.left = match length {
+            BodyLength::None => Some(0),
+            BodyLength::Exact(n) => Some(n),
+            BodyLength::Unknown => None,
         };
-        let end = matches!(framing, Framing::None | Framing::Length(0));
-        self.send_head(response, end)?;
+        self.send_head(response, self.s.response.left == Some(0))?;
         if !body.is_empty() {
-            self.send_body(body).await?;
+            self.send_data(body).await?;
         }
         Ok(())
     }
 
-    async fn send_body(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
-        match self.s.response.framing {
-            Framing::None => Ok(()),
-            Framing::Length(_) => {
-                let take = (bytes.len() as u64).min(self.s.response.left) as usize;
-                self.s.response.left -= take as u64;
-                let end = self.s.response.left == 0;
-                self.data(&bytes[..take], end).await
-            }
-            Framing::UntilClose => self.data(bytes, false).await,
-            Framing::Chunked => {
-                let mut data = self.state.take_write_buffer();
-                let response = &mut self.s.response;
-                let decoded = response.decoder.decode(bytes, |part| match part {
-                    ChunkedPart::Data(d) => data.extend_from_slice(d),
-                    ChunkedPart::Trailer(t) => response.trailers.extend_from_slice(t),
-                });
-                let done = response.decoder.is_done();
-                let result = match decoded {
-                    Err(_) => Err(HttpError::UpstreamBadBody),
-                    Ok(_) if !done => self.data(&data, false).await,
-                    Ok(_) if self.s.response.trailers.is_empty() => self.data(&data, true).await,
-                    Ok(_) => {
-                        let sent = self.data(&data, false).await;
-                        let mut map = HeaderMap::new();
-                        for (name, value) in trailer_fields(&self.s.response.trailers) {
-                            if !is_connection_specific(name, value) {
-                                header(&mut map, name, value);
-                            }
-                        }
-                        match sent {
-                            Ok(()) => {
-                                let send = self.send_stream()?;
-                                send.send_trailers(map).map_err(|_| HttpError::ClientGone)?;
-                                self.s.response.ended = true;
-                                Ok(())
-                            }
-                            Err(e) => Err(e),
-                        }
-                    }
-                };
-                self.state.give_write_buffer(data);
-                result
-            }
+    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        if self.s.response.ended {
+            return Ok(());
         }
+        let (take, end) = self.take_body(data.len());
+        self.data(&data[..take], end).await
+    }
+
+    async fn send_bytes(&mut self, mut data: Bytes) -> Result<(), HttpError> {
+        if self.s.response.ended {
+            return Ok(());
+        }
+        let (take, end) = self.take_body(data.len());
+        data.truncate(take);
+        self.shared_data(data, end).await
+    }
+
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        if self.s.response.ended {
+            // The body's length ended the stream already: no room for trailers.
+            return Ok(());
+        }
+        let mut map = HeaderMap::new();
+        to_h2_fields(trailers.iter(), &mut map, |_, _| true);
+        if map.is_empty() {
+            return self.end_body().await;
+        }
+        let send = self.send_stream()?;
+        send.send_trailers(map).map_err(|_| HttpError::ClientGone)?;
+        self.s.response.ended = true;
+        Ok(())
+    }
+
+    async fn end_body(&mut self) -> Result<(), HttpError> {
+        if self.s.response.ended {
+            return Ok(());
+        }
+        self.data(&[], true).await
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {

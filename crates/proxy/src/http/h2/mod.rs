@@ -1,5 +1,5 @@
 //! HTTP/2 from clients: prior knowledge in clear (the preface, told from HTTP/1.1 on the same
-//! port by [`crate::http::session`]) and `h2` by ALPN over TLS. The `h2` crate does the framing,
+//! port by [`crate::http::connection`]) and `h2` by ALPN over TLS. The `h2` crate does the framing,
 //! HPACK, flow control and the protocol's own checks; each stream becomes a request like any
 //! other ([`stream`]): its head is written as an HTTP/1.1 head (`rampart_proto::h2map`), read by
 //! the HTTP/1 codec, routed and proxied by the same code as HTTP/1, through the [`Downstream`]
@@ -33,11 +33,10 @@ use crate::slot::Conn;
 use crate::tls::info::OwnedTlsInfo;
 use crate::worker::WorkerContext;
 
+mod client_stream;
 mod downstream;
 mod io;
 mod stream;
-
-pub(crate) use downstream::write_data;
 
 /// What the streams of one connection share.
 pub(crate) struct ConnInfo {

@@ -8,18 +8,20 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
-use h2::{Reason, RecvStream, SendStream};
+use h2::{Reason, RecvStream};
 use http::Request;
-use rampart_proto::h1::{parse_request, ChunkedDecoder, Framing};
+use rampart_proto::h1::{parse_request, Framing};
 use rampart_proto::h2map::{request_head, H2MapError, RequestPseudo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use super::downstream::{write_data, H2Downstream};
+use super::client_stream::{H2Stream, ResponseBody};
+use super::downstream::H2Downstream;
 use super::ConnInfo;
 use crate::http::context::RequestContext;
+use crate::http::downstream::answer_error;
 use crate::http::error::HttpError;
-use crate::http::exchange::answer_error;
 use crate::http::filter::FilterRun;
+use crate::http::h2_send::write_data;
 use crate::http::iobuf::IoBuf;
 use crate::http::session::Connection;
 use crate::http::state::HttpWorkerState;
@@ -27,48 +29,6 @@ use crate::http::transport::Transport;
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use crate::worker::{bump, WorkerContext};
-
-/// The client side of one stream.
-pub(crate) struct H2Stream<'c> {
-    pub(super) info: &'c ConnInfo,
-    /// The request body; taken by an exchange that streams it on its own ([`H2BodySource`]).
-    pub(super) recv: Option<RecvStream>,
-    pub(super) respond: SendResponse<Bytes>,
-    /// The response body's stream, once the head has gone.
-    pub(super) send: Option<SendStream<Bytes>>,
-    /// The request body is framed as HTTP/1 chunks on its way in (it had no content-length).
-    pub(super) chunk_request: bool,
-    pub(super) request_ended: bool,
-    /// A gRPC request: answers of Rampart's own are gRPC-shaped.
-    pub(super) grpc: bool,
-    /// The response body as the upstream frames it, and how far it has got.
-    pub(super) response: ResponseBody,
-    pub(super) sent: u64,
-    /// Longest wait for the client's window to open.
-    pub(super) send_timeout: Duration,
-}
-
-/// Where the response body stands.
-pub(super) struct ResponseBody {
-    pub framing: Framing,
-    pub left: u64,
-    pub decoder: ChunkedDecoder,
-    pub trailers: Vec<u8>,
-    /// END_STREAM has gone (or the stream was reset).
-    pub ended: bool,
-}
-
-impl Default for ResponseBody {
-    fn default() -> Self {
-        ResponseBody {
-            framing: Framing::None,
-            left: 0,
-            decoder: ChunkedDecoder::new(),
-            trailers: Vec::new(),
-            ended: false,
-        }
-    }
-}
 
 /// Handles one stream from its head to its end, then gives its buffers back.
 pub(super) async fn serve(

@@ -108,18 +108,24 @@ fn response_heads_are_cleaned_and_marked() {
         .unwrap()
         .unwrap();
     let mut out = Vec::new();
-    let ops = HeaderOps::default();
+    let header = ResponseHeader {
+        status: head.status,
+        reason: rampart_proto::h1::reason_phrase(raw),
+        fields: FieldsRef::Ranges {
+            buf: raw,
+            list: &fields,
+        },
+        length: BodyLength::of_framing(head.framing),
+        edits: Cow::Owned(HeaderOps::default()),
+        upgrade: false,
+    };
     write_response_head(
         &mut out,
         &ResponseOut {
-            buf: raw,
-            fields: &fields,
-            head: &head,
-            ops: &ops,
+            head: &header,
             close: true,
-            upgrade: false,
             keep_alive_10: false,
-            unchunked: false,
+            chunked: false,
         },
     );
     assert_eq!(
@@ -174,4 +180,46 @@ fn the_client_cert_header_is_ours_alone() {
     assert!(anonymous.contains("X-Other: 1\r\n"), "{anonymous}");
     let off = request_out(raw, ForwardedHeaders::Append, &HeaderOps::default());
     assert!(off.contains("forged"), "without the setting the field passes: {off}");
+}
+
+#[test]
+fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
+    let mut map = http::HeaderMap::new();
+    map.append("content-type", "application/grpc".parse().unwrap());
+    let header = ResponseHeader {
+        status: 200,
+        reason: b"",
+        fields: FieldsRef::Map(&map),
+        length: BodyLength::Exact(0),
+        edits: Cow::Owned(HeaderOps::default()),
+        upgrade: false,
+    };
+    let mut out = Vec::new();
+    let r = ResponseOut {
+        head: &header,
+        close: false,
+        keep_alive_10: false,
+        chunked: false,
+    };
+    write_response_head(&mut out, &r);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 200 OK\r\ncontent-type: application/grpc\r\ncontent-length: 0\r\n\r\n"
+    );
+    let mut out = Vec::new();
+    write_response_head(&mut out, &ResponseOut { chunked: true, ..r });
+    assert!(String::from_utf8_lossy(&out).ends_with("transfer-encoding: chunked\r\n\r\n"));
+
+    let trailers: [(&[u8], &[u8]); 4] = [
+        (b"Grpc-Status", b"0"),
+        (b"transfer-encoding", b"chunked"),
+        (b"x-bad", b"a\r\nb"),
+        (b"X-Ok", b"yes"),
+    ];
+    let mut out = Vec::new();
+    write_chunked_end(&mut out, FieldsRef::Pairs(&trailers));
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "0\r\nGrpc-Status: 0\r\nX-Ok: yes\r\n\r\n"
+    );
 }

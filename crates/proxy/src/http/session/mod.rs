@@ -1,7 +1,9 @@
-//! One HTTP/1 client connection past the connection stage: wait for a request without holding a
-//! buffer, read its head, route it with the snapshot current at that moment, answer it (locally
-//! or by proxying), log it, and go on while keep-alive lasts. Pipelined requests wait in the read
-//! buffer and are answered in order. An idle connection leaves its task for the parking lot.
+//! One HTTP/1 client connection past the connection stage ([`crate::http::connection`]): wait
+//! for a request without holding a buffer, read its head, route it with the snapshot current at
+//! that moment, answer it (locally or by proxying), log it, and go on while keep-alive lasts.
+//! Pipelined requests wait in the read buffer and are answered in order. An idle connection
+//! leaves its task for the parking lot. [`Connection`] is also the request path an HTTP/2 stream
+//! is answered by.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -28,24 +30,16 @@ mod common;
 mod request;
 mod static_answer;
 
-/// Serves a connection until it closes or parks.
-pub async fn serve(ctx: &WorkerContext, conn: Conn) {
-    if conn.stream.tls_info().is_some_and(|t| t.alpn == Some(b"h2")) {
-        // Boxed: an HTTP/2 connection's state would otherwise enlarge every HTTP/1 task.
-        return Box::pin(super::h2::serve(ctx, conn)).await;
-    }
-    let Some(mut connection) = Connection::new(ctx, conn) else {
-        return;
-    };
+/// Serves an HTTP/1 connection until it closes or parks. Returns the connection when the client
+/// sent the HTTP/2 preface instead (in clear, with prior knowledge): its `early` bytes are the
+/// preface and whatever came with it, for the HTTP/2 side.
+pub(crate) async fn serve_http1(ctx: &WorkerContext, conn: Conn) -> Option<Conn> {
+    let mut connection = Connection::new(ctx, conn)?;
     let end = connection.run().await;
     if end == Next::Http2 {
-        // The preface (and whatever came with it) is the HTTP/2 connection's first bytes.
         let early = connection.inbuf.filled().to_vec();
         connection.release_idle();
-        if let Some(conn) = connection.into_conn(early) {
-            Box::pin(super::h2::serve(ctx, conn)).await;
-        }
-        return;
+        return connection.into_conn(early);
     }
     connection.release_idle();
     // Bytes read after the last request (a partial head, say) count too.
@@ -60,14 +54,13 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     // A keep-alive time no longer than the linger is over by now.
     if end == Next::Idle && keepalive > LINGER {
         tracing::debug!("parking idle connection from {}", connection.client);
-        let Some(conn) = connection.into_conn(Vec::new()) else {
-            return;
-        };
+        let conn = connection.into_conn(Vec::new())?;
         if let Some(parked) = ctx.http.parking.entry(conn, keepalive.saturating_sub(LINGER)) {
             // A refused entry is dropped: the connection closes.
             let _ = ctx.http.parking.park(parked);
         }
     }
+    None
 }
 
 /// One client connection (HTTP/1: `T` is its [`Stream`]) or one stream of an HTTP/2 connection,

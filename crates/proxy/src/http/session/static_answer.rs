@@ -6,13 +6,15 @@ use std::borrow::Cow;
 
 use rampart_model::route::HeaderOps;
 use rampart_proto::h1::Field;
+use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::request::Delivery;
 use super::Connection;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{Downstream, LocalAnswer, ResponseHeader};
+use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::filter::{FilterRun, RequestParts};
 use crate::http::local::error_body;
+use crate::http::message::ResponseHeader;
 use crate::http::static_files::conditional::HeaderSource;
 use crate::http::static_files::send::SEND_TIMEOUT;
 use crate::http::static_files::{Body, Prepared};
@@ -60,10 +62,12 @@ impl<T: Transport> Connection<'_, T> {
         };
         let state = &self.ctx.http;
         let mut down = self.filtered(run, delivery);
+        let buf = &out[..head.len];
         let header = ResponseHeader {
-            head: &head,
-            buf: &out[..head.len],
-            fields,
+            status: head.status,
+            reason: b"",
+            fields: FieldsRef::Ranges { buf, list: fields },
+            length: BodyLength::of_framing(head.framing),
             edits: Cow::Borrowed(edits),
             upgrade: false,
         };
@@ -76,6 +80,9 @@ impl<T: Transport> Connection<'_, T> {
             let mut scratch = state.take_read_buffer();
             sent = down.send_file(file, *offset, *len, &mut scratch).await;
             state.give_read_buffer(scratch);
+        }
+        if sent.is_ok() {
+            sent = down.end_body().await;
         }
         rctx.status = head.status;
         rctx.bytes_out = down.bytes_sent();

@@ -7,13 +7,11 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use tokio::io::Interest;
 use tokio::net::TcpStream;
 
-use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 
 /// How long a client may take no bytes of a static file before the connection is given up
@@ -22,30 +20,6 @@ pub const SEND_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The most one sendfile call is asked to move (the socket takes what fits anyway).
 const SENDFILE_CHUNK: u64 = 1 << 30;
-
-/// Sends `len` bytes of `file` from `offset` as body bytes through `down`, reading them into
-/// `scratch` piece by piece.
-pub async fn copy_file<D: Downstream + ?Sized>(
-    down: &mut D,
-    file: &File,
-    mut offset: u64,
-    len: u64,
-    scratch: &mut [u8],
-) -> Result<(), HttpError> {
-    let end = offset + len;
-    while offset < end {
-        let want = ((end - offset) as usize).min(scratch.len());
-        let n = match file.read_at(&mut scratch[..want], offset) {
-            Ok(0) => return Err(HttpError::FileRead),
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(_) => return Err(HttpError::FileRead),
-        };
-        down.send_body(&scratch[..n]).await?;
-        offset += n as u64;
-    }
-    Ok(())
-}
 
 /// Sends `len` bytes of `file` from `offset` to `tcp` with sendfile(2), counting what left in
 /// `sent`. A client that takes nothing for [`SEND_TIMEOUT`] fails it. `Ok(false)`: the file's

@@ -111,9 +111,11 @@ fn response(
         .unwrap();
     let mut parts = ResponseParts::upstream(
         head.status,
-        head.framing,
-        raw.as_bytes(),
-        &fields,
+        rampart_proto::message::BodyLength::of_framing(head.framing),
+        rampart_proto::message::FieldsRef::Ranges {
+            buf: raw.as_bytes(),
+            list: &fields,
+        },
         Cow::Owned(edits),
         can_transform,
     );

@@ -1,0 +1,131 @@
+//! The protocol-neutral HTTP message at the seam between a protocol's codec and the request path
+//! (HAProxy's HTX plays this part): a response head is a status, its fields and what is known
+//! of its body's length; a body is a sequence of frames (data, then trailers or an end). Chunked
+//! encoding, reason phrases and `Connection` semantics are HTTP/1 details that stay inside the
+//! HTTP/1 codec, on both roles.
+//!
+//! Fields are borrowed where they already are: byte ranges into the buffer HTTP/1 read a head
+//! into (no copy on the HTTP/1 path), the `http::HeaderMap` the `h2` crate decoded (no copy on
+//! the HTTP/2 path), or name/value pairs (a chunked body's trailer section).
+
+use http::HeaderMap;
+
+use crate::h1::{Field, Framing};
+
+/// What is known of a body's length before it flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyLength {
+    /// No body at all (a response to HEAD, a 204 or 304, a bodiless request).
+    None,
+    /// Exactly this many data bytes.
+    Exact(u64),
+    /// Data until the sender ends the body (HTTP/1 chunks or close, HTTP/2 END_STREAM).
+    Unknown,
+}
+
+impl BodyLength {
+    /// The length an HTTP/1 head's framing announces.
+    pub fn of_framing(framing: Framing) -> BodyLength {
+        match framing {
+            Framing::None => BodyLength::None,
+            Framing::Length(n) => BodyLength::Exact(n),
+            Framing::Chunked | Framing::UntilClose => BodyLength::Unknown,
+        }
+    }
+}
+
+/// A head's fields, wherever they are.
+#[derive(Debug, Clone, Copy)]
+pub enum FieldsRef<'a> {
+    /// Byte ranges into the buffer an HTTP/1 head was read (or written) into.
+    Ranges { buf: &'a [u8], list: &'a [Field] },
+    /// Fields an HTTP/2 peer sent, as the `h2` crate decoded them.
+    Map(&'a HeaderMap),
+    /// Name/value pairs (a chunked body's trailers).
+    Pairs(&'a [(&'a [u8], &'a [u8])]),
+}
+
+impl<'a> FieldsRef<'a> {
+    /// No fields.
+    pub const EMPTY: FieldsRef<'static> = FieldsRef::Pairs(&[]);
+
+    /// Every field in order: `(name, value)`. An HTTP/2 field's name is lowercase.
+    pub fn iter(&self) -> FieldsIter<'a> {
+        match *self {
+            FieldsRef::Ranges { buf, list } => FieldsIter::Ranges(buf, list.iter()),
+            FieldsRef::Map(map) => FieldsIter::Map(map.iter()),
+            FieldsRef::Pairs(pairs) => FieldsIter::Pairs(pairs.iter()),
+        }
+    }
+
+    /// The first value of field `name` (matched case-insensitively).
+    pub fn get(&self, name: &[u8]) -> Option<&'a [u8]> {
+        self.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        match *self {
+            FieldsRef::Ranges { list, .. } => list.is_empty(),
+            FieldsRef::Map(map) => map.is_empty(),
+            FieldsRef::Pairs(pairs) => pairs.is_empty(),
+        }
+    }
+}
+
+/// The iterator of [`FieldsRef::iter`].
+pub enum FieldsIter<'a> {
+    Ranges(&'a [u8], std::slice::Iter<'a, Field>),
+    Map(http::header::Iter<'a, http::HeaderValue>),
+    Pairs(std::slice::Iter<'a, (&'a [u8], &'a [u8])>),
+}
+
+impl<'a> Iterator for FieldsIter<'a> {
+    type Item = (&'a [u8], &'a [u8]);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            FieldsIter::Ranges(buf, list) => list.next().map(|f| (f.name(buf), f.value(buf))),
+            FieldsIter::Map(iter) => iter.next().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
+            FieldsIter::Pairs(iter) => iter.next().copied(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::h1::{parse_response, Limits};
+
+    #[test]
+    fn fields_read_the_same_from_every_backing() {
+        let raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-A: 1\r\nx-a: 2\r\n\r\n";
+        let mut list = Vec::new();
+        let head = parse_response(raw, &Limits::default(), false, &mut list)
+            .unwrap()
+            .unwrap();
+        assert_eq!(BodyLength::of_framing(head.framing), BodyLength::Unknown);
+        let ranges = FieldsRef::Ranges { buf: raw, list: &list };
+        let mut map = HeaderMap::new();
+        map.append("content-type", "text/plain".parse().unwrap());
+        map.append("x-a", "1".parse().unwrap());
+        map.append("x-a", "2".parse().unwrap());
+        let pairs: [(&[u8], &[u8]); 3] = [(b"Content-Type", b"text/plain"), (b"X-A", b"1"), (b"x-a", b"2")];
+        for fields in [ranges, FieldsRef::Map(&map), FieldsRef::Pairs(&pairs)] {
+            let seen: Vec<(Vec<u8>, &[u8])> = fields.iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect();
+            assert_eq!(
+                seen,
+                vec![
+                    (b"content-type".to_vec(), &b"text/plain"[..]),
+                    (b"x-a".to_vec(), &b"1"[..]),
+                    (b"x-a".to_vec(), &b"2"[..]),
+                ]
+            );
+            assert_eq!(fields.get(b"X-a"), Some(&b"1"[..]));
+            assert_eq!(fields.get(b"missing"), None);
+            assert!(!fields.is_empty());
+        }
+        assert!(FieldsRef::EMPTY.is_empty());
+        assert_eq!(BodyLength::of_framing(Framing::Length(3)), BodyLength::Exact(3));
+        assert_eq!(BodyLength::of_framing(Framing::None), BodyLength::None);
+    }
+}
