@@ -10,7 +10,37 @@
 
 use http::HeaderMap;
 
-use crate::h1::{Field, Framing};
+use crate::h1::{Field, Framing, Version};
+
+/// The protocol a message came in, as the request path sees it (an HTTP/2 request is HTTP/2,
+/// not the HTTP/1.1 head it once was written as).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    Http10,
+    Http11,
+    Http2,
+}
+
+impl Protocol {
+    /// As the access log writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Http10 => "HTTP/1.0",
+            Protocol::Http11 => "HTTP/1.1",
+            Protocol::Http2 => "HTTP/2.0",
+        }
+    }
+}
+
+impl From<Version> for Protocol {
+    /// The protocol of an HTTP/1 head.
+    fn from(version: Version) -> Protocol {
+        match version {
+            Version::Http10 => Protocol::Http10,
+            Version::Http11 => Protocol::Http11,
+        }
+    }
+}
 
 /// What is known of a body's length before it flows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

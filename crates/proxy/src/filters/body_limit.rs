@@ -3,7 +3,7 @@
 //! counted as it streams and refused with 413 before the bytes that cross the limit go upstream.
 
 use rampart_model::filter::BodyLimit;
-use rampart_proto::h1::Framing;
+use rampart_proto::message::BodyLength;
 
 use crate::http::filter::{Answer, FilterCx, HttpFilter, Rejection, RequestParts, Verdict};
 
@@ -20,13 +20,13 @@ impl HttpFilter for BodyLimit {
     type State = Counted;
 
     async fn request_head(&self, _: &mut FilterCx<'_>, _: &mut Counted, req: &mut RequestParts<'_>) -> Verdict {
-        match req.framing {
-            Framing::Length(n) if n > self.max => Verdict::Respond(Answer::plain(413, TOO_LARGE.reason, "")),
-            Framing::Chunked | Framing::UntilClose => {
+        match req.body {
+            BodyLength::Exact(n) if n > self.max => Verdict::Respond(Answer::plain(413, TOO_LARGE.reason, "")),
+            BodyLength::Unknown => {
                 req.inspect_body();
                 Verdict::Continue
             }
-            Framing::Length(_) | Framing::None => Verdict::Continue,
+            BodyLength::Exact(_) | BodyLength::None => Verdict::Continue,
         }
     }
 

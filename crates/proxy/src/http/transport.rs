@@ -7,6 +7,9 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use rampart_proto::h1::Version;
+use rampart_proto::message::Protocol;
+
 use super::downstream::{Downstream, H1Downstream};
 use super::iobuf::IoBuf;
 use super::state::HttpWorkerState;
@@ -46,8 +49,8 @@ pub trait Transport {
     fn client_cert(&self) -> Option<&str>;
     /// What the TLS handshake negotiated.
     fn tls_info(&self) -> Option<TlsInfo<'_>>;
-    /// The protocol as the access log names it, when the head does not say (HTTP/2).
-    fn protocol_name(&self) -> Option<&'static str>;
+    /// The protocol a request with an HTTP/1 head of `version` came in (HTTP/2 for a stream).
+    fn protocol(&self, version: Version) -> Protocol;
 
     /// Runs the tunnel a 101 opened (`early`: client bytes already read behind the request) until
     /// either side ends it or it idles out. Returns the bytes moved up and down.
@@ -92,8 +95,8 @@ impl Transport for Stream {
         Stream::tls_info(self)
     }
 
-    fn protocol_name(&self) -> Option<&'static str> {
-        None
+    fn protocol(&self, version: Version) -> Protocol {
+        version.into()
     }
 
     async fn tunnel(

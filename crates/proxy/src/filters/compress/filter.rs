@@ -17,7 +17,7 @@
 
 use rampart_model::filter::compress::{Algorithm, CompressSettings};
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::Version;
+use rampart_proto::message::Protocol;
 
 use super::decision::{decide, offer, weakened_etag, Decision, EtagEdit, HeaderEdits, ResponseFacts, Skip, VaryEdit};
 use super::encoder::Encoder;
@@ -65,10 +65,10 @@ impl HttpFilter for CompressSettings {
         req: &mut RequestParts<'_>,
     ) -> Verdict {
         let accept = AcceptEncoding::parse(req.header_values("accept-encoding"));
-        let version = match req.version {
-            Version::Http10 => http::Version::HTTP_10,
-            // An HTTP/2 request is seen as its HTTP/1.1 head.
-            Version::Http11 => http::Version::HTTP_11,
+        let version = match req.protocol {
+            Protocol::Http10 => http::Version::HTTP_10,
+            Protocol::Http11 => http::Version::HTTP_11,
+            Protocol::Http2 => http::Version::HTTP_2,
         };
         state.offer = offer(self, req.method, version, &accept);
         Verdict::Continue

@@ -18,7 +18,7 @@ use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
-use super::{FilterRun, Rejection, ResponseParts};
+use super::{FilterRun, Rejection, ResponseParts, TrailerParts};
 use crate::http::downstream::{copy_file, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::iobuf::IoBuf;
@@ -304,21 +304,11 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
     }
 
     async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        if let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) {
-            if f.transform(&[], true)? {
-                self.inner.send_data(f.payload()).await?;
-            }
-        }
-        self.inner.send_trailers(trailers).await
+        self.finish_body(trailers).await
     }
 
     async fn end_body(&mut self) -> Result<(), HttpError> {
-        if let Some(f) = self.filtering.as_mut().filter(|f| f.response.is_some()) {
-            if f.transform(&[], true)? {
-                self.inner.send_data(f.payload()).await?;
-            }
-        }
-        self.inner.end_body().await
+        self.finish_body(FieldsRef::EMPTY).await
     }
 
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
@@ -366,6 +356,34 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
 }
 
 impl<D: Downstream> FilteredDownstream<'_, D> {
+    /// Ends the response body: the rest of a transformed body, then the trailers after the
+    /// response trailers phase (`trailers` empty: none came).
+    async fn finish_body(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        let Some(f) = self.filtering.as_mut().filter(|f| f.run.is_active()) else {
+            return match trailers.is_empty() {
+                true => self.inner.end_body().await,
+                false => self.inner.send_trailers(trailers).await,
+            };
+        };
+        if f.transform(&[], true)? {
+            self.inner.send_data(f.payload()).await?;
+        }
+        let mut parts = TrailerParts::new(trailers);
+        f.run.response_trailers(f.chain, f.at, &mut parts);
+        let edited;
+        let trailers = match parts.edits.is_empty() {
+            true => trailers,
+            false => {
+                edited = parts.edited();
+                FieldsRef::Pairs(&edited)
+            }
+        };
+        match trailers.is_empty() {
+            true => self.inner.end_body().await,
+            false => self.inner.send_trailers(trailers).await,
+        }
+    }
+
     /// An answer of Rampart's own through the filters' response-head phase.
     async fn send_local_filtered(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
         let Some(f) = self.filtering.as_mut() else {

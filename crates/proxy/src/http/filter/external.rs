@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use rampart_model::filter::{ExternalFilter, FilterOptions, FilterRegistry};
 
-use super::{FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, Verdict};
+use super::{FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, Verdict};
 
 /// A filter future borrowing the request for `'a`.
 pub type PhaseFuture<'a> = Pin<Box<dyn Future<Output = Verdict> + 'a>>;
@@ -49,6 +49,7 @@ pub trait DynHttpFilter {
         body: &mut Vec<u8>,
         end: bool,
     ) -> Result<(), Rejection>;
+    fn response_trailers(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, trailers: &mut TrailerParts<'_>);
     fn log(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, outcome: &Outcome);
 }
 
@@ -104,6 +105,12 @@ where
         match state.downcast_mut::<F::State>() {
             Some(state) => HttpFilter::response_body(self, cx, state, body, end),
             None => Ok(()),
+        }
+    }
+
+    fn response_trailers(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, trailers: &mut TrailerParts<'_>) {
+        if let Some(state) = state.downcast_mut::<F::State>() {
+            HttpFilter::response_trailers(self, cx, state, trailers);
         }
     }
 

@@ -35,12 +35,12 @@ mod parts;
 mod run;
 
 pub use downstream::FilteredDownstream;
-pub use parts::{RequestParts, ResponseParts};
+pub use parts::{RequestParts, ResponseParts, TrailerParts};
 pub use run::FilterRun;
 pub(crate) use run::FilterState;
 pub(crate) use run::Where;
 
-/// A filter: per-request state and up to five phases, each with a default that does nothing.
+/// A filter: per-request state and up to six phases, each with a default that does nothing.
 ///
 /// Filters are shared by every worker (they live in the snapshot); anything they keep per worker
 /// lives in the worker's state ([`FilterCx::worker`]), anything per request in
@@ -93,6 +93,13 @@ pub trait HttpFilter {
     ) -> Result<(), Rejection> {
         let _ = (cx, state, body, end);
         Ok(())
+    }
+
+    /// The response's trailers, as its body ends (`trailers` is empty when none came: a filter
+    /// may add some, which reach clients that can take them). Runs as each proxied or static
+    /// response ends (not for answers of Rampart's own), last filter first.
+    fn response_trailers(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, trailers: &mut TrailerParts<'_>) {
+        let _ = (cx, state, trailers);
     }
 
     /// The request is over.

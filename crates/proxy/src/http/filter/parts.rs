@@ -1,13 +1,13 @@
-//! The messages as filters see them: a request head ([`RequestParts`]) and a response head
-//! ([`ResponseParts`]). Reads see the message as it arrived (an HTTP/2 request as its HTTP/1.1
-//! head); edits are recorded and applied when the head is written, so a filter's reads never
+//! The messages as filters see them, protocol-neutral: a request head ([`RequestParts`]), a
+//! response head ([`ResponseParts`]) and a response's trailers ([`TrailerParts`]). Reads see the
+//! message as it arrived; edits are recorded and applied when the head is written, so a filter's reads never
 //! depend on which filter edited before it. Header names are matched case-insensitively.
 
 use std::borrow::Cow;
 
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{Field, Framing, Version};
-use rampart_proto::message::{BodyLength, FieldsRef};
+use rampart_proto::h1::Field;
+use rampart_proto::message::{BodyLength, FieldsRef, Protocol};
 
 /// A request head on its way through the filters.
 pub struct RequestParts<'a> {
@@ -18,9 +18,10 @@ pub struct RequestParts<'a> {
     pub path: &'a [u8],
     /// The query as received (without `?`).
     pub query: &'a [u8],
-    pub version: Version,
-    /// How the request's body is delimited.
-    pub framing: Framing,
+    /// The protocol the request came in.
+    pub protocol: Protocol,
+    /// What is known of the request body's length.
+    pub body: BodyLength,
     buf: &'a [u8],
     fields: &'a [Field],
     /// The target sent upstream (origin-form: path and query); a filter may rewrite it.
@@ -40,8 +41,8 @@ impl<'a> RequestParts<'a> {
         host: &'a [u8],
         path: &'a [u8],
         query: &'a [u8],
-        version: Version,
-        framing: Framing,
+        protocol: Protocol,
+        body: BodyLength,
         buf: &'a [u8],
         fields: &'a [Field],
         target: Cow<'a, [u8]>,
@@ -53,8 +54,8 @@ impl<'a> RequestParts<'a> {
             host,
             path,
             query,
-            version,
-            framing,
+            protocol,
+            body,
             buf,
             fields,
             target,
@@ -234,5 +235,57 @@ impl<'a> ResponseParts<'a> {
     /// Whether [`ResponseParts::transform_body`] would succeed.
     pub fn body_transformable(&self) -> bool {
         self.can_transform
+    }
+}
+
+/// A response's trailer fields on their way to the client (an HTTP/2 or gRPC response's, a
+/// chunked HTTP/1 body's; none at all for most responses), as the response trailers phase sees
+/// them. Reads see them as they arrived; edits apply when they are sent. A client that cannot
+/// take trailers (a body of known length to HTTP/1, HTTP/1.0) gets the body's end without them.
+pub struct TrailerParts<'a> {
+    fields: FieldsRef<'a>,
+    /// Edits of the trailers sent to the client.
+    pub edits: HeaderOps,
+}
+
+impl<'a> TrailerParts<'a> {
+    pub(crate) fn new(fields: FieldsRef<'a>) -> Self {
+        TrailerParts {
+            fields,
+            edits: HeaderOps::default(),
+        }
+    }
+
+    /// The first value of trailer `name` as it arrived (`grpc-status`, say).
+    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
+        self.fields.get(name.as_bytes())
+    }
+
+    /// Every trailer field as it arrived: `(name, value)`, in order.
+    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        self.fields.iter()
+    }
+
+    /// Replaces every trailer `name` with one `value` (adds it when there was none).
+    pub fn set_header(&mut self, name: &str, value: &str) {
+        self.edits.set(name, value);
+    }
+
+    /// Adds a trailer field.
+    pub fn add_header(&mut self, name: &str, value: &str) {
+        self.edits.add(name, value);
+    }
+
+    /// Removes every trailer `name`.
+    pub fn remove_header(&mut self, name: &str) {
+        self.edits.remove(name);
+    }
+
+    /// The trailers after the edits: those that arrived and were not removed or replaced, then
+    /// the edits' own.
+    pub(crate) fn edited(&self) -> Vec<(&[u8], &[u8])> {
+        let kept = self.fields.iter().filter(|(name, _)| !self.edits.drops(name));
+        let added = self.edits.set.iter().chain(&self.edits.add);
+        kept.chain(added.map(|(n, v)| (n.as_bytes(), v.as_bytes()))).collect()
     }
 }

@@ -9,7 +9,9 @@ use rampart_model::filter::{self, Filter, FilterChain};
 use rampart_model::Snapshot;
 
 use super::external;
-use super::{Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, Verdict};
+use super::{
+    Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, TrailerParts, Verdict,
+};
 use crate::worker::WorkerContext;
 
 /// Where a request runs: what every phase's [`FilterCx`] is made from.
@@ -139,6 +141,15 @@ impl FilterRun {
         Ok(())
     }
 
+    /// Runs the response trailers phase over the filters that let the request through, last first.
+    pub(crate) fn response_trailers(&mut self, chain: &FilterChain, at: Where<'_>, trailers: &mut TrailerParts<'_>) {
+        let ran = self.ran;
+        for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]).rev() {
+            let mut cx = at.cx(&mut self.facts);
+            response_trailers(f, state, &mut cx, trailers);
+        }
+    }
+
     /// Runs the log phase, then gives the states back to the worker's pool.
     pub(crate) fn finish(&mut self, chain: Option<&FilterChain>, at: Where<'_>, outcome: &Outcome) {
         if let Some(chain) = chain.filter(|c| c.filters.len() == self.states.len()) {
@@ -237,6 +248,18 @@ macro_rules! builtin_filters {
                     None => Ok(()),
                 },
                 _ => Ok(()),
+            }
+        }
+
+        fn response_trailers(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, trailers: &mut TrailerParts<'_>) {
+            match (f, state) {
+                $((Filter::$name(f), FilterState::$name(s)) => f.response_trailers(cx, s, trailers),)*
+                (Filter::External(e), FilterState::External(s)) => {
+                    if let Some(instance) = external::instance(e) {
+                        instance.response_trailers(cx, s.as_mut(), trailers);
+                    }
+                }
+                _ => {}
             }
         }
 

@@ -22,7 +22,8 @@ const BIND: &str = "127.0.0.1:1";
 
 /// A test filter that uses every phase: it answers 418 for `/teapot`, sends requests with
 /// `x-pick: b` to upstream `b`, refuses request bodies containing `forbidden`, upper-cases
-/// response bodies when asked by `x-shout: 1`, adds `x-phases` to responses, and counts finished
+/// response bodies when asked by `x-shout: 1`, adds `x-phases` to responses, echoes a
+/// `grpc-status` trailer as `x-checked` and drops `x-internal` trailers, and counts finished
 /// requests and their bytes in its log phase.
 struct Shout {
     other_upstream: usize,
@@ -49,7 +50,7 @@ impl HttpFilter for Shout {
         state.shout = req.header("x-shout") == Some(b"1");
         req.set_header("x-filtered-by", cx.route);
         req.remove_header("x-secret");
-        if req.framing != rampart_proto::h1::Framing::None {
+        if req.body != rampart_proto::message::BodyLength::None {
             req.inspect_body();
         }
         Verdict::Continue
@@ -91,6 +92,14 @@ impl HttpFilter for Shout {
             body.extend_from_slice(b"!");
         }
         Ok(())
+    }
+
+    fn response_trailers(&self, _: &mut FilterCx<'_>, _: &mut ShoutState, trailers: &mut TrailerParts<'_>) {
+        if let Some(status) = trailers.header("grpc-status") {
+            let status = String::from_utf8_lossy(status).into_owned();
+            trailers.add_header("x-checked", &status);
+        }
+        trailers.remove_header("x-internal");
     }
 
     fn log(&self, _: &mut FilterCx<'_>, _: &mut ShoutState, outcome: &Outcome) {
@@ -252,9 +261,9 @@ fn setup(a: &str, b: &str) -> Setup {
 fn named(tag: &'static str) -> fn(&str) -> Vec<u8> {
     match tag {
         "a" => |head| {
-            let chunked = head.contains("x-chunked: 1");
+            let chunked = head.to_ascii_lowercase().contains("x-chunked: 1");
             if chunked {
-                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfrom \r\n1\r\na\r\n0\r\n\r\n".to_vec()
+                b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n5\r\nfrom \r\n1\r\na\r\n0\r\ngrpc-status: 0\r\nx-internal: 1\r\n\r\n".to_vec()
             } else {
                 b"HTTP/1.1 200 OK\r\ncontent-length: 6\r\n\r\nfrom a".to_vec()
             }
@@ -342,6 +351,12 @@ fn every_phase_of_an_external_filter_runs() {
     assert!(!shout_length.1.contains("content-length"), "{}", shout_length.1);
     assert_eq!(unchunk(&shout_length.2), b"FROM A!");
     assert_eq!(unchunk(&shout_chunked.2), b"FROM A!");
+    // The response trailers phase: what came passes it, edited, in the last chunk.
+    let last_chunk = String::from_utf8_lossy(&shout_chunked.2).into_owned();
+    assert!(
+        last_chunk.ends_with("0\r\ngrpc-status: 0\r\nx-checked: 0\r\n\r\n"),
+        "{last_chunk:?}"
+    );
     // HTTP/1.0 cannot take chunks: no transform.
     assert_eq!(shout_http10.2, b"from a");
     // The request body phase: a body passes, a refused one never completes upstream.
@@ -402,8 +417,8 @@ fn client_address_from_trusted_proxies() {
             b"a",
             b"/",
             b"",
-            head.version,
-            head.framing,
+            rampart_proto::message::Protocol::Http11,
+            rampart_proto::message::BodyLength::of_framing(head.framing),
             raw.as_bytes(),
             &fields,
             std::borrow::Cow::Borrowed(b"/"),

@@ -290,8 +290,8 @@ impl<'c> Transport for H2Stream<'c> {
         self.info.tls.as_ref().map(|t| t.view())
     }
 
-    fn protocol_name(&self) -> Option<&'static str> {
-        Some("HTTP/2.0")
+    fn protocol(&self, _: rampart_proto::h1::Version) -> rampart_proto::message::Protocol {
+        rampart_proto::message::Protocol::Http2
     }
 
     /// The WebSocket an extended CONNECT opened: DATA frames both ways, bridged to the upstream

@@ -186,11 +186,10 @@ impl<'a, T: Transport> Connection<'a, T> {
             client: self.client,
             method: parts[0],
             target: &target,
-            version: match (self.stream.protocol_name(), head.map(|h| h.version)) {
-                (Some(name), _) => name,
-                (None, Some(rampart_proto::h1::Version::Http10)) => "HTTP/1.0",
-                (None, _) => "HTTP/1.1",
-            },
+            version: self
+                .stream
+                .protocol(head.map_or(rampart_proto::h1::Version::Http11, |h| h.version))
+                .as_str(),
             host: parts[2],
             referer: parts[3],
             user_agent: parts[4],

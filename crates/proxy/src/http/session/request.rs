@@ -10,6 +10,7 @@ use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
 use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
+use rampart_proto::message::BodyLength;
 
 use super::{http_settings, Connection};
 use crate::http::access_log::capture_for_log;
@@ -117,8 +118,8 @@ impl<T: Transport> Connection<'_, T> {
             target.host,
             target.path,
             target.query,
-            head.version,
-            head.framing,
+            self.stream.protocol(head.version),
+            BodyLength::of_framing(head.framing),
             buf,
             &self.fields,
             target.origin_form.clone(),
