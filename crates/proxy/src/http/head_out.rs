@@ -122,13 +122,12 @@ impl RequestHeader<'_> {
     }
 }
 
-/// Writes the request head to send upstream (HTTP/1.1).
-pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
+/// Calls `each` with every field of the request head to send upstream, in order: the client's
+/// fields that cross (hop-by-hop ones, those the edits drop, a replaced `Host`, a forged client
+/// certificate field left out), the forwarded headers, `Host` where it is ours, the client
+/// certificate field; not the edits' own fields (see [`HeaderOps`]) nor the framing.
+fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
     let buf = r.buf;
-    out.extend_from_slice(r.method);
-    out.push(b' ');
-    out.extend_from_slice(&r.target);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
     let named = Named::collect(FieldsRef::Ranges { buf, list: r.fields });
     let mut xff_seen = false;
     let (mut proto_seen, mut host_seen) = (false, false);
@@ -149,7 +148,7 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
                 ForwardedHeaders::Off => {}
                 ForwardedHeaders::Replace => continue,
                 ForwardedHeaders::Append if xff => {
-                    // Written below as one combined field.
+                    // Sent below as one combined field.
                     xff_seen = true;
                     continue;
                 }
@@ -159,41 +158,55 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
                 }
             }
         }
-        write_field(out, name, f.value(buf));
+        each(name, f.value(buf));
     }
     if r.forwarded != ForwardedHeaders::Off {
         // One field: the chain the client sent (all its fields, in order), then this client.
-        out.extend_from_slice(b"x-forwarded-for: ");
         if xff_seen {
+            let mut chain = Vec::new();
             for f in r
                 .fields
                 .iter()
                 .filter(|f| f.name(buf).eq_ignore_ascii_case(b"x-forwarded-for"))
             {
-                out.extend_from_slice(f.value(buf));
-                out.extend_from_slice(b", ");
+                chain.extend_from_slice(f.value(buf));
+                chain.extend_from_slice(b", ");
             }
+            chain.extend_from_slice(r.client_ip.as_bytes());
+            each(b"x-forwarded-for", &chain);
+        } else {
+            each(b"x-forwarded-for", r.client_ip.as_bytes());
         }
-        out.extend_from_slice(r.client_ip.as_bytes());
-        out.extend_from_slice(b"\r\n");
         if !proto_seen {
-            out.extend_from_slice(match r.scheme {
-                "https" => b"x-forwarded-proto: https\r\n",
-                _ => b"x-forwarded-proto: http\r\n",
-            });
+            each(
+                b"x-forwarded-proto",
+                match r.scheme {
+                    "https" => b"https",
+                    _ => b"http",
+                },
+            );
         }
         if let (false, Some(host)) = (host_seen, r.host) {
-            write_field(out, b"x-forwarded-host", host);
+            each(b"x-forwarded-host", host);
         }
     }
     match (r.host, r.replace_host) {
-        (Some(host), true) => write_field(out, b"host", host),
-        (None, _) => write_field(out, b"host", r.default_host.as_bytes()),
+        (Some(host), true) => each(b"host", host),
+        (None, _) => each(b"host", r.default_host.as_bytes()),
         (Some(_), false) => {}
     }
     if let Some((name, Some(cert))) = r.client_cert {
-        write_field(out, name.as_bytes(), cert.as_bytes());
+        each(name.as_bytes(), cert.as_bytes());
     }
+}
+
+/// Writes the request head to send upstream (HTTP/1.1).
+pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
+    out.extend_from_slice(r.method);
+    out.push(b' ');
+    out.extend_from_slice(&r.target);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    request_fields(r, |name, value| write_field(out, name, value));
     if r.framing == Framing::Chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
@@ -202,6 +215,64 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     }
     write_ops(out, &r.edits);
     out.extend_from_slice(b"\r\n");
+}
+
+/// The request head to send upstream: HTTP/1.1 text, or laid out as fields for an HTTP/2
+/// upstream.
+#[derive(Debug, Clone, Copy)]
+pub enum UpstreamHead<'a> {
+    Text(&'a [u8]),
+    Fields(FieldsHead<'a>),
+}
+
+/// A request head to send to an HTTP/2 upstream, laid out as fields: the method, target and
+/// every field's name and value in one buffer, with their ranges. No HTTP/1 text: the upstream
+/// side maps it field by field.
+#[derive(Debug, Clone, Copy)]
+pub struct FieldsHead<'a> {
+    pub buf: &'a [u8],
+    pub method: (u32, u32),
+    pub target: (u32, u32),
+    pub fields: &'a [Field],
+}
+
+impl<'a> FieldsHead<'a> {
+    pub fn method(&self) -> &'a [u8] {
+        &self.buf[self.method.0 as usize..self.method.1 as usize]
+    }
+
+    pub fn target(&self) -> &'a [u8] {
+        &self.buf[self.target.0 as usize..self.target.1 as usize]
+    }
+}
+
+/// Lays the request head to send to an HTTP/2 upstream out in `out` and `fields` (the same fields
+/// [`write_request_head`] writes, the edits' included, no framing or `Connection`); returns the
+/// ranges of its method and target.
+pub fn write_request_fields(
+    out: &mut Vec<u8>,
+    fields: &mut Vec<Field>,
+    r: &RequestHeader<'_>,
+) -> ((u32, u32), (u32, u32)) {
+    out.clear();
+    fields.clear();
+    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        let start = out.len() as u32;
+        out.extend_from_slice(bytes);
+        (start, out.len() as u32)
+    };
+    let method = put(out, r.method);
+    let target = put(out, &r.target);
+    let mut field = |name: &[u8], value: &[u8]| {
+        let name = put(out, name);
+        let value = put(out, value);
+        fields.push(Field { name, value });
+    };
+    request_fields(r, &mut field);
+    for (name, value) in r.edits.set.iter().chain(&r.edits.add) {
+        field(name.as_bytes(), value.as_bytes());
+    }
+    (method, target)
 }
 
 /// What a response head toward an HTTP/1 client is written from.

@@ -13,6 +13,7 @@ use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 use super::context::RequestContext;
 use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
+use super::head_out::UpstreamHead;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
 use crate::connect::{connect_upstream, no_target_key, proxy_header, ConnectFailure, ConnectFor};
@@ -68,13 +69,13 @@ pub async fn proxy<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head_out: &[u8],
+    head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
     let Some(limit) = req.upstream().http.request_timeout else {
-        return exchange(ctx, req, down, head_out, rctx).await;
+        return exchange(ctx, req, down, head, rctx).await;
     };
-    let finished = tokio::time::timeout(limit, exchange(ctx, req, down, head_out, rctx)).await;
+    let finished = tokio::time::timeout(limit, exchange(ctx, req, down, head, rctx)).await;
     match finished {
         Ok(tunnel) => tunnel,
         Err(_) => {
@@ -92,7 +93,7 @@ async fn exchange<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head_out: &[u8],
+    head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
     let up = req.upstream();
@@ -127,7 +128,7 @@ async fn exchange<D: Downstream>(
         };
         let mut made = None;
         if settings.protocol != UpstreamProtocol::Http1 {
-            match upstream_h2::attempt(ctx, req, down, head_out, rctx, choice, &mut tried).await {
+            match upstream_h2::attempt(ctx, req, down, head, rctx, choice, &mut tried).await {
                 H2Outcome::Done => {
                     ctx.log_summary.recovered(|| no_target_key(&up.name));
                     return None;
@@ -194,6 +195,11 @@ async fn exchange<D: Downstream>(
         // Only a latency-aware balancer needs the time of an attempt that failed.
         let latency_aware = up.policy == BalancePolicy::P2cEwma;
         let started = latency_aware.then(Instant::now);
+        // Fields are laid out only for `h2` and `h2c` upstreams, which never get here.
+        let UpstreamHead::Text(head_out) = head else {
+            answer_error(down, rctx, HttpError::UpstreamUnavailable).await;
+            return None;
+        };
         let sent = send_request(req, &mut conn, down, head_out, settings.write_timeout).await;
         let result = match sent {
             Ok(()) => {

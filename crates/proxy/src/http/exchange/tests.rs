@@ -148,7 +148,8 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
         };
         let mut down = Recording::default();
         let mut rctx = RequestContext::new(true);
-        let tunnel = proxy(&ctx, &req, &mut down, b"GET / HTTP/1.1\r\nhost: t\r\n\r\n", &mut rctx).await;
+        let head = UpstreamHead::Text(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n");
+        let tunnel = proxy(&ctx, &req, &mut down, head, &mut rctx).await;
         assert!(tunnel.is_none());
         (down.sent, rctx)
     })

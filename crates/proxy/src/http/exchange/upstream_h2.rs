@@ -24,6 +24,7 @@ use crate::http::downstream::{BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::write_data;
 use crate::http::h2pool::{handshake, H2Conn};
+use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
 use crate::stream::Stream;
 use crate::worker::{bump, WorkerContext};
@@ -54,7 +55,7 @@ pub(super) async fn attempt<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head_out: &[u8],
+    head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
     choice: usize,
     tried: &mut Tried,
@@ -111,7 +112,7 @@ pub(super) async fn attempt<D: Downstream>(
     rctx.target = Some(target);
     let _in_flight = InFlight::new(ctx, req, target);
     let _stream = conn.open_stream();
-    match exchange_on(ctx, req, down, head_out, rctx, &conn).await {
+    match exchange_on(ctx, req, down, head, rctx, &conn).await {
         Ok(()) => H2Outcome::Done,
         Err(error) => {
             if matches!(error, HttpError::UpstreamRefused | HttpError::UpstreamReset) {
@@ -139,28 +140,70 @@ fn stream_error(e: &h2::Error) -> HttpError {
     }
 }
 
-/// The request `head_out` (an HTTP/1.1 head) as an HTTP/2 request.
-fn h2_request(req: &ProxyRequest<'_>, target: usize, head_out: &[u8], tls: bool) -> Result<Request<()>, HttpError> {
-    let mut fields = Vec::new();
-    let head = match parse_request(head_out, &OWN_HEAD_LIMITS, &mut fields) {
-        Ok(Some(head)) => head,
-        Ok(None) => return Err(HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge)),
-        Err(e) => return Err(HttpError::BadRequest(e)),
-    };
-    let slice = |r: (u32, u32)| &head_out[r.0 as usize..r.1 as usize];
-    let method = Method::from_bytes(slice(head.method)).map_err(|_| HttpError::BadRequestBody)?;
+/// The request head as an HTTP/2 request: laid out as fields (`h2`, `h2c`: mapped field by
+/// field), or HTTP/1.1 text (`auto` when ALPN chose h2: read back first).
+fn h2_request(
+    req: &ProxyRequest<'_>,
+    target: usize,
+    head: UpstreamHead<'_>,
+    tls: bool,
+) -> Result<Request<()>, HttpError> {
+    match head {
+        UpstreamHead::Fields(head) => {
+            let host = head
+                .fields
+                .iter()
+                .find(|f| f.name(head.buf).eq_ignore_ascii_case(b"host"))
+                .map(|f| f.value(head.buf));
+            let fields = head.fields.iter().map(|f| (f.name(head.buf), f.value(head.buf)));
+            build_request(req, target, tls, head.method(), head.target(), host, fields)
+        }
+        UpstreamHead::Text(text) => {
+            let mut fields = Vec::new();
+            let parsed = match parse_request(text, &OWN_HEAD_LIMITS, &mut fields) {
+                Ok(Some(parsed)) => parsed,
+                Ok(None) => return Err(HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge)),
+                Err(e) => return Err(HttpError::BadRequest(e)),
+            };
+            let slice = |r: (u32, u32)| &text[r.0 as usize..r.1 as usize];
+            let pairs = fields.iter().map(|f| (f.name(text), f.value(text)));
+            build_request(
+                req,
+                target,
+                tls,
+                slice(parsed.method),
+                slice(parsed.target),
+                parsed.host.map(slice),
+                pairs,
+            )
+        }
+    }
+}
+
+/// An HTTP/2 request: `host` becomes the authority (the target's name without one), and the
+/// fields go field by field, without `host`, connection-specific fields and `te`.
+fn build_request<'a>(
+    req: &ProxyRequest<'_>,
+    target: usize,
+    tls: bool,
+    method: &[u8],
+    path: &[u8],
+    host: Option<&[u8]>,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> Result<Request<()>, HttpError> {
+    let method = Method::from_bytes(method).map_err(|_| HttpError::BadRequestBody)?;
     let fallback = req.upstream().targets[target].name.as_bytes();
-    let authority = head.host.map(slice).unwrap_or(fallback);
+    let scheme = if tls { "https" } else { "http" };
     let uri = Uri::builder()
-        .scheme(if tls { "https" } else { "http" })
-        .authority(authority)
-        .path_and_query(slice(head.target))
+        .scheme(scheme)
+        .authority(host.unwrap_or(fallback))
+        .path_and_query(path)
         .build()
         .or_else(|_| {
             Uri::builder()
-                .scheme(if tls { "https" } else { "http" })
+                .scheme(scheme)
                 .authority(fallback)
-                .path_and_query(slice(head.target))
+                .path_and_query(path)
                 .build()
         })
         .map_err(|_| HttpError::BadRequestBody)?;
@@ -169,8 +212,7 @@ fn h2_request(req: &ProxyRequest<'_>, target: usize, head_out: &[u8], tls: bool)
     *request.uri_mut() = uri;
     let map = request.headers_mut();
     let mut grpc = false;
-    for f in &fields {
-        let (name, value) = (f.name(head_out), f.value(head_out));
+    for (name, value) in fields {
         if name.eq_ignore_ascii_case(b"host") || is_connection_specific(name, value) || name.eq_ignore_ascii_case(b"te")
         {
             continue;
@@ -191,13 +233,13 @@ async fn exchange_on<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head_out: &[u8],
+    head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
     conn: &H2Conn,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
     let target = rctx.target.unwrap_or_default();
-    let request = h2_request(req, target, head_out, req.upstream().tls.is_some())?;
+    let request = h2_request(req, target, head, req.upstream().tls.is_some())?;
     let ready = tokio::time::timeout(settings.write_timeout, conn.send.clone().ready()).await;
     let mut send = match ready {
         Ok(Ok(send)) => send,

@@ -35,6 +35,29 @@ fn encode_request(
     edit(&mut header);
     let mut out = Vec::new();
     write_request_head(&mut out, &header);
+    // The same head laid out as fields (for an HTTP/2 upstream) holds the same fields as the
+    // text, less the HTTP/1 framing and `Connection`, and the same method and target.
+    let (mut laid, mut list) = (Vec::new(), Vec::new());
+    let (method, target) = write_request_fields(&mut laid, &mut list, &header);
+    let mut parsed_fields = Vec::new();
+    let parsed = parse_request(&out, &Limits::default(), &mut parsed_fields)
+        .unwrap()
+        .unwrap();
+    let from_text: Vec<(&[u8], &[u8])> = parsed_fields
+        .iter()
+        .map(|f| (f.name(&out), f.value(&out)))
+        .filter(|(n, _)| !n.eq_ignore_ascii_case(b"transfer-encoding") && !n.eq_ignore_ascii_case(b"connection"))
+        .collect();
+    let laid_out: Vec<(&[u8], &[u8])> = list.iter().map(|f| (f.name(&laid), f.value(&laid))).collect();
+    assert_eq!(laid_out, from_text);
+    let head = FieldsHead {
+        buf: &laid,
+        method,
+        target,
+        fields: &list,
+    };
+    assert_eq!(head.method(), &out[parsed.method.0 as usize..parsed.method.1 as usize]);
+    assert_eq!(head.target(), &out[parsed.target.0 as usize..parsed.target.1 as usize]);
     String::from_utf8(out).unwrap()
 }
 

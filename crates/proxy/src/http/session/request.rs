@@ -9,7 +9,8 @@ use std::borrow::Cow;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
-use rampart_proto::h1::{ChunkedDecoder, Framing, RequestHead, Version};
+use rampart_model::UpstreamProtocol;
+use rampart_proto::h1::{ChunkedDecoder, Field, Framing, RequestHead, Version};
 use rampart_proto::message::BodyLength;
 
 use super::{http_settings, Connection};
@@ -19,7 +20,7 @@ use crate::http::downstream::{answer_error, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::exchange::{self, ProxyRequest};
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
-use crate::http::head_out::{write_request_head, RequestHeader};
+use crate::http::head_out::{write_request_fields, write_request_head, FieldsHead, RequestHeader, UpstreamHead};
 use crate::http::static_files::{self, StaticRequest};
 use crate::http::target::{request_target, split_target};
 use crate::http::transport::Transport;
@@ -231,28 +232,37 @@ impl<T: Transport> Connection<'_, T> {
                     true => Some(target.authority),
                     false => head.host.map(slice),
                 };
-                self.head_out.clear();
-                write_request_head(
-                    &mut self.head_out,
-                    &RequestHeader {
-                        buf,
-                        fields: &self.fields,
-                        method,
-                        target: parts.target,
-                        framing: head.framing,
-                        upgrade: head.upgrade,
-                        host,
-                        replace_host: target.from_authority,
-                        default_host: &snapshot.upstreams[upstream].name,
-                        client_ip: &self.client_ip,
-                        scheme: self.stream.scheme(),
-                        forwarded: http.forwarded,
-                        client_cert: listener_tls
-                            .and_then(|t| t.forward_client_cert.as_deref())
-                            .map(|name| (name, self.stream.client_cert())),
-                        edits: parts.edits,
-                    },
-                );
+                let header = RequestHeader {
+                    buf,
+                    fields: &self.fields,
+                    method,
+                    target: parts.target,
+                    framing: head.framing,
+                    upgrade: head.upgrade,
+                    host,
+                    replace_host: target.from_authority,
+                    default_host: &snapshot.upstreams[upstream].name,
+                    client_ip: &self.client_ip,
+                    scheme: self.stream.scheme(),
+                    forwarded: http.forwarded,
+                    client_cert: listener_tls
+                        .and_then(|t| t.forward_client_cert.as_deref())
+                        .map(|name| (name, self.stream.client_cert())),
+                    edits: parts.edits,
+                };
+                // An HTTP/2 upstream gets the head laid out as fields; others HTTP/1.1 text.
+                let fields_head = match snapshot.upstreams[upstream].http.protocol {
+                    UpstreamProtocol::H2 | UpstreamProtocol::H2c => {
+                        let mut list = self.ctx.http.take_field_list();
+                        let (method, target) = write_request_fields(&mut self.head_out, &mut list, &header);
+                        Some((list, method, target))
+                    }
+                    UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
+                        self.head_out.clear();
+                        write_request_head(&mut self.head_out, &header);
+                        None
+                    }
+                };
                 let up = &snapshot.upstreams[upstream];
                 let req = ProxyRequest {
                     snapshot: &snapshot,
@@ -271,7 +281,7 @@ impl<T: Transport> Connection<'_, T> {
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
                 rctx.bodyless = head.framing == Framing::None && !head.upgrade;
-                self.exchange(&req, rctx, run, delivery).await;
+                self.exchange(&req, fields_head, rctx, run, delivery).await;
             }
         }
     }
@@ -331,6 +341,7 @@ impl<T: Transport> Connection<'_, T> {
     async fn exchange(
         &mut self,
         req: &ProxyRequest<'_>,
+        fields_head: Option<(Vec<Field>, (u32, u32), (u32, u32))>,
         rctx: &mut RequestContext,
         run: &mut FilterRun,
         delivery: Delivery<'_>,
@@ -342,7 +353,18 @@ impl<T: Transport> Connection<'_, T> {
         let ctx = self.ctx;
         let mut down = self.filtered(run, delivery);
         let tunnel = match down.inspect_received_body() {
-            Ok(()) => exchange::proxy(ctx, req, &mut down, &head_out, rctx).await,
+            Ok(()) => {
+                let head = match &fields_head {
+                    Some((fields, method, target)) => UpstreamHead::Fields(FieldsHead {
+                        buf: &head_out,
+                        method: *method,
+                        target: *target,
+                        fields,
+                    }),
+                    None => UpstreamHead::Text(&head_out),
+                };
+                exchange::proxy(ctx, req, &mut down, head, rctx).await
+            }
             Err(error) => {
                 answer_error(&mut down, rctx, error).await;
                 None
@@ -358,6 +380,9 @@ impl<T: Transport> Connection<'_, T> {
         // Else the error decided: kept only when answered whole on a request read in full.
         drop(down);
         self.head_out = head_out;
+        if let Some((fields, ..)) = fields_head {
+            self.ctx.http.give_field_list(fields);
+        }
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
             let listener = &req.snapshot.listeners[self.listener];
