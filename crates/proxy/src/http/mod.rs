@@ -26,7 +26,7 @@
 //!   (idle client connections held outside any task), buffers.
 //! - [`iobuf`]: the read buffer with cursors that these share.
 //! - [`access_log`]: access log lines (JSON or combined).
-//! - [`transport`]: what the request path needs of the connection a request came on, for HTTP/1
+//! - [`client_side`]: what the request path needs of a request's client side, for HTTP/1
 //!   (a [`crate::stream::Stream`]) and one HTTP/2 stream alike.
 //! - [`h2`]: HTTP/2 from clients: the connection driver, each stream as a request, its
 //!   downstream side. [`h2pool`]: HTTP/2 connections to targets, shared by a worker's requests
@@ -36,6 +36,7 @@
 
 pub mod access_log;
 pub mod affinity;
+pub mod client_side;
 pub mod connection;
 pub mod context;
 pub mod date;
@@ -56,6 +57,5 @@ pub mod session;
 pub mod state;
 pub mod static_files;
 pub mod target;
-pub mod transport;
 
 pub use state::HttpWorkerState;

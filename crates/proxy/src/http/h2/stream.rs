@@ -1,6 +1,6 @@
 //! One HTTP/2 stream as a request: its head written as an HTTP/1.1 head and read by the HTTP/1
 //! codec, then routed, answered or proxied, and logged by the same code as an HTTP/1 request.
-//! [`H2Stream`] is the stream's side of it: the [`Transport`] a request reaches its client by.
+//! [`H2Stream`] is the stream's side of it: the [`ClientSide`] a request reaches its client by.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,15 +17,15 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::client_stream::{H2Stream, ResponseBody};
 use super::downstream::H2Downstream;
 use super::ConnInfo;
+use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::answer_error;
 use crate::http::error::HttpError;
 use crate::http::filter::FilterRun;
 use crate::http::h2_send::write_data;
 use crate::http::iobuf::IoBuf;
-use crate::http::session::Connection;
+use crate::http::session::RequestPath;
 use crate::http::state::HttpWorkerState;
-use crate::http::transport::Transport;
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use crate::worker::{bump, WorkerContext};
@@ -54,7 +54,7 @@ pub(super) async fn serve(
         sent: 0,
         send_timeout: Duration::from_secs(10),
     };
-    let found = Connection::for_stream(
+    let found = RequestPath::for_stream(
         ctx,
         stream,
         info.client,
@@ -126,7 +126,7 @@ pub(super) async fn serve(
 }
 
 /// Writes the stream's head as an HTTP/1.1 head into the connection's read buffer.
-fn head_bytes(conn: &mut Connection<'_, H2Stream<'_>>, parts: &http::request::Parts) -> Result<(), H2MapError> {
+fn head_bytes(conn: &mut RequestPath<'_, H2Stream<'_>>, parts: &http::request::Parts) -> Result<(), H2MapError> {
     let path = parts.uri.path_and_query().map(|p| p.as_str().as_bytes());
     let pseudo = RequestPseudo {
         method: parts.method.as_str().as_bytes(),
@@ -247,7 +247,7 @@ impl H2Stream<'_> {
     }
 }
 
-impl<'c> Transport for H2Stream<'c> {
+impl<'c> ClientSide for H2Stream<'c> {
     type Down<'b>
         = H2Downstream<'b, 'c>
     where

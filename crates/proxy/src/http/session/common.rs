@@ -11,17 +11,17 @@ use rampart_model::HttpListener;
 use rampart_model::ListenerKey;
 use rampart_proto::h1::RequestHead;
 
-use super::{http_settings, speaks_http, Connection};
+use super::{http_settings, speaks_http, RequestPath};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
+use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{answer_error, Downstream};
 use crate::http::error::HttpError;
 use crate::http::filter::{FilterRun, Outcome, Where};
 use crate::http::iobuf::IoBuf;
-use crate::http::transport::Transport;
 use crate::worker::WorkerContext;
 
-impl<'a, T: Transport> Connection<'a, T> {
+impl<'a, T: ClientSide> RequestPath<'a, T> {
     /// The request state of one stream of a multiplexed connection (HTTP/2): `stream` reaches
     /// the client, the rest is the connection's. `stream` comes back when the current snapshot has
     /// no HTTP listener for `listener_key` (a reload removed it or made it a TCP listener).
@@ -39,7 +39,7 @@ impl<'a, T: Transport> Connection<'a, T> {
         else {
             return Err(stream);
         };
-        Ok(Connection {
+        Ok(RequestPath {
             ctx,
             stream,
             client,

@@ -2,7 +2,7 @@
 //! for a request without holding a buffer, read its head, route it with the snapshot current at
 //! that moment, answer it (locally or by proxying), log it, and go on while keep-alive lasts.
 //! Pipelined requests wait in the read buffer and are answered in order. An idle connection
-//! leaves its task for the parking lot. [`Connection`] is also the request path an HTTP/2 stream
+//! leaves its task for the parking lot. [`RequestPath`] is also the request path an HTTP/2 stream
 //! is answered by.
 
 use std::future::Future;
@@ -34,7 +34,7 @@ mod static_answer;
 /// sent the HTTP/2 preface instead (in clear, with prior knowledge): its `early` bytes are the
 /// preface and whatever came with it, for the HTTP/2 side.
 pub(crate) async fn serve_http1(ctx: &WorkerContext, conn: Conn) -> Option<Conn> {
-    let mut connection = Connection::new(ctx, conn)?;
+    let mut connection = RequestPath::new(ctx, conn)?;
     let end = connection.run().await;
     if end == Next::Http2 {
         let early = connection.inbuf.filled().to_vec();
@@ -63,9 +63,10 @@ pub(crate) async fn serve_http1(ctx: &WorkerContext, conn: Conn) -> Option<Conn>
     None
 }
 
-/// One client connection (HTTP/1: `T` is its [`Stream`]) or one stream of an HTTP/2 connection,
-/// with what its requests need: the snapshot, buffers, the client.
-pub(crate) struct Connection<'a, T = Stream> {
+/// The request path of one client side: an HTTP/1 connection (`T` is its [`Stream`]) or one
+/// stream of an HTTP/2 connection, with what its requests need: the snapshot, buffers, the
+/// client.
+pub(crate) struct RequestPath<'a, T = Stream> {
     pub(crate) ctx: &'a WorkerContext,
     pub(crate) stream: T,
     pub(crate) client: SocketAddr,
@@ -78,8 +79,8 @@ pub(crate) struct Connection<'a, T = Stream> {
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
     /// The snapshot the current (or last) request is routed with, and this connection's listener
-    /// in it. Private: only [`Connection::new`], [`Connection::for_stream`] and
-    /// [`Connection::follow_reload`] set them, each after checking that the listener speaks HTTP
+    /// in it. Private: only [`RequestPath::new`], [`RequestPath::for_stream`] and
+    /// [`RequestPath::follow_reload`] set them, each after checking that the listener speaks HTTP
     /// in that snapshot, and a snapshot never changes, so [`http_settings`] always finds them.
     snapshot: Rc<SharedSnapshot>,
     listener: usize,
@@ -113,7 +114,7 @@ enum HeadRead {
     Failed(HttpError),
 }
 
-impl<'a> Connection<'a, Stream> {
+impl<'a> RequestPath<'a, Stream> {
     /// The connection's state, or `None` when its listener is no longer an HTTP listener.
     fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
         let snapshot = ctx.snapshot();
@@ -124,7 +125,7 @@ impl<'a> Connection<'a, Stream> {
         }
         let mut inbuf = IoBuf::default();
         inbuf.extend_from(&ctx.http, &conn.early);
-        Some(Connection {
+        Some(RequestPath {
             ctx,
             stream: conn.stream,
             client: conn.client,
@@ -228,7 +229,7 @@ impl<'a> Connection<'a, Stream> {
         }
     }
 
-    /// [`Connection::active`], boxed in a plain function: built inside `run`, the future would
+    /// [`RequestPath::active`], boxed in a plain function: built inside `run`, the future would
     /// also take room in `run`'s own state, which every idle connection carries.
     fn boxed_active(&mut self) -> Pin<Box<dyn Future<Output = Next> + '_>> {
         Box::pin(self.active())

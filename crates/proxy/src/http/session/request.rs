@@ -9,12 +9,13 @@ use std::borrow::Cow;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
-use rampart_model::UpstreamProtocol;
+use rampart_model::{HttpListener, UpstreamProtocol};
 use rampart_proto::h1::{ChunkedDecoder, Field, Framing, RequestHead, Version};
 use rampart_proto::message::BodyLength;
 
-use super::{http_settings, Connection};
+use super::{http_settings, RequestPath};
 use crate::http::access_log::capture_for_log;
+use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{answer_error, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
@@ -22,8 +23,8 @@ use crate::http::exchange::{self, ProxyRequest};
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
 use crate::http::head_out::{write_request_fields, write_request_head, FieldsHead, RequestHeader, UpstreamHead};
 use crate::http::static_files::{self, StaticRequest};
-use crate::http::target::{request_target, split_target};
-use crate::http::transport::Transport;
+use crate::http::target::{request_target, split_target, RequestTarget};
+use crate::worker::WorkerContext;
 
 /// How a request's answer is to be delivered: the route's filters, and what the client allows.
 #[derive(Clone, Copy)]
@@ -38,7 +39,7 @@ pub(super) struct Delivery<'d> {
     error_pages: Option<(&'d ErrorPages, Option<MediaWeights>)>,
 }
 
-impl<T: Transport> Connection<'_, T> {
+impl<T: ClientSide> RequestPath<'_, T> {
     /// Routes and answers one request, recording what happened in `rctx` and the filters' run in
     /// `run`. `may_keep` is false when the connection is to close after this request: a reload
     /// removed its listener (the request is answered under the previous config), or the worker
@@ -62,15 +63,7 @@ impl<T: Transport> Connection<'_, T> {
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
         let target = request_target(slice(head.target), head.host.map(slice));
-        let view = RequestView {
-            method,
-            host: target.host,
-            path: target.path,
-            query: target.query,
-            buf,
-            fields: &self.fields,
-        };
-        let route = http.routes.iter().position(|r| r.matcher.matches(&view));
+        let route = route_of(http, method, &target, buf, &self.fields);
         rctx.route = route;
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
@@ -164,29 +157,7 @@ impl<T: Transport> Connection<'_, T> {
                 self.answer_local(rctx, run, delivery, &answer).await
             }
             RouteAction::Redirect { status, to } => {
-                let to = match to {
-                    RedirectTo::Location { location, keep_path } => {
-                        let mut to = location.clone();
-                        if *keep_path {
-                            to.push_str(&String::from_utf8_lossy(&target.origin_form));
-                        }
-                        to
-                    }
-                    RedirectTo::Scheme(scheme) => {
-                        // The request's host without its port (nginx's `$host`), or this
-                        // side's address for a request that named none.
-                        let host = match target.host {
-                            b"" => self.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(),
-                            host => String::from_utf8_lossy(host).into_owned(),
-                        };
-                        let host = if host.contains(':') && !host.starts_with('[') {
-                            format!("[{host}]")
-                        } else {
-                            host
-                        };
-                        format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
-                    }
-                };
+                let to = self.redirect_location(to, &target);
                 drop(parts);
                 self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
@@ -250,19 +221,8 @@ impl<T: Transport> Connection<'_, T> {
                         .map(|name| (name, self.stream.client_cert())),
                     edits: parts.edits,
                 };
-                // An HTTP/2 upstream gets the head laid out as fields; others HTTP/1.1 text.
-                let fields_head = match snapshot.upstreams[upstream].http.protocol {
-                    UpstreamProtocol::H2 | UpstreamProtocol::H2c => {
-                        let mut list = self.ctx.http.take_field_list();
-                        let (method, target) = write_request_fields(&mut self.head_out, &mut list, &header);
-                        Some((list, method, target))
-                    }
-                    UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
-                        self.head_out.clear();
-                        write_request_head(&mut self.head_out, &header);
-                        None
-                    }
-                };
+                let protocol = snapshot.upstreams[upstream].http.protocol;
+                let fields_head = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
                 let up = &snapshot.upstreams[upstream];
                 let req = ProxyRequest {
                     snapshot: &snapshot,
@@ -282,6 +242,34 @@ impl<T: Transport> Connection<'_, T> {
                 delivery.keep = keep;
                 rctx.bodyless = head.framing == Framing::None && !head.upgrade;
                 self.exchange(&req, fields_head, rctx, run, delivery).await;
+            }
+        }
+    }
+
+    /// Where a `redirect` route sends the request: its location (with the request's path and
+    /// query when it keeps them), or the same request under another scheme.
+    fn redirect_location(&self, to: &RedirectTo, target: &RequestTarget<'_>) -> String {
+        match to {
+            RedirectTo::Location { location, keep_path } => {
+                let mut to = location.clone();
+                if *keep_path {
+                    to.push_str(&String::from_utf8_lossy(&target.origin_form));
+                }
+                to
+            }
+            RedirectTo::Scheme(scheme) => {
+                // The request's host without its port (nginx's `$host`), or this side's address
+                // for a request that named none.
+                let host = match target.host {
+                    b"" => self.stream.local_addr().map(|a| a.ip().to_string()).unwrap_or_default(),
+                    host => String::from_utf8_lossy(host).into_owned(),
+                };
+                let host = if host.contains(':') && !host.starts_with('[') {
+                    format!("[{host}]")
+                } else {
+                    host
+                };
+                format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
             }
         }
     }
@@ -435,4 +423,46 @@ fn accept_weights(buf: &[u8], fields: &[rampart_proto::h1::Field]) -> Option<Med
         .iter()
         .find(|f| f.name(buf).eq_ignore_ascii_case(b"accept"))
         .map(|f| MediaWeights::from_accept(f.value(buf)))
+}
+
+/// The first of the listener's routes that takes the request.
+fn route_of(
+    http: &HttpListener,
+    method: &[u8],
+    target: &RequestTarget<'_>,
+    buf: &[u8],
+    fields: &[Field],
+) -> Option<usize> {
+    let view = RequestView {
+        method,
+        host: target.host,
+        path: target.path,
+        query: target.query,
+        buf,
+        fields,
+    };
+    http.routes.iter().position(|r| r.matcher.matches(&view))
+}
+
+/// Writes the request head to send upstream into `out`: laid out as fields for an HTTP/2 upstream
+/// (`h2`, `h2c`; their ranges and those of the method and target come back), HTTP/1.1 text for
+/// the others.
+fn write_upstream_head(
+    ctx: &WorkerContext,
+    out: &mut Vec<u8>,
+    header: &RequestHeader<'_>,
+    protocol: UpstreamProtocol,
+) -> Option<(Vec<Field>, (u32, u32), (u32, u32))> {
+    match protocol {
+        UpstreamProtocol::H2 | UpstreamProtocol::H2c => {
+            let mut list = ctx.http.take_field_list();
+            let (method, target) = write_request_fields(out, &mut list, header);
+            Some((list, method, target))
+        }
+        UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
+            out.clear();
+            write_request_head(out, header);
+            None
+        }
+    }
 }

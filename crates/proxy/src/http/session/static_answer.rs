@@ -9,7 +9,8 @@ use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::request::Delivery;
-use super::Connection;
+use super::RequestPath;
+use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::filter::{FilterRun, RequestParts};
@@ -18,7 +19,6 @@ use crate::http::message::ResponseHeader;
 use crate::http::static_files::conditional::HeaderSource;
 use crate::http::static_files::send::SEND_TIMEOUT;
 use crate::http::static_files::{Body, Prepared};
-use crate::http::transport::Transport;
 
 impl HeaderSource for RequestParts<'_> {
     fn values<'s>(&'s self, name: &'static str) -> impl Iterator<Item = &'s [u8]> {
@@ -26,7 +26,7 @@ impl HeaderSource for RequestParts<'_> {
     }
 }
 
-impl<T: Transport> Connection<'_, T> {
+impl<T: ClientSide> RequestPath<'_, T> {
     /// Sends what [`crate::http::static_files::prepare`] made of a request: `out` holds the
     /// prepared head (and a small body behind it), `fields` its fields; `edits` are the route's
     /// response header edits.

@@ -1,7 +1,7 @@
 //! What the request path needs from the connection a request came on, whatever its protocol:
 //! an HTTP/1 connection's [`Stream`], or one stream of an HTTP/2 connection
 //! ([`crate::http::h2::H2Stream`]). Routing, local answers, the exchange and the access log are
-//! written once against [`Transport`].
+//! written once against [`ClientSide`].
 
 use std::io;
 use std::net::SocketAddr;
@@ -21,7 +21,7 @@ use crate::worker::WorkerContext;
 /// How one request's connection is reached.
 // Workers are single-threaded: the futures need not be `Send`.
 #[allow(async_fn_in_trait)]
-pub trait Transport {
+pub trait ClientSide {
     /// The downstream side of one request on it.
     type Down<'b>: Downstream
     where
@@ -63,7 +63,7 @@ pub trait Transport {
     ) -> (u64, u64);
 }
 
-impl Transport for Stream {
+impl ClientSide for Stream {
     type Down<'b> = H1Downstream<'b>;
 
     fn downstream<'b>(
