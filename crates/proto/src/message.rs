@@ -80,6 +80,7 @@ impl<'a> FieldsRef<'a> {
     pub const EMPTY: FieldsRef<'static> = FieldsRef::Pairs(&[]);
 
     /// Every field in order: `(name, value)`. An HTTP/2 field's name is lowercase.
+    #[inline]
     pub fn iter(&self) -> FieldsIter<'a> {
         match *self {
             FieldsRef::Ranges { buf, list } => FieldsIter::Ranges(buf, list.iter()),
@@ -112,6 +113,7 @@ pub enum FieldsIter<'a> {
 impl<'a> Iterator for FieldsIter<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             FieldsIter::Ranges(buf, list) => list.next().map(|f| (f.name(buf), f.value(buf))),

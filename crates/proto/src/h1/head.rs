@@ -67,21 +67,11 @@ pub struct RequestHead {
 pub struct ResponseHead {
     pub len: usize,
     pub status: u16,
+    /// The reason phrase, as a byte range (empty when the status line has none).
+    pub reason: (u32, u32),
     pub version: Version,
     pub framing: Framing,
     pub keep_alive: bool,
-}
-
-/// The reason phrase of the status line at the start of `head` (empty when it has none).
-pub fn reason_phrase(head: &[u8]) -> &[u8] {
-    let line_end = head.windows(2).position(|w| w == b"\r\n").unwrap_or(head.len());
-    let line = &head[..line_end];
-    // `HTTP/1.1 200 OK`: past the version and the status code.
-    let mut parts = line.splitn(3, |&b| b == b' ');
-    match (parts.next(), parts.next(), parts.next()) {
-        (Some(_), Some(_), Some(reason)) => reason,
-        _ => &[],
-    }
 }
 
 fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
@@ -91,14 +81,12 @@ fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
 
 /// Rejects bare LF and obs-fold anywhere in a complete head.
 fn check_line_endings(head: &[u8]) -> Result<(), H1Error> {
-    for (i, &b) in head.iter().enumerate() {
-        if b == b'\n' {
-            if i == 0 || head[i - 1] != b'\r' {
-                return Err(H1Error::BareLf);
-            }
-            if matches!(head.get(i + 1), Some(b' ' | b'\t')) {
-                return Err(H1Error::ObsFold);
-            }
+    for i in memchr::memchr_iter(b'\n', head) {
+        if i == 0 || head[i - 1] != b'\r' {
+            return Err(H1Error::BareLf);
+        }
+        if matches!(head.get(i + 1), Some(b' ' | b'\t')) {
+            return Err(H1Error::ObsFold);
         }
     }
     Ok(())
@@ -166,10 +154,8 @@ fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<
     let mut f = FieldFacts::default();
     fields.clear();
     for h in headers {
+        // httparse (default configuration) already refuses NUL, CR and LF in a value.
         let value = h.value;
-        if value.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
-            return Err(H1Error::BadFieldValue);
-        }
         let name = h.name.as_bytes();
         fields.push(Field {
             name: range(buf, name),
@@ -397,9 +383,11 @@ pub fn parse_response(
         (false, false, None) => Framing::UntilClose,
     };
     let keep_alive = keep_alive(version, &facts) && framing != Framing::UntilClose;
+    let reason = res.reason.map_or((0, 0), |r| range(buf, r.as_bytes()));
     Ok(Some(ResponseHead {
         len,
         status,
+        reason,
         version,
         framing,
         keep_alive,

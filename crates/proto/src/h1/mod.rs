@@ -16,7 +16,7 @@ mod head;
 
 pub use chunked::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
 pub(crate) use head::trim;
-pub use head::{parse_request, parse_response, reason_phrase, Field, Framing, RequestHead, ResponseHead, Version};
+pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 
 /// Size limits applied while parsing a head.
 #[derive(Debug, Clone, Copy)]

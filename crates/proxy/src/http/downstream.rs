@@ -108,6 +108,12 @@ pub trait Downstream {
     async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError>;
     /// Ends the response body (nothing, where its length already said it ended).
     async fn end_body(&mut self) -> Result<(), HttpError>;
+    /// Whether the response body still needs [`Downstream::end_body`] (or trailers) to end: a
+    /// chunked body, an HTTP/2 stream still open, filters that run at the end. `false` where
+    /// its length ended it, which spares the call.
+    fn needs_end(&self) -> bool {
+        true
+    }
     /// Response body bytes from a file: `len` bytes of `file` from `offset` (the `static`
     /// action's body, behind a head that announced them). By default they are read into
     /// `scratch` piece by piece and sent as body data; HTTP/1 over plain TCP uses sendfile(2).
@@ -312,6 +318,10 @@ impl Downstream for H1Downstream<'_> {
 
     async fn end_body(&mut self) -> Result<(), HttpError> {
         self.send_trailers(FieldsRef::EMPTY).await
+    }
+
+    fn needs_end(&self) -> bool {
+        self.chunked && !self.ended
     }
 
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {

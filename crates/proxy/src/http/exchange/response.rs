@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use rampart_model::metrics::code_class;
-use rampart_proto::h1::{parse_response, reason_phrase, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, Limits};
+use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
@@ -78,7 +78,7 @@ async fn read_response<D: Downstream>(
                         let buf = &upbuf.filled()[..head.len];
                         let interim = ResponseHeader {
                             status: head.status,
-                            reason: reason_phrase(buf),
+                            reason: &buf[head.reason.0 as usize..head.reason.1 as usize],
                             fields: FieldsRef::Ranges { buf, list: &fields },
                             length: BodyLength::None,
                             edits: Cow::Borrowed(req.response_ops),
@@ -138,7 +138,7 @@ async fn read_response<D: Downstream>(
     let buf = &upbuf.filled()[..head.len];
     let header = ResponseHeader {
         status: head.status,
-        reason: reason_phrase(buf),
+        reason: &buf[head.reason.0 as usize..head.reason.1 as usize],
         fields: FieldsRef::Ranges { buf, list: &fields },
         length: if tunnel {
             BodyLength::Unknown
@@ -252,7 +252,10 @@ impl BodyFraming {
     /// Ends the body toward the client: with the chunked body's trailers, if it had any.
     async fn finish<D: Downstream>(&self, down: &mut D) -> Result<(), HttpError> {
         if self.trailers.is_empty() {
-            return down.end_body().await;
+            return match down.needs_end() {
+                true => down.end_body().await,
+                false => Ok(()),
+            };
         }
         let pairs: Vec<(&[u8], &[u8])> = trailer_fields(&self.trailers).collect();
         down.send_trailers(FieldsRef::Pairs(&pairs)).await

@@ -311,6 +311,10 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         self.finish_body(FieldsRef::EMPTY).await
     }
 
+    fn needs_end(&self) -> bool {
+        self.filtering.as_ref().is_some_and(|f| f.run.is_active()) || self.inner.needs_end()
+    }
+
     async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
         if self.filtering.as_ref().is_some_and(|f| f.response.is_some()) {
             // A transformed body passes the filters as bytes.

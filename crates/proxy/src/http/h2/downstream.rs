@@ -334,6 +334,10 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         self.data(&[], true).await
     }
 
+    fn needs_end(&self) -> bool {
+        !self.s.response.ended
+    }
+
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
         if self.s.send.is_some() {
             // A head has gone already: nothing else can be said on this stream.

@@ -133,7 +133,7 @@ fn response_heads_are_cleaned_and_marked() {
     let mut out = Vec::new();
     let header = ResponseHeader {
         status: head.status,
-        reason: rampart_proto::h1::reason_phrase(raw),
+        reason: &raw[head.reason.0 as usize..head.reason.1 as usize],
         fields: FieldsRef::Ranges {
             buf: raw,
             list: &fields,

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rampart_model::metrics::code_class;
 use rampart_model::HttpListener;
@@ -120,9 +120,10 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
     }
 
     /// Counts a finished request in the listener's and route's metrics, logs it, and runs the
-    /// filters' log phase.
-    pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext, run: &mut FilterRun) {
-        let took = rctx.began.elapsed();
+    /// filters' log phase. Returns when it finished (the clock read once for all that follows).
+    pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext, run: &mut FilterRun) -> Instant {
+        let now = Instant::now();
+        let took = now.saturating_duration_since(rctx.began);
         let id = self.ctx.id;
         let listener = &self.snapshot.listeners[self.listener];
         let cells = listener.metrics.worker(id);
@@ -159,6 +160,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             };
             run.finish(route.map(|r| &r.filters), at, &outcome);
         }
+        now
     }
 
     fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {

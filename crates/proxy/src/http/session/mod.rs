@@ -237,6 +237,10 @@ impl<'a> RequestPath<'a, Stream> {
 
     /// Handles requests until the client pauses for [`LINGER`] or the connection must close.
     async fn active(&mut self) -> Next {
+        // One timer for every pause of the burst, moved on after each request (later deadlines
+        // cost tokio's timer wheel nothing).
+        let pause = tokio::time::sleep_until(tokio::time::Instant::now() + LINGER);
+        tokio::pin!(pause);
         loop {
             let mut rctx = RequestContext::new(self.http().access_log.is_some());
             let mut run = FilterRun::default();
@@ -258,7 +262,7 @@ impl<'a> RequestPath<'a, Stream> {
                 rctx.logged_at = Some(std::time::SystemTime::now());
             }
             self.handle(&head, &mut rctx, &mut run, may_keep).await;
-            self.finish(Some(&head), &rctx, &mut run);
+            let done = self.finish(Some(&head), &rctx, &mut run);
             if !rctx.keep_client {
                 return Next::Close;
             }
@@ -266,10 +270,15 @@ impl<'a> RequestPath<'a, Stream> {
                 // Between requests the buffers go back to the pools (no allocation either way).
                 self.release_buffers();
                 let linger = LINGER.min(self.http().keepalive_timeout);
-                match tokio::time::timeout(linger, self.stream.readable()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(_)) => return Next::Close,
-                    Err(_) => return Next::Idle,
+                pause.as_mut().reset(tokio::time::Instant::from_std(done) + linger);
+                tokio::select! {
+                    biased;
+                    readable = self.stream.readable() => {
+                        if readable.is_err() {
+                            return Next::Close;
+                        }
+                    }
+                    () = &mut pause => return Next::Idle,
                 }
             }
         }
@@ -279,26 +288,27 @@ impl<'a> RequestPath<'a, Stream> {
         let limits = self.http().limits;
         let header_timeout = self.http().client_header_timeout;
         let max = limits.max_head + 1;
-        let mut deadline = None;
+        // The first read takes what is already there without arming a timer (or reading the
+        // clock); only a head that needs to wait for bytes gets the header deadline.
+        let (mut polled, mut deadline) = (false, None);
         loop {
             match parse_request(self.inbuf.filled(), &limits, &mut self.fields) {
                 Ok(Some(head)) => return HeadRead::Head(head),
                 Ok(None) => {}
                 Err(e) => return HeadRead::Failed(HttpError::BadRequest(e)),
             }
-            // The first read takes what is already there without arming a timer; only a head
-            // that needs to wait for bytes gets the header deadline.
             let (state, inbuf, stream) = (&self.ctx.http, &mut self.inbuf, &mut self.stream);
-            let now = match deadline {
-                None => std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, state, stream, max))).await,
-                Some(_) => Poll::Pending,
+            let now = match polled {
+                false => std::future::poll_fn(|cx| Poll::Ready(inbuf.poll_read_from(cx, state, stream, max))).await,
+                true => Poll::Pending,
             };
             let read = match now {
                 Poll::Ready(r) => {
-                    deadline = Some(tokio::time::Instant::now() + header_timeout);
+                    polled = true;
                     r
                 }
                 Poll::Pending => {
+                    polled = true;
                     let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + header_timeout);
                     match tokio::time::timeout_at(at, inbuf.read_from(state, stream, max)).await {
                         Ok(r) => r,

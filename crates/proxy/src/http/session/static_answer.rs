@@ -81,7 +81,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
             sent = down.send_file(file, *offset, *len, &mut scratch).await;
             state.give_read_buffer(scratch);
         }
-        if sent.is_ok() {
+        if sent.is_ok() && down.needs_end() {
             sent = down.end_body().await;
         }
         rctx.status = head.status;

@@ -413,6 +413,7 @@ impl<'o> HeadWriter<'o> {
         ResponseHead {
             len: self.out.len(),
             status: self.status,
+            reason: (0, 0),
             version: Version::Http11,
             framing,
             keep_alive: true,
