@@ -329,7 +329,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
     async fn exchange(
         &mut self,
         req: &ProxyRequest<'_>,
-        fields_head: Option<(Vec<Field>, (u32, u32), (u32, u32))>,
+        fields_head: Option<LaidOut>,
         rctx: &mut RequestContext,
         run: &mut FilterRun,
         delivery: Delivery<'_>,
@@ -343,11 +343,11 @@ impl<T: ClientSide> RequestPath<'_, T> {
         let tunnel = match down.inspect_received_body() {
             Ok(()) => {
                 let head = match &fields_head {
-                    Some((fields, method, target)) => UpstreamHead::Fields(FieldsHead {
+                    Some(laid) => UpstreamHead::Fields(FieldsHead {
                         buf: &head_out,
-                        method: *method,
-                        target: *target,
-                        fields,
+                        method: laid.method,
+                        target: laid.target,
+                        fields: &laid.fields,
                     }),
                     None => UpstreamHead::Text(&head_out),
                 };
@@ -368,8 +368,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
         // Else the error decided: kept only when answered whole on a request read in full.
         drop(down);
         self.head_out = head_out;
-        if let Some((fields, ..)) = fields_head {
-            self.ctx.http.give_field_list(fields);
+        if let Some(laid) = fields_head {
+            self.ctx.http.give_field_list(laid.fields);
         }
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
@@ -444,6 +444,14 @@ fn route_of(
     http.routes.iter().position(|r| r.matcher.matches(&view))
 }
 
+/// A request head laid out as fields in the upstream head buffer (for an HTTP/2 upstream): the
+/// fields' ranges (a list from the worker's pool) and those of the method and target.
+struct LaidOut {
+    fields: Vec<Field>,
+    method: (u32, u32),
+    target: (u32, u32),
+}
+
 /// Writes the request head to send upstream into `out`: laid out as fields for an HTTP/2 upstream
 /// (`h2`, `h2c`; their ranges and those of the method and target come back), HTTP/1.1 text for
 /// the others.
@@ -452,12 +460,16 @@ fn write_upstream_head(
     out: &mut Vec<u8>,
     header: &RequestHeader<'_>,
     protocol: UpstreamProtocol,
-) -> Option<(Vec<Field>, (u32, u32), (u32, u32))> {
+) -> Option<LaidOut> {
     match protocol {
         UpstreamProtocol::H2 | UpstreamProtocol::H2c => {
             let mut list = ctx.http.take_field_list();
             let (method, target) = write_request_fields(out, &mut list, header);
-            Some((list, method, target))
+            Some(LaidOut {
+                fields: list,
+                method,
+                target,
+            })
         }
         UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
             out.clear();

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Instructions per request of one Rampart binary, which a busy machine's noise does not move:
+# Rampart runs under cachegrind (no cache simulation, one worker) while h2load sends N requests;
+# the difference between a run of 12,000 and one of 2,000 requests, divided by 10,000, cancels
+# start-up and shutdown. Needs valgrind, h2load, nginx (the HTTP/1.1 backend) and
+# bench/out/grpc-backend (built by bench/run.sh).
+#   bench/instructions.sh grpc target/release/rampart   # gRPC unary over h2c (h2load -c 16 -m 10)
+#   bench/instructions.sh h1 bench/out/rampart-<commit>  # HTTP/1.1 keep-alive (h2load --h1 -c 16)
+set -euo pipefail
+mode=$1 bin=$(realpath "$2")
+cd "$(dirname "$0")/.."
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+cat > "$work/nginx.conf" <<CONF
+worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
+events { worker_connections 1024; }
+http { access_log off; server { listen 127.0.0.1:19080; location / { return 200 "hello, world\n"; } } }
+CONF
+nginx -c "$work/nginx.conf" -p "$work" &
+bench/out/grpc-backend -write-request "$work/request.bin"
+bench/out/grpc-backend -listen 127.0.0.1:19081 >"$work/backend.log" 2>&1 &
+case $mode in
+  grpc) to=(--to 127.0.0.1:19081 --upstream-protocol h2c)
+        load=(h2load -c 16 -m 10 -d "$work/request.bin" -H 'content-type: application/grpc' -H 'te: trailers' http://127.0.0.1:19052/bench.Bench/Unary) ;;
+  h1)   to=(--to 127.0.0.1:19080)
+        load=(h2load --h1 -c 16 http://127.0.0.1:19052/) ;;
+  *) echo "mode: grpc or h1" >&2; exit 2 ;;
+esac
+# Total instructions of one run of N requests.
+total() {
+  valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$work/cg.$1" \
+    "$bin" http --listen 127.0.0.1:19052 "${to[@]}" --workers 1 >"$work/rampart.$1.log" 2>&1 &
+  local pid=$!
+  until grep -q "listening\|ready" "$work/rampart.$1.log" 2>/dev/null; do sleep 0.2; done
+  "${load[@]}" -n "$1" >"$work/load.$1.log"
+  grep -q "$1 succeeded" "$work/load.$1.log" || { echo "not every request succeeded" >&2; exit 1; }
+  kill -TERM "$pid"; wait "$pid" || true
+  awk '/^summary:/ {print $2}' "$work/cg.$1"
+}
+small=$(total 2000)
+large=$(total 12000)
+echo "$mode $(basename "$bin"): $(( (large - small) / 10000 )) instructions per request"
