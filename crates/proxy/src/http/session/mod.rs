@@ -373,4 +373,6 @@ async fn drain_briefly(client: &mut Stream) {
 }
 
 #[cfg(test)]
+mod test_side;
+#[cfg(test)]
 mod tests;
