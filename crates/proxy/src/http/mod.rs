@@ -57,5 +57,7 @@ pub mod session;
 pub mod state;
 pub mod static_files;
 pub mod target;
+#[cfg(test)]
+pub(crate) mod testing;
 
 pub use state::HttpWorkerState;

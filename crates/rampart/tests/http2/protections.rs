@@ -10,17 +10,17 @@ use super::clients::{connect, exchange, get, runtime};
 use super::common::http::{HttpBackend, Reply};
 use super::gateway;
 
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
+pub(super) const HEADERS: u8 = 1;
+pub(super) const RST_STREAM: u8 = 3;
+pub(super) const SETTINGS: u8 = 4;
+pub(super) const PING: u8 = 6;
+pub(super) const GOAWAY: u8 = 7;
 const CONTINUATION: u8 = 9;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
+pub(super) const END_STREAM: u8 = 1;
+pub(super) const END_HEADERS: u8 = 4;
 const ENHANCE_YOUR_CALM: u32 = 11;
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+pub(super) fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     let len = payload.len() as u32;
     let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
     out.extend_from_slice(&stream.to_be_bytes());
@@ -29,7 +29,7 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 /// A GET / header block (HPACK: static :method GET, :scheme http, :path /, and :authority).
-fn get_block() -> Vec<u8> {
+pub(super) fn get_block() -> Vec<u8> {
     let mut block = vec![0x82, 0x86, 0x84, 0x41, 9];
     block.extend_from_slice(b"localhost");
     block

@@ -11,14 +11,8 @@ use std::time::Duration;
 use super::common::http::{get, read_response, HttpBackend, Reply};
 use super::common::tls::{handshake, Ca, CertSpec, ClientOpts};
 use super::common::{free_port, read_line, write_file, Backend, Behavior, Rampart};
+use super::protections::{frame, get_block, END_HEADERS, END_STREAM, GOAWAY, HEADERS, PING, RST_STREAM, SETTINGS};
 
-const HEADERS: u8 = 1;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
-const END_STREAM: u8 = 1;
-const END_HEADERS: u8 = 4;
 const ACK: u8 = 1;
 const REFUSED_STREAM: u32 = 7;
 
@@ -106,14 +100,6 @@ impl Setup {
     }
 }
 
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let len = payload.len() as u32;
-    let mut out = vec![(len >> 16) as u8, (len >> 8) as u8, len as u8, kind, flags];
-    out.extend_from_slice(&stream.to_be_bytes());
-    out.extend_from_slice(payload);
-    out
-}
-
 /// How an HTTP/2 request ended.
 #[derive(Debug, PartialEq)]
 enum H2Answer {
@@ -149,14 +135,8 @@ impl<S: Read + Write> RawH2<S> {
     fn get(&mut self) -> H2Answer {
         let id = self.next;
         self.next += 2;
-        // HPACK: :method GET, :scheme http, :path /, :authority localhost.
-        let mut block = vec![0x82, 0x86, 0x84, 0x41, 9];
-        block.extend_from_slice(b"localhost");
-        if self
-            .s
-            .write_all(&frame(HEADERS, END_STREAM | END_HEADERS, id, &block))
-            .is_err()
-        {
+        let head = frame(HEADERS, END_STREAM | END_HEADERS, id, &get_block());
+        if self.s.write_all(&head).is_err() {
             return H2Answer::ConnectionEnded(self.goaway);
         }
         loop {

@@ -3,91 +3,10 @@
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
-use std::sync::Arc;
-
-use arc_swap::ArcSwap;
-use rampart_config::{compile_toml, LiveState};
 
 use super::*;
-use crate::http::downstream::LocalAnswer;
 use crate::http::iobuf::IoBuf;
-use crate::http::message::ResponseHeader;
-use rampart_proto::message::FieldsRef;
-
-/// A downstream side that records what the exchange sent.
-#[derive(Default)]
-struct Recording {
-    body_in: IoBuf,
-    sent: Vec<String>,
-    bytes: u64,
-}
-
-impl Downstream for Recording {
-    type BodySource = crate::http::downstream::NoBodySource;
-
-    fn take_body_source(&mut self) -> Option<Self::BodySource> {
-        None
-    }
-
-    fn body(&mut self) -> &mut IoBuf {
-        &mut self.body_in
-    }
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        Err(HttpError::ClientGone)
-    }
-    async fn send_continue(&mut self) -> Result<(), HttpError> {
-        self.sent.push("continue".into());
-        Ok(())
-    }
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
-        self.sent.push(format!("interim {}", head.status));
-        Ok(())
-    }
-    async fn send_response_head(
-        &mut self,
-        head: &ResponseHeader<'_>,
-        body: &[u8],
-        _: Duration,
-    ) -> Result<(), HttpError> {
-        self.bytes += body.len() as u64;
-        self.sent.push(format!(
-            "head {} {:?} {}",
-            head.status,
-            head.length,
-            String::from_utf8_lossy(body)
-        ));
-        Ok(())
-    }
-    async fn send_data(&mut self, bytes: &[u8]) -> Result<(), HttpError> {
-        if !bytes.is_empty() {
-            self.bytes += bytes.len() as u64;
-            self.sent.push(format!("data {}", String::from_utf8_lossy(bytes)));
-        }
-        Ok(())
-    }
-    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        let fields: Vec<String> = trailers
-            .iter()
-            .map(|(n, v)| format!("{}={}", String::from_utf8_lossy(n), String::from_utf8_lossy(v)))
-            .collect();
-        self.sent.push(format!("trailers {}", fields.join(",")));
-        Ok(())
-    }
-    async fn end_body(&mut self) -> Result<(), HttpError> {
-        self.sent.push("end".into());
-        Ok(())
-    }
-    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
-        self.sent.push(format!("local {}", answer.status));
-        Ok(())
-    }
-    fn bytes_sent(&self) -> u64 {
-        self.bytes
-    }
-    fn keeps_alive(&self) -> bool {
-        true
-    }
-}
+use crate::http::testing::{worker_for, Recording, Said};
 
 /// An upstream that answers each request on a connection with the next of `replies`, then
 /// closes.
@@ -120,17 +39,9 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
         "[listeners.web]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
          [upstreams.app]\ntargets = [\"{target}\"]\n{upstream_extra}\n"
     );
-    let snapshot = compile_toml("t.toml", &text, &mut LiveState::default())
-        .unwrap()
-        .snapshot;
-    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, ctx) = worker_for(&text);
     runtime.block_on(async {
-        let ctx = WorkerContext::new(0, Default::default(), shared.clone(), None);
-        let snapshot = shared.load_full();
+        let snapshot = ctx.snapshot();
         let ops = HeaderOps::default();
         let req = ProxyRequest {
             snapshot: &snapshot,
@@ -146,12 +57,14 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
             upgrade: false,
             response_ops: &ops,
         };
-        let mut down = Recording::default();
+        let said = Said::default();
+        let mut down = Recording::new(IoBuf::default(), said.clone());
         let mut rctx = RequestContext::new(true);
         let head = UpstreamHead::Text(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n");
         let tunnel = proxy(&ctx, &req, &mut down, head, &mut rctx).await;
         assert!(tunnel.is_none());
-        (down.sent, rctx)
+        drop(down);
+        (said.take(), rctx)
     })
 }
 
@@ -168,7 +81,7 @@ fn a_response_goes_through_the_downstream_side_head_then_body() {
 fn an_upstream_that_closes_before_answering_is_a_502_answered_locally() {
     let target = upstream(&[]);
     let (sent, rctx) = exchange_once(&target, "retries = 0");
-    assert_eq!(sent, ["local 502"]);
+    assert_eq!(sent, ["local 502 [] 502 Bad Gateway"]);
     assert_eq!(rctx.status, 502);
     assert_eq!(rctx.error, Some(HttpError::UpstreamReset));
     assert!(!rctx.keep_client);
@@ -183,7 +96,7 @@ fn a_refused_connect_is_answered_502_and_a_body_error_after_the_head_is_only_rec
         .unwrap()
         .to_string();
     let (sent, rctx) = exchange_once(&closed, "connect_attempts = 1");
-    assert_eq!(sent, ["local 502"]);
+    assert_eq!(sent, ["local 502 [] 502 Bad Gateway"]);
     assert_eq!(rctx.error, Some(HttpError::ConnectFailed));
 
     let target = upstream(&[b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort"]);

@@ -3,132 +3,35 @@
 //! [`RequestPath::handle`] as heads already parsed. Routing, filters and answers of Rampart's own
 //! are tested here without a connection, a mux or a codec's I/O.
 
-use std::cell::RefCell;
 use std::io;
 use std::net::SocketAddr;
-use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
-use rampart_config::{compile_toml, LiveState};
 use rampart_model::ListenerKey;
 use rampart_proto::h1::{parse_request, Version};
-use rampart_proto::message::{FieldsRef, Protocol};
+use rampart_proto::message::Protocol;
 
 use super::RequestPath;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{Downstream, LocalAnswer, NoBodySource};
-use crate::http::error::HttpError;
 use crate::http::filter::FilterRun;
 use crate::http::iobuf::IoBuf;
-use crate::http::message::ResponseHeader;
 use crate::http::state::HttpWorkerState;
+use crate::http::testing::{worker_for, Recording, Said};
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use crate::worker::WorkerContext;
 
 const BIND: &str = "127.0.0.1:1";
 
-/// What the request path said to the client, in order.
-type Said = Rc<RefCell<Vec<String>>>;
-
-/// A client side that only records.
+/// A client side that only records (see [`Recording`]).
 struct TestSide {
     said: Said,
     protocol: Protocol,
 }
 
-/// Its downstream side for one request.
-struct Recorder<'b> {
-    said: &'b Said,
-    body: &'b mut IoBuf,
-}
-
-impl Recorder<'_> {
-    fn say(&self, line: String) {
-        self.said.borrow_mut().push(line);
-    }
-}
-
-impl Downstream for Recorder<'_> {
-    type BodySource = NoBodySource;
-
-    fn take_body_source(&mut self) -> Option<NoBodySource> {
-        None
-    }
-
-    fn body(&mut self) -> &mut IoBuf {
-        self.body
-    }
-
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        Err(HttpError::ClientGone)
-    }
-
-    async fn send_continue(&mut self) -> Result<(), HttpError> {
-        self.say("continue".into());
-        Ok(())
-    }
-
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
-        self.say(format!("interim {}", head.status));
-        Ok(())
-    }
-
-    async fn send_response_head(
-        &mut self,
-        head: &ResponseHeader<'_>,
-        body: &[u8],
-        _: Duration,
-    ) -> Result<(), HttpError> {
-        self.say(format!(
-            "head {} {:?} {}",
-            head.status,
-            head.length,
-            String::from_utf8_lossy(body)
-        ));
-        Ok(())
-    }
-
-    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
-        self.say(format!("data {}", String::from_utf8_lossy(data)));
-        Ok(())
-    }
-
-    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        self.say(format!("trailers {}", trailers.iter().count()));
-        Ok(())
-    }
-
-    async fn end_body(&mut self) -> Result<(), HttpError> {
-        self.say("end".into());
-        Ok(())
-    }
-
-    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
-        let headers: Vec<String> = answer.headers.iter().map(|(n, v)| format!("{n}={v}")).collect();
-        self.say(format!(
-            "local {} [{}] {}",
-            answer.status,
-            headers.join(" "),
-            String::from_utf8_lossy(answer.body).trim_end()
-        ));
-        Ok(())
-    }
-
-    fn bytes_sent(&self) -> u64 {
-        0
-    }
-
-    fn keeps_alive(&self) -> bool {
-        true
-    }
-}
-
 impl ClientSide for TestSide {
-    type Down<'b> = Recorder<'b>;
+    type Down<'b> = Recording<&'b mut IoBuf>;
 
     fn downstream<'b>(
         &'b mut self,
@@ -139,11 +42,8 @@ impl ClientSide for TestSide {
         _: bool,
         _: bool,
         _: bool,
-    ) -> Recorder<'b> {
-        Recorder {
-            said: &self.said,
-            body: inbuf,
-        }
+    ) -> Recording<&'b mut IoBuf> {
+        Recording::new(inbuf, self.said.clone())
     }
 
     fn scheme(&self) -> &'static str {
@@ -174,16 +74,8 @@ impl ClientSide for TestSide {
 /// Handles each of `requests` (HTTP/1.1 heads, parsed before they reach the request path) from
 /// `client` on listener `web` of `config`; returns what each was answered.
 fn answers(config: &str, client: &str, requests: &[&str]) -> Vec<Vec<String>> {
-    let snapshot = compile_toml("t.toml", config, &mut LiveState::default())
-        .unwrap()
-        .snapshot;
-    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, ctx) = worker_for(config);
     runtime.block_on(async {
-        let ctx = WorkerContext::new(0, Default::default(), shared, None);
         let client: SocketAddr = client.parse().unwrap();
         let mut out = Vec::new();
         for raw in requests {
