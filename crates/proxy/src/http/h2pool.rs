@@ -7,6 +7,7 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use h2::client::SendRequest;
 
-use super::pool::PoolKey;
+use super::pool::{AddrHasher, PoolKey};
 use crate::stream::Stream;
 
 /// One HTTP/2 connection to a target.
@@ -94,7 +95,8 @@ pub async fn handshake(stream: Stream) -> Result<H2Conn, h2::Error> {
 
 #[derive(Default)]
 pub struct H2Pool {
-    conns: HashMap<PoolKey, Vec<H2Conn>>,
+    /// By target, hashed as the HTTP/1 pool hashes it (not SipHash: this runs per request).
+    conns: HashMap<PoolKey, Vec<H2Conn>, BuildHasherDefault<AddrHasher>>,
 }
 
 impl H2Pool {

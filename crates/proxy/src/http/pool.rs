@@ -57,7 +57,7 @@ struct Idle {
 /// A multiply-rotate hasher: target addresses are few and not attacker-chosen, so SipHash's
 /// flooding resistance buys nothing here and costs time on every request.
 #[derive(Default)]
-struct AddrHasher(u64);
+pub(crate) struct AddrHasher(u64);
 
 impl Hasher for AddrHasher {
     fn write(&mut self, bytes: &[u8]) {
