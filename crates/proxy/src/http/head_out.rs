@@ -54,15 +54,16 @@ fn trim_ows(bytes: &[u8]) -> &[u8] {
 }
 
 fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
-    const ALWAYS: [&[u8]; 6] = [
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"transfer-encoding",
-        b"expect",
-    ];
-    ALWAYS.iter().any(|h| name.eq_ignore_ascii_case(h)) || (!keep_upgrade && name.eq_ignore_ascii_case(b"upgrade"))
+    // By length first: most fields are none of these, and their names' lengths say so.
+    match name.len() {
+        2 => name.eq_ignore_ascii_case(b"te"),
+        6 => name.eq_ignore_ascii_case(b"expect"),
+        7 => !keep_upgrade && name.eq_ignore_ascii_case(b"upgrade"),
+        10 => name.eq_ignore_ascii_case(b"connection") || name.eq_ignore_ascii_case(b"keep-alive"),
+        16 => name.eq_ignore_ascii_case(b"proxy-connection"),
+        17 => name.eq_ignore_ascii_case(b"transfer-encoding"),
+        _ => false,
+    }
 }
 
 /// Whether a field crosses the proxy: not hop-by-hop (by name or named by `Connection`; `Upgrade`
