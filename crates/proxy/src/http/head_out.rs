@@ -322,10 +322,22 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     }
     out.extend_from_slice(b"\r\n");
     let mut has_length = false;
-    response_fields(head.fields, head.upgrade, &head.edits, |name, value| {
+    let mut field = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
         has_length |= name.eq_ignore_ascii_case(b"content-length");
         write_field(out, name, value);
-    });
+    };
+    match head.fields {
+        // An HTTP/1 head's own lines: those that cross go out as they came, a run at a time.
+        FieldsRef::Ranges { buf, list } => {
+            let named = Named::collect(head.fields);
+            let copied_length = copy_field_lines(out, buf, list, &named, head.upgrade, &head.edits);
+            for (name, value) in head.edits.set.iter().chain(&head.edits.add) {
+                field(out, name.as_bytes(), value.as_bytes());
+            }
+            has_length |= copied_length;
+        }
+        fields => response_fields(fields, head.upgrade, &head.edits, |name, value| field(out, name, value)),
+    }
     match head.length {
         _ if r.chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
         // A length the fields do not state (an HTTP/2 head ended with END_STREAM): say it.
@@ -344,6 +356,36 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
         out.extend_from_slice(b"connection: keep-alive\r\n");
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// Copies the field lines of the HTTP/1 head in `buf` that cross the proxy (see [`passes`]) to
+/// `out` as they are, each run of crossing lines in one copy (the lines of a parsed head are
+/// contiguous, each beginning at its field's name). Returns whether a `Content-Length` crossed.
+fn copy_field_lines(
+    out: &mut Vec<u8>,
+    buf: &[u8],
+    list: &[Field],
+    named: &Named,
+    upgrade: bool,
+    ops: &HeaderOps,
+) -> bool {
+    let mut has_length = false;
+    let mut run = None;
+    for f in list {
+        let (name, line_start) = (f.name(buf), f.name.0 as usize);
+        if passes(named, name, upgrade, ops) {
+            has_length |= name.eq_ignore_ascii_case(b"content-length");
+            run.get_or_insert(line_start);
+        } else if let Some(start) = run.take() {
+            out.extend_from_slice(&buf[start..line_start]);
+        }
+    }
+    if let (Some(start), Some(last)) = (run, list.last()) {
+        let value_end = last.value.1 as usize;
+        let line_end = memchr::memchr(b'\n', &buf[value_end..]).map_or(buf.len(), |at| value_end + at + 1);
+        out.extend_from_slice(&buf[start..line_end]);
+    }
+    has_length
 }
 
 /// Writes the end of a chunked body: the last chunk, the trailer fields that may cross (valid

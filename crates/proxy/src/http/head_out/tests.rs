@@ -246,3 +246,39 @@ fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
         "0\r\nGrpc-Status: 0\r\nX-Ok: yes\r\n\r\n"
     );
 }
+
+#[test]
+fn response_field_lines_that_cross_go_out_as_they_came() {
+    let raw =
+        b"HTTP/1.1 200 OK\r\nA: 1\r\nKeep-Alive: x\r\nB:  2 \r\nC: 3\r\nD: 4\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let mut fields = Vec::new();
+    let head = parse_response(raw, &Limits::default(), false, &mut fields)
+        .unwrap()
+        .unwrap();
+    let mut edits = HeaderOps::default();
+    edits.remove("c");
+    edits.add("x-added", "yes");
+    let header = ResponseHeader {
+        status: head.status,
+        reason: &raw[head.reason.0 as usize..head.reason.1 as usize],
+        fields: FieldsRef::Ranges {
+            buf: raw,
+            list: &fields,
+        },
+        length: BodyLength::of_framing(head.framing),
+        edits: Cow::Owned(edits),
+        upgrade: false,
+    };
+    let mut out = Vec::new();
+    let r = ResponseOut {
+        head: &header,
+        close: false,
+        keep_alive_10: false,
+        chunked: true,
+    };
+    write_response_head(&mut out, &r);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 200 OK\r\nA: 1\r\nB:  2 \r\nD: 4\r\nx-added: yes\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+}
