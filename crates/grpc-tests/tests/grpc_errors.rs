@@ -20,6 +20,15 @@ fn addr(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
+/// A call the backend answers only after 10 s (no test waits that long).
+fn slow() -> EchoRequest {
+    EchoRequest {
+        message: "slow".into(),
+        sleep_ms: 10_000,
+        ..Default::default()
+    }
+}
+
 /// A call that makes the backend fail with `code`, `message` and `details`.
 fn failing(code: Code, message: &str, details: &[u8]) -> EchoRequest {
     EchoRequest {
@@ -118,11 +127,7 @@ async fn upstream_request_timeout_is_deadline_exceeded() {
     let backend = EchoBackend::start();
     let (mut rampart, port) = h2c_proxy(&[backend.target()], "request_timeout = \"300ms\"");
     let mut client = connect_port(port).await;
-    let slow = EchoRequest {
-        message: "slow".into(),
-        sleep_ms: 10_000,
-        ..Default::default()
-    };
+    let slow = slow();
     let status = client.unary_echo(slow.clone()).await.unwrap_err();
     assert_grpc_status(&status, Code::DeadlineExceeded);
     let raw = raw_call(addr(port), "/echo.Echo/UnaryEcho", &slow, &[]).await;
@@ -138,11 +143,7 @@ async fn client_grpc_timeout_is_honoured_by_rampart() {
     let backend = EchoBackend::start_ignoring_deadlines();
     let (mut rampart, port) = h2c_proxy(&[backend.target()], "");
     let mut client = connect_bare(addr(port)).await;
-    let slow = EchoRequest {
-        message: "slow".into(),
-        sleep_ms: 10_000,
-        ..Default::default()
-    };
+    let slow = slow();
     let mut request = Request::new(slow.clone());
     request.set_timeout(Duration::from_millis(300));
     let status = client.unary_echo(request).await.unwrap_err();
@@ -161,11 +162,7 @@ async fn a_deadline_is_deadline_exceeded_whichever_side_notices_first() {
     let backend = EchoBackend::start_resetting_at_deadline();
     let (mut rampart, port) = h2c_proxy(&[backend.target()], "");
     let mut client = connect_bare(addr(port)).await;
-    let slow = EchoRequest {
-        message: "slow".into(),
-        sleep_ms: 10_000,
-        ..Default::default()
-    };
+    let slow = slow();
     let mut codes = Vec::new();
     for _ in 0..100 {
         let mut request = Request::new(slow.clone());

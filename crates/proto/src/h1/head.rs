@@ -74,6 +74,13 @@ pub struct ResponseHead {
     pub keep_alive: bool,
 }
 
+impl ResponseHead {
+    /// The reason phrase in `buf`, the bytes the head was parsed from.
+    pub fn reason_in<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
+        &buf[self.reason.0 as usize..self.reason.1 as usize]
+    }
+}
+
 fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
     let start = part.as_ptr() as usize - buf.as_ptr() as usize;
     (start as u32, (start + part.len()) as u32)

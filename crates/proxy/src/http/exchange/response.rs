@@ -78,7 +78,7 @@ async fn read_response<D: Downstream>(
                         let buf = &upbuf.filled()[..head.len];
                         let interim = ResponseHeader {
                             status: head.status,
-                            reason: &buf[head.reason.0 as usize..head.reason.1 as usize],
+                            reason: head.reason_in(buf),
                             fields: FieldsRef::Ranges { buf, list: &fields },
                             length: BodyLength::None,
                             edits: Cow::Borrowed(req.response_ops),
@@ -138,7 +138,7 @@ async fn read_response<D: Downstream>(
     let buf = &upbuf.filled()[..head.len];
     let header = ResponseHeader {
         status: head.status,
-        reason: &buf[head.reason.0 as usize..head.reason.1 as usize],
+        reason: head.reason_in(buf),
         fields: FieldsRef::Ranges { buf, list: &fields },
         length: if tunnel {
             BodyLength::Unknown

@@ -61,6 +61,39 @@ fn encode_request(
     String::from_utf8(out).unwrap()
 }
 
+/// The response head `raw` parses to (with `edits`), as an HTTP/1.1 client gets it.
+fn response_out(raw: &[u8], edits: HeaderOps, close: bool, chunked: bool) -> String {
+    let mut fields = Vec::new();
+    let head = parse_response(raw, &Limits::default(), false, &mut fields)
+        .unwrap()
+        .unwrap();
+    let header = ResponseHeader {
+        status: head.status,
+        reason: head.reason_in(raw),
+        fields: FieldsRef::Ranges {
+            buf: raw,
+            list: &fields,
+        },
+        length: BodyLength::of_framing(head.framing),
+        edits: Cow::Owned(edits),
+        upgrade: false,
+    };
+    written(&header, close, chunked)
+}
+
+/// `header` written for an HTTP/1.1 client.
+fn written(header: &ResponseHeader<'_>, close: bool, chunked: bool) -> String {
+    let mut out = Vec::new();
+    let r = ResponseOut {
+        head: header,
+        close,
+        keep_alive_10: false,
+        chunked,
+    };
+    write_response_head(&mut out, &r);
+    String::from_utf8(out).unwrap()
+}
+
 #[test]
 fn hop_by_hop_fields_are_dropped_and_forwarded_headers_added() {
     let raw = b"POST /x HTTP/1.1\r\nHost: a.example\r\nConnection: keep-alive, X-Secret\r\nKeep-Alive: 5\r\nX-Secret: 1\r\nTE: trailers\r\nProxy-Connection: x\r\nTransfer-Encoding: chunked\r\nExpect: 100-continue\r\nUpgrade: h2c\r\nX-Kept: yes\r\n\r\n";
@@ -126,33 +159,8 @@ fn upgrade_requests_keep_their_upgrade() {
 #[test]
 fn response_heads_are_cleaned_and_marked() {
     let raw = b"HTTP/1.0 200 Fine\r\nConnection: close, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: t=5\r\nContent-Length: 2\r\nX-App: 1\r\n\r\nhi";
-    let mut fields = Vec::new();
-    let head = parse_response(raw, &Limits::default(), false, &mut fields)
-        .unwrap()
-        .unwrap();
-    let mut out = Vec::new();
-    let header = ResponseHeader {
-        status: head.status,
-        reason: &raw[head.reason.0 as usize..head.reason.1 as usize],
-        fields: FieldsRef::Ranges {
-            buf: raw,
-            list: &fields,
-        },
-        length: BodyLength::of_framing(head.framing),
-        edits: Cow::Owned(HeaderOps::default()),
-        upgrade: false,
-    };
-    write_response_head(
-        &mut out,
-        &ResponseOut {
-            head: &header,
-            close: true,
-            keep_alive_10: false,
-            chunked: false,
-        },
-    );
     assert_eq!(
-        String::from_utf8(out).unwrap(),
+        response_out(raw, HeaderOps::default(), true, false),
         "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nX-App: 1\r\nconnection: close\r\n\r\n"
     );
 }
@@ -217,21 +225,11 @@ fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
         edits: Cow::Owned(HeaderOps::default()),
         upgrade: false,
     };
-    let mut out = Vec::new();
-    let r = ResponseOut {
-        head: &header,
-        close: false,
-        keep_alive_10: false,
-        chunked: false,
-    };
-    write_response_head(&mut out, &r);
     assert_eq!(
-        String::from_utf8(out).unwrap(),
+        written(&header, false, false),
         "HTTP/1.1 200 OK\r\ncontent-type: application/grpc\r\ncontent-length: 0\r\n\r\n"
     );
-    let mut out = Vec::new();
-    write_response_head(&mut out, &ResponseOut { chunked: true, ..r });
-    assert!(String::from_utf8_lossy(&out).ends_with("transfer-encoding: chunked\r\n\r\n"));
+    assert!(written(&header, false, true).ends_with("transfer-encoding: chunked\r\n\r\n"));
 
     let trailers: [(&[u8], &[u8]); 4] = [
         (b"Grpc-Status", b"0"),
@@ -251,34 +249,11 @@ fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
 fn response_field_lines_that_cross_go_out_as_they_came() {
     let raw =
         b"HTTP/1.1 200 OK\r\nA: 1\r\nKeep-Alive: x\r\nB:  2 \r\nC: 3\r\nD: 4\r\nTransfer-Encoding: chunked\r\n\r\n";
-    let mut fields = Vec::new();
-    let head = parse_response(raw, &Limits::default(), false, &mut fields)
-        .unwrap()
-        .unwrap();
     let mut edits = HeaderOps::default();
     edits.remove("c");
     edits.add("x-added", "yes");
-    let header = ResponseHeader {
-        status: head.status,
-        reason: &raw[head.reason.0 as usize..head.reason.1 as usize],
-        fields: FieldsRef::Ranges {
-            buf: raw,
-            list: &fields,
-        },
-        length: BodyLength::of_framing(head.framing),
-        edits: Cow::Owned(edits),
-        upgrade: false,
-    };
-    let mut out = Vec::new();
-    let r = ResponseOut {
-        head: &header,
-        close: false,
-        keep_alive_10: false,
-        chunked: true,
-    };
-    write_response_head(&mut out, &r);
     assert_eq!(
-        String::from_utf8(out).unwrap(),
+        response_out(raw, edits, false, true),
         "HTTP/1.1 200 OK\r\nA: 1\r\nB:  2 \r\nD: 4\r\nx-added: yes\r\ntransfer-encoding: chunked\r\n\r\n"
     );
 }
