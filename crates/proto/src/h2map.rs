@@ -127,24 +127,23 @@ fn is_clean_value(value: &[u8]) -> bool {
     !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
 }
 
-/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out`:
-/// - `:authority` becomes `Host` (a `host` field that differs is an error);
-/// - `cookie` crumbs are joined into one field (RFC 9113 section 8.2.3);
-/// - without `content-length`, a request whose stream goes on (`end_stream` false) gets
-///   `transfer-encoding: chunked`, and its DATA must be framed as chunks;
-/// - an extended CONNECT for `websocket` becomes `GET` with `Upgrade: websocket` and the key
-///   given (HTTP/2 WebSockets carry none; the upstream's `Sec-WebSocket-Accept` is dropped on
-///   the way back).
-///
-/// `te: trailers` is kept (as `te: trailers`, which HTTP/1 hop-by-hop rules then drop toward an
-/// HTTP/1 upstream and the HTTP/2 upstream side adds back for gRPC).
-pub fn request_head<'a>(
-    pseudo: &RequestPseudo<'_>,
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
-    end_stream: bool,
-    websocket_key: &[u8],
-    out: &mut Vec<u8>,
-) -> Result<RequestKind, H2MapError> {
+/// What [`check_request`] found out about a well-formed HTTP/2 request.
+struct Checked<'p> {
+    kind: RequestKind,
+    path: &'p [u8],
+    /// `:authority`, or the `host` field when there is none.
+    authority: Option<&'p [u8]>,
+    /// A `content-length` field is present.
+    has_length: bool,
+}
+
+/// Refuses a malformed HTTP/2 request (RFC 9113 section 8.1.1): pseudo-header fields, names that
+/// are not lowercase tokens, values with CR, LF or NUL, connection-specific fields, a `host` that
+/// differs from `:authority`, CONNECT other than an extended CONNECT for WebSockets.
+fn check_request<'p, 'f: 'p>(
+    pseudo: &RequestPseudo<'p>,
+    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+) -> Result<Checked<'p>, H2MapError> {
     if pseudo.method.is_empty() || !pseudo.method.iter().all(|b| b.is_ascii_graphic()) {
         return Err(H2MapError::BadPseudo);
     }
@@ -167,7 +166,7 @@ pub fn request_head<'a>(
     }
     let mut has_length = false;
     let mut host = None;
-    for (name, value) in fields.clone() {
+    for (name, value) in fields {
         if !is_token_lower(name) {
             return Err(H2MapError::BadName);
         }
@@ -188,6 +187,38 @@ pub fn request_head<'a>(
         (Some(a), _) => Some(a),
         (None, h) => h,
     };
+    Ok(Checked {
+        kind,
+        path,
+        authority,
+        has_length,
+    })
+}
+
+/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out`:
+/// - `:authority` becomes `Host` (a `host` field that differs is an error);
+/// - `cookie` crumbs are joined into one field (RFC 9113 section 8.2.3);
+/// - without `content-length`, a request whose stream goes on (`end_stream` false) gets
+///   `transfer-encoding: chunked`, and its DATA must be framed as chunks;
+/// - an extended CONNECT for `websocket` becomes `GET` with `Upgrade: websocket` and the key
+///   given (HTTP/2 WebSockets carry none; the upstream's `Sec-WebSocket-Accept` is dropped on
+///   the way back).
+///
+/// `te: trailers` is kept (as `te: trailers`, which HTTP/1 hop-by-hop rules then drop toward an
+/// HTTP/1 upstream and the HTTP/2 upstream side adds back for gRPC).
+pub fn request_head<'a>(
+    pseudo: &RequestPseudo<'_>,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    end_stream: bool,
+    websocket_key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<RequestKind, H2MapError> {
+    let Checked {
+        kind,
+        path,
+        authority,
+        has_length,
+    } = check_request(pseudo, fields.clone())?;
     match kind {
         RequestKind::Plain => out.extend_from_slice(pseudo.method),
         RequestKind::WebSocket => out.extend_from_slice(b"GET"),
@@ -352,6 +383,9 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(value);
     out.extend_from_slice(b"\r\n");
 }
+
+mod layout;
+pub use layout::{lay_out_request, LayoutError};
 
 #[doc(hidden)]
 pub mod fuzzing;

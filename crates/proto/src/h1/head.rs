@@ -157,6 +157,20 @@ fn parse_length(v: &[u8]) -> Result<u64, H1Error> {
     Ok(v.iter().fold(0u64, |n, d| n * 10 + u64::from(d - b'0')))
 }
 
+/// The length a `Content-Length` value says (a list of equal lengths counts as one), given the
+/// length an earlier such field said, if any: a different one is an error.
+pub(crate) fn content_length(value: &[u8], seen: Option<u64>) -> Result<u64, H1Error> {
+    let mut length = seen;
+    for part in value.split(|&b| b == b',') {
+        let n = parse_length(trim(part))?;
+        if length.is_some_and(|m| m != n) {
+            return Err(H1Error::BadContentLength);
+        }
+        length = Some(n);
+    }
+    length.ok_or(H1Error::BadContentLength)
+}
+
 fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<Field>) -> Result<FieldFacts, H1Error> {
     let mut f = FieldFacts::default();
     fields.clear();
@@ -169,13 +183,7 @@ fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<
             value: range(buf, value),
         });
         if name.eq_ignore_ascii_case(b"content-length") {
-            for part in value.split(|&b| b == b',') {
-                let n = parse_length(trim(part))?;
-                if f.content_length.is_some_and(|m| m != n) {
-                    return Err(H1Error::BadContentLength);
-                }
-                f.content_length = Some(n);
-            }
+            f.content_length = Some(content_length(value, f.content_length)?);
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
             f.transfer_encoding = true;
             for coding in value.split(|&b| b == b',').map(trim) {
@@ -235,7 +243,7 @@ fn keep_alive(version: Version, f: &FieldFacts) -> bool {
 
 /// Whether `target` is valid for `method`: origin-form for everything, absolute-form
 /// (`http://` or `https://`), `*` for OPTIONS, authority-form (`host:port`) for CONNECT only.
-fn valid_target(method: &[u8], target: &[u8]) -> bool {
+pub(crate) fn valid_target(method: &[u8], target: &[u8]) -> bool {
     if target.is_empty() || target.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
         return false;
     }
@@ -266,7 +274,7 @@ fn valid_target(method: &[u8], target: &[u8]) -> bool {
     !authority.is_empty() && valid_host(authority)
 }
 
-fn valid_host(v: &[u8]) -> bool {
+pub(crate) fn valid_host(v: &[u8]) -> bool {
     !v.iter()
         .any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))
 }

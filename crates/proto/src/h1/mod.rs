@@ -15,7 +15,7 @@ mod chunked;
 mod head;
 
 pub use chunked::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
-pub(crate) use head::trim;
+pub(crate) use head::{content_length, trim, valid_host, valid_target};
 pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 
 /// Size limits applied while parsing a head.

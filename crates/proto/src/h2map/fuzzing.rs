@@ -1,13 +1,17 @@
-//! The property the `h2_request` fuzz target checks (and the corpus replay test re-checks): an
-//! HTTP/2 request either is refused, or becomes an HTTP/1.1 head that the HTTP/1 codec reads
-//! whole, with the same method, target and host, and a framing that matches the stream's.
+//! The properties the HTTP/2 fuzz targets check (and the corpus replay tests re-check).
+//!
+//! `h2_request`: an HTTP/2 request either is refused, or is laid out as a head with the same
+//! method, target and host, and a framing that matches the stream's; and the layout
+//! ([`lay_out_request`]) reads exactly as the HTTP/1.1 head the request stands for
+//! ([`request_head`]) reads once the HTTP/1 codec has parsed it: the same fields, facts and
+//! framing, or the same refusal.
 
-use super::{is_token_lower, request_head, RequestKind, RequestPseudo};
-use crate::h1::{parse_request, Framing, Limits};
+use super::{is_token_lower, lay_out_request, request_head, LayoutError, RequestKind, RequestPseudo};
+use crate::h1::{parse_request, Field, Framing, Limits};
 
-/// Reads fuzz input as an HTTP/2 request: a flags byte (bit 0: END_STREAM on the head), then
-/// `\n`-separated lines: `:method`, `:authority`, `:path`, `:protocol` (an empty line is absent,
-/// except for the method), then fields as `name\0value`.
+/// Reads fuzz input as an HTTP/2 request: a flags byte (bit 0: END_STREAM on the head; bits 1-2:
+/// which limits apply), then `\n`-separated lines: `:method`, `:authority`, `:path`, `:protocol`
+/// (an empty line is absent, except for the method), then fields as `name\0value`.
 pub fn request_translation_holds(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
@@ -28,26 +32,55 @@ pub fn request_translation_holds(data: &[u8]) {
         })
         .collect();
     let end_stream = flags & 1 == 1;
-    let mut out = Vec::new();
-    let Ok(kind) = request_head(
+    let limits = match (flags >> 1) & 3 {
+        0 => Limits {
+            max_request_line: usize::MAX,
+            max_head: usize::MAX,
+            max_fields: usize::MAX,
+        },
+        1 => Limits {
+            max_request_line: 24,
+            max_head: 160,
+            max_fields: 3,
+        },
+        2 => Limits {
+            max_request_line: 64,
+            max_head: 64,
+            max_fields: 1,
+        },
+        _ => Limits::default(),
+    };
+    let key = b"dGhlIHNhbXBsZSBub25jZQ==";
+    let (mut buf, mut list) = (Vec::new(), Vec::new());
+    let laid_out = lay_out_request(
         &pseudo,
         fields.iter().copied(),
         end_stream,
-        b"dGhlIHNhbXBsZSBub25jZQ==",
-        &mut out,
-    ) else {
-        return;
-    };
-    let limits = Limits {
-        max_request_line: usize::MAX,
-        max_head: usize::MAX,
-        max_fields: usize::MAX,
+        key,
+        &limits,
+        &mut buf,
+        &mut list,
+    );
+    let mut out = Vec::new();
+    let kind = match request_head(&pseudo, fields.iter().copied(), end_stream, key, &mut out) {
+        Ok(kind) => kind,
+        Err(e) => {
+            assert_eq!(laid_out, Err(LayoutError::Malformed(e)), "refused alike");
+            return;
+        }
     };
     let mut parsed = Vec::new();
     let head = match parse_request(&out, &limits, &mut parsed) {
         Ok(Some(head)) => head,
-        // A field the HTTP/1 codec refuses (an odd content-length, say) is answered 400 there.
-        Err(_) => return,
+        Err(e) => {
+            assert_eq!(
+                laid_out,
+                Err(LayoutError::Refused(e)),
+                "{:?}",
+                String::from_utf8_lossy(&out)
+            );
+            return;
+        }
         Ok(None) => panic!("a translated head is complete: {:?}", String::from_utf8_lossy(&out)),
     };
     assert_eq!(head.len, out.len(), "one head, nothing behind it");
@@ -67,6 +100,28 @@ pub fn request_translation_holds(data: &[u8]) {
         Framing::None => assert!(end_stream || has_length || kind == RequestKind::WebSocket),
         Framing::UntilClose => panic!("a request is never delimited by close"),
     }
+
+    // The layout reads as the parsed text does.
+    let Ok((laid, laid_kind)) = laid_out else {
+        panic!("laid out alike: {laid_out:?} for {:?}", String::from_utf8_lossy(&out));
+    };
+    assert_eq!(laid_kind, kind);
+    let at = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+    assert_eq!(at(laid.method), slice(head.method));
+    assert_eq!(at(laid.target), slice(head.target));
+    assert_eq!(laid.host.map(at), head.host.map(slice));
+    assert_eq!(laid.len, buf.len());
+    let facts = |h: &crate::h1::RequestHead| (h.version, h.framing, h.keep_alive, h.expect_continue, h.upgrade);
+    assert_eq!(facts(&laid), facts(&head));
+    let pairs = |b: &[u8], l: &[Field]| -> Vec<(Vec<u8>, Vec<u8>)> {
+        l.iter().map(|f| (f.name(b).to_vec(), f.value(b).to_vec())).collect()
+    };
+    let mut expected = pairs(&out, &parsed);
+    // The framing field is the HTTP/1.1 head's way of saying the length is unknown.
+    if head.framing == Framing::Chunked {
+        assert_eq!(expected.pop().map(|(n, _)| n), Some(b"transfer-encoding".to_vec()));
+    }
+    assert_eq!(pairs(&buf, &list), expected);
 }
 
 /// The property the `h2_fields` fuzz target checks: whatever fields a neutral message holds

@@ -1,5 +1,5 @@
-//! One HTTP/2 stream as a request: its head written as an HTTP/1.1 head and read by the HTTP/1
-//! codec, then routed, answered or proxied, and logged by the same code as an HTTP/1 request.
+//! One HTTP/2 stream as a request: its head laid out as the neutral request head (no HTTP/1
+//! text), then routed, answered or proxied, and logged by the same code as an HTTP/1 request.
 //! [`H2Stream`] is the stream's side of it: the [`ClientSide`] a request reaches its client by.
 
 use std::io;
@@ -10,8 +10,8 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
 use http::Request;
-use rampart_proto::h1::{parse_request, Framing};
-use rampart_proto::h2map::{request_head, H2MapError, RequestPseudo};
+use rampart_proto::h1::{Framing, RequestHead};
+use rampart_proto::h2map::{lay_out_request, LayoutError, RequestPseudo};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client_stream::{H2Stream, ResponseBody};
@@ -80,41 +80,32 @@ pub(super) async fn serve(
     conn.stream.send_timeout = conn.http().client_header_timeout;
     let deadline = grpc_timeout(&parts.headers);
     rctx.deadline = deadline.and_then(|limit| rctx.began.checked_add(limit));
-    match head_bytes(&mut conn, &parts) {
-        Ok(()) => {
-            let limits = conn.http().limits;
-            let parsed = parse_request(conn.inbuf.filled(), &limits, &mut conn.fields);
-            match parsed {
-                Ok(Some(head)) => {
-                    conn.stream.chunk_request = head.framing == Framing::Chunked;
-                    let handled = conn.handle(&head, &mut rctx, &mut run, true);
-                    let timed_out = match deadline {
-                        Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
-                        None => {
-                            handled.await;
-                            false
-                        }
-                    };
-                    if timed_out {
-                        // The client's grpc-timeout passed: DEADLINE_EXCEEDED, or a reset
-                        // when the response had begun.
-                        let mut down = conn.downstream(false, false, false);
-                        answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
-                    }
-                    conn.finish(Some(&head), &rctx, &mut run);
+    match lay_out_head(&mut conn, &parts) {
+        Ok(head) => {
+            conn.stream.chunk_request = head.framing == Framing::Chunked;
+            let handled = conn.handle(&head, &mut rctx, &mut run, true);
+            let timed_out = match deadline {
+                Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
+                None => {
+                    handled.await;
+                    false
                 }
-                Ok(None) | Err(_) => {
-                    // A head that does not fit the HTTP/1 limits: 431 (or what the codec says).
-                    let error = match parsed {
-                        Err(e) => HttpError::BadRequest(e),
-                        _ => HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge),
-                    };
-                    conn.fail(&mut rctx, error, false, false).await;
-                    conn.finish(None, &rctx, &mut run);
-                }
+            };
+            if timed_out {
+                // The client's grpc-timeout passed: DEADLINE_EXCEEDED, or a reset when the
+                // response had begun.
+                let mut down = conn.downstream(false, false, false);
+                answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
             }
+            conn.finish(Some(&head), &rctx, &mut run);
         }
-        Err(e) => {
+        Err(LayoutError::Refused(e)) => {
+            // A head the request path refuses as it would the same HTTP/1.1 head: 431 for one
+            // over the limits, 400 for a bad target or length.
+            conn.fail(&mut rctx, HttpError::BadRequest(e), false, false).await;
+            conn.finish(None, &rctx, &mut run);
+        }
+        Err(LayoutError::Malformed(e)) => {
             tracing::debug!("malformed HTTP/2 request from {}: {e}", info.client);
             conn.stream.respond.send_reset(Reason::PROTOCOL_ERROR);
             rctx.fail(HttpError::BadRequestBody);
@@ -125,8 +116,12 @@ pub(super) async fn serve(
     conn.release_idle();
 }
 
-/// Writes the stream's head as an HTTP/1.1 head into the connection's read buffer.
-fn head_bytes(conn: &mut RequestPath<'_, H2Stream<'_>>, parts: &http::request::Parts) -> Result<(), H2MapError> {
+/// Lays the stream's head out in the connection's read buffer as the neutral request head
+/// (ranges into the buffer, as the HTTP/1 codec leaves a head it read): no HTTP/1 text.
+fn lay_out_head(
+    conn: &mut RequestPath<'_, H2Stream<'_>>,
+    parts: &http::request::Parts,
+) -> Result<RequestHead, LayoutError> {
     let path = parts.uri.path_and_query().map(|p| p.as_str().as_bytes());
     let pseudo = RequestPseudo {
         method: parts.method.as_str().as_bytes(),
@@ -148,19 +143,24 @@ fn head_bytes(conn: &mut RequestPath<'_, H2Stream<'_>>, parts: &http::request::P
         Some(_) => websocket_key(conn.ctx.id, conn.stream.info),
         None => [0; 24],
     };
-    let mut head = conn.ctx.http.take_write_buffer();
-    let result = request_head(
+    let limits = conn.http().limits;
+    let mut laid = conn.ctx.http.take_write_buffer();
+    let result = lay_out_request(
         &pseudo,
         fields.iter().copied(),
         conn.stream.request_ended,
         &key,
-        &mut head,
+        &limits,
+        &mut laid,
+        &mut conn.fields,
     );
     if result.is_ok() {
-        conn.inbuf.extend_from(&conn.ctx.http, &head);
+        // The head's ranges count from the buffer's start: a stream's buffer starts empty.
+        debug_assert!(conn.inbuf.is_empty());
+        conn.inbuf.extend_from(&conn.ctx.http, &laid);
     }
-    conn.ctx.http.give_write_buffer(head);
-    result.map(|_| ())
+    conn.ctx.http.give_write_buffer(laid);
+    result.map(|(head, _)| head)
 }
 
 /// A `Sec-WebSocket-Key` for the HTTP/1.1 upgrade an extended CONNECT becomes: 16 bytes that
