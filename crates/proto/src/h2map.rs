@@ -265,80 +265,6 @@ pub fn request_head<'a>(
     Ok(kind)
 }
 
-/// Writes the HTTP/1.1 response head an HTTP/2 response stands for into `out`. A response with a
-/// body but no `content-length` gets `transfer-encoding: chunked` (its DATA must be framed as
-/// chunks, its trailers as the chunked trailer section); one that ended with its head
-/// (`end_stream`) and says no length gets `content-length: 0`, unless it can have no body anyway.
-pub fn response_head<'a>(
-    status: u16,
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
-    end_stream: bool,
-    head_request: bool,
-    out: &mut Vec<u8>,
-) -> Result<(), H2MapError> {
-    out.extend_from_slice(b"HTTP/1.1 ");
-    let digits = [
-        b'0' + (status / 100 % 10) as u8,
-        b'0' + (status / 10 % 10) as u8,
-        b'0' + (status % 10) as u8,
-    ];
-    out.extend_from_slice(&digits);
-    out.extend_from_slice(b" \r\n");
-    let mut has_length = false;
-    for (name, value) in fields {
-        if !is_token_lower(name) {
-            return Err(H2MapError::BadName);
-        }
-        if !is_clean_value(value) {
-            return Err(H2MapError::BadValue);
-        }
-        if is_connection_specific(name, value) || name == b"te" {
-            continue;
-        }
-        has_length |= name == b"content-length";
-        field(out, name, value);
-    }
-    let bodiless = head_request || (100..200).contains(&status) || status == 204 || status == 304;
-    if !has_length && !bodiless {
-        out.extend_from_slice(match end_stream {
-            true => b"content-length: 0\r\n".as_slice(),
-            false => b"transfer-encoding: chunked\r\n".as_slice(),
-        });
-    }
-    out.extend_from_slice(b"\r\n");
-    Ok(())
-}
-
-/// Writes the end of a chunked body: the last chunk, the trailer fields, the final CRLF.
-pub fn chunked_end<'a>(trailers: impl Iterator<Item = (&'a [u8], &'a [u8])>, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers {
-        if is_token_lower(name) && is_clean_value(value) && !is_connection_specific(name, value) {
-            field(out, name, value);
-        }
-    }
-    out.extend_from_slice(b"\r\n");
-}
-
-/// Writes one chunk of a chunked body (nothing for an empty slice, which would end the body).
-pub fn chunk(data: &[u8], out: &mut Vec<u8>) {
-    if data.is_empty() {
-        return;
-    }
-    let mut digits = [0u8; 16];
-    let mut n = data.len();
-    let mut i = digits.len();
-    while n > 0 || i == digits.len() {
-        i -= 1;
-        digits[i] = b"0123456789abcdef"[n % 16];
-        n /= 16;
-    }
-    out.extend_from_slice(&digits[i..]);
-    out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(data);
-    out.extend_from_slice(b"\r\n");
-}
-
 /// The fields of a chunked trailer section as the chunked decoder collected it (`name: value`
 /// lines, each ending in CRLF), with lowercase names; lines that are not fields are skipped.
 pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
@@ -349,6 +275,20 @@ pub fn trailer_fields(section: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
         let value = crate::h1::trim(value);
         (!name.is_empty() && name.iter().all(|b| b.is_ascii_graphic())).then_some((name, value))
     })
+}
+
+/// [`trailer_fields`] as ranges into `section`, in `list` (cleared first): trailers as the
+/// neutral message's fields.
+pub fn trailer_field_ranges(section: &[u8], list: &mut Vec<crate::h1::Field>) {
+    list.clear();
+    let at = |part: &[u8]| {
+        let start = (part.as_ptr() as usize - section.as_ptr() as usize) as u32;
+        (start, start + part.len() as u32)
+    };
+    list.extend(trailer_fields(section).map(|(name, value)| crate::h1::Field {
+        name: at(name),
+        value: at(value),
+    }));
 }
 
 /// Appends the fields an HTTP/2 message can carry to `map`, in order: names are lowercased (as

@@ -190,6 +190,39 @@ fn http_10_client_gets_a_chunked_body_unchunked_and_closed() {
     );
 }
 
+/// A chunked request body crosses the seam as data and trailers: the backend gets it chunked
+/// again (extensions gone, the data whole, sent in pieces across chunk lines), with its trailer
+/// fields, and never a framing field among them.
+#[test]
+fn a_chunked_request_body_goes_upstream_with_its_trailers() {
+    let backend = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let (_proxy, port) = http_proxy(dir.path(), &backend, &[]);
+    let mut client = connect(port);
+    let head = b"POST /up HTTP/1.1\r\nHost: app.test\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let body = b"5;ext=1\r\nhello\r\n7\r\n, world\r\n0\r\nX-Checksum: 42\r\nContent-Length: 9\r\n\r\n";
+    client.write_all(head).unwrap();
+    // In pieces that split chunk lines and data.
+    for piece in body.chunks(4) {
+        client.write_all(piece).unwrap();
+        client.flush().unwrap();
+    }
+    let (status, _, echoed) = read_response(&mut client);
+    let echoed = String::from_utf8_lossy(&echoed).into_owned();
+    assert_eq!(status, 200, "{echoed}");
+    assert!(
+        echoed.to_ascii_lowercase().contains("transfer-encoding: chunked\r\n"),
+        "{echoed}"
+    );
+    // The trailer section as it reached the backend; a framing field is no trailer.
+    assert!(
+        echoed.ends_with("\r\n\r\nX-Checksum: 42\r\nbody-length: 12\n"),
+        "{echoed}"
+    );
+    // The connection goes on.
+    assert_eq!(send(&mut client, &get("/after")).0, 200);
+}
+
 #[test]
 fn no_content_and_not_modified_carry_no_body() {
     for raw in [

@@ -2,7 +2,9 @@
 
 mod common;
 
-use common::http::{get, send, HttpBackend, Reply};
+use std::io::Write;
+
+use common::http::{get, read_response, send, HttpBackend, Reply};
 use common::*;
 
 const ROUTES: &str = r#"
@@ -125,6 +127,17 @@ fn body_limits_are_413() {
     let chunked =
         "POST /api/x HTTP/1.1\r\nHost: a.example.com\r\nTransfer-Encoding: chunked\r\n\r\n9\r\n123456789\r\n0\r\n\r\n";
     assert_eq!(request(gw.port, chunked).0, 413);
+    // A body refused in one piece never reached the backend: only the first request did.
+    assert!(gw.api.next_head().starts_with("POST /x "));
+    assert!(gw.api.heads.try_recv().is_err());
+    // A body over the limit that arrives after its head is refused as it streams.
+    let mut client = connect(gw.port);
+    client
+        .write_all(b"POST /api/x HTTP/1.1\r\nHost: a.example.com\r\nTransfer-Encoding: chunked\r\n\r\n")
+        .unwrap();
+    assert!(gw.api.next_head().starts_with("POST /x "));
+    client.write_all(b"5\r\n12345\r\n5\r\n67890\r\n0\r\n\r\n").unwrap();
+    assert_eq!(read_response(&mut client).0, 413);
 }
 
 #[test]

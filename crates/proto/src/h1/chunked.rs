@@ -1,5 +1,6 @@
 //! The chunked transfer coding, walked without copying: the decoder says how many input bytes
-//! belong to the body so far, and when the body (trailers included) has ended.
+//! belong to the body so far, and when the body (trailers included) has ended. And the other
+//! way: a chunk's size line, a chunk.
 
 use super::H1Error;
 
@@ -295,4 +296,31 @@ impl ChunkedDecoder {
             }),
         }
     }
+}
+
+/// Appends a chunk's size line (`1a2b\r\n`) for `len` bytes of data.
+pub fn chunk_size_line(len: usize, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut n = len;
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[n % 16];
+        n /= 16;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends one chunk of a chunked body (nothing for an empty slice, which would end the body).
+pub fn write_chunk(data: &[u8], out: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    chunk_size_line(data.len(), out);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
 }

@@ -14,7 +14,7 @@
 mod chunked;
 mod head;
 
-pub use chunked::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
+pub use chunked::{chunk_size_line, write_chunk, ChunkedDecoder, ChunkedPart, ChunkedProgress};
 pub(crate) use head::{content_length, trim, valid_host, valid_target};
 pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use rampart_proto::h1::Version;
 use rampart_proto::message::Protocol;
 
-use super::downstream::{Downstream, H1Downstream};
+use super::downstream::{ClientTerms, Downstream, H1Downstream};
 use super::iobuf::IoBuf;
 use super::state::HttpWorkerState;
 use crate::relay::relay;
@@ -29,16 +29,12 @@ pub trait ClientSide {
 
     /// A downstream side for one request: `inbuf` holds its body bytes (behind its head, for
     /// HTTP/1), `out` is a write buffer.
-    #[allow(clippy::too_many_arguments)]
     fn downstream<'b>(
         &'b mut self,
         inbuf: &'b mut IoBuf,
         out: &'b mut Vec<u8>,
         state: &'b HttpWorkerState,
-        body_timeout: Duration,
-        keep_alive: bool,
-        http10: bool,
-        head_only: bool,
+        terms: ClientTerms,
     ) -> Self::Down<'b>;
 
     /// The scheme the request came with (`X-Forwarded-Proto`).
@@ -71,12 +67,9 @@ impl ClientSide for Stream {
         inbuf: &'b mut IoBuf,
         out: &'b mut Vec<u8>,
         state: &'b HttpWorkerState,
-        body_timeout: Duration,
-        keep_alive: bool,
-        http10: bool,
-        head_only: bool,
+        terms: ClientTerms,
     ) -> H1Downstream<'b> {
-        H1Downstream::new(self, inbuf, out, state, body_timeout, keep_alive, http10, head_only)
+        H1Downstream::new(self, inbuf, out, state, terms)
     }
 
     fn scheme(&self) -> &'static str {

@@ -16,16 +16,17 @@ use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rampart_proto::h2map::chunk;
+use rampart_proto::h1::{write_chunk, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::context::RequestContext;
 use super::error::{ErrorSource, HttpError};
+use super::h1_request_body::H1RequestBody;
 use super::head_out::{write_chunked_end, write_response_head, ResponseOut};
 use super::iobuf::IoBuf;
 use super::local::{error_body, write_response};
 use super::message::ResponseHeader;
-use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
+use super::state::HttpWorkerState;
 use super::static_files::send::sendfile_all;
 use crate::stream::Stream;
 
@@ -50,6 +51,19 @@ pub trait BodySource {
     async fn pump(self, to: &mut h2::SendStream<bytes::Bytes>, write_timeout: Duration) -> Result<(), HttpError>;
 }
 
+/// A piece of a request body as it crosses the seam.
+#[derive(Debug, Clone, Copy)]
+pub enum BodyFrame<'a> {
+    /// Payload bytes.
+    Data(&'a [u8]),
+    /// The body is over; its trailer fields (empty when none came).
+    End(FieldsRef<'a>),
+}
+
+/// What [`Downstream::received_body`] shows body data to (`end`: the body ends with it); an
+/// error refuses the body.
+pub type BodyWatcher<'a> = dyn FnMut(&[u8], bool) -> Result<(), HttpError> + 'a;
+
 /// The body source of a side whose body cannot be taken apart (HTTP/1).
 pub enum NoBodySource {}
 
@@ -68,21 +82,24 @@ pub trait Downstream {
     /// The rest of the request body as a source of its own, when this side can give it (an
     /// HTTP/2 stream whose body bytes are all still to come); `None` otherwise.
     fn take_body_source(&mut self) -> Option<Self::BodySource>;
-    /// Request body bytes received and not yet forwarded.
-    fn body(&mut self) -> &mut IoBuf;
-    /// Reads more request body bytes into [`Downstream::body`].
-    async fn read_body(&mut self) -> Result<(), HttpError>;
-    /// Whether the request body's bytes must be shown to [`Downstream::forwarding_body`] before
-    /// they go upstream (a filter inspects the body).
-    fn inspects_body(&self) -> bool {
-        false
-    }
-    /// The first `len` bytes of [`Downstream::body`] (request body bytes, framed as the request
-    /// head says) are about to go upstream; an error refuses them.
-    fn forwarding_body(&mut self, len: usize) -> Result<(), HttpError> {
-        let _ = len;
+    /// The next piece of the request body: data (payload only: chunked encoding was the HTTP/1
+    /// codec's business) or its end, with trailers if the client sent any. Each call lets go
+    /// of the data the previous one gave; after the end, the end again.
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError>;
+    /// Shows `each` the request body data that has arrived and no [`Downstream::body_frame`]
+    /// gave yet, without taking it (`end`: the body ends with it), so a body refused in one
+    /// piece never reaches an upstream. A side whose body comes only as it is asked for shows
+    /// nothing.
+    fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {
+        let _ = each;
         Ok(())
     }
+    /// Whether request body bytes have arrived that no [`Downstream::body_frame`] gave yet (a
+    /// client that sent its body without waiting for `100 Continue`).
+    fn body_waiting(&self) -> bool;
+    /// The request needs no more buffer space for now (its head is out, its waiting body too):
+    /// an empty read buffer goes back to the worker's pool while the upstream thinks.
+    fn release_read_buffer(&mut self);
     /// Our own `100 Continue`.
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.
@@ -135,19 +152,29 @@ pub trait Downstream {
     fn keeps_alive(&self) -> bool;
 }
 
+/// What the client side of one request must know to carry it.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientTerms {
+    /// Idle wait for more request body bytes.
+    pub body_timeout: Duration,
+    /// The client lets the connection stay open after this request.
+    pub keep_alive: bool,
+    pub http10: bool,
+    /// A HEAD request: answers of our own carry no body.
+    pub head_only: bool,
+    /// How the request body is delimited on an HTTP/1 connection (an HTTP/2 stream's ends with
+    /// the stream).
+    pub body: Framing,
+}
+
 /// The downstream side of one request on an HTTP/1 connection.
 pub struct H1Downstream<'a> {
     pub stream: &'a mut Stream,
     pub inbuf: &'a mut IoBuf,
     pub out: &'a mut Vec<u8>,
     pub state: &'a HttpWorkerState,
-    /// Idle wait for more request body bytes.
-    pub body_timeout: Duration,
-    /// The client lets the connection stay open after this request.
-    pub client_keep_alive: bool,
-    pub http10: bool,
-    /// A HEAD request: answers of our own carry no body.
-    pub head_only: bool,
+    terms: ClientTerms,
+    request: H1RequestBody,
     sent: u64,
     /// Of `sent`, the body bytes.
     body_sent: u64,
@@ -160,26 +187,20 @@ pub struct H1Downstream<'a> {
 }
 
 impl<'a> H1Downstream<'a> {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         stream: &'a mut Stream,
         inbuf: &'a mut IoBuf,
         out: &'a mut Vec<u8>,
         state: &'a HttpWorkerState,
-        body_timeout: Duration,
-        client_keep_alive: bool,
-        http10: bool,
-        head_only: bool,
+        terms: ClientTerms,
     ) -> Self {
         H1Downstream {
             stream,
             inbuf,
             out,
             state,
-            body_timeout,
-            client_keep_alive,
-            http10,
-            head_only,
+            terms,
+            request: H1RequestBody::new(terms.body),
             sent: 0,
             body_sent: 0,
             keep: false,
@@ -206,17 +227,21 @@ impl Downstream for H1Downstream<'_> {
         None
     }
 
-    fn body(&mut self) -> &mut IoBuf {
-        self.inbuf
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
+        let timeout = self.terms.body_timeout;
+        self.request.frame(self.inbuf, self.stream, self.state, timeout).await
     }
 
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        let read = self.inbuf.read_from(self.state, self.stream, HTTP_BUFFER_SIZE);
-        match tokio::time::timeout(self.body_timeout, read).await {
-            Ok(Ok(0)) | Ok(Err(_)) => Err(HttpError::ClientGone),
-            Ok(Ok(_)) => Ok(()),
-            Err(_) => Err(HttpError::ClientBodyTimeout),
-        }
+    fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {
+        self.request.received(self.inbuf, each)
+    }
+
+    fn body_waiting(&self) -> bool {
+        self.request.waiting(self.inbuf)
+    }
+
+    fn release_read_buffer(&mut self) {
+        self.inbuf.release_if_empty(self.state);
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {
@@ -248,9 +273,9 @@ impl Downstream for H1Downstream<'_> {
     ) -> Result<(), HttpError> {
         let unknown = head.length == BodyLength::Unknown && !head.upgrade;
         // A body of unknown length goes in chunks to HTTP/1.1; HTTP/1.0 has none: the close ends it.
-        self.chunked = unknown && !self.http10;
+        self.chunked = unknown && !self.terms.http10;
         self.ended = false;
-        let close = !self.client_keep_alive || (unknown && self.http10) || (head.status == 101 && !head.upgrade);
+        let close = !self.terms.keep_alive || (unknown && self.terms.http10) || (head.status == 101 && !head.upgrade);
         self.keep = !close;
         self.out.clear();
         write_response_head(
@@ -258,13 +283,13 @@ impl Downstream for H1Downstream<'_> {
             &ResponseOut {
                 head,
                 close,
-                keep_alive_10: self.http10 && self.client_keep_alive,
+                keep_alive_10: self.terms.http10 && self.terms.keep_alive,
                 chunked: self.chunked,
             },
         );
         let head_len = self.out.len();
         let behind = if self.chunked {
-            chunk(body, self.out);
+            write_chunk(body, self.out);
             &[][..]
         } else if body.len() <= COPY_BEHIND_HEAD {
             self.out.extend_from_slice(body);
@@ -294,7 +319,7 @@ impl Downstream for H1Downstream<'_> {
         }
         let mut framed = std::mem::take(self.out);
         framed.clear();
-        chunk(data, &mut framed);
+        write_chunk(data, &mut framed);
         let written = self.write(&framed).await;
         self.body_sent += framed.len() as u64;
         *self.out = framed;
@@ -336,17 +361,17 @@ impl Downstream for H1Downstream<'_> {
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
         let mut out = std::mem::take(self.out);
         out.clear();
-        let close = answer.close || !self.client_keep_alive;
+        let close = answer.close || !self.terms.keep_alive;
         write_response(
             &mut out,
             answer.status,
             answer.headers,
             answer.body,
             close,
-            self.head_only,
+            self.terms.head_only,
         );
         let written = self.write(&out).await;
-        if written.is_ok() && !self.head_only {
+        if written.is_ok() && !self.terms.head_only {
             self.body_sent += answer.body.len() as u64;
         }
         *self.out = out;

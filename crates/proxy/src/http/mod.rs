@@ -5,8 +5,9 @@
 //!   current snapshot, route it, answer it locally or proxy it, log it, repeat while keep-alive
 //!   lasts (pipelined requests are answered in order), park when idle.
 //! - [`downstream`]: the seam between the client side and the exchange: [`downstream::Downstream`]
-//!   (request body in; interim responses, response head, body, local answers out), implemented
-//!   for HTTP/1 by [`downstream::H1Downstream`].
+//!   (request body frames in; interim responses, response head, body, local answers out),
+//!   implemented for HTTP/1 by [`downstream::H1Downstream`] (its request bodies read by
+//!   [`h1_request_body`]).
 //! - [`context`]: the per-request context (route, target, timings, status, bytes, error) that the
 //!   access log reads.
 //! - [`error`]: [`error::HttpError`], every way a request can fail: its source, status, log
@@ -24,7 +25,8 @@
 //!   fallback, listings, validators and conditions, ranges, precompressed siblings, MIME types).
 //! - [`state`]: what a worker keeps for HTTP: [`pool`] (idle upstream connections), [`park`]
 //!   (idle client connections held outside any task), buffers.
-//! - [`iobuf`]: the read buffer with cursors that these share.
+//! - [`iobuf`]: the read buffer with cursors that these share; [`body_framing`]: where an HTTP/1
+//!   body ends, its chunks decoded (responses from HTTP/1 upstreams, requests from HTTP/1 clients).
 //! - [`access_log`]: access log lines (JSON or combined).
 //! - [`client_side`]: what the request path needs of a request's client side, for HTTP/1
 //!   (a [`crate::stream::Stream`]) and one HTTP/2 stream alike.
@@ -36,6 +38,7 @@
 
 pub mod access_log;
 pub mod affinity;
+pub mod body_framing;
 pub mod client_side;
 pub mod connection;
 pub mod context;
@@ -44,6 +47,7 @@ pub mod downstream;
 pub mod error;
 pub mod exchange;
 pub mod filter;
+pub mod h1_request_body;
 pub mod h2;
 pub mod h2_send;
 pub mod h2pool;

@@ -13,7 +13,7 @@ use rampart_config::{compile_toml, LiveState};
 
 use rampart_proto::message::FieldsRef;
 
-use super::downstream::{Downstream, LocalAnswer, NoBodySource};
+use super::downstream::{BodyFrame, Downstream, LocalAnswer, NoBodySource};
 use super::error::HttpError;
 use super::iobuf::IoBuf;
 use super::message::ResponseHeader;
@@ -35,16 +35,24 @@ pub(crate) fn worker_for(config: &str) -> (tokio::runtime::Runtime, WorkerContex
 /// What was said, in order.
 pub(crate) type Said = Rc<RefCell<Vec<String>>>;
 
-/// The recording side; `body` holds the request body bytes it is asked for.
+/// The recording side; `body` holds the request body bytes it is asked for (given as one data
+/// frame, then the end).
 pub(crate) struct Recording<B> {
     pub body: B,
     pub said: Said,
     bytes: u64,
+    /// Body bytes the last frame gave.
+    given: usize,
 }
 
 impl<B: BorrowMut<IoBuf>> Recording<B> {
     pub fn new(body: B, said: Said) -> Self {
-        Recording { body, said, bytes: 0 }
+        Recording {
+            body,
+            said,
+            bytes: 0,
+            given: 0,
+        }
     }
 
     fn say(&self, line: String) {
@@ -59,13 +67,21 @@ impl<B: BorrowMut<IoBuf>> Downstream for Recording<B> {
         None
     }
 
-    fn body(&mut self) -> &mut IoBuf {
-        self.body.borrow_mut()
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
+        let body: &mut IoBuf = self.body.borrow_mut();
+        body.consume(std::mem::take(&mut self.given));
+        if body.is_empty() {
+            return Ok(BodyFrame::End(FieldsRef::EMPTY));
+        }
+        self.given = body.len();
+        Ok(BodyFrame::Data(body.filled()))
     }
 
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        Err(HttpError::ClientGone)
+    fn body_waiting(&self) -> bool {
+        self.body.borrow().len() > self.given
     }
+
+    fn release_read_buffer(&mut self) {}
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {
         self.say("continue".into());

@@ -9,12 +9,13 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use rampart_proto::h1::{parse_request, ChunkedDecoder, ChunkedProgress, Framing, Limits};
+use rampart_proto::h1::{parse_request, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, Limits};
 
 /// What the backend does after reading a request (head and body).
 #[derive(Clone)]
 pub enum Reply {
-    /// 200 with a body describing the request: `method target\nheaders...\n\nbody-length`.
+    /// 200 with a body describing the request: `method target\nheaders...\n\nbody-length`
+    /// (a chunked body's trailer lines between the head and `body-length`).
     Echo,
     /// A fixed raw response, written as is.
     Raw(&'static [u8]),
@@ -99,7 +100,7 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
                 Ok(n) => buf.extend_from_slice(&chunk[..n]),
             }
         };
-        let head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
+        let mut head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
         let _ = heads.send(head_text.clone());
         buf.drain(..head.len);
         // Read the body.
@@ -125,13 +126,21 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
             }
             Framing::Chunked => {
                 let mut d = ChunkedDecoder::new();
+                // A trailer section is echoed behind the head.
+                let mut trailers = Vec::new();
                 loop {
-                    let (used, p) = match d.advance(&buf) {
+                    let decoded = d.decode(&buf, |part| {
+                        if let ChunkedPart::Trailer(t) = part {
+                            trailers.extend_from_slice(t);
+                        }
+                    });
+                    let (used, p) = match decoded {
                         Ok(x) => x,
                         Err(_) => return,
                     };
                     buf.drain(..used);
                     if p == ChunkedProgress::Done {
+                        head_text.push_str(&String::from_utf8_lossy(&trailers));
                         break;
                     }
                     match conn.read(&mut chunk) {

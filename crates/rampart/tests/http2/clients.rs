@@ -126,6 +126,35 @@ fn a_body_without_length_reaches_an_http1_backend_chunked() {
     });
 }
 
+/// A request body crosses as frames: DATA and the request's trailers from an HTTP/2 client
+/// become a chunked body with a trailer section for an HTTP/1 backend.
+#[test]
+fn request_trailers_from_an_http2_client_reach_an_http1_backend() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = HttpBackend::start(Reply::Echo);
+    let (_proxy, port) = gateway(dir.path(), &[backend.target()], "", "");
+    runtime().block_on(async {
+        let mut send = connect(port).await.ready().await.unwrap();
+        let post = Request::post(format!("http://127.0.0.1:{port}/up")).body(()).unwrap();
+        let (response, mut up) = send.send_request(post, false).unwrap();
+        up.send_data(Bytes::from_static(b"first "), false).unwrap();
+        up.send_data(Bytes::from_static(b"second"), false).unwrap();
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("x-checksum", http::HeaderValue::from_static("42"));
+        up.send_trailers(trailers).unwrap();
+        let response = response.await.unwrap();
+        assert_eq!(response.status(), 200);
+        let mut recv = response.into_body();
+        let mut body = Vec::new();
+        while let Some(chunk) = recv.data().await {
+            body.extend_from_slice(&chunk.unwrap());
+        }
+        let body = String::from_utf8_lossy(&body).into_owned();
+        assert!(body.contains("transfer-encoding: chunked\r\n"), "{body}");
+        assert!(body.ends_with("\r\n\r\nx-checksum: 42\r\nbody-length: 12\n"), "{body}");
+    });
+}
+
 #[test]
 fn a_websocket_over_http2_is_bridged_to_an_http1_upgrade() {
     let dir = tempfile::tempdir().unwrap();

@@ -21,6 +21,8 @@ enum Behaviour {
     RefuseFirst,
     /// Each connection answers one request, then sends GOAWAY.
     GoAwayAfterOne,
+    /// `200`, body `N bytes; trailers: name=value,...` of the request body it read.
+    EchoBody,
 }
 
 struct H2Backend {
@@ -59,6 +61,10 @@ async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, first_connectio
             respond.send_reset(h2::Reason::REFUSED_STREAM);
             continue;
         }
+        if matches!(behaviour, Behaviour::EchoBody) {
+            tokio::spawn(echo_body(request, respond));
+            continue;
+        }
         let path = request.uri().path().to_string();
         let mut response = Response::new(());
         response
@@ -74,6 +80,42 @@ async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, first_connectio
             conn.graceful_shutdown();
         }
     }
+}
+
+/// Answers with what the request body was: its length and its trailers.
+async fn echo_body(request: http::Request<h2::RecvStream>, mut respond: h2::server::SendResponse<Bytes>) {
+    let mut body = request.into_body();
+    let mut len = 0;
+    while let Some(Ok(data)) = body.data().await {
+        let _ = body.flow_control().release_capacity(data.len());
+        len += data.len();
+    }
+    let trailers = body.trailers().await.ok().flatten().unwrap_or_default();
+    let mut said = format!("{len} bytes; trailers:");
+    for (name, value) in &trailers {
+        said.push_str(&format!(" {name}={}", value.to_str().unwrap_or("?")));
+    }
+    let mut send = respond.send_response(Response::new(()), false).unwrap();
+    send.send_data(Bytes::from(said), true).unwrap();
+}
+
+/// A chunked request body from an HTTP/1.1 client reaches an h2c upstream as DATA, and its
+/// trailer section as HTTP/2 trailers.
+#[test]
+fn a_chunked_request_body_reaches_an_h2c_upstream_with_its_trailers() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = H2Backend::start(Behaviour::EchoBody);
+    let (_proxy, port) = gateway(dir.path(), &[backend.addr.to_string()], "", "protocol = \"h2c\"");
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(
+        b"POST /up HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+          4\r\nabcd\r\n3\r\nefg\r\n0\r\nX-Checksum: 42\r\n\r\n",
+    )
+    .unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "{raw}");
+    assert!(raw.contains("7 bytes; trailers: x-checksum=42"), "{raw}");
 }
 
 #[test]

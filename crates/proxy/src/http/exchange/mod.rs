@@ -8,12 +8,13 @@ use std::time::{Duration, Instant};
 
 use rampart_model::route::HeaderOps;
 use rampart_model::{Snapshot, Upstream, UpstreamProtocol};
-use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
+use rampart_proto::h1::chunk_size_line;
+use rampart_proto::message::BodyLength;
 
 use super::context::RequestContext;
-use super::downstream::{answer_error, Downstream};
+use super::downstream::{answer_error, BodyFrame, Downstream};
 use super::error::HttpError;
-use super::head_out::UpstreamHead;
+use super::head_out::{write_chunked_end, UpstreamHead};
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
 use crate::connect::{connect_upstream, no_target_key, proxy_header, ConnectFailure, ConnectFor};
@@ -39,7 +40,8 @@ pub struct ProxyRequest<'a> {
     pub hash_key: u64,
     pub idempotent: bool,
     pub head_method: bool,
-    pub framing: Framing,
+    /// The request body's length.
+    pub body: BodyLength,
     pub expect_continue: bool,
     pub upgrade: bool,
     /// The response header edits every response starts with (the route's static edits).
@@ -50,7 +52,7 @@ impl ProxyRequest<'_> {
     /// Whether the request may be sent again after a failure that allows it: an idempotent
     /// request without a body.
     fn repeatable(&self) -> bool {
-        self.idempotent && self.framing == Framing::None
+        self.idempotent && self.body == BodyLength::None
     }
 
     fn upstream(&self) -> &Upstream {
@@ -183,7 +185,7 @@ async fn exchange<D: Downstream>(
         // over. (Not at the pick: a target out of its backoff may fail again.)
         ctx.log_summary.recovered(|| no_target_key(&up.name));
 
-        if req.expect_continue && !sent_continue && req.framing != Framing::None && down.body().is_empty() {
+        if req.expect_continue && !sent_continue && req.body != BodyLength::None && !down.body_waiting() {
             if let Err(error) = down.send_continue().await {
                 answer_error(down, rctx, error).await;
                 return None;
@@ -205,7 +207,7 @@ async fn exchange<D: Downstream>(
             Ok(()) => {
                 // Nothing of the client's is needed while the upstream thinks: its buffer goes
                 // back now (unless a pipelined request is waiting in it).
-                down.body().release_if_empty(&ctx.http);
+                down.release_read_buffer();
                 let sent = Sent {
                     continued: sent_continue,
                 };
@@ -254,7 +256,7 @@ async fn exchange<D: Downstream>(
 /// have acted on it, for a request safe to repeat (any bodiless one when the upstream said it
 /// left the request unprocessed).
 fn retry_allowed(req: &ProxyRequest<'_>, error: HttpError) -> bool {
-    error.retryable() && (req.repeatable() || (error == HttpError::UpstreamRefused && req.framing == Framing::None))
+    error.retryable() && (req.repeatable() || (error == HttpError::UpstreamRefused && req.body == BodyLength::None))
 }
 
 /// The pool key of a connection to `target` for this request.
@@ -363,46 +365,36 @@ async fn send_request<D: Downstream>(
         Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
     };
     up_write(conn.write_all_within(head_out, &[], write_timeout).await, false)?;
-    match req.framing {
-        Framing::None | Framing::UntilClose => Ok(()),
-        Framing::Length(total) => {
-            let mut left = total;
-            while left > 0 {
-                if down.body().is_empty() {
-                    down.read_body().await?;
+    if req.body == BodyLength::None {
+        return Ok(());
+    }
+    // A body of unknown length goes chunked (the head said so); one of known length as it is.
+    let chunked = req.body == BodyLength::Unknown;
+    // Each chunk's line end goes out with the next chunk's size line (or the last chunk).
+    let mut framing = Vec::new();
+    let mut chunk_open = false;
+    loop {
+        match down.body_frame().await? {
+            BodyFrame::Data(data) if chunked => {
+                framing.clear();
+                if chunk_open {
+                    framing.extend_from_slice(b"\r\n");
                 }
-                let take = (down.body().len() as u64).min(left) as usize;
-                down.forwarding_body(take)?;
-                let body = down.body();
-                up_write(
-                    conn.write_all_within(&body.filled()[..take], &[], write_timeout).await,
-                    true,
-                )?;
-                body.consume(take);
-                left -= take as u64;
+                chunk_size_line(data.len(), &mut framing);
+                up_write(conn.write_all_within(&framing, data, write_timeout).await, true)?;
+                chunk_open = true;
             }
-            Ok(())
-        }
-        Framing::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            loop {
-                if down.body().is_empty() {
-                    down.read_body().await?;
+            BodyFrame::Data(data) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
+            BodyFrame::End(trailers) if chunked => {
+                framing.clear();
+                if chunk_open {
+                    framing.extend_from_slice(b"\r\n");
                 }
-                let (used, progress) = decoder
-                    .advance(down.body().filled())
-                    .map_err(|_| HttpError::BadRequestBody)?;
-                down.forwarding_body(used)?;
-                let body = down.body();
-                up_write(
-                    conn.write_all_within(&body.filled()[..used], &[], write_timeout).await,
-                    true,
-                )?;
-                body.consume(used);
-                if progress == ChunkedProgress::Done {
-                    return Ok(());
-                }
+                write_chunked_end(&mut framing, trailers);
+                return up_write(conn.write_all_within(&framing, &[], write_timeout).await, true);
             }
+            // The length said where the body ends: nothing follows it on HTTP/1.
+            BodyFrame::End(_) => return Ok(()),
         }
     }
 }

@@ -5,11 +5,12 @@
 use std::borrow::Cow;
 
 use rampart_model::metrics::code_class;
-use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, ChunkedProgress, Framing, Limits};
+use rampart_proto::h1::{parse_response, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::ProxyRequest;
+use crate::http::body_framing::BodyFraming;
 use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
@@ -121,7 +122,7 @@ async fn read_response<D: Downstream>(
     let after_head = &upbuf.filled()[head.len..];
     // The body data that came with the head leaves with it (all the bytes, into a tunnel); only
     // chunk data, which lies between chunk lines, is gathered.
-    let first: Result<(Cow<'_, [u8]>, usize), ()> = if tunnel {
+    let first: Result<(Cow<'_, [u8]>, usize), _> = if tunnel {
         Ok((Cow::Borrowed(after_head), after_head.len()))
     } else if head.framing == Framing::Chunked {
         let mut gathered = Vec::new();
@@ -160,7 +161,7 @@ async fn read_response<D: Downstream>(
         return Ok(Responded::Tunnel);
     }
     let streamed = match stream_body(ctx, conn, down, upbuf, &mut body, settings.read_timeout).await {
-        Ok(()) => body.finish(down).await,
+        Ok(()) => finish_body(&body, down).await,
         Err(e) => Err(e),
     };
     match streamed {
@@ -193,73 +194,16 @@ pub(super) fn record_response_head(
     }
 }
 
-/// Where a response body ends, and its data as it passes.
-struct BodyFraming {
-    framing: Framing,
-    decoder: ChunkedDecoder,
-    /// Bytes still due of a `Length` body.
-    left: u64,
-    done: bool,
-    /// A chunked body's trailer section, as it passes.
-    trailers: Vec<u8>,
-}
-
-impl BodyFraming {
-    fn new(framing: Framing) -> Self {
-        BodyFraming {
-            framing,
-            decoder: ChunkedDecoder::new(),
-            left: match framing {
-                Framing::Length(n) => n,
-                _ => 0,
-            },
-            done: matches!(framing, Framing::None | Framing::Length(0)),
-            trailers: Vec::new(),
-        }
-    }
-
-    /// How many of `available` bytes belong to the body, handing their data to `data` (a
-    /// chunked body's in pieces, without its framing); notes when the body is complete.
-    fn advance(&mut self, available: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, ()> {
-        let take = match self.framing {
-            Framing::None => 0,
-            Framing::Length(_) => {
-                let take = (available.len() as u64).min(self.left);
-                self.left -= take;
-                self.done = self.left == 0;
-                take as usize
-            }
-            Framing::Chunked => {
-                let trailers = &mut self.trailers;
-                let (used, progress) = self
-                    .decoder
-                    .decode(available, |part| match part {
-                        ChunkedPart::Data(d) => data(d),
-                        ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
-                    })
-                    .map_err(|_| ())?;
-                self.done = progress == ChunkedProgress::Done;
-                return Ok(used);
-            }
-            Framing::UntilClose => available.len(),
+/// Ends the body toward the client: with the chunked body's trailers, if it had any.
+async fn finish_body<D: Downstream>(body: &BodyFraming, down: &mut D) -> Result<(), HttpError> {
+    if body.trailers().is_empty() {
+        return match down.needs_end() {
+            true => down.end_body().await,
+            false => Ok(()),
         };
-        if take > 0 {
-            data(&available[..take]);
-        }
-        Ok(take)
     }
-
-    /// Ends the body toward the client: with the chunked body's trailers, if it had any.
-    async fn finish<D: Downstream>(&self, down: &mut D) -> Result<(), HttpError> {
-        if self.trailers.is_empty() {
-            return match down.needs_end() {
-                true => down.end_body().await,
-                false => Ok(()),
-            };
-        }
-        let pairs: Vec<(&[u8], &[u8])> = trailer_fields(&self.trailers).collect();
-        down.send_trailers(FieldsRef::Pairs(&pairs)).await
-    }
+    let pairs: Vec<(&[u8], &[u8])> = trailer_fields(body.trailers()).collect();
+    down.send_trailers(FieldsRef::Pairs(&pairs)).await
 }
 
 /// Sends the rest of the body as data, reading more from the upstream as needed.
@@ -272,15 +216,15 @@ async fn stream_body<D: Downstream>(
     read_timeout: std::time::Duration,
 ) -> Result<(), HttpError> {
     let mut data = Vec::new();
-    while !body.done {
+    while !body.is_done() {
         let read = tokio::time::timeout(read_timeout, upbuf.read_from(&ctx.http, conn, HTTP_BUFFER_SIZE));
         match read.await {
-            Ok(Ok(0)) if body.framing == Framing::UntilClose => return Ok(()),
+            Ok(Ok(0)) if body.framing() == Framing::UntilClose => return Ok(()),
             Ok(Ok(0)) | Ok(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
             Ok(Ok(_)) => {}
             Err(_) => return Err(HttpError::UpstreamReadTimeout),
         }
-        let take = if body.framing == Framing::Chunked {
+        let take = if body.framing() == Framing::Chunked {
             // Chunk data is gathered (it may lie in pieces between chunk lines), then sent.
             data.clear();
             let take = body
@@ -298,39 +242,4 @@ async fn stream_body<D: Downstream>(
         upbuf.consume(take);
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn body_framing_finds_the_end() {
-        let mut seen = Vec::new();
-        let mut length = BodyFraming::new(Framing::Length(5));
-        assert_eq!(length.advance(b"abc", |d| seen.extend_from_slice(d)), Ok(3));
-        assert!(!length.done);
-        assert_eq!(length.advance(b"defgh", |d| seen.extend_from_slice(d)), Ok(2));
-        assert!(length.done);
-        assert_eq!(seen, b"abcde");
-
-        seen.clear();
-        let mut chunked = BodyFraming::new(Framing::Chunked);
-        assert_eq!(chunked.advance(b"3\r\nabc\r\n", |d| seen.extend_from_slice(d)), Ok(8));
-        assert!(!chunked.done);
-        assert_eq!(
-            chunked.advance(b"0\r\nX-T: 1\r\n\r\nNEXT", |d| seen.extend_from_slice(d)),
-            Ok(13)
-        );
-        assert!(chunked.done);
-        assert_eq!(seen, b"abc");
-        assert_eq!(chunked.trailers, b"X-T: 1\r\n");
-        assert!(BodyFraming::new(Framing::Chunked).advance(b"zz\r\n", |_| {}).is_err());
-
-        assert!(BodyFraming::new(Framing::None).done);
-        assert!(BodyFraming::new(Framing::Length(0)).done);
-        let mut until_close = BodyFraming::new(Framing::UntilClose);
-        assert_eq!(until_close.advance(b"anything", |_| {}), Ok(8));
-        assert!(!until_close.done);
-    }
 }

@@ -52,7 +52,7 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
             hash_key: 0,
             idempotent: true,
             head_method: false,
-            framing: Framing::None,
+            body: BodyLength::None,
             expect_continue: false,
             upgrade: false,
             response_ops: &ops,

@@ -12,15 +12,15 @@ use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use rampart_model::UpstreamProtocol;
-use rampart_proto::h1::{parse_request, ChunkedDecoder, ChunkedPart, Framing, Limits};
-use rampart_proto::h2map::is_connection_specific;
+use rampart_proto::h1::{parse_request, Limits};
+use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::response::record_response_head;
 use super::{connect, pool_key, InFlight, ProxyRequest};
 use crate::balance::Tried;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{BodySource, Downstream};
+use crate::http::downstream::{BodyFrame, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::write_data;
 use crate::http::h2pool::{handshake, H2Conn};
@@ -246,9 +246,9 @@ async fn exchange_on<D: Downstream>(
         Ok(Err(e)) => return Err(stream_error(&e)),
         Err(_) => return Err(HttpError::UpstreamWriteTimeout),
     };
-    let end = req.framing == Framing::None;
+    let end = req.body == BodyLength::None;
     let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
-    if !end && req.framing == Framing::Chunked {
+    if req.body == BodyLength::Unknown {
         if let Some(source) = down.take_body_source() {
             // Full duplex: the body flows up while the response flows back (a gRPC stream may
             // answer before the client is done, and the client may wait for that answer).
@@ -287,7 +287,7 @@ async fn receive<D: Downstream>(
     response: h2::client::ResponseFuture,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
-    down.body().release_if_empty(&ctx.http);
+    down.release_read_buffer();
     let sent_at = Instant::now();
     let response = match tokio::time::timeout(settings.response_header_timeout, response).await {
         Ok(Ok(r)) => r,
@@ -335,8 +335,8 @@ fn response_length(status: u16, head_request: bool, ended: bool, headers: &Heade
         .map_or(BodyLength::Unknown, BodyLength::Exact)
 }
 
-/// Streams the request body from the client as DATA (a chunked body unframed, its trailers sent
-/// as trailers).
+/// Streams the request body from the client as DATA, its trailers as trailers. A body of known
+/// length ends with its last data (END_STREAM on that DATA frame).
 async fn send_body<D: Downstream>(
     req: &ProxyRequest<'_>,
     down: &mut D,
@@ -345,58 +345,29 @@ async fn send_body<D: Downstream>(
 ) -> Result<(), HttpError> {
     let failed = |_: HttpError| HttpError::UpstreamWriteFailed { body_sent: true };
     let mut sent = 0u64;
-    match req.framing {
-        Framing::None | Framing::UntilClose => body.send_data(Bytes::new(), true).map_err(|e| stream_error(&e)),
-        Framing::Length(total) => {
-            let mut left = total;
-            while left > 0 {
-                if down.body().is_empty() {
-                    down.read_body().await?;
-                }
-                let take = (down.body().len() as u64).min(left) as usize;
-                down.forwarding_body(take)?;
-                let buf = down.body();
-                left -= take as u64;
-                write_data(body, &buf.filled()[..take], left == 0, write_timeout, &mut sent)
+    let length = match req.body {
+        BodyLength::Exact(n) => Some(n),
+        _ => None,
+    };
+    let mut ended = false;
+    loop {
+        match down.body_frame().await? {
+            BodyFrame::Data(data) => {
+                let end = length == Some(sent + data.len() as u64);
+                write_data(body, data, end, write_timeout, &mut sent)
                     .await
                     .map_err(failed)?;
-                buf.consume(take);
+                ended = end;
             }
-            Ok(())
-        }
-        Framing::Chunked => {
-            let mut decoder = ChunkedDecoder::new();
-            let (mut data, mut trailers) = (Vec::new(), Vec::new());
-            loop {
-                if down.body().is_empty() {
-                    down.read_body().await?;
-                }
-                data.clear();
-                let (used, _) = decoder
-                    .decode(down.body().filled(), |part| match part {
-                        ChunkedPart::Data(d) => data.extend_from_slice(d),
-                        ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
-                    })
-                    .map_err(|_| HttpError::BadRequestBody)?;
-                down.forwarding_body(used)?;
-                down.body().consume(used);
-                let done = decoder.is_done();
-                let end = done && trailers.is_empty();
-                write_data(body, &data, end, write_timeout, &mut sent)
-                    .await
-                    .map_err(failed)?;
-                if done {
-                    if !trailers.is_empty() {
-                        let mut map = HeaderMap::new();
-                        for (name, value) in rampart_proto::h2map::trailer_fields(&trailers) {
-                            if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-                                map.append(n, v);
-                            }
-                        }
-                        body.send_trailers(map).map_err(|e| stream_error(&e))?;
-                    }
-                    return Ok(());
-                }
+            // Trailers behind a body whose length said where it ends cannot follow it.
+            BodyFrame::End(_) if ended => return Ok(()),
+            BodyFrame::End(trailers) if trailers.is_empty() => {
+                return body.send_data(Bytes::new(), true).map_err(|e| stream_error(&e));
+            }
+            BodyFrame::End(trailers) => {
+                let mut map = HeaderMap::new();
+                to_h2_fields(trailers.iter(), &mut map, |_, _| true);
+                return body.send_trailers(map).map_err(|e| stream_error(&e));
             }
         }
     }

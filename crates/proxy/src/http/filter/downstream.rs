@@ -14,14 +14,13 @@ use bytes::Bytes;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
+use rampart_proto::h1::Framing;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
 use super::{FilterRun, Rejection, ResponseParts, TrailerParts};
-use crate::http::downstream::{copy_file, Downstream, LocalAnswer};
+use crate::http::downstream::{copy_file, BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::iobuf::IoBuf;
 use crate::http::message::ResponseHeader;
 
 /// A downstream side with a route's filters on it.
@@ -46,12 +45,10 @@ struct Filtering<'d> {
 
 /// Where the request body's inspection stands.
 struct RequestBody {
-    framing: Framing,
-    /// Payload bytes still due of a `Length` body.
-    left: u64,
-    decoder: ChunkedDecoder,
-    /// Bytes at the start of the body buffer that were inspected ahead of being forwarded.
-    ahead: usize,
+    /// Payload bytes the body phase saw before their frames went upstream (they came with the
+    /// head): not shown again.
+    ahead: u64,
+    /// The body phase has seen the body's end.
     ended: bool,
 }
 
@@ -109,12 +106,6 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
                 at,
                 transformable,
                 request: RequestBody {
-                    framing,
-                    left: match framing {
-                        Framing::Length(n) => n,
-                        _ => 0,
-                    },
-                    decoder: ChunkedDecoder::new(),
                     ahead: 0,
                     ended: matches!(framing, Framing::None | Framing::Length(0)),
                 },
@@ -128,55 +119,49 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
         &mut self.inner
     }
 
-    /// Runs the request body phase over the body bytes already received (those that came with
-    /// the head), before any upstream is involved, so that a body refused in one piece never
+    /// Runs the request body phase over the body data already received (what came with the
+    /// head), before any upstream is involved, so that a body refused in one piece never
     /// reaches a backend.
     pub fn inspect_received_body(&mut self) -> Result<(), HttpError> {
-        let Some(f) = self.filtering.as_mut().filter(|f| f.run.inspect_body) else {
+        let FilteredDownstream { inner, filtering, .. } = self;
+        let Some(f) = filtering.as_mut().filter(|f| f.run.inspect_body) else {
             return Ok(());
         };
-        let body = self.inner.body();
-        let from = f.request.ahead;
-        let to = body.len();
-        f.inspect(&body.filled()[from..to])?;
-        f.request.ahead = to;
+        if f.request.ended || f.request.ahead > 0 {
+            return Ok(());
+        }
+        let (chain, at, run) = (f.chain, f.at, &mut *f.run);
+        let (mut seen, mut ended) = (0, false);
+        inner.received_body(&mut |data, end| {
+            seen += data.len() as u64;
+            ended |= end;
+            run.request_body(chain, at, data, end).map_err(rejected)
+        })?;
+        f.request.ahead = seen;
+        f.request.ended = ended;
         Ok(())
     }
 }
 
 impl Filtering<'_> {
-    /// Runs the request body phase over `framed` (request body bytes as framed).
-    fn inspect(&mut self, framed: &[u8]) -> Result<(), HttpError> {
-        if self.request.ended || framed.is_empty() {
-            return Ok(());
-        }
+    /// Runs the request body phase over a body frame on its way upstream (data the phase saw
+    /// ahead is not shown again).
+    fn inspect(&mut self, frame: &BodyFrame<'_>) -> Result<(), HttpError> {
         let (chain, at, run) = (self.chain, self.at, &mut *self.run);
-        match self.request.framing {
-            Framing::Length(_) => {
-                let take = (framed.len() as u64).min(self.request.left) as usize;
-                self.request.left -= take as u64;
-                self.request.ended = self.request.left == 0;
-                run.request_body(chain, at, &framed[..take], self.request.ended)
-                    .map_err(rejected)
-            }
-            Framing::Chunked => {
-                let mut result = Ok(());
-                self.request
-                    .decoder
-                    .decode(framed, |part| {
-                        if let (ChunkedPart::Data(data), Ok(())) = (part, &result) {
-                            result = run.request_body(chain, at, data, false);
-                        }
-                    })
-                    .map_err(|_| HttpError::BadRequestBody)?;
-                result.map_err(rejected)?;
-                if self.request.decoder.is_done() {
-                    self.request.ended = true;
-                    run.request_body(chain, at, &[], true).map_err(rejected)?;
+        match *frame {
+            BodyFrame::Data(data) => {
+                let skip = self.request.ahead.min(data.len() as u64) as usize;
+                self.request.ahead -= skip as u64;
+                if self.request.ended || skip == data.len() {
+                    return Ok(());
                 }
-                Ok(())
+                run.request_body(chain, at, &data[skip..], false).map_err(rejected)
             }
-            Framing::None | Framing::UntilClose => Ok(()),
+            BodyFrame::End(_) if self.request.ended => Ok(()),
+            BodyFrame::End(_) => {
+                self.request.ended = true;
+                run.request_body(chain, at, &[], true).map_err(rejected)
+            }
         }
     }
 
@@ -214,36 +199,32 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
     type BodySource = D::BodySource;
 
     fn take_body_source(&mut self) -> Option<Self::BodySource> {
-        if self.inspects_body() {
+        if self.filtering.as_ref().is_some_and(|f| f.run.inspect_body) {
+            // The body phase sees each frame on its way.
             return None;
         }
         self.inner.take_body_source()
     }
 
-    fn body(&mut self) -> &mut IoBuf {
-        self.inner.body()
-    }
-
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        self.inner.read_body().await
-    }
-
-    fn inspects_body(&self) -> bool {
-        self.filtering.as_ref().is_some_and(|f| f.run.inspect_body)
-    }
-
-    fn forwarding_body(&mut self, len: usize) -> Result<(), HttpError> {
-        let Some(f) = self.filtering.as_mut().filter(|f| f.run.inspect_body) else {
-            return Ok(());
-        };
-        if len <= f.request.ahead {
-            f.request.ahead -= len;
-            return Ok(());
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
+        let FilteredDownstream { inner, filtering, .. } = self;
+        let frame = inner.body_frame().await?;
+        if let Some(f) = filtering.as_mut().filter(|f| f.run.inspect_body) {
+            f.inspect(&frame)?;
         }
-        let from = std::mem::take(&mut f.request.ahead);
-        let body = self.inner.body();
-        let len = len.min(body.len());
-        f.inspect(&body.filled()[from..len])
+        Ok(frame)
+    }
+
+    fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {
+        self.inner.received_body(each)
+    }
+
+    fn body_waiting(&self) -> bool {
+        self.inner.body_waiting()
+    }
+
+    fn release_read_buffer(&mut self) {
+        self.inner.release_read_buffer();
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {

@@ -17,9 +17,11 @@ pub(crate) struct H2Stream<'c> {
     pub(super) respond: SendResponse<Bytes>,
     /// The response body's stream, once the head has gone.
     pub(super) send: Option<SendStream<Bytes>>,
-    /// The request body is framed as HTTP/1 chunks on its way in (it had no content-length).
-    pub(super) chunk_request: bool,
     pub(super) request_ended: bool,
+    /// The request body's last DATA, as the last body frame gave it.
+    pub(super) request_data: Bytes,
+    /// The request's trailers, once its body has ended with them.
+    pub(super) request_trailers: Option<http::HeaderMap>,
     /// A gRPC request: answers of Rampart's own are gRPC-shaped.
     pub(super) grpc: bool,
     /// The response body as the upstream frames it, and how far it has got.

@@ -10,11 +10,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use rampart_proto::h2map::{chunk, chunked_end, is_connection_specific, to_h2_fields};
+use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
-use crate::http::downstream::{BodySource, Downstream, LocalAnswer};
+use crate::http::downstream::{BodyFrame, BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::h2_send::write_bytes;
 use crate::http::head_out::response_fields;
@@ -192,63 +192,54 @@ impl H2Downstream<'_, '_> {
 impl<'c> Downstream for H2Downstream<'_, 'c> {
     type BodySource = H2BodySource<'c>;
 
-    fn body(&mut self) -> &mut IoBuf {
-        self.inbuf
-    }
-
-    async fn read_body(&mut self) -> Result<(), HttpError> {
-        if self.s.request_ended {
-            // The framing asked for bytes the stream does not have (h2 checks content-length).
-            return Err(HttpError::BadRequestBody);
-        }
-        let Some(recv) = self.s.recv.as_mut() else {
-            return Err(HttpError::ClientGone);
-        };
-        loop {
-            let data = match tokio::time::timeout(self.body_timeout, recv.data()).await {
-                Err(_) => return Err(HttpError::ClientBodyTimeout),
-                Ok(data) => data,
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
+        if !self.s.request_ended {
+            let Some(recv) = self.s.recv.as_mut() else {
+                return Err(HttpError::ClientGone);
             };
-            match data {
-                Some(Ok(bytes)) => {
-                    let _ = recv.flow_control().release_capacity(bytes.len());
-                    if bytes.is_empty() {
-                        continue;
+            loop {
+                let data = match tokio::time::timeout(self.body_timeout, recv.data()).await {
+                    Err(_) => return Err(HttpError::ClientBodyTimeout),
+                    Ok(data) => data,
+                };
+                match data {
+                    Some(Ok(bytes)) => {
+                        let _ = recv.flow_control().release_capacity(bytes.len());
+                        if bytes.is_empty() {
+                            continue;
+                        }
+                        self.s.request_data = bytes;
+                        return Ok(BodyFrame::Data(&self.s.request_data));
                     }
-                    if self.s.chunk_request {
-                        let mut framed = self.state.take_write_buffer();
-                        chunk(&bytes, &mut framed);
-                        self.inbuf.extend_from(self.state, &framed);
-                        self.state.give_write_buffer(framed);
-                    } else {
-                        self.inbuf.extend_from(self.state, &bytes);
+                    Some(Err(e)) => {
+                        if e.is_reset() && e.is_remote() {
+                            self.s.info.count_reset();
+                        }
+                        return Err(HttpError::ClientGone);
                     }
-                    return Ok(());
-                }
-                Some(Err(e)) => {
-                    if e.is_reset() && e.is_remote() {
-                        self.s.info.count_reset();
+                    None => {
+                        self.s.request_ended = true;
+                        self.s.request_trailers = match recv.trailers().await {
+                            Ok(t) => t,
+                            Err(_) => return Err(HttpError::ClientGone),
+                        };
+                        break;
                     }
-                    return Err(HttpError::ClientGone);
-                }
-                None => {
-                    self.s.request_ended = true;
-                    if !self.s.chunk_request {
-                        return Err(HttpError::BadRequestBody);
-                    }
-                    let trailers = match recv.trailers().await {
-                        Ok(t) => t,
-                        Err(_) => return Err(HttpError::ClientGone),
-                    };
-                    let mut end = self.state.take_write_buffer();
-                    let fields = trailers.iter().flat_map(|t| t.iter());
-                    chunked_end(fields.map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())), &mut end);
-                    self.inbuf.extend_from(self.state, &end);
-                    self.state.give_write_buffer(end);
-                    return Ok(());
                 }
             }
         }
+        Ok(BodyFrame::End(match &self.s.request_trailers {
+            Some(map) => FieldsRef::Map(map),
+            None => FieldsRef::EMPTY,
+        }))
+    }
+
+    fn body_waiting(&self) -> bool {
+        false
+    }
+
+    fn release_read_buffer(&mut self) {
+        self.inbuf.release_if_empty(self.state);
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {
@@ -369,7 +360,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
     }
 
     fn take_body_source(&mut self) -> Option<H2BodySource<'c>> {
-        if self.s.request_ended || !self.inbuf.is_empty() {
+        if self.s.request_ended {
             return None;
         }
         let recv = self.s.recv.take()?;

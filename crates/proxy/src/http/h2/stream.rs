@@ -19,7 +19,7 @@ use super::downstream::H2Downstream;
 use super::ConnInfo;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
-use crate::http::downstream::answer_error;
+use crate::http::downstream::{answer_error, ClientTerms};
 use crate::http::error::HttpError;
 use crate::http::filter::FilterRun;
 use crate::http::h2_send::write_data;
@@ -48,7 +48,8 @@ pub(super) async fn serve(
         recv: Some(recv),
         respond,
         send: None,
-        chunk_request: false,
+        request_data: Bytes::new(),
+        request_trailers: None,
         grpc,
         response: ResponseBody::default(),
         sent: 0,
@@ -82,7 +83,6 @@ pub(super) async fn serve(
     rctx.deadline = deadline.and_then(|limit| rctx.began.checked_add(limit));
     match lay_out_head(&mut conn, &parts) {
         Ok(head) => {
-            conn.stream.chunk_request = head.framing == Framing::Chunked;
             let handled = conn.handle(&head, &mut rctx, &mut run, true);
             let timed_out = match deadline {
                 Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
@@ -94,7 +94,7 @@ pub(super) async fn serve(
             if timed_out {
                 // The client's grpc-timeout passed: DEADLINE_EXCEEDED, or a reset when the
                 // response had begun.
-                let mut down = conn.downstream(false, false, false);
+                let mut down = conn.downstream(false, false, false, Framing::None);
                 answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
             }
             conn.finish(Some(&head), &rctx, &mut run);
@@ -258,17 +258,14 @@ impl<'c> ClientSide for H2Stream<'c> {
         inbuf: &'b mut IoBuf,
         _out: &'b mut Vec<u8>,
         state: &'b HttpWorkerState,
-        body_timeout: Duration,
-        _keep_alive: bool,
-        _http10: bool,
-        head_only: bool,
+        terms: ClientTerms,
     ) -> H2Downstream<'b, 'c> {
         H2Downstream {
             s: self,
             inbuf,
             state,
-            body_timeout,
-            head_only,
+            body_timeout: terms.body_timeout,
+            head_only: terms.head_only,
         }
     }
 

@@ -9,13 +9,13 @@ use std::time::{Duration, Instant};
 use rampart_model::metrics::code_class;
 use rampart_model::HttpListener;
 use rampart_model::ListenerKey;
-use rampart_proto::h1::RequestHead;
+use rampart_proto::h1::{Framing, RequestHead};
 
 use super::{http_settings, speaks_http, RequestPath};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
-use crate::http::downstream::{answer_error, Downstream};
+use crate::http::downstream::{answer_error, ClientTerms, Downstream};
 use crate::http::error::HttpError;
 use crate::http::filter::{FilterRun, Outcome, Where};
 use crate::http::iobuf::IoBuf;
@@ -97,23 +97,23 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         }
     }
 
-    /// A downstream side for one request on this connection.
-    pub(crate) fn downstream(&mut self, keep_alive: bool, http10: bool, head_only: bool) -> T::Down<'_> {
-        let body_timeout = self.http().client_header_timeout;
-        self.stream.downstream(
-            &mut self.inbuf,
-            &mut self.out,
-            &self.ctx.http,
-            body_timeout,
+    /// A downstream side for one request on this connection, whose body (if it is read) is
+    /// delimited as `body` says.
+    pub(crate) fn downstream(&mut self, keep_alive: bool, http10: bool, head_only: bool, body: Framing) -> T::Down<'_> {
+        let terms = ClientTerms {
+            body_timeout: self.http().client_header_timeout,
             keep_alive,
             http10,
             head_only,
-        )
+            body,
+        };
+        self.stream
+            .downstream(&mut self.inbuf, &mut self.out, &self.ctx.http, terms)
     }
 
     /// Fails the request with `error`: its error answer, and the connection closes after it.
     pub(crate) async fn fail(&mut self, rctx: &mut RequestContext, error: HttpError, http10: bool, head_only: bool) {
-        let mut down = self.downstream(false, http10, head_only);
+        let mut down = self.downstream(false, http10, head_only, Framing::None);
         answer_error(&mut down, rctx, error).await;
         rctx.bytes_out = down.bytes_sent();
         rctx.body_bytes_out = down.body_bytes_sent();

@@ -233,7 +233,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),
                     idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
                     head_method: head_only,
-                    framing: head.framing,
+                    body: BodyLength::of_framing(head.framing),
                     expect_continue: head.expect_continue,
                     upgrade: head.upgrade,
                     response_ops: &chain.response_edits,
@@ -280,7 +280,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         run: &'d mut FilterRun,
         delivery: Delivery<'d>,
     ) -> FilteredDownstream<'d, T::Down<'d>> {
-        let down = self.downstream(delivery.keep, delivery.http10, delivery.head_only);
+        let down = self.downstream(delivery.keep, delivery.http10, delivery.head_only, delivery.framing);
         let filtered = match delivery.filters {
             None => FilteredDownstream::plain(down),
             Some((chain, at)) => {

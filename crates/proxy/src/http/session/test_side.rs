@@ -14,6 +14,7 @@ use rampart_proto::message::Protocol;
 use super::RequestPath;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
+use crate::http::downstream::ClientTerms;
 use crate::http::filter::FilterRun;
 use crate::http::iobuf::IoBuf;
 use crate::http::state::HttpWorkerState;
@@ -38,10 +39,7 @@ impl ClientSide for TestSide {
         inbuf: &'b mut IoBuf,
         _: &'b mut Vec<u8>,
         _: &'b HttpWorkerState,
-        _: Duration,
-        _: bool,
-        _: bool,
-        _: bool,
+        _: ClientTerms,
     ) -> Recording<&'b mut IoBuf> {
         Recording::new(inbuf, self.said.clone())
     }
