@@ -218,12 +218,13 @@ pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// The request head to send upstream: HTTP/1.1 text, or laid out as fields for an HTTP/2
-/// upstream.
-#[derive(Debug, Clone, Copy)]
-pub enum UpstreamHead<'a> {
-    Text(&'a [u8]),
-    Fields(FieldsHead<'a>),
+/// The request head to send upstream, in the forms the upstream's protocol may need: HTTP/1.1
+/// text for an HTTP/1 connection, laid out as fields for an HTTP/2 one (both for `auto`, which
+/// learns the protocol at the connect). Neither is ever read back from the other.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpstreamHead<'a> {
+    pub text: Option<&'a [u8]>,
+    pub fields: Option<FieldsHead<'a>>,
 }
 
 /// A request head to send to an HTTP/2 upstream, laid out as fields: the method, target and

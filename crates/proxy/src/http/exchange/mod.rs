@@ -1,31 +1,31 @@
-//! One proxied request: an upstream connection (pooled or new), the request out, the response
-//! back through the [`Downstream`] side, and the decision whether the upstream connection goes
-//! back to the pool. Failures are [`HttpError`]s; the ones that allow it are retried on another
-//! connection before any response byte.
+//! One proxied request: attempts, each on an upstream session (a pooled or new connection, HTTP/1
+//! or an HTTP/2 stream: [`session`]), the request out and the response back through the
+//! [`Downstream`] side, written once per protocol (`upstream_h1`, `upstream_h2`). Failures are
+//! [`HttpError`]s; the ones that allow it are retried on another connection before any response
+//! byte, by [`Exchange`], which holds what the attempts share.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
 
 use rampart_model::route::HeaderOps;
-use rampart_model::{Snapshot, Upstream, UpstreamProtocol};
-use rampart_proto::h1::chunk_size_line;
+use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
 use super::context::RequestContext;
-use super::downstream::{answer_error, BodyFrame, Downstream};
+use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
-use super::head_out::{write_chunked_end, UpstreamHead};
+use super::head_out::UpstreamHead;
 use super::pool::PoolKey;
-use crate::balance::{BalancePolicy, Tried};
-use crate::connect::{connect_upstream, no_target_key, proxy_header, ConnectFailure, ConnectFor};
+use crate::balance::Tried;
+use crate::connect::no_target_key;
 use crate::stream::Stream;
-use crate::worker::{bump, WorkerContext};
+use crate::worker::WorkerContext;
 
 mod response;
+mod session;
+mod upstream_h1;
 mod upstream_h2;
 
-use response::{respond, Responded, Sent};
-use upstream_h2::H2Outcome;
+use session::{NoSession, Session, UpstreamSession};
 
 /// What the session knows about the request being proxied.
 pub struct ProxyRequest<'a> {
@@ -98,157 +98,146 @@ async fn exchange<D: Downstream>(
     head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
-    let up = req.upstream();
-    let settings = up.http;
-    let mut tried = Tried::default();
-    let mut sent_continue = false;
-    let mut retries_left = settings.retries;
-    // A target that refused a stream unprocessed (HTTP/2) is tried again on another connection.
-    let mut again = None;
-    loop {
-        // An upstream connection: a pooled one to the chosen target, or a new one.
-        let picked = again
-            .take()
-            .or_else(|| ctx.pick(req.snapshot, req.upstream, req.hash_key, &tried));
-        let Some(choice) = picked else {
-            let error = if tried.is_empty() {
-                up.metrics.worker(ctx.id).no_target.add(1);
-                ctx.log_summary
-                    .warn(no_target_key(&up.name), || crate::log_summary::Detail {
-                        listener: Some(req.listener_name.to_string()),
-                        message: format!(
-                            "listener {}: no healthy target in upstream {}; answering 503",
-                            req.listener_name, up.name
-                        ),
-                    });
-                HttpError::NoHealthyTarget
-            } else {
-                HttpError::UpstreamUnavailable
+    let mut exchange = Exchange {
+        ctx,
+        req,
+        down,
+        head,
+        rctx,
+        tried: Tried::default(),
+        retries_left: req.upstream().http.retries,
+        sent_continue: false,
+    };
+    exchange.run().await
+}
+
+/// One proxied request's attempts: where they went, how many retries are left.
+struct Exchange<'e, 'r, D> {
+    ctx: &'e WorkerContext,
+    req: &'e ProxyRequest<'r>,
+    down: &'e mut D,
+    head: UpstreamHead<'e>,
+    rctx: &'e mut RequestContext,
+    /// Targets that failed this request (a balancer picks among the others).
+    tried: Tried,
+    retries_left: usize,
+    /// Rampart answered `100 Continue` itself.
+    sent_continue: bool,
+}
+
+/// How one attempt ended.
+pub(super) enum Attempted {
+    /// The response went to the client (or failed after its head; the context says so); a 101
+    /// leaves the upstream connection for the tunnel.
+    Done(Option<Stream>),
+    /// Nothing of the response reached the client.
+    Failed {
+        target: usize,
+        error: HttpError,
+        /// On a connection an earlier request had used.
+        reused: bool,
+    },
+}
+
+impl<D: Downstream> Exchange<'_, '_, D> {
+    /// Attempts the request until one attempt answers it, or none may follow: then the error's
+    /// answer goes to the client.
+    async fn run(&mut self) -> Option<Stream> {
+        let up = self.req.upstream();
+        // A target that refused a stream unprocessed (HTTP/2) is tried again on another connection.
+        let mut again = None;
+        loop {
+            let picked = again.take().or_else(|| {
+                self.ctx
+                    .pick(self.req.snapshot, self.req.upstream, self.req.hash_key, &self.tried)
+            });
+            let Some(choice) = picked else {
+                let error = self.nothing_to_pick();
+                answer_error(self.down, self.rctx, error).await;
+                return None;
             };
-            answer_error(down, rctx, error).await;
-            return None;
-        };
-        let mut made = None;
-        if settings.protocol != UpstreamProtocol::Http1 {
-            match upstream_h2::attempt(ctx, req, down, head, rctx, choice, &mut tried).await {
-                H2Outcome::Done => {
-                    ctx.log_summary.recovered(|| no_target_key(&up.name));
+            let attempted = match session::open(self.ctx, self.req, choice, &mut self.tried).await {
+                Ok(session) => {
+                    self.rctx.target = Some(session.target);
+                    // A connection to a target: an outage of this upstream (if one was being
+                    // counted) is over. (Not at the pick: a target out of its backoff may fail
+                    // again.)
+                    self.ctx.log_summary.recovered(|| no_target_key(&up.name));
+                    self.attempt(session).await
+                }
+                // The connect tried every target it could: nothing is left to retry on.
+                Err(NoSession { target: None, error }) => {
+                    answer_error(self.down, self.rctx, error).await;
                     return None;
                 }
-                H2Outcome::Http1 { target, conn } => made = Some((target, conn)),
-                H2Outcome::Failed { target, error, reused } => {
-                    // Past the client's deadline, a failure is the deadline: no retry.
-                    let error = rctx.blame(error);
-                    if let Some(target) = target {
-                        count_target_error(ctx, up, target, error);
-                    }
-                    if retry_allowed(req, error) && retries_left > 0 {
-                        retries_left -= 1;
-                        up.metrics.worker(ctx.id).retries.add(1);
-                        match (target, error) {
-                            (Some(target), HttpError::UpstreamRefused) => again = Some(target),
-                            (Some(target), _) if !reused => tried.push(target),
-                            _ => {}
-                        }
-                        continue;
-                    }
-                    answer_error(down, rctx, error).await;
-                    return None;
-                }
-            }
-        }
-        let pooled = match made {
-            Some(_) => None,
-            None => ctx
-                .http
-                .pool
-                .borrow_mut()
-                .take(&pool_key(req, choice), settings.pool_idle_timeout),
-        };
-        let (target, mut conn, reused) = match (made, pooled) {
-            (Some((target, conn)), _) => (target, conn, false),
-            (None, Some(conn)) => {
-                bump(&ctx.counters.upstream_reuses, 1);
-                up.targets[choice].metrics.worker(ctx.id).reused.add(1);
-                (choice, conn, true)
-            }
-            (None, None) => match connect(ctx, req, choice, &mut tried).await {
-                Ok((target, conn)) => (target, conn, false),
-                Err(error) => {
-                    answer_error(down, rctx, error).await;
-                    return None;
-                }
-            },
-        };
-        rctx.target = Some(target);
-        // A connection to a target: an outage of this upstream (if one was being counted) is
-        // over. (Not at the pick: a target out of its backoff may fail again.)
-        ctx.log_summary.recovered(|| no_target_key(&up.name));
-
-        if req.expect_continue && !sent_continue && req.body != BodyLength::None && !down.body_waiting() {
-            if let Err(error) = down.send_continue().await {
-                answer_error(down, rctx, error).await;
+                Err(NoSession {
+                    target: Some(target),
+                    error,
+                }) => Attempted::Failed {
+                    target,
+                    error,
+                    reused: false,
+                },
+            };
+            let (target, error, reused) = match attempted {
+                Attempted::Done(tunnel) => return tunnel,
+                Attempted::Failed { target, error, reused } => (target, error, reused),
+            };
+            // Past the client's deadline, a failure is the deadline: no retry.
+            let error = self.rctx.blame(error);
+            count_target_error(self.ctx, up, target, error);
+            if !(retry_allowed(self.req, error) && self.retries_left > 0) {
+                answer_error(self.down, self.rctx, error).await;
                 return None;
             }
-            sent_continue = true;
-        }
-
-        let _in_flight = InFlight::new(ctx, req, target);
-        // Only a latency-aware balancer needs the time of an attempt that failed.
-        let latency_aware = up.policy == BalancePolicy::P2cEwma;
-        let started = latency_aware.then(Instant::now);
-        // Fields are laid out only for `h2` and `h2c` upstreams, which never get here.
-        let UpstreamHead::Text(head_out) = head else {
-            answer_error(down, rctx, HttpError::UpstreamUnavailable).await;
-            return None;
-        };
-        let sent = send_request(req, &mut conn, down, head_out, settings.write_timeout).await;
-        let result = match sent {
-            Ok(()) => {
-                // Nothing of the client's is needed while the upstream thinks: its buffer goes
-                // back now (unless a pipelined request is waiting in it).
-                down.release_read_buffer();
-                let sent = Sent {
-                    continued: sent_continue,
-                };
-                let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
-                if let Some(started) = started {
-                    let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
-                    ctx.observe_latency(req.snapshot, req.upstream, target, took);
-                }
-                responded
+            self.retries_left -= 1;
+            up.metrics.worker(self.ctx.id).retries.add(1);
+            if error == HttpError::UpstreamRefused {
+                again = Some(target);
+            } else if !reused {
+                self.tried.push(target);
             }
-            Err(error) => Err(error),
-        };
-        let result = result.map_err(|error| rctx.blame(error));
-        if let Err(error) = result {
-            count_target_error(ctx, up, target, error);
         }
+    }
+
+    /// One attempt on `session`, whichever protocol it speaks.
+    async fn attempt(&mut self, session: Session) -> Attempted {
+        let Session { target, reused, conn } = session;
+        let _in_flight = InFlight::new(self.ctx, self.req, target);
+        let (ctx, req, head) = (self.ctx, self.req, self.head);
+        let result = match conn {
+            UpstreamSession::Http2(conn) => upstream_h2::exchange(ctx, req, self.down, head, self.rctx, &conn)
+                .await
+                .map(|()| None),
+            UpstreamSession::Http1(conn) => {
+                let sent_continue = &mut self.sent_continue;
+                upstream_h1::exchange(ctx, req, self.down, head, self.rctx, target, conn, sent_continue).await
+            }
+        };
         match result {
-            Err(error) if retry_allowed(req, error) && retries_left > 0 => {
-                retries_left -= 1;
-                up.metrics.worker(ctx.id).retries.add(1);
-                if !reused {
-                    tried.push(target);
-                }
-            }
-            Err(error) => {
-                answer_error(down, rctx, error).await;
-                return None;
-            }
-            Ok(Responded::Tunnel) => return Some(conn),
-            Ok(Responded::Complete { reusable }) => {
-                // A failure after the head reached the client is in the context.
-                if let Some(error) = rctx.error {
-                    count_target_error(ctx, up, target, error);
-                }
-                if reusable {
-                    let max = settings.pool_max_idle;
-                    ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
-                }
-                return None;
-            }
+            Ok(tunnel) => Attempted::Done(tunnel),
+            Err(error) => Attempted::Failed { target, error, reused },
         }
+    }
+
+    /// The error when the balancer has no target to give: none healthy (503, counted as an
+    /// outage of the upstream), or every one already failed this request (502).
+    fn nothing_to_pick(&self) -> HttpError {
+        let (ctx, req) = (self.ctx, self.req);
+        let up = req.upstream();
+        if !self.tried.is_empty() {
+            return HttpError::UpstreamUnavailable;
+        }
+        up.metrics.worker(ctx.id).no_target.add(1);
+        ctx.log_summary
+            .warn(no_target_key(&up.name), || crate::log_summary::Detail {
+                listener: Some(req.listener_name.to_string()),
+                message: format!(
+                    "listener {}: no healthy target in upstream {}; answering 503",
+                    req.listener_name, up.name
+                ),
+            });
+        HttpError::NoHealthyTarget
     }
 }
 
@@ -273,37 +262,6 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
             .as_ref()
             .map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
     }
-}
-
-/// A new upstream connection, starting with target `first`; it begins with a PROXY header when
-/// the upstream wants one.
-async fn connect(
-    ctx: &WorkerContext,
-    req: &ProxyRequest<'_>,
-    first: usize,
-    tried: &mut Tried,
-) -> Result<(usize, Stream), HttpError> {
-    let header = req
-        .upstream()
-        .send_proxy_protocol
-        .map(|version| proxy_header(version, req.client, req.local.unwrap_or(req.client)));
-    let whom = ConnectFor {
-        listener: req.listener_name,
-        client: req.client.ip(),
-        key: req.hash_key,
-        proxy_header: header.as_deref(),
-        outcome: "answering the request with an error",
-    };
-    let (target, conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
-        .await
-        .map_err(|failure| match failure {
-            ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
-            ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
-            ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
-            ConnectFailure::Tls => HttpError::UpstreamTls,
-        })?;
-    bump(&ctx.counters.upstream_connects, 1);
-    Ok((target, conn))
 }
 
 /// Counts a failure of `target` in its error metrics (when it is the target's).
@@ -347,54 +305,6 @@ impl Drop for InFlight<'_> {
         up.targets[self.target].metrics.worker(self.ctx.id).active.down();
         if self.load {
             self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
-        }
-    }
-}
-
-/// Writes the head and streams the body to the upstream.
-async fn send_request<D: Downstream>(
-    req: &ProxyRequest<'_>,
-    conn: &mut Stream,
-    down: &mut D,
-    head_out: &[u8],
-    write_timeout: Duration,
-) -> Result<(), HttpError> {
-    let up_write = |result: std::io::Result<()>, body_sent: bool| match result {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(HttpError::UpstreamWriteTimeout),
-        Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
-    };
-    up_write(conn.write_all_within(head_out, &[], write_timeout).await, false)?;
-    if req.body == BodyLength::None {
-        return Ok(());
-    }
-    // A body of unknown length goes chunked (the head said so); one of known length as it is.
-    let chunked = req.body == BodyLength::Unknown;
-    // Each chunk's line end goes out with the next chunk's size line (or the last chunk).
-    let mut framing = Vec::new();
-    let mut chunk_open = false;
-    loop {
-        match down.body_frame().await? {
-            BodyFrame::Data(data) if chunked => {
-                framing.clear();
-                if chunk_open {
-                    framing.extend_from_slice(b"\r\n");
-                }
-                chunk_size_line(data.len(), &mut framing);
-                up_write(conn.write_all_within(&framing, data, write_timeout).await, true)?;
-                chunk_open = true;
-            }
-            BodyFrame::Data(data) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
-            BodyFrame::End(trailers) if chunked => {
-                framing.clear();
-                if chunk_open {
-                    framing.extend_from_slice(b"\r\n");
-                }
-                write_chunked_end(&mut framing, trailers);
-                return up_write(conn.write_all_within(&framing, &[], write_timeout).await, true);
-            }
-            // The length said where the body ends: nothing follows it on HTTP/1.
-            BodyFrame::End(_) => return Ok(()),
         }
     }
 }

@@ -60,7 +60,10 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
         let said = Said::default();
         let mut down = Recording::new(IoBuf::default(), said.clone());
         let mut rctx = RequestContext::new(true);
-        let head = UpstreamHead::Text(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n");
+        let head = UpstreamHead {
+            text: Some(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n"),
+            fields: None,
+        };
         let tunnel = proxy(&ctx, &req, &mut down, head, &mut rctx).await;
         assert!(tunnel.is_none());
         drop(down);

@@ -1,9 +1,9 @@
-//! One request over HTTP/2 to a target (`protocol = "h2c"`, `"h2"`, or `"auto"` when ALPN chose
-//! h2): a stream on a shared connection from the worker's [`H2Pool`](crate::http::h2pool), or on
-//! a new one. The request head the exchange wrote (HTTP/1.1, with forwarded headers and edits)
-//! becomes the stream's HEADERS; the body is unframed into DATA (chunked trailers become HTTP/2
-//! trailers). The response crosses the seam as the neutral message: its head's fields as the
-//! `h2` crate decoded them, DATA as shared bytes, trailers as fields; no HTTP/1 text.
+//! One attempt of a request over HTTP/2 (`protocol = "h2c"`, `"h2"`, or `"auto"` when ALPN chose
+//! h2): a stream on a connection the worker's requests share ([`super::session`] finds or opens
+//! it). The request head, laid out as fields (forwarded headers and edits included), becomes the
+//! stream's HEADERS field by field; the body's frames become DATA and trailers. The response
+//! crosses the seam as the neutral message: its head's fields as the `h2` crate decoded them,
+//! DATA as shared bytes, trailers as fields. No HTTP/1 text either way.
 
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
@@ -11,121 +11,37 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
-use rampart_model::UpstreamProtocol;
-use rampart_proto::h1::{parse_request, Limits};
 use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::response::record_response_head;
-use super::{connect, pool_key, InFlight, ProxyRequest};
-use crate::balance::Tried;
+use super::ProxyRequest;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::write_data;
-use crate::http::h2pool::{handshake, H2Conn};
+use crate::http::h2pool::H2Conn;
 use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
-use crate::stream::Stream;
-use crate::worker::{bump, WorkerContext};
+use crate::worker::WorkerContext;
 
-/// How an attempt over HTTP/2 ended.
-pub(super) enum H2Outcome {
-    /// The response went to the client (or failed after its head; the context says so).
-    Done,
-    /// Nothing of the response reached the client. `target` is the one tried, if any.
-    Failed {
-        target: Option<usize>,
-        error: HttpError,
-        reused: bool,
-    },
-    /// `auto`, and the target speaks HTTP/1.1 on this connection.
-    Http1 { target: usize, conn: Stream },
-}
-
-/// Heads Rampart wrote itself: within the client's limits plus forwarded fields.
-const OWN_HEAD_LIMITS: Limits = Limits {
-    max_request_line: 1 << 20,
-    max_head: 1 << 20,
-    max_fields: 1024,
-};
-
-/// Tries the request on target `choice` (or another, if its connect fails).
-pub(super) async fn attempt<D: Downstream>(
+/// Exchanges the request on a stream of `conn`. An error means nothing of the response reached
+/// the client; one that may have broken the connection (GOAWAY, a reset) retires it from the
+/// pool, so new streams go elsewhere.
+pub(super) async fn exchange<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
     head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
-    choice: usize,
-    tried: &mut Tried,
-) -> H2Outcome {
-    let up = req.upstream();
-    let protocol = up.http.protocol;
-    let pooled = ctx.http.h2_pool.borrow_mut().get(&pool_key(req, choice));
-    let (target, conn, reused) = match pooled {
-        Some(conn) => (choice, conn, true),
-        None => {
-            if protocol == UpstreamProtocol::Auto {
-                let idle = ctx
-                    .http
-                    .pool
-                    .borrow_mut()
-                    .take(&pool_key(req, choice), up.http.pool_idle_timeout);
-                if let Some(conn) = idle {
-                    return H2Outcome::Http1 { target: choice, conn };
-                }
-            }
-            let (target, stream) = match connect(ctx, req, choice, tried).await {
-                Ok(made) => made,
-                Err(error) => {
-                    return H2Outcome::Failed {
-                        target: None,
-                        error,
-                        reused: false,
-                    }
-                }
-            };
-            let h2 = stream.tls_info().is_some_and(|t| t.alpn == Some(b"h2"));
-            if protocol == UpstreamProtocol::Auto && !h2 {
-                return H2Outcome::Http1 { target, conn: stream };
-            }
-            match tokio::time::timeout(up.connect_timeout, handshake(stream)).await {
-                Ok(Ok(conn)) => {
-                    ctx.http.h2_pool.borrow_mut().add(pool_key(req, target), conn.clone());
-                    (target, conn, false)
-                }
-                _ => {
-                    return H2Outcome::Failed {
-                        target: Some(target),
-                        error: HttpError::UpstreamReset,
-                        reused: false,
-                    }
-                }
-            }
-        }
-    };
-    if reused {
-        bump(&ctx.counters.upstream_reuses, 1);
-        up.targets[target].metrics.worker(ctx.id).reused.add(1);
-    }
-    rctx.target = Some(target);
-    let _in_flight = InFlight::new(ctx, req, target);
+    conn: &H2Conn,
+) -> Result<(), HttpError> {
     let _stream = conn.open_stream();
-    match exchange_on(ctx, req, down, head, rctx, &conn).await {
-        Ok(()) => H2Outcome::Done,
-        Err(error) => {
-            if matches!(error, HttpError::UpstreamRefused | HttpError::UpstreamReset) {
-                // Whatever the stream met (GOAWAY, a broken connection) new streams go elsewhere.
-                conn.retire();
-            }
-            H2Outcome::Failed {
-                target: Some(target),
-                error,
-                reused,
-            }
-        }
+    let result = exchange_on(ctx, req, down, head, rctx, conn).await;
+    if matches!(result, Err(HttpError::UpstreamRefused | HttpError::UpstreamReset)) {
+        conn.retire();
     }
+    result
 }
 
 /// What an `h2` error on a stream means for the request: refused (never processed, safe to send
@@ -140,44 +56,22 @@ fn stream_error(e: &h2::Error) -> HttpError {
     }
 }
 
-/// The request head as an HTTP/2 request: laid out as fields (`h2`, `h2c`: mapped field by
-/// field), or HTTP/1.1 text (`auto` when ALPN chose h2: read back first).
+/// The request head, laid out as fields, as an HTTP/2 request (mapped field by field).
 fn h2_request(
     req: &ProxyRequest<'_>,
     target: usize,
     head: UpstreamHead<'_>,
     tls: bool,
 ) -> Result<Request<()>, HttpError> {
-    match head {
-        UpstreamHead::Fields(head) => {
-            let host = head
-                .fields
-                .iter()
-                .find(|f| f.name(head.buf).eq_ignore_ascii_case(b"host"))
-                .map(|f| f.value(head.buf));
-            let fields = head.fields.iter().map(|f| (f.name(head.buf), f.value(head.buf)));
-            build_request(req, target, tls, head.method(), head.target(), host, fields)
-        }
-        UpstreamHead::Text(text) => {
-            let mut fields = Vec::new();
-            let parsed = match parse_request(text, &OWN_HEAD_LIMITS, &mut fields) {
-                Ok(Some(parsed)) => parsed,
-                Ok(None) => return Err(HttpError::BadRequest(rampart_proto::h1::H1Error::HeadTooLarge)),
-                Err(e) => return Err(HttpError::BadRequest(e)),
-            };
-            let slice = |r: (u32, u32)| &text[r.0 as usize..r.1 as usize];
-            let pairs = fields.iter().map(|f| (f.name(text), f.value(text)));
-            build_request(
-                req,
-                target,
-                tls,
-                slice(parsed.method),
-                slice(parsed.target),
-                parsed.host.map(slice),
-                pairs,
-            )
-        }
-    }
+    // The fields are laid out for every upstream that may speak HTTP/2.
+    let head = head.fields.ok_or(HttpError::UpstreamUnavailable)?;
+    let host = head
+        .fields
+        .iter()
+        .find(|f| f.name(head.buf).eq_ignore_ascii_case(b"host"))
+        .map(|f| f.value(head.buf));
+    let fields = head.fields.iter().map(|f| (f.name(head.buf), f.value(head.buf)));
+    build_request(req, target, tls, head.method(), head.target(), host, fields)
 }
 
 /// An HTTP/2 request: `host` becomes the authority (the target's name without one), and the

@@ -222,7 +222,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     edits: parts.edits,
                 };
                 let protocol = snapshot.upstreams[upstream].http.protocol;
-                let fields_head = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
+                let (text, fields_head) = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
                 let up = &snapshot.upstreams[upstream];
                 let req = ProxyRequest {
                     snapshot: &snapshot,
@@ -241,7 +241,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
                 rctx.bodyless = head.framing == Framing::None && !head.upgrade;
-                self.exchange(&req, fields_head, rctx, run, delivery).await;
+                self.exchange(&req, text, fields_head, rctx, run, delivery).await;
             }
         }
     }
@@ -329,6 +329,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
     async fn exchange(
         &mut self,
         req: &ProxyRequest<'_>,
+        text: bool,
         fields_head: Option<LaidOut>,
         rctx: &mut RequestContext,
         run: &mut FilterRun,
@@ -342,14 +343,9 @@ impl<T: ClientSide> RequestPath<'_, T> {
         let mut down = self.filtered(run, delivery);
         let tunnel = match down.inspect_received_body() {
             Ok(()) => {
-                let head = match &fields_head {
-                    Some(laid) => UpstreamHead::Fields(FieldsHead {
-                        buf: &head_out,
-                        method: laid.method,
-                        target: laid.target,
-                        fields: &laid.fields,
-                    }),
-                    None => UpstreamHead::Text(&head_out),
+                let head = UpstreamHead {
+                    text: text.then_some(&head_out[..]),
+                    fields: fields_head.as_ref().map(LaidOut::head),
                 };
                 exchange::proxy(ctx, req, &mut down, head, rctx).await
             }
@@ -369,7 +365,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         drop(down);
         self.head_out = head_out;
         if let Some(laid) = fields_head {
-            self.ctx.http.give_field_list(laid.fields);
+            laid.release(self.ctx);
         }
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
@@ -444,37 +440,54 @@ fn route_of(
     http.routes.iter().position(|r| r.matcher.matches(&view))
 }
 
-/// A request head laid out as fields in the upstream head buffer (for an HTTP/2 upstream): the
-/// fields' ranges (a list from the worker's pool) and those of the method and target.
+/// A request head laid out as fields (for an HTTP/2 upstream): a buffer and a field list from
+/// the worker's pools, and the ranges of the method and target.
 struct LaidOut {
+    buf: Vec<u8>,
     fields: Vec<Field>,
     method: (u32, u32),
     target: (u32, u32),
 }
 
-/// Writes the request head to send upstream into `out`: laid out as fields for an HTTP/2 upstream
-/// (`h2`, `h2c`; their ranges and those of the method and target come back), HTTP/1.1 text for
-/// the others.
-fn write_upstream_head(
-    ctx: &WorkerContext,
-    out: &mut Vec<u8>,
-    header: &RequestHeader<'_>,
-    protocol: UpstreamProtocol,
-) -> Option<LaidOut> {
-    match protocol {
-        UpstreamProtocol::H2 | UpstreamProtocol::H2c => {
-            let mut list = ctx.http.take_field_list();
-            let (method, target) = write_request_fields(out, &mut list, header);
-            Some(LaidOut {
-                fields: list,
-                method,
-                target,
-            })
-        }
-        UpstreamProtocol::Http1 | UpstreamProtocol::Auto => {
-            out.clear();
-            write_request_head(out, header);
-            None
+impl LaidOut {
+    fn head(&self) -> FieldsHead<'_> {
+        FieldsHead {
+            buf: &self.buf,
+            method: self.method,
+            target: self.target,
+            fields: &self.fields,
         }
     }
+
+    /// Gives the buffers back.
+    fn release(self, ctx: &WorkerContext) {
+        ctx.http.give_write_buffer(self.buf);
+        ctx.http.give_field_list(self.fields);
+    }
+}
+
+/// Writes the request head to send upstream in the forms its protocol may need: HTTP/1.1 text in
+/// `text` (`http1`, `auto`), laid out as fields (`h2`, `h2c`, `auto`).
+fn write_upstream_head(
+    ctx: &WorkerContext,
+    text: &mut Vec<u8>,
+    header: &RequestHeader<'_>,
+    protocol: UpstreamProtocol,
+) -> (bool, Option<LaidOut>) {
+    let wants_text = matches!(protocol, UpstreamProtocol::Http1 | UpstreamProtocol::Auto);
+    if wants_text {
+        text.clear();
+        write_request_head(text, header);
+    }
+    let laid = (protocol != UpstreamProtocol::Http1).then(|| {
+        let (mut buf, mut fields) = (ctx.http.take_write_buffer(), ctx.http.take_field_list());
+        let (method, target) = write_request_fields(&mut buf, &mut fields, header);
+        LaidOut {
+            buf,
+            fields,
+            method,
+            target,
+        }
+    });
+    (wants_text, laid)
 }

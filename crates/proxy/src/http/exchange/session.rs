@@ -1,0 +1,131 @@
+//! The connection one attempt of a request goes on ([`UpstreamSession`]): HTTP/1 (a connection
+//! of the attempt's own, pooled between requests) or HTTP/2 (a stream on a connection the
+//! worker's requests share). The upstream's `protocol` decides which, and for `auto` the ALPN
+//! of the connect. The attempt itself is written once per protocol (`upstream_h1`,
+//! `upstream_h2`) against this one interface; a third protocol adds a variant here.
+
+use rampart_model::UpstreamProtocol;
+
+use super::{pool_key, ProxyRequest};
+use crate::balance::Tried;
+use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
+use crate::http::error::HttpError;
+use crate::http::h2pool::{handshake, H2Conn};
+use crate::stream::Stream;
+use crate::worker::{bump, WorkerContext};
+
+/// A connection to a target, in the protocol it speaks.
+pub(super) enum UpstreamSession {
+    Http1(Stream),
+    Http2(H2Conn),
+}
+
+/// The session an attempt goes on, and to which target.
+pub(super) struct Session {
+    pub target: usize,
+    /// An earlier request used the connection.
+    pub reused: bool,
+    pub conn: UpstreamSession,
+}
+
+/// Why no session was had: `target` is the one whose connection failed after the connect (an
+/// HTTP/2 handshake), `None` when the connect itself failed on every target it tried.
+pub(super) struct NoSession {
+    pub target: Option<usize>,
+    pub error: HttpError,
+}
+
+/// A session to target `choice` for `req`: a pooled one (a shared HTTP/2 connection first, then
+/// an idle HTTP/1 one), or a new connection (to `choice`, or another target if its connect fails).
+pub(super) async fn open(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    choice: usize,
+    tried: &mut Tried,
+) -> Result<Session, NoSession> {
+    let up = req.upstream();
+    let protocol = up.http.protocol;
+    let key = pool_key(req, choice);
+    let pooled = match protocol {
+        UpstreamProtocol::Http1 => None,
+        _ => ctx.http.h2_pool.borrow_mut().get(&key).map(UpstreamSession::Http2),
+    };
+    let pooled = pooled.or_else(|| match protocol {
+        UpstreamProtocol::H2 | UpstreamProtocol::H2c => None,
+        _ => ctx
+            .http
+            .pool
+            .borrow_mut()
+            .take(&key, up.http.pool_idle_timeout)
+            .map(UpstreamSession::Http1),
+    });
+    if let Some(conn) = pooled {
+        bump(&ctx.counters.upstream_reuses, 1);
+        up.targets[choice].metrics.worker(ctx.id).reused.add(1);
+        return Ok(Session {
+            target: choice,
+            reused: true,
+            conn,
+        });
+    }
+    let (target, stream) = connect(ctx, req, choice, tried)
+        .await
+        .map_err(|error| NoSession { target: None, error })?;
+    let http2 = match protocol {
+        UpstreamProtocol::Http1 => false,
+        UpstreamProtocol::H2 | UpstreamProtocol::H2c => true,
+        UpstreamProtocol::Auto => stream.tls_info().is_some_and(|t| t.alpn == Some(b"h2")),
+    };
+    if !http2 {
+        return Ok(Session {
+            target,
+            reused: false,
+            conn: UpstreamSession::Http1(stream),
+        });
+    }
+    match tokio::time::timeout(up.connect_timeout, handshake(stream)).await {
+        Ok(Ok(conn)) => {
+            ctx.http.h2_pool.borrow_mut().add(pool_key(req, target), conn.clone());
+            Ok(Session {
+                target,
+                reused: false,
+                conn: UpstreamSession::Http2(conn),
+            })
+        }
+        _ => Err(NoSession {
+            target: Some(target),
+            error: HttpError::UpstreamReset,
+        }),
+    }
+}
+
+/// A new upstream connection, starting with target `first`; it begins with a PROXY header when
+/// the upstream wants one.
+pub(super) async fn connect(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    first: usize,
+    tried: &mut Tried,
+) -> Result<(usize, Stream), HttpError> {
+    let header = req
+        .upstream()
+        .send_proxy_protocol
+        .map(|version| proxy_header(version, req.client, req.local.unwrap_or(req.client)));
+    let whom = ConnectFor {
+        listener: req.listener_name,
+        client: req.client.ip(),
+        key: req.hash_key,
+        proxy_header: header.as_deref(),
+        outcome: "answering the request with an error",
+    };
+    let (target, conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
+        .await
+        .map_err(|failure| match failure {
+            ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
+            ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
+            ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
+            ConnectFailure::Tls => HttpError::UpstreamTls,
+        })?;
+    bump(&ctx.counters.upstream_connects, 1);
+    Ok((target, conn))
+}

@@ -1,0 +1,118 @@
+//! One attempt of a request over an HTTP/1 connection: `100 Continue` where the client waits for
+//! it, the head and body out (a body of unknown length chunked), the response back
+//! ([`super::response`]), and the connection back to the pool when it can carry another request.
+
+use std::time::{Duration, Instant};
+
+use rampart_proto::h1::chunk_size_line;
+use rampart_proto::message::BodyLength;
+
+use super::response::{respond, Responded, Sent};
+use super::{count_target_error, pool_key, ProxyRequest};
+use crate::balance::BalancePolicy;
+use crate::http::context::RequestContext;
+use crate::http::downstream::{BodyFrame, Downstream};
+use crate::http::error::HttpError;
+use crate::http::head_out::{write_chunked_end, UpstreamHead};
+use crate::stream::Stream;
+use crate::worker::WorkerContext;
+
+/// Exchanges the request on `conn` to `target`. `Ok` with the connection when a 101 turned it
+/// into a tunnel; an error means nothing of the response reached the client.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn exchange<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    down: &mut D,
+    head: UpstreamHead<'_>,
+    rctx: &mut RequestContext,
+    target: usize,
+    mut conn: Stream,
+    sent_continue: &mut bool,
+) -> Result<Option<Stream>, HttpError> {
+    let up = req.upstream();
+    let settings = up.http;
+    // The text is written for every upstream that may speak HTTP/1.
+    let head_out = head.text.ok_or(HttpError::UpstreamUnavailable)?;
+    if req.expect_continue && !*sent_continue && req.body != BodyLength::None && !down.body_waiting() {
+        // The client waits for it: ours, before the upstream's (which is not relayed then).
+        down.send_continue().await?;
+        *sent_continue = true;
+    }
+    // Only a latency-aware balancer needs the time of an attempt that failed.
+    let started = (up.policy == BalancePolicy::P2cEwma).then(Instant::now);
+    send_request(req, &mut conn, down, head_out, settings.write_timeout).await?;
+    // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
+    // (unless a pipelined request is waiting in it).
+    down.release_read_buffer();
+    let sent = Sent {
+        continued: *sent_continue,
+    };
+    let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
+    if let Some(started) = started {
+        let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
+        ctx.observe_latency(req.snapshot, req.upstream, target, took);
+    }
+    match responded? {
+        Responded::Tunnel => Ok(Some(conn)),
+        Responded::Complete { reusable } => {
+            // A failure after the head reached the client is in the context.
+            if let Some(error) = rctx.error {
+                count_target_error(ctx, up, target, error);
+            }
+            if reusable {
+                let max = settings.pool_max_idle;
+                ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Writes the head and streams the body to the upstream.
+async fn send_request<D: Downstream>(
+    req: &ProxyRequest<'_>,
+    conn: &mut Stream,
+    down: &mut D,
+    head_out: &[u8],
+    write_timeout: Duration,
+) -> Result<(), HttpError> {
+    let up_write = |result: std::io::Result<()>, body_sent: bool| match result {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => Err(HttpError::UpstreamWriteTimeout),
+        Err(_) => Err(HttpError::UpstreamWriteFailed { body_sent }),
+    };
+    up_write(conn.write_all_within(head_out, &[], write_timeout).await, false)?;
+    if req.body == BodyLength::None {
+        return Ok(());
+    }
+    // A body of unknown length goes chunked (the head said so); one of known length as it is.
+    let chunked = req.body == BodyLength::Unknown;
+    // Each chunk's line end goes out with the next chunk's size line (or the last chunk).
+    let mut framing = Vec::new();
+    let mut chunk_open = false;
+    loop {
+        match down.body_frame().await? {
+            BodyFrame::Data(data) if chunked => {
+                framing.clear();
+                if chunk_open {
+                    framing.extend_from_slice(b"\r\n");
+                }
+                chunk_size_line(data.len(), &mut framing);
+                up_write(conn.write_all_within(&framing, data, write_timeout).await, true)?;
+                chunk_open = true;
+            }
+            BodyFrame::Data(data) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
+            BodyFrame::End(trailers) if chunked => {
+                framing.clear();
+                if chunk_open {
+                    framing.extend_from_slice(b"\r\n");
+                }
+                write_chunked_end(&mut framing, trailers);
+                return up_write(conn.write_all_within(&framing, &[], write_timeout).await, true);
+            }
+            // The length said where the body ends: nothing follows it on HTTP/1.
+            BodyFrame::End(_) => return Ok(()),
+        }
+    }
+}
