@@ -13,6 +13,17 @@ use tonic::Code;
 
 #[tokio::test]
 async fn h2_over_tls_on_both_sides() {
+    tls_on_both_sides("h2").await;
+}
+
+/// `auto` offers h2 and http/1.1 by ALPN; the tonic server picks h2, and the calls go over HTTP/2
+/// with the head Rampart laid out as fields for it.
+#[tokio::test]
+async fn auto_picks_h2_by_alpn() {
+    tls_on_both_sides("auto").await;
+}
+
+async fn tls_on_both_sides(protocol: &str) {
     let ca = TestCa::new();
     let backend = EchoBackend::start_tls(&ca.leaf());
 
@@ -28,7 +39,7 @@ async fn h2_over_tls_on_both_sides() {
         port,
         &[backend.target()],
         "upstream = \"echo\"",
-        "protocol = \"h2\"",
+        &format!("protocol = \"{protocol}\""),
         tail,
     );
     let _rampart = Rampart::start_in(dir, &config);

@@ -54,6 +54,34 @@ fn a_verified_upstream_gets_the_configured_sni_and_alpn() {
     assert!(head.contains("\r\nx-forwarded-proto: http\r\n"), "{head}");
 }
 
+/// `protocol = "auto"` to a backend that speaks only HTTP/1.1: ALPN offers h2 and http/1.1, the
+/// backend takes http/1.1, and requests go over HTTP/1.1 text (the connection pooled between
+/// them).
+#[test]
+fn auto_speaks_http1_to_a_backend_that_chose_it_by_alpn() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("Upstream CA");
+    let backend = TlsBackend::start("secure", &ca.issue(&CertSpec::new(&["backend.example.com"])));
+    let ca_path = ca.write(dir.path(), "ca.pem");
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{}\"]\nprotocol = \"auto\"\n\n\
+         [upstreams.app.tls]\nsni = \"backend.example.com\"\nca = \"{ca_path}\"\n",
+        backend.target()
+    );
+    let (_proxy, _) = start_config(dir.path(), &cfg, 1);
+    let mut client = connect(port);
+    for i in 0..3 {
+        let (status, _, body) = common::http::send(&mut client, &common::http::get(&format!("/auto/{i}")));
+        let body = String::from_utf8_lossy(&body);
+        assert_eq!(status, 200, "request {i}: {body}");
+        assert!(body.starts_with(&format!("secure\nGET /auto/{i} HTTP/1.1")), "{body}");
+    }
+    let seen = backend.next_handshake();
+    assert_eq!(seen.alpn.as_deref(), Some("http/1.1"));
+}
+
 #[test]
 fn an_upstream_certificate_that_fails_verification_gives_502_and_upstream_tls() {
     let dir = tempfile::tempdir().unwrap();
