@@ -10,7 +10,7 @@ use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
 use rampart_model::{HttpListener, UpstreamProtocol};
-use rampart_proto::h1::{ChunkedDecoder, Field, Framing, RequestHead, Version};
+use rampart_proto::h1::{Field, Framing, RequestHead, Version};
 use rampart_proto::message::BodyLength;
 
 use super::{http_settings, RequestPath};
@@ -192,12 +192,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 // A filter may have picked another upstream.
                 let upstream = parts.upstream.unwrap_or_default();
                 rctx.upstream = Some(upstream);
-                if let Some(error) = self.early_body_error(head) {
-                    drop(parts);
-                    self.inbuf.consume(head.len);
-                    delivery.keep = false;
-                    return self.fail_filtered(rctx, run, delivery, error).await;
-                }
                 // An absolute-form request names its host in the target, which wins over `Host`.
                 let host = match target.from_authority {
                     true => Some(target.authority),
@@ -309,21 +303,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
         }
     }
 
-    /// Fails the request with `error` (its error answer through the filters); the connection
-    /// closes after it.
-    async fn fail_filtered(
-        &mut self,
-        rctx: &mut RequestContext,
-        run: &mut FilterRun,
-        delivery: Delivery<'_>,
-        error: HttpError,
-    ) {
-        let mut down = self.filtered(run, delivery);
-        answer_error(&mut down, rctx, error).await;
-        rctx.bytes_out = down.bytes_sent();
-        rctx.body_bytes_out = down.body_bytes_sent();
-    }
-
     /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
     /// tunnel a 101 may have opened.
     async fn exchange(
@@ -341,7 +320,13 @@ impl<T: ClientSide> RequestPath<'_, T> {
         let head_out = std::mem::take(&mut self.head_out);
         let ctx = self.ctx;
         let mut down = self.filtered(run, delivery);
-        let tunnel = match down.inspect_received_body() {
+        // The body bytes that came with the head are checked before anything goes upstream (a
+        // malformed chunked body sent in one piece never reaches a backend), and shown to the
+        // filters that inspect bodies.
+        let received = down
+            .received_body(&mut |_, _| Ok(()))
+            .and_then(|()| down.inspect_received_body());
+        let tunnel = match received {
             Ok(()) => {
                 let head = UpstreamHead {
                     text: text.then_some(&head_out[..]),
@@ -373,19 +358,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
             self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
                 .await;
         }
-    }
-
-    /// Checks a chunked body's bytes that came with the head before anything goes upstream, so a
-    /// malformed body sent in one piece never reaches a backend.
-    fn early_body_error(&self, head: &RequestHead) -> Option<HttpError> {
-        if head.framing != Framing::Chunked {
-            return None;
-        }
-        let mut decoder = ChunkedDecoder::new();
-        decoder
-            .advance(&self.inbuf.filled()[head.len..])
-            .err()
-            .map(|_| HttpError::BadRequestBody)
     }
 
     /// Runs the tunnel a 101 opened until either side ends it or it idles out.
