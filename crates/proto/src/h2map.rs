@@ -1,11 +1,11 @@
-//! HTTP/2 messages as HTTP/1.1 heads, and back: the glue that lets an HTTP/2 stream go through
-//! the HTTP/1 codec, the routes and the exchange unchanged (RFC 9113 section 8); and the
-//! neutral message's fields as HTTP/2 fields ([`to_h2_fields`]), for responses and trailers,
-//! which cross the seam without HTTP/1 text.
+//! HTTP/2 messages and the neutral message (RFC 9113 section 8): an HTTP/2 request laid out as
+//! the neutral request head ([`lay_out_request`]: no HTTP/1 text), the neutral message's fields as
+//! HTTP/2 fields ([`to_h2_fields`], for heads and trailers), the cleartext preface. The HTTP/1.1
+//! head an HTTP/2 request stands for ([`request_head`]) is kept as the reference the layout is
+//! fuzzed against.
 //!
 //! Sans-IO: HTTP/2 field lists come in as byte slices (the framing, HPACK and flow control are
-//! the `h2` crate's); HTTP/1.1 heads go out as bytes that [`crate::h1::parse_request`] and
-//! [`crate::h1::parse_response`] read. Nothing here allocates beyond the output buffer.
+//! the `h2` crate's). Nothing here allocates beyond the output buffers.
 
 /// The HTTP/2 client connection preface (RFC 9113 section 3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -195,7 +195,8 @@ fn check_request<'p, 'f: 'p>(
     })
 }
 
-/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out`:
+/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out` (the reference
+/// [`lay_out_request`] is checked against; Rampart itself writes no such text):
 /// - `:authority` becomes `Host` (a `host` field that differs is an error);
 /// - `cookie` crumbs are joined into one field (RFC 9113 section 8.2.3);
 /// - without `content-length`, a request whose stream goes on (`end_stream` false) gets

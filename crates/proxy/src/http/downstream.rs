@@ -4,11 +4,12 @@
 //! ([`H1Downstream`]); HTTP/2 implements it for one stream of a multiplexed connection
 //! (`crate::http::h2`).
 //!
-//! Responses cross the seam as the protocol-neutral message ([`rampart_proto::message`]): a head
-//! (status, fields wherever they already are, the body's length if known) and body frames (data,
-//! then trailers or an end). Chunked encoding exists only inside the HTTP/1 side: an HTTP/1
-//! upstream's chunks are decoded where its response is read, and [`H1Downstream`] chunks a body of
-//! unknown length for an HTTP/1.1 client. (Request bodies still cross in HTTP/1 framing.)
+//! Both ways, messages cross the seam as the protocol-neutral message ([`rampart_proto::message`]):
+//! a head (status, fields wherever they already are, the body's length if known) and body frames
+//! (data, then trailers or an end; a request's as [`BodyFrame`]s). Chunked encoding exists only
+//! inside the HTTP/1 side: an HTTP/1 body's chunks are decoded where it is read
+//! ([`crate::http::body_framing`]), and [`H1Downstream`] chunks a response body of unknown length
+//! for an HTTP/1.1 client.
 
 use std::fs::File;
 use std::io;

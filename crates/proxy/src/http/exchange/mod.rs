@@ -1,8 +1,8 @@
 //! One proxied request: attempts, each on an upstream session (a pooled or new connection, HTTP/1
-//! or an HTTP/2 stream: [`session`]), the request out and the response back through the
+//! or an HTTP/2 stream: `session`), the request out and the response back through the
 //! [`Downstream`] side, written once per protocol (`upstream_h1`, `upstream_h2`). Failures are
 //! [`HttpError`]s; the ones that allow it are retried on another connection before any response
-//! byte, by [`Exchange`], which holds what the attempts share.
+//! byte, by `Exchange`, which holds what the attempts share.
 
 use std::net::SocketAddr;
 

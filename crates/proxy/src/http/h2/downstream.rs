@@ -1,9 +1,8 @@
 //! [`Downstream`] for one HTTP/2 stream. Responses arrive as the neutral message (see
 //! [`crate::http::downstream`]): the head's fields become HTTP/2 fields (an HTTP/2 upstream's map
 //! is cloned, not rebuilt), data becomes DATA (shared bytes without a copy), trailers become
-//! HTTP/2 trailers. Request bodies still cross in HTTP/1 framing: request DATA is framed as chunks
-//! when the request had no content-length. Response DATA waits for the client's window, at most
-//! the send timeout.
+//! HTTP/2 trailers. Request bodies cross as body frames: each DATA as it came, then the end with
+//! the request's trailers. Response DATA waits for the client's window, at most the send timeout.
 
 use std::time::Duration;
 
