@@ -92,8 +92,9 @@ async fn send_request<D: Downstream>(
     let mut framing = Vec::new();
     let mut chunk_open = false;
     loop {
-        match down.body_frame().await? {
-            BodyFrame::Data(data) if chunked => {
+        let frame = down.body_frame().await?;
+        match (frame, frame.data()) {
+            (_, Some(data)) if chunked => {
                 framing.clear();
                 if chunk_open {
                     framing.extend_from_slice(b"\r\n");
@@ -102,8 +103,8 @@ async fn send_request<D: Downstream>(
                 up_write(conn.write_all_within(&framing, data, write_timeout).await, true)?;
                 chunk_open = true;
             }
-            BodyFrame::Data(data) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
-            BodyFrame::End(trailers) if chunked => {
+            (_, Some(data)) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
+            (BodyFrame::End(trailers), _) if chunked => {
                 framing.clear();
                 if chunk_open {
                     framing.extend_from_slice(b"\r\n");
@@ -112,7 +113,7 @@ async fn send_request<D: Downstream>(
                 return up_write(conn.write_all_within(&framing, &[], write_timeout).await, true);
             }
             // The length said where the body ends: nothing follows it on HTTP/1.
-            BodyFrame::End(_) => return Ok(()),
+            _ => return Ok(()),
         }
     }
 }

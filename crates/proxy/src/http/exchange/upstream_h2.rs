@@ -19,7 +19,7 @@ use super::ProxyRequest;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
-use crate::http::h2_send::write_data;
+use crate::http::h2_send::{write_bytes, write_data};
 use crate::http::h2pool::H2Conn;
 use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
@@ -246,11 +246,14 @@ async fn send_body<D: Downstream>(
     let mut ended = false;
     loop {
         match down.body_frame().await? {
-            BodyFrame::Data(data) => {
+            frame @ (BodyFrame::Data(_) | BodyFrame::Shared(_)) => {
+                let data = frame.data().unwrap_or_default();
                 let end = length == Some(sent + data.len() as u64);
-                write_data(body, data, end, write_timeout, &mut sent)
-                    .await
-                    .map_err(failed)?;
+                let written = match frame {
+                    BodyFrame::Shared(bytes) => write_bytes(body, bytes.clone(), end, write_timeout, &mut sent).await,
+                    _ => write_data(body, data, end, write_timeout, &mut sent).await,
+                };
+                written.map_err(failed)?;
                 ended = end;
             }
             // Trailers behind a body whose length said where it ends cannot follow it.

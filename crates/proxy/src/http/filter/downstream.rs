@@ -148,21 +148,19 @@ impl Filtering<'_> {
     /// ahead is not shown again).
     fn inspect(&mut self, frame: &BodyFrame<'_>) -> Result<(), HttpError> {
         let (chain, at, run) = (self.chain, self.at, &mut *self.run);
-        match *frame {
-            BodyFrame::Data(data) => {
-                let skip = self.request.ahead.min(data.len() as u64) as usize;
-                self.request.ahead -= skip as u64;
-                if self.request.ended || skip == data.len() {
-                    return Ok(());
-                }
-                run.request_body(chain, at, &data[skip..], false).map_err(rejected)
+        if let Some(data) = frame.data() {
+            let skip = self.request.ahead.min(data.len() as u64) as usize;
+            self.request.ahead -= skip as u64;
+            if self.request.ended || skip == data.len() {
+                return Ok(());
             }
-            BodyFrame::End(_) if self.request.ended => Ok(()),
-            BodyFrame::End(_) => {
-                self.request.ended = true;
-                run.request_body(chain, at, &[], true).map_err(rejected)
-            }
+            return run.request_body(chain, at, &data[skip..], false).map_err(rejected);
         }
+        if self.request.ended {
+            return Ok(());
+        }
+        self.request.ended = true;
+        run.request_body(chain, at, &[], true).map_err(rejected)
     }
 
     /// Runs the response body phase over `data` (`end`: the body ends after it) and leaves what

@@ -208,7 +208,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
                             continue;
                         }
                         self.s.request_data = bytes;
-                        return Ok(BodyFrame::Data(&self.s.request_data));
+                        return Ok(BodyFrame::Shared(&self.s.request_data));
                     }
                     Some(Err(e)) => {
                         if e.is_reset() && e.is_remote() {
