@@ -159,6 +159,7 @@ fn parse_length(v: &[u8]) -> Result<u64, H1Error> {
 
 /// The length a `Content-Length` value says (a list of equal lengths counts as one), given the
 /// length an earlier such field said, if any: a different one is an error.
+#[inline]
 pub(crate) fn content_length(value: &[u8], seen: Option<u64>) -> Result<u64, H1Error> {
     let mut length = seen;
     for part in value.split(|&b| b == b',') {
@@ -243,6 +244,7 @@ fn keep_alive(version: Version, f: &FieldFacts) -> bool {
 
 /// Whether `target` is valid for `method`: origin-form for everything, absolute-form
 /// (`http://` or `https://`), `*` for OPTIONS, authority-form (`host:port`) for CONNECT only.
+#[inline]
 pub(crate) fn valid_target(method: &[u8], target: &[u8]) -> bool {
     if target.is_empty() || target.iter().any(|&b| b <= b' ' || b == 0x7f || b == b'#') {
         return false;
@@ -274,6 +276,7 @@ pub(crate) fn valid_target(method: &[u8], target: &[u8]) -> bool {
     !authority.is_empty() && valid_host(authority)
 }
 
+#[inline]
 pub(crate) fn valid_host(v: &[u8]) -> bool {
     !v.iter()
         .any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))

@@ -189,7 +189,9 @@ pub struct H1Downstream<'a> {
     pub out: &'a mut Vec<u8>,
     pub state: &'a HttpWorkerState,
     terms: ClientTerms,
-    request: H1RequestBody,
+    /// Where the request body stands, once it is read (boxed: most requests have none, and this
+    /// side is moved about with the request).
+    request: Option<Box<H1RequestBody>>,
     sent: u64,
     /// Of `sent`, the body bytes.
     body_sent: u64,
@@ -215,7 +217,7 @@ impl<'a> H1Downstream<'a> {
             out,
             state,
             terms,
-            request: H1RequestBody::new(terms.body),
+            request: None,
             sent: 0,
             body_sent: 0,
             keep: false,
@@ -243,16 +245,27 @@ impl Downstream for H1Downstream<'_> {
     }
 
     async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
-        let timeout = self.terms.body_timeout;
-        self.request.frame(self.inbuf, self.stream, self.state, timeout).await
+        let (timeout, framing) = (self.terms.body_timeout, self.terms.body);
+        let request = self
+            .request
+            .get_or_insert_with(|| Box::new(H1RequestBody::new(framing)));
+        request.frame(self.inbuf, self.stream, self.state, timeout).await
     }
 
     fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {
-        self.request.received(self.inbuf, each)
+        match &self.request {
+            _ if self.terms.body == Framing::None => Ok(()),
+            Some(request) => request.received(self.inbuf, each),
+            None => H1RequestBody::new(self.terms.body).received(self.inbuf, each),
+        }
     }
 
     fn body_waiting(&self) -> bool {
-        self.request.waiting(self.inbuf)
+        match &self.request {
+            _ if self.terms.body == Framing::None => false,
+            Some(request) => request.waiting(self.inbuf),
+            None => !self.inbuf.is_empty(),
+        }
     }
 
     fn release_read_buffer(&mut self) {

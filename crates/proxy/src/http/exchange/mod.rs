@@ -126,7 +126,7 @@ struct Exchange<'e, 'r, D> {
 }
 
 /// How one attempt ended.
-pub(super) enum Attempted {
+enum Attempted {
     /// The response went to the client (or failed after its head; the context says so); a 101
     /// leaves the upstream connection for the tunnel.
     Done(Option<Stream>),
@@ -156,14 +156,37 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             };
-            let attempted = match session::open(self.ctx, self.req, choice, &mut self.tried).await {
+            let session = match session::pooled(self.ctx, self.req, choice) {
+                Some(session) => Ok(session),
+                None => session::open(self.ctx, self.req, choice, &mut self.tried).await,
+            };
+            let attempted = match session {
                 Ok(session) => {
                     self.rctx.target = Some(session.target);
                     // A connection to a target: an outage of this upstream (if one was being
                     // counted) is over. (Not at the pick: a target out of its backoff may fail
                     // again.)
                     self.ctx.log_summary.recovered(|| no_target_key(&up.name));
-                    self.attempt(session).await
+                    // One attempt, whichever protocol the session speaks.
+                    let Session { target, reused, conn } = session;
+                    let _in_flight = InFlight::new(self.ctx, self.req, target);
+                    let (ctx, req, head) = (self.ctx, self.req, self.head);
+                    let result = match conn {
+                        UpstreamSession::Http2(conn) => {
+                            upstream_h2::exchange(ctx, req, self.down, head, self.rctx, &conn)
+                                .await
+                                .map(|()| None)
+                        }
+                        UpstreamSession::Http1(conn) => {
+                            let sent_continue = &mut self.sent_continue;
+                            upstream_h1::exchange(ctx, req, self.down, head, self.rctx, target, conn, sent_continue)
+                                .await
+                        }
+                    };
+                    match result {
+                        Ok(tunnel) => Attempted::Done(tunnel),
+                        Err(error) => Attempted::Failed { target, error, reused },
+                    }
                 }
                 // The connect tried every target it could: nothing is left to retry on.
                 Err(NoSession { target: None, error }) => {
@@ -197,26 +220,6 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             } else if !reused {
                 self.tried.push(target);
             }
-        }
-    }
-
-    /// One attempt on `session`, whichever protocol it speaks.
-    async fn attempt(&mut self, session: Session) -> Attempted {
-        let Session { target, reused, conn } = session;
-        let _in_flight = InFlight::new(self.ctx, self.req, target);
-        let (ctx, req, head) = (self.ctx, self.req, self.head);
-        let result = match conn {
-            UpstreamSession::Http2(conn) => upstream_h2::exchange(ctx, req, self.down, head, self.rctx, &conn)
-                .await
-                .map(|()| None),
-            UpstreamSession::Http1(conn) => {
-                let sent_continue = &mut self.sent_continue;
-                upstream_h1::exchange(ctx, req, self.down, head, self.rctx, target, conn, sent_continue).await
-            }
-        };
-        match result {
-            Ok(tunnel) => Attempted::Done(tunnel),
-            Err(error) => Attempted::Failed { target, error, reused },
         }
     }
 

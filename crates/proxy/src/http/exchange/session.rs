@@ -35,8 +35,36 @@ pub(super) struct NoSession {
     pub error: HttpError,
 }
 
-/// A session to target `choice` for `req`: a pooled one (a shared HTTP/2 connection first, then
-/// an idle HTTP/1 one), or a new connection (to `choice`, or another target if its connect fails).
+/// A pooled session to target `choice` for `req`: a shared HTTP/2 connection first, then an
+/// idle HTTP/1 one (as the upstream's protocol allows).
+pub(super) fn pooled(ctx: &WorkerContext, req: &ProxyRequest<'_>, choice: usize) -> Option<Session> {
+    let up = req.upstream();
+    let protocol = up.http.protocol;
+    let key = pool_key(req, choice);
+    let pooled = match protocol {
+        UpstreamProtocol::Http1 => None,
+        _ => ctx.http.h2_pool.borrow_mut().get(&key).map(UpstreamSession::Http2),
+    };
+    let conn = pooled.or_else(|| match protocol {
+        UpstreamProtocol::H2 | UpstreamProtocol::H2c => None,
+        _ => ctx
+            .http
+            .pool
+            .borrow_mut()
+            .take(&key, up.http.pool_idle_timeout)
+            .map(UpstreamSession::Http1),
+    })?;
+    bump(&ctx.counters.upstream_reuses, 1);
+    up.targets[choice].metrics.worker(ctx.id).reused.add(1);
+    Some(Session {
+        target: choice,
+        reused: true,
+        conn,
+    })
+}
+
+/// A session on a new connection (to `choice`, or another target if its connect fails), in the
+/// protocol the upstream speaks (for `auto`, the one ALPN chose).
 pub(super) async fn open(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
@@ -45,29 +73,6 @@ pub(super) async fn open(
 ) -> Result<Session, NoSession> {
     let up = req.upstream();
     let protocol = up.http.protocol;
-    let key = pool_key(req, choice);
-    let pooled = match protocol {
-        UpstreamProtocol::Http1 => None,
-        _ => ctx.http.h2_pool.borrow_mut().get(&key).map(UpstreamSession::Http2),
-    };
-    let pooled = pooled.or_else(|| match protocol {
-        UpstreamProtocol::H2 | UpstreamProtocol::H2c => None,
-        _ => ctx
-            .http
-            .pool
-            .borrow_mut()
-            .take(&key, up.http.pool_idle_timeout)
-            .map(UpstreamSession::Http1),
-    });
-    if let Some(conn) = pooled {
-        bump(&ctx.counters.upstream_reuses, 1);
-        up.targets[choice].metrics.worker(ctx.id).reused.add(1);
-        return Ok(Session {
-            target: choice,
-            reused: true,
-            conn,
-        });
-    }
     let (target, stream) = connect(ctx, req, choice, tried)
         .await
         .map_err(|error| NoSession { target: None, error })?;

@@ -323,9 +323,12 @@ impl<T: ClientSide> RequestPath<'_, T> {
         // The body bytes that came with the head are checked before anything goes upstream (a
         // malformed chunked body sent in one piece never reaches a backend), and shown to the
         // filters that inspect bodies.
-        let received = down
-            .received_body(&mut |_, _| Ok(()))
-            .and_then(|()| down.inspect_received_body());
+        let received = match req.body {
+            BodyLength::None => Ok(()),
+            _ => down
+                .received_body(&mut |_, _| Ok(()))
+                .and_then(|()| down.inspect_received_body()),
+        };
         let tunnel = match received {
             Ok(()) => {
                 let head = UpstreamHead {
