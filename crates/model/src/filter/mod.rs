@@ -33,10 +33,10 @@ pub use forward_auth::ForwardAuth;
 pub use jwt::Jwt;
 pub use rate_limit::RateLimitFilter;
 
-/// A process-unique identity of one compiled filter, for the state a filter keeps per worker
-/// (caches, leases, connections): workers find that state by this id, and a reload that builds
-/// the filter anew gives it a new id, so nothing of the old filter's state is mistaken for the
-/// new one's. Ids are never reused within a process.
+/// The identity of one filter definition, process-unique: the owner of the state that filter
+/// keeps per worker (caches, leases, connections). The config compiler hands one out per filter
+/// it has not seen before and gives a filter the id it had in the previous snapshot when a reload
+/// leaves its definition as it was (see [`FilterSlot`]). Ids are never reused within a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FilterId(u64);
 
@@ -59,12 +59,61 @@ impl Default for FilterId {
     }
 }
 
+/// Where a filter keeps its per-worker state: `index` into each worker's list of filter slots
+/// (dense and small: the config compiler allocates it), and the filter definition that owns
+/// the slot. A worker finds a filter's state by the index, with no hash; a slot whose owner is
+/// another definition (an index a reload handed to a new filter while requests of the old
+/// snapshot still ran) starts over empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FilterSlot {
+    pub index: u32,
+    pub owner: FilterId,
+}
+
+impl FilterSlot {
+    /// Slot `index` for a new owner (what a compiler without a previous snapshot hands out).
+    pub fn fresh(index: u32) -> FilterSlot {
+        FilterSlot {
+            index,
+            owner: FilterId::new(),
+        }
+    }
+}
+
+/// A filter as a snapshot holds it: its compiled settings and the slot of its per-worker state.
+#[derive(Debug)]
+pub struct FilterInstance {
+    pub slot: FilterSlot,
+    pub filter: Filter,
+}
+
+impl FilterInstance {
+    /// `filter` with a new owner of slot 0, for chains built by hand (tests). Filters that
+    /// share an index with different owners are correct but keep no per-worker state for long
+    /// (each use by the other owner starts the slot over); the config compiler gives every
+    /// filter an index of its own.
+    pub fn unslotted(filter: Filter) -> FilterInstance {
+        FilterInstance {
+            slot: FilterSlot::fresh(0),
+            filter,
+        }
+    }
+}
+
+impl std::ops::Deref for FilterInstance {
+    type Target = Filter;
+
+    fn deref(&self) -> &Filter {
+        &self.filter
+    }
+}
+
 /// A route's filters in the order they see a request (responses see them in reverse).
 #[derive(Debug, Default)]
 pub struct FilterChain {
     /// Filters run per request. Listener filters are shared (the same `Arc`) by the routes that
     /// inherit them, so a listener-wide limit counts every route's requests together.
-    pub filters: Vec<Arc<Filter>>,
+    pub filters: Vec<Arc<FilterInstance>>,
     /// The request header edits every proxied request starts with (static edits folded in).
     pub request_edits: HeaderOps,
     /// The response header edits every response starts with (static edits folded in).
@@ -135,26 +184,6 @@ impl Filter {
         }
     }
 
-    /// The id under which the filter keeps per-worker state, if it keeps any.
-    pub fn state_id(&self) -> Option<FilterId> {
-        match self {
-            Filter::BasicAuth(f) => Some(f.id),
-            Filter::ForwardAuth(f) => Some(f.id),
-            Filter::Rewrite(_)
-            | Filter::RequestHeaders(_)
-            | Filter::ResponseHeaders(_)
-            | Filter::BodyLimit(_)
-            | Filter::RequestId(_)
-            | Filter::IpFilter(_)
-            | Filter::Cors(_)
-            | Filter::Compress(_)
-            | Filter::ApiKey(_)
-            | Filter::External(_) => None,
-            Filter::Jwt(f) => Some(f.id),
-            Filter::RateLimit(f) => Some(f.id),
-        }
-    }
-
     /// Whether running it per request may change the request's header edits in a way that
     /// depends on the request (so static edits after it cannot be folded into the chain's start).
     pub fn edits_request_headers_per_request(&self) -> bool {
@@ -208,7 +237,7 @@ impl Filter {
 /// where no other filter can tell: request edits before the first filter that edits request
 /// headers per request, response edits after the last filter that edits response headers per
 /// request.
-pub fn build_chain(filters: Vec<Arc<Filter>>) -> FilterChain {
+pub fn build_chain(filters: Vec<Arc<FilterInstance>>) -> FilterChain {
     let first_dynamic_request = filters
         .iter()
         .position(|f| f.edits_request_headers_per_request())
@@ -216,7 +245,7 @@ pub fn build_chain(filters: Vec<Arc<Filter>>) -> FilterChain {
     let last_dynamic_response = filters.iter().rposition(|f| f.edits_response_headers_per_request());
     let mut chain = FilterChain::default();
     for (i, filter) in filters.into_iter().enumerate() {
-        match &*filter {
+        match &filter.filter {
             Filter::RequestHeaders(RequestHeaders { ops }) if i < first_dynamic_request => {
                 merge(&mut chain.request_edits, ops)
             }

@@ -13,6 +13,7 @@ use rampart_proto::h1::{ChunkedDecoder, ChunkedProgress, Framing};
 use super::context::RequestContext;
 use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
+use super::filter::UpstreamHeadBuf;
 use super::head_out::UpstreamHead;
 use super::pool::PoolKey;
 use crate::balance::{BalancePolicy, Tried};
@@ -196,7 +197,8 @@ async fn exchange<D: Downstream>(
         let latency_aware = up.policy == BalancePolicy::P2cEwma;
         let started = latency_aware.then(Instant::now);
         // Fields are laid out only for `h2` and `h2c` upstreams, which never get here.
-        let UpstreamHead::Text(head_out) = head else {
+        let mut edited = UpstreamHeadBuf::default();
+        let UpstreamHead::Text(head_out) = down.upstream_request(up, target, head, &mut edited) else {
             answer_error(down, rctx, HttpError::UpstreamUnavailable).await;
             return None;
         };

@@ -112,6 +112,8 @@ pub(super) async fn attempt<D: Downstream>(
     rctx.target = Some(target);
     let _in_flight = InFlight::new(ctx, req, target);
     let _stream = conn.open_stream();
+    let mut edited = crate::http::filter::UpstreamHeadBuf::default();
+    let head = down.upstream_request(up, target, head, &mut edited);
     match exchange_on(ctx, req, down, head, rctx, &conn).await {
         Ok(()) => H2Outcome::Done,
         Err(error) => {

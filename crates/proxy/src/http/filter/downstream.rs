@@ -14,13 +14,15 @@ use bytes::Bytes;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
+use rampart_model::Upstream;
 use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
-use super::{FilterRun, Rejection, ResponseParts, TrailerParts};
+use super::{FilterRun, Rejection, ResponseParts, TrailerParts, UpstreamHeadBuf, UpstreamRequestParts};
 use crate::http::downstream::{copy_file, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
+use crate::http::head_out::UpstreamHead;
 use crate::http::iobuf::IoBuf;
 use crate::http::message::ResponseHeader;
 
@@ -244,6 +246,24 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         let body = self.inner.body();
         let len = len.min(body.len());
         f.inspect(&body.filled()[from..len])
+    }
+
+    fn upstream_request<'h>(
+        &mut self,
+        upstream: &'h Upstream,
+        target: usize,
+        head: UpstreamHead<'h>,
+        scratch: &'h mut UpstreamHeadBuf,
+    ) -> UpstreamHead<'h> {
+        let (Some(f), Some(t)) = (
+            self.filtering.as_mut().filter(|f| f.run.is_active()),
+            upstream.targets.get(target),
+        ) else {
+            return head;
+        };
+        let mut parts = UpstreamRequestParts::new(&upstream.name, &t.name, t.addr, head);
+        f.run.upstream_request(f.chain, f.at, &mut parts);
+        parts.finish(scratch)
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {
