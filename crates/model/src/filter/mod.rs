@@ -127,63 +127,78 @@ impl FilterChain {
     }
 }
 
-/// One filter with its compiled settings.
-// Each filter is built once per config load and lives behind an `Arc`: the size of the largest
-// variant costs nothing per request.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Filter {
-    /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
-    Rewrite(Rewrite),
-    /// Header edits on the request sent upstream.
-    RequestHeaders(RequestHeaders),
-    /// Header edits on the response sent to the client.
-    ResponseHeaders(ResponseHeaders),
-    /// Largest request body accepted; past it, 413.
-    BodyLimit(BodyLimit),
-    /// Keep or make an `X-Request-Id`.
-    RequestId(RequestId),
-    /// Allow or deny client networks.
-    IpFilter(IpFilter),
-    /// Cross-origin resource sharing: preflights answered, response headers added.
-    Cors(Cors),
-    /// Verify a JSON Web Token; forward selected claims.
-    Jwt(Jwt),
-    /// A token bucket per key, in this process or in Redis.
-    RateLimit(RateLimitFilter),
-    /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
-    Compress(Compress),
-    /// HTTP Basic authentication against an htpasswd file.
-    BasicAuth(BasicAuth),
-    /// API keys from a key file, in a header, a query parameter or a bearer token.
-    ApiKey(ApiKey),
-    /// A sub-request to an auth service decides.
-    ForwardAuth(ForwardAuth),
-    /// A filter registered from outside the built-ins.
-    External(ExternalFilter),
+/// The built-in filters, listed once: each one's variant of [`Filter`], its settings type (in
+/// this module) and the `type` name that configures it. The model writes [`Filter`],
+/// [`Filter::type_name`] and [`BUILTIN_FILTER_TYPES`] from it; the data plane writes its dispatch
+/// and state enums from it (`rampart_model::with_builtin_filters!(its_macro)` calls `its_macro!`
+/// with the list). Adding a built-in: a line here, its settings beside the others, its keys in
+/// `rampart-config`, its `HttpFilter` in `rampart-proxy`.
+#[macro_export]
+macro_rules! with_builtin_filters {
+    ($callback:ident) => {
+        $callback! {
+            /// Keep or make an `X-Request-Id`.
+            RequestId(RequestId) = "request_id",
+            /// Allow or deny client networks.
+            IpFilter(IpFilter) = "ip_filter",
+            /// Cross-origin resource sharing: preflights answered, response headers added.
+            Cors(Cors) = "cors",
+            /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
+            Compress(Compress) = "compress",
+            /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
+            Rewrite(Rewrite) = "rewrite",
+            /// Header edits on the request sent upstream.
+            RequestHeaders(RequestHeaders) = "request_headers",
+            /// Header edits on the response sent to the client.
+            ResponseHeaders(ResponseHeaders) = "response_headers",
+            /// Largest request body accepted; past it, 413.
+            BodyLimit(BodyLimit) = "body_limit",
+            /// Verify a JSON Web Token; forward selected claims.
+            Jwt(Jwt) = "jwt",
+            /// A token bucket per key, in this process or in Redis.
+            RateLimit(RateLimitFilter) = "rate_limit",
+            /// HTTP Basic authentication against an htpasswd file.
+            BasicAuth(BasicAuth) = "basic_auth",
+            /// API keys from a key file, in a header, a query parameter or a bearer token.
+            ApiKey(ApiKey) = "api_key",
+            /// A sub-request to an auth service decides.
+            ForwardAuth(ForwardAuth) = "forward_auth",
+        }
+    };
 }
 
-impl Filter {
-    /// The `type` that configures it.
-    pub fn type_name(&self) -> &str {
-        match self {
-            Filter::Rewrite(_) => "rewrite",
-            Filter::RequestHeaders(_) => "request_headers",
-            Filter::ResponseHeaders(_) => "response_headers",
-            Filter::BodyLimit(_) => "body_limit",
-            Filter::RequestId(_) => "request_id",
-            Filter::IpFilter(_) => "ip_filter",
-            Filter::Cors(_) => "cors",
-            Filter::Jwt(_) => "jwt",
-            Filter::RateLimit(_) => "rate_limit",
-            Filter::Compress(_) => "compress",
-            Filter::BasicAuth(_) => "basic_auth",
-            Filter::ApiKey(_) => "api_key",
-            Filter::ForwardAuth(_) => "forward_auth",
-            Filter::External(e) => &e.type_name,
+/// Writes [`Filter`] and what follows from the list of built-ins.
+macro_rules! declare_filters {
+    ($($(#[$doc:meta])* $name:ident($settings:ident) = $type_name:literal,)*) => {
+        /// One filter with its compiled settings.
+        // Each filter is built once per config load and lives behind an `Arc`: the size of the
+        // largest variant costs nothing per request.
+        #[allow(clippy::large_enum_variant)]
+        #[derive(Debug)]
+        pub enum Filter {
+            $($(#[$doc])* $name($settings),)*
+            /// A filter registered from outside the built-ins.
+            External(ExternalFilter),
         }
-    }
 
+        /// The `type` names of the built-in filters.
+        pub const BUILTIN_FILTER_TYPES: &[&str] = &[$($type_name),*];
+
+        impl Filter {
+            /// The `type` that configures it.
+            pub fn type_name(&self) -> &str {
+                match self {
+                    $(Filter::$name(_) => $type_name,)*
+                    Filter::External(e) => &e.type_name,
+                }
+            }
+        }
+    };
+}
+
+with_builtin_filters!(declare_filters);
+
+impl Filter {
     /// Whether running it per request may change the request's header edits in a way that
     /// depends on the request (so static edits after it cannot be folded into the chain's start).
     pub fn edits_request_headers_per_request(&self) -> bool {

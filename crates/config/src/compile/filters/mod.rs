@@ -27,23 +27,6 @@ mod jwt;
 pub(crate) mod jwt_key_files;
 mod rate_limit;
 
-/// The built-in filter types, for messages.
-const BUILTIN: &[&str] = &[
-    "request_id",
-    "ip_filter",
-    "cors",
-    "compress",
-    "rewrite",
-    "request_headers",
-    "response_headers",
-    "body_limit",
-    "jwt",
-    "rate_limit",
-    "basic_auth",
-    "api_key",
-    "forward_auth",
-];
-
 /// One filter table as it is compiled: its keys, and which of them the type has read.
 pub(crate) struct FilterTable<'t> {
     /// The whole table (errors about a missing key point here).
@@ -188,7 +171,7 @@ impl Checker<'_> {
         live: &LiveState,
     ) -> Option<Filter> {
         let Some(factory) = live.filter_registry().get(t.type_name) else {
-            let mut known: Vec<&str> = BUILTIN.to_vec();
+            let mut known: Vec<&str> = filter::BUILTIN_FILTER_TYPES.to_vec();
             known.extend(live.filter_registry().names());
             self.error(
                 type_span,

@@ -261,3 +261,17 @@ fn external_filters_are_built_by_their_registered_factory() {
         "{got:?}"
     );
 }
+
+#[test]
+fn every_built_in_the_model_lists_is_known_to_the_compiler() {
+    for name in rampart_model::filter::BUILTIN_FILTER_TYPES {
+        let errors = errors(&config(
+            &format!("filters = [{{ type = \"{name}\" }}]\nupstream = \"app\""),
+            "",
+        ));
+        assert!(
+            errors.iter().all(|e| !e.contains("unknown filter type")),
+            "{name}: {errors:?}"
+        );
+    }
+}

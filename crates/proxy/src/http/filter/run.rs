@@ -184,24 +184,15 @@ fn unavailable() -> Verdict {
     Verdict::Respond(Answer::plain(500, "filter_unavailable", ""))
 }
 
-/// The settings type of a built-in filter: named after its variant unless given.
-macro_rules! settings {
-    ($name:ident) => {
-        filter::$name
-    };
-    ($name:ident $settings:ident) => {
-        filter::$settings
-    };
-}
-
-/// Declares the per-request state of each built-in filter and the dispatch of every phase. Each
-/// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` (the variant's
-/// name, or the one in parentheses) implements [`HttpFilter`] in `crate::filters`.
+/// Declares the per-request and per-worker state of each built-in filter and the dispatch of
+/// every phase, from the model's list of built-ins (`rampart_model::with_builtin_filters!`): each
+/// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` implements
+/// [`HttpFilter`] in `crate::filters`.
 macro_rules! builtin_filters {
-    ($($name:ident $(($settings:ident))?),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident($settings:ident) = $type_name:literal,)*) => {
         /// One filter's state for one request.
         pub(crate) enum FilterState {
-            $($name(<settings!($name $($settings)?) as HttpFilter>::State),)*
+            $($name(<filter::$settings as HttpFilter>::State),)*
             External(Box<dyn Any>),
             /// An external filter the data plane cannot call.
             Unavailable,
@@ -213,13 +204,13 @@ macro_rules! builtin_filters {
             /// Nothing yet.
             #[default]
             Empty,
-            $($name(<settings!($name $($settings)?) as HttpFilter>::WorkerState),)*
+            $($name(<filter::$settings as HttpFilter>::WorkerState),)*
             /// An external filter's [`HttpFilter::WorkerState`], boxed.
             External(Box<dyn Any>),
         }
 
         $(
-            impl BuiltinFilter for settings!($name $($settings)?) {
+            impl BuiltinFilter for filter::$settings {
                 fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState {
                     if !matches!(slot, SlotState::$name(_)) {
                         *slot = SlotState::$name(Default::default());
@@ -332,18 +323,4 @@ macro_rules! builtin_filters {
     };
 }
 
-builtin_filters!(
-    Rewrite,
-    RequestHeaders,
-    ResponseHeaders,
-    BodyLimit,
-    RequestId,
-    IpFilter,
-    Cors,
-    Jwt,
-    RateLimit(RateLimitFilter),
-    Compress,
-    BasicAuth,
-    ApiKey,
-    ForwardAuth
-);
+rampart_model::with_builtin_filters!(builtin_filters);
