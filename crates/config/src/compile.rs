@@ -52,7 +52,9 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         warnings: Vec::new(),
         files: Vec::new(),
         filter_scope: String::new(),
+        filter_definition: None,
     };
+    live.begin_filter_slots();
     let compiled = cx.config(raw, live);
     let order = |e: &ConfigError| (map.file_index(&e.file), e.line, e.col);
     if !cx.errors.is_empty() {
@@ -86,6 +88,8 @@ struct Checker<'a> {
     /// Where the filter being compiled sits (`LISTENER#N` or `LISTENER/ROUTE#N`): the identity
     /// under which a reload keeps a filter's state (a local rate limit's buckets).
     filter_scope: String,
+    /// The definition of the filter being compiled, while it is: the files it reads are added.
+    filter_definition: Option<filter_slots::DefinitionDigest>,
 }
 
 impl Checker<'_> {
@@ -110,6 +114,14 @@ impl Checker<'_> {
             self.files.push(path.clone());
         }
         path
+    }
+
+    /// Adds the content of a file read for the filter being compiled (if one is) to its
+    /// definition: a file changed in place makes it a new filter (see [`filter_slots`]).
+    fn note_filter_file(&mut self, bytes: &[u8]) {
+        if let Some(definition) = &mut self.filter_definition {
+            definition.add_file(bytes);
+        }
     }
 
     fn config(&mut self, raw: RawConfig, live: &mut LiveState) -> Option<Compiled> {
@@ -378,6 +390,7 @@ mod admin;
 mod checks;
 mod command_line;
 mod error_pages;
+mod filter_slots;
 mod filters;
 mod http;
 mod live;

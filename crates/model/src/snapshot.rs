@@ -82,7 +82,18 @@ impl Snapshot {
             .filter_map(|l| l.http())
             .flat_map(|h| &h.routes)
             .flat_map(|r| &r.filters.filters)
-            .map(|f| &**f)
+            .map(|f| &f.filter)
+    }
+
+    /// The slot of every HTTP filter of every route (a listener's filters once per route that
+    /// inherits them).
+    pub fn http_filter_slots(&self) -> impl Iterator<Item = crate::filter::FilterSlot> + '_ {
+        self.listeners
+            .iter()
+            .filter_map(|l| l.http())
+            .flat_map(|h| &h.routes)
+            .flat_map(|r| &r.filters.filters)
+            .map(|f| f.slot)
     }
 }
 

@@ -167,7 +167,7 @@ impl Checker<'_> {
         listener: &str,
         index: usize,
         r: &Spanned<RawRoute>,
-        listener_filters: &[std::sync::Arc<rampart_model::filter::Filter>],
+        listener_filters: &[std::sync::Arc<rampart_model::filter::FilterInstance>],
         upstream_index: &dyn Fn(&str) -> Option<usize>,
         upstream_names: &str,
         live: &mut LiveState,

@@ -7,11 +7,12 @@ use std::sync::Arc;
 
 use rampart_model::filter::jwt::JwtKeySource;
 use rampart_model::filter::rate_limit::{BucketStore, LocalBuckets, RateLimitError, PROBE};
-use rampart_model::filter::{Filter, FilterRegistry};
+use rampart_model::filter::{Filter, FilterRegistry, FilterSlot};
 use rampart_model::health::TargetHealth;
 use rampart_model::metrics::{ListenerCells, PerWorker, RouteCells, TargetCells, TcpRouteCells, UpstreamCells};
 use rampart_model::Snapshot;
 
+use super::filter_slots::{DefinitionDigest, FilterSlots};
 use super::tls;
 
 /// State that outlives one snapshot: target health, listener connection counts and traffic
@@ -32,6 +33,8 @@ pub struct LiveState {
     jwks: HashMap<String, Arc<JwtKeySource>>,
     /// LOCAL rate-limit tables by the filter's scope: a reload keeps what clients have spent.
     rate_buckets: HashMap<String, Arc<LocalBuckets>>,
+    /// The slots of filters' per-worker state: a reload keeps an unchanged filter's.
+    filter_slots: FilterSlots,
 }
 
 /// Traffic counters by the names that label them.
@@ -162,6 +165,16 @@ impl LiveState {
         }
     }
 
+    /// Starts handing out filter slots for a load (see [`super::filter_slots`]).
+    pub(super) fn begin_filter_slots(&mut self) {
+        self.filter_slots.begin_load();
+    }
+
+    /// The slot of the filter defined in `place` as `definition`.
+    pub(super) fn filter_slot(&mut self, place: &str, definition: DefinitionDigest) -> FilterSlot {
+        self.filter_slots.slot(place, definition)
+    }
+
     pub(super) fn next_generation(&mut self) -> u64 {
         self.generation += 1;
         self.generation
@@ -169,6 +182,7 @@ impl LiveState {
 
     /// Forgets state that `snapshot` no longer uses.
     pub(super) fn keep_only(&mut self, snapshot: &Snapshot) {
+        self.filter_slots.commit();
         self.health.retain(|(up, addr), _| {
             snapshot
                 .upstreams

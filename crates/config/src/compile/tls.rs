@@ -497,7 +497,12 @@ impl Checker<'_> {
     fn read_chain(&mut self, file: &Spanned<String>) -> Option<Vec<CertificateDer<'static>>> {
         let path = self.path(file);
         match files::read_chain(&path) {
-            Ok(c) => Some(c),
+            Ok(c) => {
+                for cert in &c {
+                    self.note_filter_file(cert);
+                }
+                Some(c)
+            }
             Err(e) => {
                 self.error(file.span(), format!("{}: {e}", file.get_ref()));
                 None

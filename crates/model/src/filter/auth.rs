@@ -12,8 +12,6 @@ use std::fmt;
 
 use sha2::{Digest, Sha256};
 
-use super::FilterId;
-
 /// A stored password hash, checked for form at load (cost and salt of bcrypt, PHC string of
 /// argon2) so that a bad line fails the load rather than every request.
 #[derive(Clone, PartialEq, Eq)]
@@ -145,8 +143,6 @@ impl fmt::Debug for ApiKeySet {
 /// `basic_auth`: HTTP Basic authentication against the users of an htpasswd file.
 #[derive(Debug)]
 pub struct BasicAuth {
-    /// Where each worker keeps the filter's password cache and checks in flight.
-    pub id: FilterId,
     pub users: PasswordFile,
     /// The `WWW-Authenticate` value of every 401 ([`BasicAuth::challenge_for`]).
     pub challenge: String,

@@ -5,13 +5,10 @@
 use std::time::Duration;
 
 use super::endpoint::{EndpointTls, HttpEndpoint};
-use super::FilterId;
 
 /// `forward_auth`: where the auth service is and what crosses to it and back.
 #[derive(Debug)]
 pub struct ForwardAuth {
-    /// Where each worker keeps its idle connections to the service.
-    pub id: FilterId,
     pub endpoint: HttpEndpoint,
     /// For `https://`: the client configuration and the name the service's certificate carries.
     pub tls: Option<EndpointTls>,
@@ -82,7 +79,6 @@ mod tests {
 
     fn settings(request_headers: Option<Vec<String>>) -> ForwardAuth {
         ForwardAuth {
-            id: FilterId::new(),
             endpoint: HttpEndpoint::parse("http://auth.internal/check").unwrap(),
             tls: None,
             timeout: Duration::from_secs(1),

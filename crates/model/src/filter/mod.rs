@@ -33,10 +33,10 @@ pub use forward_auth::ForwardAuth;
 pub use jwt::Jwt;
 pub use rate_limit::RateLimitFilter;
 
-/// A process-unique identity of one compiled filter, for the state a filter keeps per worker
-/// (caches, leases, connections): workers find that state by this id, and a reload that builds
-/// the filter anew gives it a new id, so nothing of the old filter's state is mistaken for the
-/// new one's. Ids are never reused within a process.
+/// The identity of one filter definition, process-unique: the owner of the state that filter
+/// keeps per worker (caches, leases, connections). The config compiler hands one out per filter
+/// it has not seen before and gives a filter the id it had in the previous snapshot when a reload
+/// leaves its definition as it was (see [`FilterSlot`]). Ids are never reused within a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FilterId(u64);
 
@@ -59,12 +59,61 @@ impl Default for FilterId {
     }
 }
 
+/// Where a filter keeps its per-worker state: `index` into each worker's list of filter slots
+/// (dense and small: the config compiler allocates it), and the filter definition that owns
+/// the slot. A worker finds a filter's state by the index, with no hash; a slot whose owner is
+/// another definition (an index a reload handed to a new filter while requests of the old
+/// snapshot still ran) starts over empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct FilterSlot {
+    pub index: u32,
+    pub owner: FilterId,
+}
+
+impl FilterSlot {
+    /// Slot `index` for a new owner (what a compiler without a previous snapshot hands out).
+    pub fn fresh(index: u32) -> FilterSlot {
+        FilterSlot {
+            index,
+            owner: FilterId::new(),
+        }
+    }
+}
+
+/// A filter as a snapshot holds it: its compiled settings and the slot of its per-worker state.
+#[derive(Debug)]
+pub struct FilterInstance {
+    pub slot: FilterSlot,
+    pub filter: Filter,
+}
+
+impl FilterInstance {
+    /// `filter` with a new owner of slot 0, for chains built by hand (tests). Filters that
+    /// share an index with different owners are correct but keep no per-worker state for long
+    /// (each use by the other owner starts the slot over); the config compiler gives every
+    /// filter an index of its own.
+    pub fn unslotted(filter: Filter) -> FilterInstance {
+        FilterInstance {
+            slot: FilterSlot::fresh(0),
+            filter,
+        }
+    }
+}
+
+impl std::ops::Deref for FilterInstance {
+    type Target = Filter;
+
+    fn deref(&self) -> &Filter {
+        &self.filter
+    }
+}
+
 /// A route's filters in the order they see a request (responses see them in reverse).
 #[derive(Debug, Default)]
 pub struct FilterChain {
     /// Filters run per request. Listener filters are shared (the same `Arc`) by the routes that
     /// inherit them, so a listener-wide limit counts every route's requests together.
-    pub filters: Vec<Arc<Filter>>,
+    pub filters: Vec<Arc<FilterInstance>>,
     /// The request header edits every proxied request starts with (static edits folded in).
     pub request_edits: HeaderOps,
     /// The response header edits every response starts with (static edits folded in).
@@ -78,83 +127,78 @@ impl FilterChain {
     }
 }
 
-/// One filter with its compiled settings.
-// Each filter is built once per config load and lives behind an `Arc`: the size of the largest
-// variant costs nothing per request.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Filter {
-    /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
-    Rewrite(Rewrite),
-    /// Header edits on the request sent upstream.
-    RequestHeaders(RequestHeaders),
-    /// Header edits on the response sent to the client.
-    ResponseHeaders(ResponseHeaders),
-    /// Largest request body accepted; past it, 413.
-    BodyLimit(BodyLimit),
-    /// Keep or make an `X-Request-Id`.
-    RequestId(RequestId),
-    /// Allow or deny client networks.
-    IpFilter(IpFilter),
-    /// Cross-origin resource sharing: preflights answered, response headers added.
-    Cors(Cors),
-    /// Verify a JSON Web Token; forward selected claims.
-    Jwt(Jwt),
-    /// A token bucket per key, in this process or in Redis.
-    RateLimit(RateLimitFilter),
-    /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
-    Compress(Compress),
-    /// HTTP Basic authentication against an htpasswd file.
-    BasicAuth(BasicAuth),
-    /// API keys from a key file, in a header, a query parameter or a bearer token.
-    ApiKey(ApiKey),
-    /// A sub-request to an auth service decides.
-    ForwardAuth(ForwardAuth),
-    /// A filter registered from outside the built-ins.
-    External(ExternalFilter),
+/// The built-in filters, listed once: each one's variant of [`Filter`], its settings type (in
+/// this module) and the `type` name that configures it. The model writes [`Filter`],
+/// [`Filter::type_name`] and [`BUILTIN_FILTER_TYPES`] from it; the data plane writes its dispatch
+/// and state enums from it (`rampart_model::with_builtin_filters!(its_macro)` calls `its_macro!`
+/// with the list). Adding a built-in: a line here, its settings beside the others, its keys in
+/// `rampart-config`, its `HttpFilter` in `rampart-proxy`.
+#[macro_export]
+macro_rules! with_builtin_filters {
+    ($callback:ident) => {
+        $callback! {
+            /// Keep or make an `X-Request-Id`.
+            RequestId(RequestId) = "request_id",
+            /// Allow or deny client networks.
+            IpFilter(IpFilter) = "ip_filter",
+            /// Cross-origin resource sharing: preflights answered, response headers added.
+            Cors(Cors) = "cors",
+            /// Response bodies compressed on the fly (gzip, brotli, zstd) by `Accept-Encoding`.
+            Compress(Compress) = "compress",
+            /// Path rewrites (`strip_prefix`, `replace_prefix`, `rewrite`).
+            Rewrite(Rewrite) = "rewrite",
+            /// Header edits on the request sent upstream.
+            RequestHeaders(RequestHeaders) = "request_headers",
+            /// Header edits on the response sent to the client.
+            ResponseHeaders(ResponseHeaders) = "response_headers",
+            /// Largest request body accepted; past it, 413.
+            BodyLimit(BodyLimit) = "body_limit",
+            /// Verify a JSON Web Token; forward selected claims.
+            Jwt(Jwt) = "jwt",
+            /// A token bucket per key, in this process or in Redis.
+            RateLimit(RateLimitFilter) = "rate_limit",
+            /// HTTP Basic authentication against an htpasswd file.
+            BasicAuth(BasicAuth) = "basic_auth",
+            /// API keys from a key file, in a header, a query parameter or a bearer token.
+            ApiKey(ApiKey) = "api_key",
+            /// A sub-request to an auth service decides.
+            ForwardAuth(ForwardAuth) = "forward_auth",
+        }
+    };
 }
 
+/// Writes [`Filter`] and what follows from the list of built-ins.
+macro_rules! declare_filters {
+    ($($(#[$doc:meta])* $name:ident($settings:ident) = $type_name:literal,)*) => {
+        /// One filter with its compiled settings.
+        // Each filter is built once per config load and lives behind an `Arc`: the size of the
+        // largest variant costs nothing per request.
+        #[allow(clippy::large_enum_variant)]
+        #[derive(Debug)]
+        pub enum Filter {
+            $($(#[$doc])* $name($settings),)*
+            /// A filter registered from outside the built-ins.
+            External(ExternalFilter),
+        }
+
+        /// The `type` names of the built-in filters.
+        pub const BUILTIN_FILTER_TYPES: &[&str] = &[$($type_name),*];
+
+        impl Filter {
+            /// The `type` that configures it.
+            pub fn type_name(&self) -> &str {
+                match self {
+                    $(Filter::$name(_) => $type_name,)*
+                    Filter::External(e) => &e.type_name,
+                }
+            }
+        }
+    };
+}
+
+with_builtin_filters!(declare_filters);
+
 impl Filter {
-    /// The `type` that configures it.
-    pub fn type_name(&self) -> &str {
-        match self {
-            Filter::Rewrite(_) => "rewrite",
-            Filter::RequestHeaders(_) => "request_headers",
-            Filter::ResponseHeaders(_) => "response_headers",
-            Filter::BodyLimit(_) => "body_limit",
-            Filter::RequestId(_) => "request_id",
-            Filter::IpFilter(_) => "ip_filter",
-            Filter::Cors(_) => "cors",
-            Filter::Jwt(_) => "jwt",
-            Filter::RateLimit(_) => "rate_limit",
-            Filter::Compress(_) => "compress",
-            Filter::BasicAuth(_) => "basic_auth",
-            Filter::ApiKey(_) => "api_key",
-            Filter::ForwardAuth(_) => "forward_auth",
-            Filter::External(e) => &e.type_name,
-        }
-    }
-
-    /// The id under which the filter keeps per-worker state, if it keeps any.
-    pub fn state_id(&self) -> Option<FilterId> {
-        match self {
-            Filter::BasicAuth(f) => Some(f.id),
-            Filter::ForwardAuth(f) => Some(f.id),
-            Filter::Rewrite(_)
-            | Filter::RequestHeaders(_)
-            | Filter::ResponseHeaders(_)
-            | Filter::BodyLimit(_)
-            | Filter::RequestId(_)
-            | Filter::IpFilter(_)
-            | Filter::Cors(_)
-            | Filter::Compress(_)
-            | Filter::ApiKey(_)
-            | Filter::External(_) => None,
-            Filter::Jwt(f) => Some(f.id),
-            Filter::RateLimit(f) => Some(f.id),
-        }
-    }
-
     /// Whether running it per request may change the request's header edits in a way that
     /// depends on the request (so static edits after it cannot be folded into the chain's start).
     pub fn edits_request_headers_per_request(&self) -> bool {
@@ -208,7 +252,7 @@ impl Filter {
 /// where no other filter can tell: request edits before the first filter that edits request
 /// headers per request, response edits after the last filter that edits response headers per
 /// request.
-pub fn build_chain(filters: Vec<Arc<Filter>>) -> FilterChain {
+pub fn build_chain(filters: Vec<Arc<FilterInstance>>) -> FilterChain {
     let first_dynamic_request = filters
         .iter()
         .position(|f| f.edits_request_headers_per_request())
@@ -216,7 +260,7 @@ pub fn build_chain(filters: Vec<Arc<Filter>>) -> FilterChain {
     let last_dynamic_response = filters.iter().rposition(|f| f.edits_response_headers_per_request());
     let mut chain = FilterChain::default();
     for (i, filter) in filters.into_iter().enumerate() {
-        match &*filter {
+        match &filter.filter {
             Filter::RequestHeaders(RequestHeaders { ops }) if i < first_dynamic_request => {
                 merge(&mut chain.request_edits, ops)
             }

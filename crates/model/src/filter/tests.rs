@@ -2,6 +2,10 @@ use std::sync::Arc;
 
 use super::*;
 
+fn slotted(filter: Filter) -> Arc<FilterInstance> {
+    Arc::new(FilterInstance::unslotted(filter))
+}
+
 fn headers(set: &[(&str, &str)]) -> HeaderOps {
     let mut ops = HeaderOps::default();
     for (n, v) in set {
@@ -10,8 +14,8 @@ fn headers(set: &[(&str, &str)]) -> HeaderOps {
     ops
 }
 
-fn request_id() -> Arc<Filter> {
-    Arc::new(Filter::RequestId(RequestId {
+fn request_id() -> Arc<FilterInstance> {
+    slotted(Filter::RequestId(RequestId {
         header: "x-request-id".into(),
         keep_incoming: true,
         echo: true,
@@ -21,13 +25,13 @@ fn request_id() -> Arc<Filter> {
 #[test]
 fn static_edits_before_any_dynamic_filter_fold_into_the_start() {
     let chain = build_chain(vec![
-        Arc::new(Filter::RequestHeaders(RequestHeaders {
+        slotted(Filter::RequestHeaders(RequestHeaders {
             ops: headers(&[("x-a", "1")]),
         })),
-        Arc::new(Filter::RequestHeaders(RequestHeaders {
+        slotted(Filter::RequestHeaders(RequestHeaders {
             ops: headers(&[("x-a", "2"), ("x-b", "3")]),
         })),
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "1")]),
         })),
     ]);
@@ -45,14 +49,14 @@ fn static_edits_before_any_dynamic_filter_fold_into_the_start() {
 #[test]
 fn static_edits_after_a_dynamic_filter_keep_their_place() {
     let chain = build_chain(vec![
-        Arc::new(Filter::RequestHeaders(RequestHeaders {
+        slotted(Filter::RequestHeaders(RequestHeaders {
             ops: headers(&[("x-a", "1")]),
         })),
         request_id(),
-        Arc::new(Filter::RequestHeaders(RequestHeaders {
+        slotted(Filter::RequestHeaders(RequestHeaders {
             ops: headers(&[("x-request-id", "fixed")]),
         })),
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "1")]),
         })),
     ]);
@@ -69,16 +73,16 @@ fn static_edits_after_a_dynamic_filter_keep_their_place() {
 fn response_edits_fold_in_response_order() {
     // Responses run the chain backwards: the second filter's edits apply first, the first's last.
     let chain = build_chain(vec![
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "outer")]),
         })),
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "inner")]),
         })),
     ]);
     assert_eq!(chain.response_edits.set, vec![("x-r".to_string(), "outer".to_string())]);
     let before_dynamic = build_chain(vec![
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "1")]),
         })),
         request_id(),
@@ -95,11 +99,11 @@ fn compress_reads_response_headers_so_edits_it_meets_later_keep_their_place() {
     // Responses meet `compress` after the edits that follow it in the chain (folded into the
     // starting edits, which it reads) and before the edits that precede it (which stay filters).
     let chain = build_chain(vec![
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-before", "1")]),
         })),
-        Arc::new(Filter::Compress(Compress::default())),
-        Arc::new(Filter::ResponseHeaders(ResponseHeaders {
+        slotted(Filter::Compress(Compress::default())),
+        slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("cache-control", "no-transform")]),
         })),
     ]);
@@ -110,5 +114,4 @@ fn compress_reads_response_headers_so_edits_it_meets_later_keep_their_place() {
         vec![("cache-control".to_string(), "no-transform".to_string())]
     );
     assert!(!chain.filters[1].edits_request_headers_per_request());
-    assert_eq!(chain.filters[1].state_id(), None);
 }

@@ -18,6 +18,7 @@ const TOO_LARGE: Rejection = Rejection {
 
 impl HttpFilter for BodyLimit {
     type State = Counted;
+    type WorkerState = ();
 
     async fn request_head(&self, _: &mut FilterCx<'_>, _: &mut Counted, req: &mut RequestParts<'_>) -> Verdict {
         match req.body {

@@ -18,6 +18,7 @@ pub struct CorsRequest {
 
 impl HttpFilter for Cors {
     type State = CorsRequest;
+    type WorkerState = ();
 
     async fn request_head(&self, _: &mut FilterCx<'_>, state: &mut CorsRequest, req: &mut RequestParts<'_>) -> Verdict {
         let Some(origin) = req.header("origin") else {

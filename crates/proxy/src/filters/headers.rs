@@ -8,6 +8,7 @@ use crate::http::filter::{FilterCx, HttpFilter, RequestParts, ResponseParts, Ver
 
 impl HttpFilter for RequestHeaders {
     type State = ();
+    type WorkerState = ();
 
     async fn request_head(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         apply(&self.ops, req.edits.to_mut());
@@ -17,6 +18,7 @@ impl HttpFilter for RequestHeaders {
 
 impl HttpFilter for ResponseHeaders {
     type State = ();
+    type WorkerState = ();
 
     fn response_head(&self, _: &mut FilterCx<'_>, _: &mut (), resp: &mut ResponseParts<'_>) {
         apply(&self.ops, resp.edits.to_mut());

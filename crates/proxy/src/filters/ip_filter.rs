@@ -7,6 +7,7 @@ use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
 
 impl HttpFilter for IpFilter {
     type State = ();
+    type WorkerState = ();
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), _: &mut RequestParts<'_>) -> Verdict {
         if self.admits(cx.facts.client_ip) {

@@ -13,8 +13,9 @@
 //!
 //! A verified token's subject becomes the request's user (logged); the claims in `forward` go
 //! upstream as headers, replacing whatever the client sent under those names (a claim the token
-//! lacks removes the header, so it cannot be forged); the token itself is kept for later filters
-//! (a `rate_limit` keyed on a claim).
+//! lacks removes the header, so it cannot be forged); the token itself is left in the request's
+//! extensions (an `Rc<VerifiedToken>`, found as a `VerifiedToken`) for later filters (a
+//! `rate_limit` keyed on a claim).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -26,6 +27,8 @@ use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
 
 impl HttpFilter for Jwt {
     type State = ();
+    /// The worker's verified-token cache, made at the filter's size on first use.
+    type WorkerState = Option<VerifiedTokenCache>;
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let Some((token, in_header)) = find_token(self, req) else {
@@ -34,20 +37,17 @@ impl HttpFilter for Jwt {
         let now = unix_now();
         let leeway = self.settings.leeway;
         let generation = self.keys.generation();
-        let outcome = cx.worker.http.filters.slots.with(
-            self.id,
-            || VerifiedTokenCache::new(self.cache_size),
-            |cache| {
-                if let Some(hit) = cache.get(token, generation, now, leeway) {
-                    return Ok(hit.clone());
-                }
-                let keys = self.keys.current();
-                match verify(token, &self.settings, &keys.keys, now) {
-                    Ok(verified) => Ok(cache.insert(token, keys.generation, verified, now, leeway)),
-                    Err(why) => Err(why),
-                }
-            },
-        );
+        let outcome = cx.worker.builtin_state(self, |cache| {
+            let cache = cache.get_or_insert_with(|| VerifiedTokenCache::new(self.cache_size));
+            if let Some(hit) = cache.get(token, generation, now, leeway) {
+                return Ok(hit.clone());
+            }
+            let keys = self.keys.current();
+            match verify(token, &self.settings, &keys.keys, now) {
+                Ok(verified) => Ok(cache.insert(token, keys.generation, verified, now, leeway)),
+                Err(why) => Err(why),
+            }
+        });
         let verified = match outcome {
             Ok(verified) => verified,
             Err(why) => {
@@ -69,7 +69,7 @@ impl HttpFilter for Jwt {
             }
         }
         cx.facts.user = verified.subject.as_deref().map(str::to_string);
-        cx.facts.token = Some(verified);
+        cx.facts.extensions.insert_shared(verified);
         Verdict::Continue
     }
 }

@@ -1,8 +1,10 @@
 //! The built-in HTTP filters, each an [`HttpFilter`](crate::http::filter::HttpFilter) implemented
 //! on its compiled settings (`rampart_model::filter`). The chain dispatches to them with a
-//! `match` (`crate::http::filter`), so adding one means: its settings in the model, a variant of
-//! `Filter`, its config keys in `rampart-config`, its implementation here, and its name in the
-//! `builtin_filters!` list.
+//! `match` (`crate::http::filter`) written from the model's list of built-ins
+//! (`rampart_model::with_builtin_filters!`), so adding one means: its settings and a line of that
+//! list in the model (variant, settings type, `type` name), its config keys in `rampart-config`
+//! (and the name's arm in its `builtin_filter` match), and its implementation here. Whatever it
+//! keeps per worker is its `HttpFilter::WorkerState`: no other list to extend.
 //!
 //! - [`headers`]: `request_headers`, `response_headers` (static edits are folded at compile time
 //!   and never run here unless a filter before them edits per request).

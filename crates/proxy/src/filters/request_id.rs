@@ -10,13 +10,14 @@ use crate::http::filter::{FilterCx, HttpFilter, RequestParts, ResponseParts, Ver
 
 impl HttpFilter for RequestId {
     type State = ();
+    type WorkerState = ();
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let incoming = req.header(&self.header).filter(|id| self.keep_incoming && sane(id));
         let kept = incoming.is_some() && req.header_values(&self.header).nth(1).is_none();
         let id = match incoming {
             Some(id) => String::from_utf8_lossy(id).into_owned(),
-            None => uuid_v7(cx.worker.http.filters.random(), cx.worker.http.filters.random()),
+            None => uuid_v7(cx.worker.random(), cx.worker.random()),
         };
         if !kept {
             req.set_header(&self.header, &id);

@@ -10,6 +10,7 @@ use crate::http::target::split_target;
 
 impl HttpFilter for Rewrite {
     type State = ();
+    type WorkerState = ();
 
     async fn request_head(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         if let Some(rewritten) = rewrite_target(&req.target, self) {

@@ -115,6 +115,18 @@ pub trait Downstream {
     /// The request needs no more buffer space for now (its head is out, its waiting body too):
     /// an empty read buffer goes back to the worker's pool while the upstream thinks.
     fn release_read_buffer(&mut self);
+    /// The request head about to go to target `target` of `upstream` (the filters' upstream-request
+    /// phase, once per attempt): the head to send, `head` itself or an edited copy in `scratch`.
+    fn upstream_request<'h>(
+        &mut self,
+        upstream: &'h rampart_model::Upstream,
+        target: usize,
+        head: super::head_out::UpstreamHead<'h>,
+        scratch: &'h mut super::filter::UpstreamHeadBuf,
+    ) -> super::head_out::UpstreamHead<'h> {
+        let _ = (upstream, target, scratch);
+        head
+    }
     /// Our own `100 Continue`.
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.

@@ -116,8 +116,7 @@ impl HttpWorkerState {
             pool.retain_targets(known);
             h2_pool.retain_targets(known);
             if !self.filters.slots.is_empty() {
-                let ids: Vec<_> = snapshot.http_filters().filter_map(|f| f.state_id()).collect();
-                self.filters.slots.retain(|id| ids.contains(&id));
+                self.filters.slots.retain(snapshot.http_filter_slots());
             }
         }
         pool.sweep(longest.unwrap_or_default());

@@ -9,7 +9,7 @@ use rampart_model::defaults;
 use rampart_model::filter::auth::ApiKeySet;
 use rampart_model::filter::endpoint::HttpEndpoint;
 use rampart_model::filter::forward_auth::is_hop_by_hop;
-use rampart_model::filter::{ApiKey, BasicAuth, Filter, FilterId, ForwardAuth};
+use rampart_model::filter::{ApiKey, BasicAuth, Filter, ForwardAuth};
 use toml::Spanned;
 
 use super::auth_files::{parse_api_keys, parse_htpasswd};
@@ -47,7 +47,6 @@ impl Checker<'_> {
         let file = self.filter_required(t, "users_file", file)?;
         let users = self.auth_file(&file, parse_htpasswd)?;
         Some(Filter::BasicAuth(BasicAuth {
-            id: FilterId::new(),
             users,
             challenge: BasicAuth::challenge_for(&realm?),
             forward_user_header: forward_user_header?,
@@ -130,7 +129,6 @@ impl Checker<'_> {
             }
         };
         Some(Filter::ForwardAuth(ForwardAuth {
-            id: FilterId::new(),
             endpoint,
             tls,
             timeout,
@@ -192,7 +190,10 @@ impl Checker<'_> {
         let path = self.path(file);
         let shown = path.display().to_string();
         let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
+            Ok(text) => {
+                self.note_filter_file(text.as_bytes());
+                text
+            }
             Err(e) => {
                 self.error(file.span(), format!("{}: {e}", file.get_ref()));
                 return None;

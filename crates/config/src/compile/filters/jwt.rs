@@ -10,7 +10,7 @@ use rampart_model::defaults;
 use rampart_model::filter::jwt::{
     ClaimHeader, JwksFetch, Jwt, JwtAlgorithm, JwtKey, JwtKeySet, JwtKeySource, JwtSettings, TokenLocation,
 };
-use rampart_model::filter::{Filter, FilterId};
+use rampart_model::filter::Filter;
 use toml::Spanned;
 
 use super::basic::is_token;
@@ -77,7 +77,6 @@ impl Checker<'_> {
         };
         settings.algorithms = algorithms;
         Some(Filter::Jwt(Jwt {
-            id: FilterId::new(),
             settings,
             keys,
             jwks,
@@ -209,7 +208,10 @@ impl Checker<'_> {
                 for file in files.get_ref() {
                     let path = self.path_at(file, files.span());
                     let bytes = match std::fs::read(&path) {
-                        Ok(b) => b,
+                        Ok(b) => {
+                            self.note_filter_file(&b);
+                            b
+                        }
                         Err(e) => {
                             self.error(files.span(), format!("key file {file}: {e}"));
                             continue;

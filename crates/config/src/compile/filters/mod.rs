@@ -10,10 +10,11 @@ use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rampart_model::filter::{self, ExternalFilter, Filter, FilterChain, FilterOptions, OptionValue};
+use rampart_model::filter::{self, ExternalFilter, Filter, FilterChain, FilterInstance, FilterOptions, OptionValue};
 use rampart_model::route::HeaderOps;
 use toml::{Spanned, Value};
 
+use super::filter_slots::DefinitionDigest;
 use super::{Checker, LiveState};
 use crate::raw::{RawFilter, RawRoute};
 use crate::units::{parse_duration, parse_size};
@@ -25,23 +26,6 @@ mod compress;
 mod jwt;
 pub(crate) mod jwt_key_files;
 mod rate_limit;
-
-/// The built-in filter types, for messages.
-const BUILTIN: &[&str] = &[
-    "request_id",
-    "ip_filter",
-    "cors",
-    "compress",
-    "rewrite",
-    "request_headers",
-    "response_headers",
-    "body_limit",
-    "jwt",
-    "rate_limit",
-    "basic_auth",
-    "api_key",
-    "forward_auth",
-];
 
 /// One filter table as it is compiled: its keys, and which of them the type has read.
 pub(crate) struct FilterTable<'t> {
@@ -83,11 +67,17 @@ impl Checker<'_> {
         scope: &str,
         list: &[Spanned<RawFilter>],
         live: &mut LiveState,
-    ) -> Vec<Arc<Filter>> {
+    ) -> Vec<Arc<FilterInstance>> {
         let mut out = Vec::with_capacity(list.len());
         for (i, table) in list.iter().enumerate() {
             self.filter_scope = format!("{scope}#{}", i + 1);
-            out.extend(self.filter(table, live).map(Arc::new));
+            self.filter_definition = Some(DefinitionDigest::of_table(table.get_ref()));
+            let filter = self.filter(table, live);
+            let definition = self.filter_definition.take();
+            if let (Some(filter), Some(definition)) = (filter, definition) {
+                let slot = live.filter_slot(scope, definition);
+                out.push(Arc::new(FilterInstance { slot, filter }));
+            }
         }
         out
     }
@@ -97,16 +87,19 @@ impl Checker<'_> {
     pub(super) fn route_chain(
         &mut self,
         scope: &str,
-        listener_filters: &[Arc<Filter>],
+        listener_filters: &[Arc<FilterInstance>],
         route: Option<&RawRoute>,
         live: &mut LiveState,
     ) -> FilterChain {
         let inherit = route
             .and_then(|r| r.inherit_filters.as_ref())
             .is_none_or(|i| *i.get_ref());
-        let mut filters: Vec<Arc<Filter>> = if inherit { listener_filters.to_vec() } else { Vec::new() };
+        let mut filters: Vec<Arc<FilterInstance>> = if inherit { listener_filters.to_vec() } else { Vec::new() };
         if let Some(r) = route {
-            filters.extend(self.legacy_filters(r).into_iter().map(Arc::new));
+            for filter in self.legacy_filters(r) {
+                let slot = live.filter_slot(scope, DefinitionDigest::of_settings(&filter));
+                filters.push(Arc::new(FilterInstance { slot, filter }));
+            }
             filters.extend(self.filter_list(scope, &r.filters, live));
         }
         filter::build_chain(filters)
@@ -178,7 +171,7 @@ impl Checker<'_> {
         live: &LiveState,
     ) -> Option<Filter> {
         let Some(factory) = live.filter_registry().get(t.type_name) else {
-            let mut known: Vec<&str> = BUILTIN.to_vec();
+            let mut known: Vec<&str> = filter::BUILTIN_FILTER_TYPES.to_vec();
             known.extend(live.filter_registry().names());
             self.error(
                 type_span,

@@ -9,7 +9,7 @@ use rampart_model::filter::rate_limit::{
     BucketStore, GlobalStore, KeyHasher, RateLimit, RateLimitFilter, RateLimitKey, RedisEndpoint, RedisFailMode,
     MAX_CAPACITY,
 };
-use rampart_model::filter::{Filter, FilterId};
+use rampart_model::filter::Filter;
 use toml::Spanned;
 
 use super::basic::is_token;
@@ -160,7 +160,6 @@ impl Checker<'_> {
             Duration::from_nanos(limit.tolerance_ns()).as_secs().max(1)
         );
         Some(Filter::RateLimit(RateLimitFilter {
-            id: FilterId::new(),
             limit,
             key: key?,
             store,

@@ -82,14 +82,16 @@ filters = [
 "#,
     ));
     let f = &rs[0].filters.filters;
-    let Filter::RequestId(id) = &*f[0] else {
+    let Filter::RequestId(id) = &f[0].filter else {
         panic!("request_id")
     };
     assert_eq!(
         (id.header.as_str(), id.keep_incoming, id.echo),
         ("x-trace", false, false)
     );
-    let Filter::Cors(cors) = &*f[1] else { panic!("cors") };
+    let Filter::Cors(cors) = &f[1].filter else {
+        panic!("cors")
+    };
     assert!(cors.allows_origin(b"https://app.example.com") && cors.allows_origin(b"http://localhost:3000"));
     assert!(!cors.allows_origin(b"https://example.org"));
     assert_eq!(cors.methods, ["GET", "PUT"]);
@@ -98,7 +100,7 @@ filters = [
     assert_eq!(f[2].type_name(), "rewrite");
     // The request edit comes after request_id, which edits per request: it cannot fold.
     assert_eq!(f[3].type_name(), "request_headers");
-    let Filter::BodyLimit(limit) = &*f[4] else {
+    let Filter::BodyLimit(limit) = &f[4].filter else {
         panic!("body_limit")
     };
     assert_eq!(limit.max, 2048);
@@ -225,7 +227,7 @@ fn external_filters_are_built_by_their_registered_factory() {
     let ListenerProtocol::Http(h) = &compiled.snapshot.listeners[0].protocol else {
         panic!()
     };
-    let Filter::External(e) = &*h.routes[0].filters.filters[0] else {
+    let Filter::External(e) = &h.routes[0].filters.filters[0].filter else {
         panic!("external")
     };
     assert_eq!(e.instance.downcast_ref::<i64>(), Some(&3));
@@ -258,4 +260,18 @@ fn external_filters_are_built_by_their_registered_factory() {
         got[0].ends_with("unknown filter type `tenat` (did you mean `tenant`?)"),
         "{got:?}"
     );
+}
+
+#[test]
+fn every_built_in_the_model_lists_is_known_to_the_compiler() {
+    for name in rampart_model::filter::BUILTIN_FILTER_TYPES {
+        let errors = errors(&config(
+            &format!("filters = [{{ type = \"{name}\" }}]\nupstream = \"app\""),
+            "",
+        ));
+        assert!(
+            errors.iter().all(|e| !e.contains("unknown filter type")),
+            "{name}: {errors:?}"
+        );
+    }
 }

@@ -19,7 +19,6 @@ use std::sync::Arc;
 pub use jsonwebtoken::Algorithm as JwtAlgorithm;
 use jsonwebtoken::DecodingKey;
 
-use super::FilterId;
 use crate::defaults;
 
 mod jwks;
@@ -33,8 +32,6 @@ pub use source::{JwksEndpoint, JwksFetch, JwtKeySource, RefreshWaker, VersionedK
 /// `jwt`: the filter as compiled.
 #[derive(Debug)]
 pub struct Jwt {
-    /// Its per-worker state (the verified-token cache) is kept under this id.
-    pub id: FilterId,
     pub settings: JwtSettings,
     /// The keys tokens are verified with (fixed, or refreshed from `jwks`).
     pub keys: Arc<JwtKeySource>,

@@ -8,13 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::{LocalBuckets, RateLimit, RedisArgs};
-use crate::filter::FilterId;
 
 /// `rate_limit`: a token bucket per key.
 #[derive(Debug)]
 pub struct RateLimitFilter {
-    /// Its per-worker state (GLOBAL mode's leases and Redis connection) is kept under this id.
-    pub id: FilterId,
     pub limit: RateLimit,
     pub key: RateLimitKey,
     pub store: BucketStore,

@@ -29,6 +29,7 @@ pub(crate) enum KeyPlace {
 
 impl HttpFilter for ApiKey {
     type State = ();
+    type WorkerState = ();
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let (key, place) = match presented_key(self, req) {

@@ -48,6 +48,7 @@ const BASE64: GeneralPurpose = GeneralPurpose::new(
 
 impl HttpFilter for BasicAuth {
     type State = ();
+    type WorkerState = PasswordChecks;
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let decoded = match basic_credentials(req) {
@@ -61,14 +62,9 @@ impl HttpFilter for BasicAuth {
             (None, None) => return refuse(self, "basic_auth_unknown_user"),
         };
         let digest = credential_digest(user, password, hash);
-        let step = cx
-            .worker
-            .http
-            .filters
-            .slots
-            .with(self.id, PasswordChecks::default, |checks| {
-                checks.begin(digest, Instant::now(), hash, password, self.max_pending_checks)
-            });
+        let step = cx.worker.builtin_state(self, |checks| {
+            checks.begin(digest, Instant::now(), hash, password, self.max_pending_checks)
+        });
         let matched = match step {
             Step::Known(matched) => matched,
             Step::Busy => {
@@ -81,12 +77,7 @@ impl HttpFilter for BasicAuth {
                 // Boxed: the wait stays out of the chain's future.
                 let matched = Box::pin(outcome_of(outcome)).await;
                 cx.worker
-                    .http
-                    .filters
-                    .slots
-                    .with(self.id, PasswordChecks::default, |checks| {
-                        checks.finish(digest, matched, Instant::now())
-                    });
+                    .builtin_state(self, |checks| checks.finish(digest, matched, Instant::now()));
                 match matched {
                     Some(matched) => matched,
                     None => return Verdict::Respond(Answer::plain(503, "basic_auth_unavailable", "")),
@@ -165,7 +156,7 @@ pub(crate) fn basic_credentials(req: &RequestParts<'_>) -> Result<BasicCredentia
 
 /// What a worker keeps for one `basic_auth` filter.
 #[derive(Default)]
-pub(crate) struct PasswordChecks {
+pub struct PasswordChecks {
     cache: PasswordCache,
     /// Checks started and not yet recorded, by digest; each receiver sees `Some(outcome)` once
     /// its check ends.

@@ -35,16 +35,16 @@ use rampart_model::filter::ForwardAuth;
 use rampart_proto::h1::Field;
 
 use super::subrequest::{self, SubrequestError};
+use crate::http::filter::FilterWorker;
 use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
 use crate::stream::Stream;
-use crate::worker::WorkerContext;
 
 /// The longest `user_header` value taken for the access log.
 const MAX_USER_LEN: usize = 256;
 
 /// What a worker keeps for one `forward_auth` filter.
 #[derive(Default)]
-struct ServiceConnections {
+pub struct ServiceConnections {
     /// Idle keep-alive connections, the most recently used last, with when they went idle.
     idle: Vec<(Stream, Instant)>,
     /// The last check failed (no usable answer): the outage has been logged.
@@ -71,6 +71,7 @@ impl ServiceAnswer {
 
 impl HttpFilter for ForwardAuth {
     type State = ();
+    type WorkerState = ServiceConnections;
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let request = check_request(self, req, cx.scheme, cx.facts.client_ip);
@@ -121,20 +122,18 @@ impl HttpFilter for ForwardAuth {
 
 /// Notes how `f`'s last check went on this worker (`Some(why)`: it failed), and logs the start
 /// and the end of an outage.
-fn note_outcome(f: &ForwardAuth, worker: &WorkerContext, failed: Option<&str>) {
-    let was_failing = worker.http.filters.slots.with(f.id, ServiceConnections::default, |c| {
-        std::mem::replace(&mut c.failing, failed.is_some())
-    });
+fn note_outcome(f: &ForwardAuth, worker: FilterWorker<'_>, failed: Option<&str>) {
+    let was_failing = worker.builtin_state(f, |c| std::mem::replace(&mut c.failing, failed.is_some()));
     let url = || f.endpoint.log_url();
     match (was_failing, failed) {
         (false, Some(why)) => tracing::warn!(
             url = url().as_str(),
-            worker = worker.id,
+            worker = worker.id(),
             "forward_auth: {why}; requests fail closed until the service answers again"
         ),
         (true, None) => tracing::info!(
             url = url().as_str(),
-            worker = worker.id,
+            worker = worker.id(),
             "forward_auth: the service answers again"
         ),
         _ => {}
@@ -183,10 +182,9 @@ pub(crate) fn check_request(f: &ForwardAuth, req: &RequestParts<'_>, scheme: &st
 
 /// Sends `request` to the service and reads its answer, on an idle connection of this worker
 /// (the next one, or a new one, when the service had closed it) or a new one.
-async fn ask(f: &ForwardAuth, worker: &WorkerContext, request: &[u8]) -> Result<ServiceAnswer, SubrequestError> {
-    let slots = &worker.http.filters.slots;
+async fn ask(f: &ForwardAuth, worker: FilterWorker<'_>, request: &[u8]) -> Result<ServiceAnswer, SubrequestError> {
     loop {
-        let idle = slots.with(f.id, ServiceConnections::default, take_idle);
+        let idle = worker.builtin_state(f, take_idle);
         let reused = idle.is_some();
         let mut stream = match idle {
             Some(stream) => stream,
@@ -195,7 +193,7 @@ async fn ask(f: &ForwardAuth, worker: &WorkerContext, request: &[u8]) -> Result<
         match exchange(f, &mut stream, request).await {
             Ok((answer, reusable)) => {
                 if reusable {
-                    slots.with(f.id, ServiceConnections::default, |c| {
+                    worker.builtin_state(f, |c| {
                         if c.idle.len() < defaults::FORWARD_AUTH_MAX_IDLE {
                             c.idle.push((stream, Instant::now()));
                         }

@@ -13,7 +13,9 @@ use rampart_model::Snapshot;
 use rampart_proto::h1::{parse_request, Field, RequestHead};
 use tokio::net::TcpStream;
 
-use crate::http::filter::{FilterCx, HttpFilter, RequestFacts, RequestParts, Verdict};
+use rampart_model::filter::FilterSlot;
+
+use crate::http::filter::{FilterCx, FilterWorker, HttpFilter, RequestFacts, RequestParts, Verdict};
 use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
@@ -76,6 +78,24 @@ pub(crate) fn worker() -> WorkerContext {
     WorkerContext::new(0, Default::default(), Arc::new(ArcSwap::from_pointee(snapshot)), None)
 }
 
+/// `worker` as `filter` sees it: each filter of these tests (by its address) in a slot of its
+/// own, kept while the test runs.
+pub(crate) fn filter_worker<'w, F>(worker: &'w WorkerContext, filter: &F) -> FilterWorker<'w> {
+    thread_local! {
+        static SLOTS: std::cell::RefCell<Vec<(usize, FilterSlot)>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let at = filter as *const F as usize;
+    let slot = SLOTS.with_borrow_mut(|slots| match slots.iter().find(|(a, _)| *a == at) {
+        Some((_, slot)) => *slot,
+        None => {
+            let slot = FilterSlot::fresh(slots.len() as u32);
+            slots.push((at, slot));
+            slot
+        }
+    });
+    FilterWorker::new(&worker.http.filters, slot)
+}
+
 /// Runs `filter`'s request head phase for `req` on `worker` (client 192.0.2.7 over http);
 /// returns the verdict and what the filter found out.
 pub(crate) async fn request_head<F: HttpFilter>(
@@ -89,7 +109,7 @@ pub(crate) async fn request_head<F: HttpFilter>(
         ..RequestFacts::default()
     };
     let mut cx = FilterCx {
-        worker,
+        worker: filter_worker(worker, filter),
         snapshot: &snapshot,
         listener: "gw",
         route: "r",

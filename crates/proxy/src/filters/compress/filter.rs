@@ -57,6 +57,7 @@ struct Compressing {
 
 impl HttpFilter for CompressSettings {
     type State = CompressRequest;
+    type WorkerState = ();
 
     async fn request_head(
         &self,

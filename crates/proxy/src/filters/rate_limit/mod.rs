@@ -26,7 +26,8 @@ use rampart_model::filter::rate_limit::{
 
 use self::leases::{Leases, Quota, Step};
 use self::redis::RedisClient;
-use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, ResponseParts, Verdict};
+use crate::filters::auth::jwt::VerifiedToken;
+use crate::http::filter::{Answer, FilterCx, FilterWorker, HttpFilter, RequestParts, ResponseParts, Verdict};
 
 /// What the response says of the quota.
 #[derive(Default)]
@@ -61,6 +62,8 @@ enum Taken {
 
 impl HttpFilter for RateLimitFilter {
     type State = RateLimitState;
+    /// GLOBAL mode's leases and connection, made on the first request the worker limits.
+    type WorkerState = Option<GlobalWorkerState>;
 
     async fn request_head(
         &self,
@@ -149,17 +152,17 @@ impl Limiter for RateLimitFilter {
     /// A token from the worker's lease for the key, or from Redis (waiting at most
     /// `store.timeout` in all).
     async fn take_global(&self, store: &GlobalStore, cx: &mut FilterCx<'_>, req: &RequestParts<'_>) -> Taken {
-        let slots = &cx.worker.http.filters.slots;
+        let worker = cx.worker;
         let k = key(self, cx, req);
         let hash = key_hash(self, &k);
         let deadline = tokio::time::Instant::now() + store.timeout;
-        let make = || GlobalWorkerState {
-            leases: Leases::new(store.max_lease),
-            client: cx.worker.http.filters.redis_client(&store.redis),
-        };
         let mut redis_key: Option<Vec<u8>> = None;
         loop {
-            let (step, client) = slots.with(self.id, make, |g| {
+            let (step, client) = worker.builtin_state(self, |g| {
+                let g = g.get_or_insert_with(|| GlobalWorkerState {
+                    leases: Leases::new(store.max_lease),
+                    client: worker.redis_client(&store.redis),
+                });
                 (g.leases.try_take(hash, monotonic_ns()), g.client.clone())
             });
             match step {
@@ -203,15 +206,15 @@ impl Fetch<'_, '_> {
         reply: Result<Result<redis::TakeReply, redis::RedisError>, tokio::time::error::Elapsed>,
     ) -> Taken {
         self.done = true;
-        let (slots, id, hash) = (&self.cx.worker.http.filters.slots, self.filter.id, self.hash);
+        let (worker, filter, hash) = (self.cx.worker, self.filter, self.hash);
         match reply {
-            Ok(Ok(reply)) => with_leases(slots, id, |l| match l.complete(hash, reply, monotonic_ns()) {
+            Ok(Ok(reply)) => with_leases(worker, filter, |l| match l.complete(hash, reply, monotonic_ns()) {
                 Step::Allowed(quota) => Taken::Allowed(quota),
                 Step::Denied { retry_after_ns, quota } => Taken::Refused { retry_after_ns, quota },
                 Step::Wait(_) | Step::Fetch { .. } => Taken::Unavailable,
             }),
             _ => {
-                with_leases(slots, id, |l| l.abandon(hash));
+                with_leases(worker, filter, |l| l.abandon(hash));
                 Taken::Unavailable
             }
         }
@@ -221,21 +224,16 @@ impl Fetch<'_, '_> {
 impl Drop for Fetch<'_, '_> {
     fn drop(&mut self) {
         if !self.done {
-            with_leases(&self.cx.worker.http.filters.slots, self.filter.id, |l| {
-                l.abandon(self.hash)
-            });
+            with_leases(self.cx.worker, self.filter, |l| l.abandon(self.hash));
         }
     }
 }
 
 /// Runs `f` on the filter's leases, when the worker has them.
-fn with_leases<R: Default>(
-    slots: &crate::filters::worker::FilterSlots,
-    id: rampart_model::filter::FilterId,
-    f: impl FnOnce(&mut Leases) -> R,
-) -> R {
-    slots
-        .with_existing(id, |g: &mut GlobalWorkerState| f(&mut g.leases))
+fn with_leases<R: Default>(worker: FilterWorker<'_>, filter: &RateLimitFilter, f: impl FnOnce(&mut Leases) -> R) -> R {
+    worker
+        .existing_builtin_state(filter, |g| g.as_mut().map(|g| f(&mut g.leases)))
+        .flatten()
         .unwrap_or_default()
 }
 
@@ -245,7 +243,12 @@ fn key<'a>(f: &RateLimitFilter, cx: &'a FilterCx<'_>, req: &RequestParts<'a>) ->
         RateLimitKey::ClientIp => None,
         RateLimitKey::Route => Some(cx.route.as_bytes()),
         RateLimitKey::Header(name) => req.header(name).filter(|v| !v.is_empty()),
-        RateLimitKey::Claim(name) => cx.facts.token.as_ref().and_then(|t| t.claim(name)).map(str::as_bytes),
+        RateLimitKey::Claim(name) => cx
+            .facts
+            .extensions
+            .get::<VerifiedToken>()
+            .and_then(|t| t.claim(name))
+            .map(str::as_bytes),
     };
     match text {
         Some(t) => Key::Text(t),

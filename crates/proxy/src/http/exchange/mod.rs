@@ -13,6 +13,7 @@ use rampart_proto::message::BodyLength;
 use super::context::RequestContext;
 use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
+use super::filter::UpstreamHeadBuf;
 use super::head_out::UpstreamHead;
 use super::pool::PoolKey;
 use crate::balance::Tried;
@@ -170,7 +171,10 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                     // One attempt, whichever protocol the session speaks.
                     let Session { target, reused, conn } = session;
                     let _in_flight = InFlight::new(self.ctx, self.req, target);
-                    let (ctx, req, head) = (self.ctx, self.req, self.head);
+                    // The filters' upstream-request phase, for this attempt's target.
+                    let mut edited = UpstreamHeadBuf::default();
+                    let head = self.down.upstream_request(up, target, self.head, &mut edited);
+                    let (ctx, req) = (self.ctx, self.req);
                     let result = match conn {
                         UpstreamSession::Http2(conn) => {
                             upstream_h2::exchange(ctx, req, self.down, head, self.rctx, &conn)

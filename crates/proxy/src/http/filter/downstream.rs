@@ -14,13 +14,15 @@ use bytes::Bytes;
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
+use rampart_model::Upstream;
 use rampart_proto::h1::Framing;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
-use super::{FilterRun, Rejection, ResponseParts, TrailerParts};
+use super::{FilterRun, Rejection, ResponseParts, TrailerParts, UpstreamHeadBuf, UpstreamRequestParts};
 use crate::http::downstream::{copy_file, BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
+use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
 
 /// A downstream side with a route's filters on it.
@@ -223,6 +225,24 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
 
     fn release_read_buffer(&mut self) {
         self.inner.release_read_buffer();
+    }
+
+    fn upstream_request<'h>(
+        &mut self,
+        upstream: &'h Upstream,
+        target: usize,
+        head: UpstreamHead<'h>,
+        scratch: &'h mut UpstreamHeadBuf,
+    ) -> UpstreamHead<'h> {
+        let (Some(f), Some(t)) = (
+            self.filtering.as_mut().filter(|f| f.run.is_active()),
+            upstream.targets.get(target),
+        ) else {
+            return head;
+        };
+        let mut parts = UpstreamRequestParts::new(&upstream.name, &t.name, t.addr, head);
+        f.run.upstream_request(f.chain, f.at, &mut parts);
+        parts.finish(scratch)
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {

@@ -1,7 +1,9 @@
 //! Filters written outside Rampart's built-ins. A program that embeds Rampart registers a filter
 //! type with [`register`]: from then on, `{ type = "NAME", ... }` in a config builds one with the
 //! table's other keys, and requests run it like any built-in, through a trait object
-//! ([`DynHttpFilter`]) and a boxed per-request state.
+//! ([`DynHttpFilter`]) and a boxed per-request state. Its [`HttpFilter::WorkerState`] lives in
+//! the filter's slot on each worker like a built-in's (boxed), and is kept across reloads that
+//! leave the filter's type and options as they were.
 //!
 //! ```ignore
 //! let mut registry = FilterRegistry::default();
@@ -20,7 +22,9 @@ use std::sync::Arc;
 
 use rampart_model::filter::{ExternalFilter, FilterOptions, FilterRegistry};
 
-use super::{FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, Verdict};
+use super::{
+    FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamRequestParts, Verdict,
+};
 
 /// A filter future borrowing the request for `'a`.
 pub type PhaseFuture<'a> = Pin<Box<dyn Future<Output = Verdict> + 'a>>;
@@ -41,6 +45,7 @@ pub trait DynHttpFilter {
         chunk: &[u8],
         end: bool,
     ) -> Result<(), Rejection>;
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>);
     fn response_head(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, resp: &mut ResponseParts<'_>);
     fn response_body(
         &self,
@@ -86,6 +91,12 @@ where
         match state.downcast_mut::<F::State>() {
             Some(state) => HttpFilter::request_body(self, cx, state, chunk, end),
             None => Ok(()),
+        }
+    }
+
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>) {
+        if let Some(state) = state.downcast_mut::<F::State>() {
+            HttpFilter::upstream_request(self, cx, state, req);
         }
     }
 

@@ -1,6 +1,7 @@
 //! The HTTP filter model: what a filter is ([`HttpFilter`]), what it sees ([`RequestParts`],
-//! [`ResponseParts`], [`FilterCx`]), what it can say ([`Verdict`], [`Answer`], [`Rejection`]),
-//! and how a route's chain runs ([`FilterRun`], [`FilteredDownstream`]).
+//! [`UpstreamRequestParts`], [`ResponseParts`], [`TrailerParts`], [`FilterCx`]), what it can say
+//! ([`Verdict`], [`Answer`], [`Rejection`]), and how a route's chain runs ([`FilterRun`],
+//! [`FilteredDownstream`]).
 //!
 //! Phases, in the order a request meets them:
 //!
@@ -9,12 +10,21 @@
 //!    the first answer stops the chain.
 //! 2. **request body** (sync, only when a filter asked with [`RequestParts::inspect_body`]): each
 //!    run of payload bytes before it goes upstream; a [`Rejection`] ends the request.
-//! 3. **response head** (sync): every response, the upstream's and Rampart's own answers alike,
+//! 3. **upstream request** (sync): the target is chosen (upstream, backend address); the head
+//!    about to go to it may be read and its header fields edited ([`UpstreamRequestParts`]).
+//!    Once per attempt: a retry runs it again, on the head as it was before any edit.
+//! 4. **response head** (sync): every response, the upstream's and Rampart's own answers alike,
 //!    runs through the filters that let the request through, in reverse order (the onion:
 //!    the first filter sees the response last). Edit headers, or ask to transform the body.
-//! 4. **response body** (sync, only when a filter asked with [`ResponseParts::transform_body`]):
+//! 5. **response body** (sync, only when a filter asked with [`ResponseParts::transform_body`]):
 //!    each run of payload bytes, which a filter may replace (compression).
-//! 5. **log**: once the request is done, with its outcome.
+//! 6. **response trailers** (sync): as a proxied or static response's body ends.
+//! 7. **log**: once the request is done, with its outcome.
+//!
+//! What a filter keeps beyond one request lives in its slot on each worker
+//! ([`HttpFilter::WorkerState`], reached through [`FilterWorker`]: an index the config compiler
+//! allocated, kept across reloads that leave the filter as it was). What one filter learns for
+//! later ones goes into the request's [`Extensions`], keyed by type.
 //!
 //! A route without filters runs none of this: no allocation, no dispatch. Built-in filters are
 //! dispatched with a `match` over [`rampart_model::filter::Filter`]; filters registered from
@@ -27,29 +37,40 @@ use std::net::{IpAddr, SocketAddr};
 use rampart_model::net::IpNet;
 use rampart_model::Snapshot;
 
-use crate::worker::WorkerContext;
-
 mod downstream;
+mod extensions;
 pub mod external;
 mod parts;
 mod run;
+mod slots;
+mod upstream_request;
 
 pub use downstream::FilteredDownstream;
+pub use extensions::Extensions;
 pub use parts::{RequestParts, ResponseParts, TrailerParts};
 pub use run::FilterRun;
 pub(crate) use run::FilterState;
 pub(crate) use run::Where;
+pub use slots::{FilterWorker, WorkerSlots};
+pub use upstream_request::{UpstreamHeadBuf, UpstreamRequestParts};
 
-/// A filter: per-request state and up to six phases, each with a default that does nothing.
+/// A filter: per-request state, per-worker state, and up to seven phases, each with a default
+/// that does nothing.
 ///
-/// Filters are shared by every worker (they live in the snapshot); anything they keep per worker
-/// lives in the worker's state ([`FilterCx::worker`]), anything per request in
-/// [`HttpFilter::State`].
+/// Filters are shared by every worker (they live in the snapshot); anything they keep per
+/// request is [`HttpFilter::State`], anything per worker [`HttpFilter::WorkerState`] (reached
+/// with [`FilterWorker::with_state`] through [`FilterCx::worker`]).
 // Workers are single-threaded: the futures need not be `Send`.
 #[allow(async_fn_in_trait)]
 pub trait HttpFilter {
     /// What the filter keeps about one request, from its request head to its log line.
     type State: Default;
+
+    /// What the filter keeps on each worker across requests (a cache, connections, counters):
+    /// made with `Default` on first use, kept across reloads that leave the filter's definition
+    /// as it was (type, settings, files read), started over when they change it. `()` for a
+    /// filter that keeps nothing.
+    type WorkerState: Default + 'static;
 
     /// The request head: go on, or answer. May edit `req`. Waiting here (an auth call, a Redis
     /// round trip) holds only this request.
@@ -74,6 +95,15 @@ pub trait HttpFilter {
     ) -> Result<(), Rejection> {
         let _ = (cx, state, chunk, end);
         Ok(())
+    }
+
+    /// The request head about to go to the target chosen for it: read the upstream's and the
+    /// target's names and address and the head, edit its header fields (sign it for the
+    /// backend). Runs once per attempt, in chain order, after the target is chosen and before
+    /// the head leaves: a retry runs it again, on the head as it was before this phase's edits.
+    /// Not for requests a filter or the route answered.
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, req: &mut UpstreamRequestParts<'_>) {
+        let _ = (cx, state, req);
     }
 
     /// A response head on its way to the client (the upstream's, or an answer of Rampart's own).
@@ -163,8 +193,9 @@ pub struct Rejection {
 /// What a filter knows besides the message: where the request runs and what earlier filters
 /// found out about it.
 pub struct FilterCx<'a> {
-    /// The worker: its id, and the per-worker state filters keep (caches, connections).
-    pub worker: &'a WorkerContext,
+    /// The worker, as far as filters see it: its id, random numbers, the filter's own
+    /// per-worker state.
+    pub worker: FilterWorker<'a>,
     pub snapshot: &'a Snapshot,
     pub listener: &'a str,
     pub route: &'a str,
@@ -187,9 +218,10 @@ pub struct RequestFacts {
     pub request_id: Option<String>,
     /// Who the request was authenticated as (user, key name, token subject), logged.
     pub user: Option<String>,
-    /// The request's verified JSON Web Token (`jwt`), for later filters (a `rate_limit` keyed
-    /// on a claim). Shared with the worker's verified-token cache: no copy per request.
-    pub token: Option<std::rc::Rc<crate::filters::auth::jwt::VerifiedToken>>,
+    /// What filters leave for later filters, by type: the verified JSON Web Token (`jwt`, as an
+    /// `Rc<VerifiedToken>` shared with the worker's cache) that a `rate_limit` keyed on a claim
+    /// reads.
+    pub extensions: Extensions,
 }
 
 impl Default for RequestFacts {
@@ -198,7 +230,7 @@ impl Default for RequestFacts {
             client_ip: IpAddr::from([0, 0, 0, 0]),
             request_id: None,
             user: None,
-            token: None,
+            extensions: Extensions::default(),
         }
     }
 }

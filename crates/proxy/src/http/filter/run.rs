@@ -1,14 +1,16 @@
 //! Running a route's chain for one request: the per-request states, which filters have let the
 //! request through, and the dispatch of each phase to the built-in filters (a `match`, no trait
-//! objects) or to an external filter (a trait object).
+//! objects) or to an external filter (a trait object). The `builtin_filters!` list also makes
+//! the enum of the built-ins' per-worker states ([`SlotState`]).
 
 use std::any::Any;
 use std::net::SocketAddr;
 
-use rampart_model::filter::{self, Filter, FilterChain};
+use rampart_model::filter::{self, Filter, FilterChain, FilterSlot};
 use rampart_model::Snapshot;
 
-use super::external;
+use super::slots::{BuiltinFilter, FilterWorker};
+use super::{external, UpstreamRequestParts};
 use super::{
     Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, TrailerParts, Verdict,
 };
@@ -28,12 +30,12 @@ pub(crate) struct Where<'a> {
 }
 
 impl<'a> Where<'a> {
-    fn cx<'f>(&self, facts: &'f mut RequestFacts) -> FilterCx<'f>
+    fn cx<'f>(&self, facts: &'f mut RequestFacts, slot: FilterSlot) -> FilterCx<'f>
     where
         'a: 'f,
     {
         FilterCx {
-            worker: self.worker,
+            worker: FilterWorker::new(&self.worker.http.filters, slot),
             snapshot: self.snapshot,
             listener: self.listener,
             route: self.route,
@@ -87,7 +89,7 @@ impl FilterRun {
         req: &mut RequestParts<'_>,
     ) -> Option<Answer> {
         for (i, (f, state)) in chain.filters.iter().zip(self.states.iter_mut()).enumerate() {
-            let mut cx = at.cx(&mut self.facts);
+            let mut cx = at.cx(&mut self.facts, f.slot);
             match request_head(f, state, &mut cx, req).await {
                 Verdict::Continue => self.ran = i + 1,
                 Verdict::Respond(answer) => {
@@ -100,11 +102,21 @@ impl FilterRun {
         None
     }
 
+    /// Runs the upstream-request phase over the filters that let the request through, in chain
+    /// order: once per attempt, after the target is chosen.
+    pub(crate) fn upstream_request(&mut self, chain: &FilterChain, at: Where<'_>, req: &mut UpstreamRequestParts<'_>) {
+        let ran = self.ran;
+        for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
+            let mut cx = at.cx(&mut self.facts, f.slot);
+            upstream_request(f, state, &mut cx, req);
+        }
+    }
+
     /// Runs the response head phase over the filters that let the request through, last first.
     pub(crate) fn response_head(&mut self, chain: &FilterChain, at: Where<'_>, resp: &mut ResponseParts<'_>) {
         let ran = self.ran;
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]).rev() {
-            let mut cx = at.cx(&mut self.facts);
+            let mut cx = at.cx(&mut self.facts, f.slot);
             response_head(f, state, &mut cx, resp);
         }
     }
@@ -119,7 +131,7 @@ impl FilterRun {
     ) -> Result<(), Rejection> {
         let ran = self.ran;
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
-            let mut cx = at.cx(&mut self.facts);
+            let mut cx = at.cx(&mut self.facts, f.slot);
             request_body(f, state, &mut cx, chunk, end)?;
         }
         Ok(())
@@ -135,7 +147,7 @@ impl FilterRun {
     ) -> Result<(), Rejection> {
         let ran = self.ran;
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]).rev() {
-            let mut cx = at.cx(&mut self.facts);
+            let mut cx = at.cx(&mut self.facts, f.slot);
             response_body(f, state, &mut cx, body, end)?;
         }
         Ok(())
@@ -145,7 +157,7 @@ impl FilterRun {
     pub(crate) fn response_trailers(&mut self, chain: &FilterChain, at: Where<'_>, trailers: &mut TrailerParts<'_>) {
         let ran = self.ran;
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]).rev() {
-            let mut cx = at.cx(&mut self.facts);
+            let mut cx = at.cx(&mut self.facts, f.slot);
             response_trailers(f, state, &mut cx, trailers);
         }
     }
@@ -155,7 +167,7 @@ impl FilterRun {
         if let Some(chain) = chain.filter(|c| c.filters.len() == self.states.len()) {
             let ran = self.ran;
             for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
-                let mut cx = at.cx(&mut self.facts);
+                let mut cx = at.cx(&mut self.facts, f.slot);
                 log(f, state, &mut cx, outcome);
             }
         }
@@ -172,29 +184,51 @@ fn unavailable() -> Verdict {
     Verdict::Respond(Answer::plain(500, "filter_unavailable", ""))
 }
 
-/// The per-request state type of a built-in filter: its settings type's (named after the variant
-/// unless given).
-macro_rules! settings_state {
-    ($name:ident) => {
-        <filter::$name as HttpFilter>::State
-    };
-    ($name:ident $settings:ident) => {
-        <filter::$settings as HttpFilter>::State
-    };
-}
-
-/// Declares the per-request state of each built-in filter and the dispatch of every phase. Each
-/// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` (the variant's
-/// name, or the one in parentheses) implements [`HttpFilter`] in `crate::filters`.
+/// Declares the per-request and per-worker state of each built-in filter and the dispatch of
+/// every phase, from the model's list of built-ins (`rampart_model::with_builtin_filters!`): each
+/// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` implements
+/// [`HttpFilter`] in `crate::filters`.
 macro_rules! builtin_filters {
-    ($($name:ident $(($settings:ident))?),* $(,)?) => {
+    ($($(#[$doc:meta])* $name:ident($settings:ident) = $type_name:literal,)*) => {
         /// One filter's state for one request.
         pub(crate) enum FilterState {
-            $($name(settings_state!($name $($settings)?)),)*
+            $($name(<filter::$settings as HttpFilter>::State),)*
             External(Box<dyn Any>),
             /// An external filter the data plane cannot call.
             Unavailable,
         }
+
+        /// One filter's state on one worker (its slot's content).
+        #[derive(Default)]
+        pub(crate) enum SlotState {
+            /// Nothing yet.
+            #[default]
+            Empty,
+            $($name(<filter::$settings as HttpFilter>::WorkerState),)*
+            /// An external filter's [`HttpFilter::WorkerState`], boxed.
+            External(Box<dyn Any>),
+        }
+
+        $(
+            impl BuiltinFilter for filter::$settings {
+                fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState {
+                    if !matches!(slot, SlotState::$name(_)) {
+                        *slot = SlotState::$name(Default::default());
+                    }
+                    match slot {
+                        SlotState::$name(state) => state,
+                        _ => unreachable!("the slot was just given the filter's state"),
+                    }
+                }
+
+                fn existing_in(slot: &mut SlotState) -> Option<&mut Self::WorkerState> {
+                    match slot {
+                        SlotState::$name(state) => Some(state),
+                        _ => None,
+                    }
+                }
+            }
+        )*
 
         fn new_state(f: &Filter) -> FilterState {
             match f {
@@ -225,6 +259,18 @@ macro_rules! builtin_filters {
                     None => Ok(()),
                 },
                 _ => Ok(()),
+            }
+        }
+
+        fn upstream_request(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, req: &mut UpstreamRequestParts<'_>) {
+            match (f, state) {
+                $((Filter::$name(f), FilterState::$name(s)) => f.upstream_request(cx, s, req),)*
+                (Filter::External(e), FilterState::External(s)) => {
+                    if let Some(instance) = external::instance(e) {
+                        instance.upstream_request(cx, s.as_mut(), req);
+                    }
+                }
+                _ => {}
             }
         }
 
@@ -277,18 +323,4 @@ macro_rules! builtin_filters {
     };
 }
 
-builtin_filters!(
-    Rewrite,
-    RequestHeaders,
-    ResponseHeaders,
-    BodyLimit,
-    RequestId,
-    IpFilter,
-    Cors,
-    Jwt,
-    RateLimit(RateLimitFilter),
-    Compress,
-    BasicAuth,
-    ApiKey,
-    ForwardAuth
-);
+rampart_model::with_builtin_filters!(builtin_filters);

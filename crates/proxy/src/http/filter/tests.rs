@@ -39,6 +39,7 @@ struct ShoutState {
 
 impl HttpFilter for Shout {
     type State = ShoutState;
+    type WorkerState = ();
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, state: &mut ShoutState, req: &mut RequestParts<'_>) -> Verdict {
         if req.path == b"/teapot" {
@@ -159,6 +160,14 @@ fn backend(reply: fn(&str) -> Vec<u8>) -> (String, std::thread::JoinHandle<Vec<S
 
 /// Serves `snapshot` in one worker while `client` talks to it (given the listener's address).
 fn serve<T: Send + 'static>(snapshot: Snapshot, client: impl FnOnce(SocketAddr) -> T + Send + 'static) -> T {
+    serve_shared(Arc::new(ArcSwap::from_pointee(snapshot)), client)
+}
+
+/// [`serve`] with the snapshot in `shared`, which the client may replace (a reload).
+fn serve_shared<T: Send + 'static>(
+    shared: Arc<ArcSwap<Snapshot>>,
+    client: impl FnOnce(SocketAddr) -> T + Send + 'static,
+) -> T {
     let listener = StdListener::bind("127.0.0.1:0").unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -168,7 +177,6 @@ fn serve<T: Send + 'static>(snapshot: Snapshot, client: impl FnOnce(SocketAddr) 
         let _ = done_tx.send(());
         out
     });
-    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -389,6 +397,141 @@ fn every_phase_of_an_external_filter_runs() {
     .map(|r| r.1.len() + r.2.len())
     .sum();
     assert_eq!(logged_bytes.load(Ordering::SeqCst), total as u64);
+}
+
+/// Counts the requests it sees on each worker (its per-worker state) and answers with the count.
+struct Counting {
+    tag: String,
+}
+
+impl HttpFilter for Counting {
+    type State = ();
+    type WorkerState = u64;
+
+    async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), _: &mut RequestParts<'_>) -> Verdict {
+        let n = cx.worker.with_state(self, |n| {
+            *n += 1;
+            *n
+        });
+        Verdict::Respond(Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: format!("{} {n} on {}", self.tag, cx.worker.id()).into_bytes().into(),
+            reason: None,
+        })
+    }
+}
+
+fn counting_config(tag: &str, extra_route: bool) -> String {
+    let mut text = format!(
+        "[listeners.web]\nbind = \"{BIND}\"\nprotocol = \"http\"\nfilters = [{{ type = \"counting\", tag = \"{tag}\" }}]\n\n\
+         [[listeners.web.routes]]\nname = \"all\"\nrespond = {{ status = 204 }}\n"
+    );
+    if extra_route {
+        text.push_str(
+            "\n[[listeners.web.routes]]\nname = \"other\"\nmatch = { path = \"/other\" }\nrespond = { status = 204 }\n",
+        );
+    }
+    text
+}
+
+#[test]
+fn an_external_filter_keeps_its_worker_state_across_a_reload_that_leaves_it_unchanged() {
+    let mut registry = FilterRegistry::default();
+    register(&mut registry, "counting", |options| match options.get("tag") {
+        Some(OptionValue::String(tag)) => Ok(Counting { tag: tag.clone() }),
+        _ => Err("needs a tag".to_string()),
+    });
+    let mut live = LiveState::default().with_filters(registry);
+    // Compiled in the order a process would load them: each reload compares with the one before.
+    let mut compile = |text: String| Arc::new(compile_toml("t.toml", &text, &mut live).unwrap().snapshot);
+    let first = compile(counting_config("a", false));
+    let unchanged = compile(counting_config("a", true));
+    let changed = compile(counting_config("b", true));
+    let back = compile(counting_config("a", true));
+    assert_ne!(first.generation, unchanged.generation);
+    let shared = Arc::new(ArcSwap::new(first));
+    let handle = shared.clone();
+    let bodies = serve_shared(shared, move |addr| {
+        let get = || {
+            let (status, _, body) = exchange(addr, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+            assert_eq!(status, 200);
+            String::from_utf8(body).unwrap()
+        };
+        let mut seen = vec![get(), get()];
+        handle.store(unchanged);
+        seen.push(get());
+        handle.store(changed);
+        seen.extend([get(), get()]);
+        handle.store(back);
+        seen.push(get());
+        seen
+    });
+    assert_eq!(
+        bodies,
+        ["a 1 on 0", "a 2 on 0", "a 3 on 0", "b 1 on 0", "b 2 on 0", "a 1 on 0"]
+    );
+}
+
+/// Names the chosen target to it in the upstream-request phase, and drops a field the
+/// request-head phase of the same request added.
+struct Signer;
+
+impl HttpFilter for Signer {
+    type State = ();
+    type WorkerState = ();
+
+    async fn request_head(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
+        req.set_header("x-early", "1");
+        Verdict::Continue
+    }
+
+    fn upstream_request(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut UpstreamRequestParts<'_>) {
+        let early = req.header("x-early").is_some();
+        let signature = format!(
+            "{} {} {} {} {} {early}",
+            req.upstream,
+            req.target,
+            req.address,
+            String::from_utf8_lossy(req.method()),
+            String::from_utf8_lossy(req.path_and_query()),
+        );
+        assert!(req.set_header("x-signed-for", &signature));
+        assert!(req.remove_header("x-early"));
+        assert!(!req.remove_header("content-length"));
+    }
+}
+
+#[test]
+fn the_upstream_request_phase_sees_the_chosen_target_and_edits_the_head_sent_to_it() {
+    let (a, a_seen) = backend(named("a"));
+    let mut registry = FilterRegistry::default();
+    register(&mut registry, "signer", |_| Ok(Signer));
+    let text = format!(
+        "[listeners.web]\nbind = \"{BIND}\"\nprotocol = \"http\"\nupstream = \"app\"\nfilters = [{{ type = \"signer\" }}]\n\n\
+         [upstreams.app]\ntargets = [\"{a}\"]\n"
+    );
+    let mut live = LiveState::default().with_filters(registry);
+    let snapshot = compile_toml("t.toml", &text, &mut live).unwrap().snapshot;
+    let target = a.clone();
+    let answer = serve(snapshot, move |addr| {
+        let got = exchange(
+            addr,
+            b"POST /sign?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+        );
+        let mut c = StdStream::connect(&target).unwrap();
+        c.write_all(b"QUIT / HTTP/1.1\r\n\r\n").unwrap();
+        got
+    });
+    assert_eq!((answer.0, &answer.2[..]), (200, &b"from a"[..]));
+    let seen = a_seen.join().unwrap();
+    let head = seen[0].to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("x-signed-for: app {a} {a} post /sign?x=1 true\r\n")),
+        "{head}"
+    );
+    assert!(!head.contains("x-early"), "{head}");
+    assert!(head.contains("content-length: 2\r\n"), "{head}");
 }
 
 #[test]

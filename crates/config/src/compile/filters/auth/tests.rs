@@ -36,7 +36,7 @@ fn errors(dir: &Path, filters: &str) -> Vec<String> {
 
 fn only_filter(routes: &[Route]) -> &Filter {
     assert_eq!(routes[0].filters.filters.len(), 1);
-    &routes[0].filters.filters[0]
+    &routes[0].filters.filters[0].filter
 }
 
 /// A directory with `users.htpasswd` (alice, bcrypt cost 4) and `keys.txt`.
@@ -65,7 +65,6 @@ fn basic_auth_reads_its_keys_and_the_users_file_beside_the_config() {
     assert_eq!(b.forward_user_header.as_deref(), Some("x-user"));
     assert!(b.hide_credentials);
     assert_eq!(b.max_pending_checks, 4);
-    assert_eq!(only_filter(&routes).state_id(), Some(b.id));
     assert!(only_filter(&routes).edits_request_headers_per_request());
 
     let routes = compile(dir.path(), r#"{ type = "basic_auth", users_file = "users.htpasswd" }"#).unwrap();
@@ -205,4 +204,37 @@ fn errors_point_at_the_key_or_at_the_line_of_the_file() {
     assert!(e[0].starts_with(&format!("{gw}:8:51: nothing.pem: ")), "{e:?}");
     let e = one(r#"{ type = "forward_auth", url = "http://a/", timeout = "soon" }"#);
     assert!(e[0].starts_with(&format!("{gw}:8:55: ")), "{e:?}");
+}
+
+#[test]
+fn a_reload_keeps_a_filters_slot_until_its_keys_or_its_file_change() {
+    let dir = files();
+    let mut live = LiveState::default();
+    let slots = |live: &mut LiveState, filters: &str| {
+        let (file, src) = config_file(dir.path(), filters);
+        let compiled = compile_toml(&file, &src, live).unwrap();
+        let slots: Vec<_> = compiled.snapshot.http_filter_slots().collect();
+        slots
+    };
+    let basic = r#"{ type = "basic_auth", users_file = "users.htpasswd" }"#;
+    let keyed = r#"{ type = "api_key", keys_file = "keys.txt" }"#;
+    let first = slots(&mut live, &format!("{basic},\n{keyed}"));
+    // Unchanged, in another order: each keeps its slot.
+    let again = slots(&mut live, &format!("{keyed},\n{basic}"));
+    assert_eq!((again[1], again[0]), (first[0], first[1]));
+    // Another realm: a new filter (a new owner; the old index is free only from the next load).
+    let realm = r#"{ type = "basic_auth", users_file = "users.htpasswd", realm = "x" }"#;
+    let changed = slots(&mut live, &format!("{realm},\n{keyed}"));
+    assert_eq!(changed[1], first[1]);
+    assert_ne!(changed[0].owner, first[0].owner);
+    // The users file changed in place: a new filter too.
+    let hash = bcrypt::hash("other", 4).unwrap();
+    std::fs::write(dir.path().join("users.htpasswd"), format!("alice:{hash}\n")).unwrap();
+    let file_changed = slots(&mut live, &format!("{realm},\n{keyed}"));
+    assert_eq!(file_changed[1], first[1]);
+    assert_ne!(file_changed[0].owner, changed[0].owner);
+    // A load that fails hands out nothing: the next one still finds the filters of the last.
+    let (file, src) = config_file(dir.path(), r#"{ type = "basic_auth" }"#);
+    assert!(compile_toml(&file, &src, &mut live).is_err());
+    assert_eq!(slots(&mut live, &format!("{realm},\n{keyed}")), file_changed);
 }

@@ -19,7 +19,7 @@ fn compile(filter: &str) -> Result<CompressSettings, Vec<String>> {
     let ListenerProtocol::Http(http) = &compiled.snapshot.listeners[0].protocol else {
         panic!("an HTTP listener")
     };
-    match &*http.routes[0].filters.filters[0] {
+    match &http.routes[0].filters.filters[0].filter {
         Filter::Compress(settings) => Ok(settings.clone()),
         other => panic!("a compress filter, not {}", other.type_name()),
     }

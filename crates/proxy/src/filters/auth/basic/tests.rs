@@ -1,10 +1,9 @@
 use argon2::password_hash::{PasswordHasher, SaltString};
 use base64::engine::general_purpose::STANDARD;
 use rampart_model::filter::auth::PasswordFile;
-use rampart_model::filter::FilterId;
 
 use super::*;
-use crate::filters::auth::testing::{block_on, request_head, worker, RawRequest};
+use crate::filters::auth::testing::{block_on, filter_worker, request_head, worker, RawRequest};
 
 fn bcrypt_hash(password: &str) -> PasswordHash {
     PasswordHash::Bcrypt(bcrypt::hash(password, 4).unwrap())
@@ -25,7 +24,6 @@ fn filter() -> BasicAuth {
     users.insert("alice", bcrypt_hash("wonderland"));
     users.insert("bob", argon2_hash("builder"));
     BasicAuth {
-        id: FilterId::new(),
         users,
         challenge: BasicAuth::challenge_for("test"),
         forward_user_header: Some("x-user".into()),
@@ -136,7 +134,7 @@ fn outcomes_are_cached_and_one_check_serves_every_request_with_the_same_credenti
     block_on(async {
         let hash = f.users.get(b"alice").unwrap();
         let digest = credential_digest(b"alice", b"wonderland", hash);
-        w.http.filters.slots.with(f.id, PasswordChecks::default, |c| {
+        filter_worker(&w, &f).builtin_state(&f, |c| {
             let first = c.begin(digest, Instant::now(), hash, b"wonderland", 4);
             let second = c.begin(digest, Instant::now(), hash, b"wonderland", 4);
             let (Step::Wait(a), Step::Wait(b)) = (first, second) else {
@@ -151,7 +149,7 @@ fn outcomes_are_cached_and_one_check_serves_every_request_with_the_same_credenti
             request_head(&f, &w, &mut raw.parts()).await.0,
             Verdict::Continue
         ));
-        w.http.filters.slots.with(f.id, PasswordChecks::default, |c| {
+        filter_worker(&w, &f).builtin_state(&f, |c| {
             assert!(c.in_flight.is_empty());
             assert_eq!(c.cache.len(), (1, 0));
             assert!(matches!(
@@ -164,10 +162,7 @@ fn outcomes_are_cached_and_one_check_serves_every_request_with_the_same_credenti
             refusal(&request_head(&f, &w, &mut basic("alice:nope").parts()).await.0).0,
             401
         );
-        w.http
-            .filters
-            .slots
-            .with(f.id, PasswordChecks::default, |c| assert_eq!(c.cache.len(), (1, 1)));
+        filter_worker(&w, &f).builtin_state(&f, |c| assert_eq!(c.cache.len(), (1, 1)));
     });
 }
 
@@ -207,7 +202,7 @@ fn past_the_bound_new_checks_are_refused_with_503_but_cached_users_pass() {
             Verdict::Continue
         ));
         // One check pending (held as if its thread were busy).
-        let held = w.http.filters.slots.with(f.id, PasswordChecks::default, |c| {
+        let held = filter_worker(&w, &f).builtin_state(&f, |c| {
             c.pending.fetch_add(1, Ordering::AcqRel);
             PendingGuard(c.pending.clone())
         });
@@ -222,13 +217,7 @@ fn past_the_bound_new_checks_are_refused_with_503_but_cached_users_pass() {
             Verdict::Continue
         ));
         drop(held);
-        assert_eq!(
-            w.http
-                .filters
-                .slots
-                .with(f.id, PasswordChecks::default, |c| c.pending()),
-            0
-        );
+        assert_eq!(filter_worker(&w, &f).builtin_state(&f, |c| c.pending()), 0);
         assert!(matches!(
             request_head(&f, &w, &mut basic("bob:builder").parts()).await.0,
             Verdict::Continue

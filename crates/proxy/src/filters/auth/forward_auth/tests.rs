@@ -5,7 +5,6 @@ use std::rc::Rc;
 use std::time::Duration;
 
 use rampart_model::filter::endpoint::HttpEndpoint;
-use rampart_model::filter::FilterId;
 use rampart_model::tls::ListenerTls;
 use rampart_proto::h1::parse_request;
 use tokio::io::AsyncReadExt;
@@ -84,7 +83,6 @@ async fn service_over(script: Script, tls: Option<ListenerTls>) -> Service {
 
 fn filter(url: &str) -> ForwardAuth {
     ForwardAuth {
-        id: FilterId::new(),
         endpoint: HttpEndpoint::parse(url).unwrap(),
         tls: None,
         timeout: Duration::from_secs(5),

@@ -43,7 +43,10 @@ impl Worker {
 
     fn cx(&mut self) -> FilterCx<'_> {
         FilterCx {
-            worker: &self.worker,
+            worker: crate::http::filter::FilterWorker::new(
+                &self.worker.http.filters,
+                rampart_model::filter::FilterSlot::fresh(0),
+            ),
             snapshot: &self.snapshot,
             listener: "web",
             route: "default",
