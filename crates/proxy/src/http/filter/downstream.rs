@@ -15,7 +15,7 @@ use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
 use rampart_model::route::HeaderOps;
 use rampart_model::Upstream;
-use rampart_proto::h1::Framing;
+use rampart_proto::h1::{Field, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
@@ -52,6 +52,11 @@ struct RequestBody {
     ahead: u64,
     /// The body phase has seen the body's end.
     ended: bool,
+    /// The request trailers phase ran: `Some(true)` when it edited the trailers, which are then
+    /// in `trailers`.
+    trailers_edited: Option<bool>,
+    /// The trailers as the request trailers phase edited them: their bytes and ranges.
+    trailers: (Vec<u8>, Vec<Field>),
 }
 
 /// A response body being transformed.
@@ -110,6 +115,8 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
                 request: RequestBody {
                     ahead: 0,
                     ended: matches!(framing, Framing::None | Framing::Length(0)),
+                    trailers_edited: None,
+                    trailers: Default::default(),
                 },
                 response: None,
             }),
@@ -190,6 +197,23 @@ impl Filtering<'_> {
     }
 }
 
+/// Keeps the trailers `parts` says (edited) in `into`: their bytes and ranges.
+fn keep_trailers(parts: &TrailerParts<'_>, into: &mut (Vec<u8>, Vec<Field>)) {
+    let (buf, list) = into;
+    buf.clear();
+    list.clear();
+    for (name, value) in parts.edited() {
+        let name_at = (buf.len() as u32, (buf.len() + name.len()) as u32);
+        buf.extend_from_slice(name);
+        let value_at = (buf.len() as u32, (buf.len() + value.len()) as u32);
+        buf.extend_from_slice(value);
+        list.push(Field {
+            name: name_at,
+            value: value_at,
+        });
+    }
+}
+
 /// Whether a response with this status carries a body at all.
 fn has_body(status: u16) -> bool {
     !((100..200).contains(&status) || status == 204 || status == 304)
@@ -209,10 +233,29 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
     async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
         let FilteredDownstream { inner, filtering, .. } = self;
         let frame = inner.body_frame().await?;
-        if let Some(f) = filtering.as_mut().filter(|f| f.run.inspect_body) {
-            f.inspect(&frame)?;
+        let Some(f) = filtering.as_mut().filter(|f| f.run.inspect_body) else {
+            return Ok(frame);
+        };
+        f.inspect(&frame)?;
+        let BodyFrame::End(trailers) = frame else {
+            return Ok(frame);
+        };
+        // The request trailers phase, once; edited trailers are kept here.
+        if f.request.trailers_edited.is_none() {
+            let mut parts = TrailerParts::new(trailers);
+            f.run.request_trailers(f.chain, f.at, &mut parts);
+            f.request.trailers_edited = Some(!parts.edits.is_empty());
+            if !parts.edits.is_empty() {
+                keep_trailers(&parts, &mut f.request.trailers);
+            }
         }
-        Ok(frame)
+        match f.request.trailers_edited {
+            Some(true) => {
+                let (buf, list) = &f.request.trailers;
+                Ok(BodyFrame::End(FieldsRef::Ranges { buf, list }))
+            }
+            _ => Ok(frame),
+        }
     }
 
     fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {

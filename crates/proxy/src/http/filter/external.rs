@@ -54,6 +54,7 @@ pub trait DynHttpFilter {
         body: &mut Vec<u8>,
         end: bool,
     ) -> Result<(), Rejection>;
+    fn request_trailers(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, trailers: &mut TrailerParts<'_>);
     fn response_trailers(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, trailers: &mut TrailerParts<'_>);
     fn log(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, outcome: &Outcome);
 }
@@ -116,6 +117,12 @@ where
         match state.downcast_mut::<F::State>() {
             Some(state) => HttpFilter::response_body(self, cx, state, body, end),
             None => Ok(()),
+        }
+    }
+
+    fn request_trailers(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, trailers: &mut TrailerParts<'_>) {
+        if let Some(state) = state.downcast_mut::<F::State>() {
+            HttpFilter::request_trailers(self, cx, state, trailers);
         }
     }
 

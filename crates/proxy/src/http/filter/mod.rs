@@ -8,18 +8,20 @@
 //! 1. **request head** (async): answer at once ([`Verdict::Respond`]), edit the head (path,
 //!    header edits), pick another upstream, or ask to see the body. Filters run in chain order;
 //!    the first answer stops the chain.
-//! 2. **request body** (sync, only when a filter asked with [`RequestParts::inspect_body`]): each
-//!    run of payload bytes before it goes upstream; a [`Rejection`] ends the request.
-//! 3. **upstream request** (sync): the target is chosen (upstream, backend address); the head
+//! 2. **upstream request** (sync): the target is chosen (upstream, backend address); the head
 //!    about to go to it may be read and its header fields edited ([`UpstreamRequestParts`]).
 //!    Once per attempt: a retry runs it again, on the head as it was before any edit.
-//! 4. **response head** (sync): every response, the upstream's and Rampart's own answers alike,
+//! 3. **request body** (sync, only when a filter asked with [`RequestParts::inspect_body`]): each
+//!    run of payload bytes before it goes upstream; a [`Rejection`] ends the request.
+//! 4. **request trailers** (sync, with the body phase): as the request body ends, its trailer
+//!    fields (none for most requests), which a filter may read and edit before they go upstream.
+//! 5. **response head** (sync): every response, the upstream's and Rampart's own answers alike,
 //!    runs through the filters that let the request through, in reverse order (the onion:
 //!    the first filter sees the response last). Edit headers, or ask to transform the body.
-//! 5. **response body** (sync, only when a filter asked with [`ResponseParts::transform_body`]):
+//! 6. **response body** (sync, only when a filter asked with [`ResponseParts::transform_body`]):
 //!    each run of payload bytes, which a filter may replace (compression).
-//! 6. **response trailers** (sync): as a proxied or static response's body ends.
-//! 7. **log**: once the request is done, with its outcome.
+//! 7. **response trailers** (sync): as a proxied or static response's body ends.
+//! 8. **log**: once the request is done, with its outcome.
 //!
 //! What a filter keeps beyond one request lives in its slot on each worker
 //! ([`HttpFilter::WorkerState`], reached through [`FilterWorker`]: an index the config compiler
@@ -123,6 +125,14 @@ pub trait HttpFilter {
     ) -> Result<(), Rejection> {
         let _ = (cx, state, body, end);
         Ok(())
+    }
+
+    /// The request's trailers, as its body ends on its way upstream (`trailers` is empty when
+    /// none came: a filter may add some, which reach upstreams that can take them: HTTP/2, or
+    /// HTTP/1.1 with a body of unknown length). Runs with the request body phase (when a filter
+    /// asked with [`RequestParts::inspect_body`]), in chain order.
+    fn request_trailers(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, trailers: &mut TrailerParts<'_>) {
+        let _ = (cx, state, trailers);
     }
 
     /// The response's trailers, as its body ends (`trailers` is empty when none came: a filter

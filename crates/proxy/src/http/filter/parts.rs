@@ -238,10 +238,11 @@ impl<'a> ResponseParts<'a> {
     }
 }
 
-/// A response's trailer fields on their way to the client (an HTTP/2 or gRPC response's, a
-/// chunked HTTP/1 body's; none at all for most responses), as the response trailers phase sees
-/// them. Reads see them as they arrived; edits apply when they are sent. A client that cannot
-/// take trailers (a body of known length to HTTP/1, HTTP/1.0) gets the body's end without them.
+/// A message's trailer fields on their way on (an HTTP/2 or gRPC message's, a chunked HTTP/1
+/// body's; none at all for most messages), as the request and response trailers phases see
+/// them. Reads see them as they arrived; edits apply when they are sent. A peer that cannot take
+/// trailers (a body of known length on HTTP/1, an HTTP/1.0 client) gets the body's end without
+/// them.
 pub struct TrailerParts<'a> {
     fields: FieldsRef<'a>,
     /// Edits of the trailers sent to the client.

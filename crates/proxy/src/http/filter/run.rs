@@ -153,6 +153,15 @@ impl FilterRun {
         Ok(())
     }
 
+    /// Runs the request trailers phase over the filters that let the request through.
+    pub(crate) fn request_trailers(&mut self, chain: &FilterChain, at: Where<'_>, trailers: &mut TrailerParts<'_>) {
+        let ran = self.ran;
+        for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
+            let mut cx = at.cx(&mut self.facts, f.slot);
+            request_trailers(f, state, &mut cx, trailers);
+        }
+    }
+
     /// Runs the response trailers phase over the filters that let the request through, last first.
     pub(crate) fn response_trailers(&mut self, chain: &FilterChain, at: Where<'_>, trailers: &mut TrailerParts<'_>) {
         let ran = self.ran;
@@ -294,6 +303,18 @@ macro_rules! builtin_filters {
                     None => Ok(()),
                 },
                 _ => Ok(()),
+            }
+        }
+
+        fn request_trailers(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, trailers: &mut TrailerParts<'_>) {
+            match (f, state) {
+                $((Filter::$name(f), FilterState::$name(s)) => f.request_trailers(cx, s, trailers),)*
+                (Filter::External(e), FilterState::External(s)) => {
+                    if let Some(instance) = external::instance(e) {
+                        instance.request_trailers(cx, s.as_mut(), trailers);
+                    }
+                }
+                _ => {}
             }
         }
 

@@ -21,7 +21,8 @@ use crate::worker::WorkerContext;
 const BIND: &str = "127.0.0.1:1";
 
 /// A test filter that uses every phase: it answers 418 for `/teapot`, sends requests with
-/// `x-pick: b` to upstream `b`, refuses request bodies containing `forbidden`, upper-cases
+/// `x-pick: b` to upstream `b`, refuses request bodies containing `forbidden`, copies a request's
+/// `x-checksum` trailer into `x-checksum-seen` and drops its `x-private` trailer, upper-cases
 /// response bodies when asked by `x-shout: 1`, adds `x-phases` to responses, echoes a
 /// `grpc-status` trailer as `x-checked` and drops `x-internal` trailers, and counts finished
 /// requests and their bytes in its log phase.
@@ -93,6 +94,14 @@ impl HttpFilter for Shout {
             body.extend_from_slice(b"!");
         }
         Ok(())
+    }
+
+    fn request_trailers(&self, _: &mut FilterCx<'_>, _: &mut ShoutState, trailers: &mut TrailerParts<'_>) {
+        if let Some(sum) = trailers.header("x-checksum") {
+            let sum = String::from_utf8_lossy(sum).into_owned();
+            trailers.add_header("x-checksum-seen", &sum);
+        }
+        trailers.remove_header("x-private");
     }
 
     fn response_trailers(&self, _: &mut FilterCx<'_>, _: &mut ShoutState, trailers: &mut TrailerParts<'_>) {
@@ -570,4 +579,49 @@ fn client_address_from_trusted_proxies() {
         );
         assert_eq!(client_ip(ip(peer), &trusted, &parts), ip(want), "{peer} {xff}");
     }
+}
+
+/// A backend that reads one chunked request to its end and answers 200; returns the raw bytes.
+fn chunked_request_backend() -> (String, std::thread::JoinHandle<Vec<u8>>) {
+    let listener = StdListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let handle = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        conn.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // The body ends with the last chunk and the trailer section's empty line.
+        while !(got.windows(5).any(|w| w == b"\r\n0\r\n") && got.ends_with(b"\r\n\r\n")) {
+            match conn.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got.extend_from_slice(&chunk[..n]),
+            }
+        }
+        conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok")
+            .unwrap();
+        got
+    });
+    (addr, handle)
+}
+
+/// The request trailers phase: a filter reads the trailers of a chunked request and edits them
+/// on their way to the upstream.
+#[test]
+fn the_request_trailers_phase_edits_what_goes_upstream() {
+    let (a, a_got) = chunked_request_backend();
+    let (b, _) = backend(named("b"));
+    let s = setup(&a, &b);
+    let (status, _, body) = serve(s.snapshot, move |addr| {
+        exchange(
+            addr,
+            b"POST /x HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n\
+              4\r\nsome\r\n0\r\nx-checksum: 42\r\nx-private: secret\r\n\r\n",
+        )
+    });
+    assert_eq!((status, &body[..]), (200, &b"ok"[..]));
+    let got = String::from_utf8(a_got.join().unwrap()).unwrap();
+    assert!(
+        got.ends_with("\r\n\r\n4\r\nsome\r\n0\r\nx-checksum: 42\r\nx-checksum-seen: 42\r\n\r\n"),
+        "{got}"
+    );
 }
