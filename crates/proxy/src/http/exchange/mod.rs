@@ -174,18 +174,9 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                     // The filters' upstream-request phase, for this attempt's target.
                     let mut edited = UpstreamHeadBuf::default();
                     let head = self.down.upstream_request(up, target, self.head, &mut edited);
-                    let (ctx, req) = (self.ctx, self.req);
                     let result = match conn {
-                        UpstreamSession::Http2(conn) => {
-                            upstream_h2::exchange(ctx, req, self.down, head, self.rctx, &conn)
-                                .await
-                                .map(|()| None)
-                        }
-                        UpstreamSession::Http1(conn) => {
-                            let sent_continue = &mut self.sent_continue;
-                            upstream_h1::exchange(ctx, req, self.down, head, self.rctx, target, conn, sent_continue)
-                                .await
-                        }
+                        UpstreamSession::Http2(conn) => self.over_http2(head, &conn).await.map(|()| None),
+                        UpstreamSession::Http1(conn) => self.over_http1(head, target, conn).await,
                     };
                     match result {
                         Ok(tunnel) => Attempted::Done(tunnel),

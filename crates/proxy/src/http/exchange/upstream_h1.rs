@@ -8,63 +8,61 @@ use rampart_proto::h1::chunk_size_line;
 use rampart_proto::message::BodyLength;
 
 use super::response::{respond, Responded, Sent};
-use super::{count_target_error, pool_key, ProxyRequest};
+use super::{count_target_error, pool_key, Exchange, ProxyRequest};
 use crate::balance::BalancePolicy;
-use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, Downstream};
 use crate::http::error::HttpError;
 use crate::http::head_out::{write_chunked_end, UpstreamHead};
 use crate::stream::Stream;
-use crate::worker::WorkerContext;
 
-/// Exchanges the request on `conn` to `target`. `Ok` with the connection when a 101 turned it
-/// into a tunnel; an error means nothing of the response reached the client.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn exchange<D: Downstream>(
-    ctx: &WorkerContext,
-    req: &ProxyRequest<'_>,
-    down: &mut D,
-    head: UpstreamHead<'_>,
-    rctx: &mut RequestContext,
-    target: usize,
-    mut conn: Stream,
-    sent_continue: &mut bool,
-) -> Result<Option<Stream>, HttpError> {
-    let up = req.upstream();
-    let settings = up.http;
-    // The text is written for every upstream that may speak HTTP/1.
-    let head_out = head.text.ok_or(HttpError::UpstreamUnavailable)?;
-    if req.expect_continue && !*sent_continue && req.body != BodyLength::None && !down.body_waiting() {
-        // The client waits for it: ours, before the upstream's (which is not relayed then).
-        down.send_continue().await?;
-        *sent_continue = true;
-    }
-    // Only a latency-aware balancer needs the time of an attempt that failed.
-    let started = (up.policy == BalancePolicy::P2cEwma).then(Instant::now);
-    send_request(req, &mut conn, down, head_out, settings.write_timeout).await?;
-    // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
-    // (unless a pipelined request is waiting in it).
-    down.release_read_buffer();
-    let sent = Sent {
-        continued: *sent_continue,
-    };
-    let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
-    if let Some(started) = started {
-        let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
-        ctx.observe_latency(req.snapshot, req.upstream, target, took);
-    }
-    match responded? {
-        Responded::Tunnel => Ok(Some(conn)),
-        Responded::Complete { reusable } => {
-            // A failure after the head reached the client is in the context.
-            if let Some(error) = rctx.error {
-                count_target_error(ctx, up, target, error);
+impl<D: Downstream> Exchange<'_, '_, D> {
+    /// Exchanges the request on `conn` to `target`. `Ok` with the connection when a 101 turned
+    /// it into a tunnel; an error means nothing of the response reached the client.
+    pub(super) async fn over_http1(
+        &mut self,
+        head: UpstreamHead<'_>,
+        target: usize,
+        mut conn: Stream,
+    ) -> Result<Option<Stream>, HttpError> {
+        let (ctx, req) = (self.ctx, self.req);
+        let (down, rctx) = (&mut *self.down, &mut *self.rctx);
+        let sent_continue = &mut self.sent_continue;
+        let up = req.upstream();
+        let settings = up.http;
+        // The text is written for every upstream that may speak HTTP/1.
+        let head_out = head.text.ok_or(HttpError::UpstreamUnavailable)?;
+        if req.expect_continue && !*sent_continue && req.body != BodyLength::None && !down.body_waiting() {
+            // The client waits for it: ours, before the upstream's (which is not relayed then).
+            down.send_continue().await?;
+            *sent_continue = true;
+        }
+        // Only a latency-aware balancer needs the time of an attempt that failed.
+        let started = (up.policy == BalancePolicy::P2cEwma).then(Instant::now);
+        send_request(req, &mut conn, down, head_out, settings.write_timeout).await?;
+        // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
+        // (unless a pipelined request is waiting in it).
+        down.release_read_buffer();
+        let sent = Sent {
+            continued: *sent_continue,
+        };
+        let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
+        if let Some(started) = started {
+            let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
+            ctx.observe_latency(req.snapshot, req.upstream, target, took);
+        }
+        match responded? {
+            Responded::Tunnel => Ok(Some(conn)),
+            Responded::Complete { reusable } => {
+                // A failure after the head reached the client is in the context.
+                if let Some(error) = rctx.error {
+                    count_target_error(ctx, up, target, error);
+                }
+                if reusable {
+                    let max = settings.pool_max_idle;
+                    ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
+                }
+                Ok(None)
             }
-            if reusable {
-                let max = settings.pool_max_idle;
-                ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
-            }
-            Ok(None)
         }
     }
 }

@@ -15,7 +15,7 @@ use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::response::record_response_head;
-use super::ProxyRequest;
+use super::{Exchange, ProxyRequest};
 use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
@@ -25,23 +25,18 @@ use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
 use crate::worker::WorkerContext;
 
-/// Exchanges the request on a stream of `conn`. An error means nothing of the response reached
-/// the client; one that may have broken the connection (GOAWAY, a reset) retires it from the
-/// pool, so new streams go elsewhere.
-pub(super) async fn exchange<D: Downstream>(
-    ctx: &WorkerContext,
-    req: &ProxyRequest<'_>,
-    down: &mut D,
-    head: UpstreamHead<'_>,
-    rctx: &mut RequestContext,
-    conn: &H2Conn,
-) -> Result<(), HttpError> {
-    let _stream = conn.open_stream();
-    let result = exchange_on(ctx, req, down, head, rctx, conn).await;
-    if matches!(result, Err(HttpError::UpstreamRefused | HttpError::UpstreamReset)) {
-        conn.retire();
+impl<D: Downstream> Exchange<'_, '_, D> {
+    /// Exchanges the request on a stream of `conn`. An error means nothing of the response
+    /// reached the client; one that may have broken the connection (GOAWAY, a reset) retires it
+    /// from the pool, so new streams go elsewhere.
+    pub(super) async fn over_http2(&mut self, head: UpstreamHead<'_>, conn: &H2Conn) -> Result<(), HttpError> {
+        let _stream = conn.open_stream();
+        let result = exchange_on(self.ctx, self.req, self.down, head, self.rctx, conn).await;
+        if matches!(result, Err(HttpError::UpstreamRefused | HttpError::UpstreamReset)) {
+            conn.retire();
+        }
+        result
     }
-    result
 }
 
 /// What an `h2` error on a stream means for the request: refused (never processed, safe to send
