@@ -257,3 +257,12 @@ fn response_field_lines_that_cross_go_out_as_they_came() {
         "HTTP/1.1 200 OK\r\nA: 1\r\nB:  2 \r\nD: 4\r\nx-added: yes\r\ntransfer-encoding: chunked\r\n\r\n"
     );
 }
+
+#[test]
+fn request_field_lines_that_cross_go_out_as_they_came() {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nA:  1 \r\nConnection: x-hop\r\nX-Hop: 1\r\nX-Forwarded-For: 10.0.0.1\r\nB:2\r\nX-Forwarded-Protocol: p\r\n\r\n";
+    assert_eq!(
+        request_out(raw, ForwardedHeaders::Append, &HeaderOps::default()),
+        "GET / HTTP/1.1\r\nHost: h\r\nA:  1 \r\nB:2\r\nX-Forwarded-Protocol: p\r\nx-forwarded-for: 10.0.0.1, 192.0.2.7\r\nx-forwarded-proto: http\r\nx-forwarded-host: h\r\n\r\n"
+    );
+}
