@@ -60,6 +60,11 @@ pub struct RequestHead {
     /// `Connection: upgrade` with an `Upgrade` field (e.g. WebSocket).
     pub upgrade: bool,
     pub host: Option<(u32, u32)>,
+    /// The ranges point into HTTP/1 text as this codec read it, so each field is a whole line
+    /// (name, colon, value, CRLF) that may be copied as it came; `false` for a head laid out
+    /// from another protocol ([`crate::h2map::lay_out_request`]), whose buffer holds names and
+    /// values only.
+    pub lines: bool,
 }
 
 /// A parsed response head.
@@ -172,6 +177,38 @@ pub(crate) fn content_length(value: &[u8], seen: Option<u64>) -> Result<u64, H1E
     length.ok_or(H1Error::BadContentLength)
 }
 
+/// Whether the field name `name` (a token: httparse refused anything else) is `lower`, a name of
+/// lowercase letters and `-`, in any case. Compared a word at a time (the last word overlapping
+/// the one before), each byte of `name` ORed with 0x20: that maps an uppercase letter onto its
+/// lowercase one and leaves lowercase letters and `-` as they are; the only other byte it maps
+/// onto one of those is CR (onto `-`), which is no token character.
+pub(crate) fn is_name(name: &[u8], lower: &[u8]) -> bool {
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
+    let n = lower.len();
+    if name.len() != n {
+        return false;
+    }
+    let word8 = |b: &[u8], at: usize| {
+        let mut w = [0; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    let word4 = |b: &[u8], at: usize| {
+        let mut w = [0; 4];
+        w.copy_from_slice(&b[at..at + 4]);
+        u32::from_le_bytes(w)
+    };
+    match n {
+        0..4 => name.eq_ignore_ascii_case(lower),
+        4..8 => [0, n - 4]
+            .iter()
+            .all(|&at| word4(name, at) | 0x2020_2020 == word4(lower, at)),
+        _ => (0..n.div_ceil(8))
+            .map(|i| (i * 8).min(n - 8))
+            .all(|at| word8(name, at) | 0x2020_2020_2020_2020 == word8(lower, at)),
+    }
+}
+
 fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<Field>) -> Result<FieldFacts, H1Error> {
     let mut f = FieldFacts::default();
     fields.clear();
@@ -183,39 +220,46 @@ fn collect_facts(buf: &[u8], headers: &[httparse::Header<'_>], fields: &mut Vec<
             name: range(buf, name),
             value: range(buf, value),
         });
-        if name.eq_ignore_ascii_case(b"content-length") {
-            f.content_length = Some(content_length(value, f.content_length)?);
-        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            f.transfer_encoding = true;
-            for coding in value.split(|&b| b == b',').map(trim) {
-                if coding.is_empty() {
-                    continue;
-                }
-                // `chunked` must be the final coding, and only once.
-                if f.chunked {
-                    return Err(H1Error::BadTransferEncoding);
-                }
-                if coding.eq_ignore_ascii_case(b"chunked") {
-                    f.chunked = true;
+        // The names that matter here all differ in length: one comparison for a field at most.
+        match name.len() {
+            14 if is_name(name, b"content-length") => {
+                f.content_length = Some(content_length(value, f.content_length)?);
+            }
+            17 if is_name(name, b"transfer-encoding") => {
+                f.transfer_encoding = true;
+                for coding in value.split(|&b| b == b',').map(trim) {
+                    if coding.is_empty() {
+                        continue;
+                    }
+                    // `chunked` must be the final coding, and only once.
+                    if f.chunked {
+                        return Err(H1Error::BadTransferEncoding);
+                    }
+                    if coding.eq_ignore_ascii_case(b"chunked") {
+                        f.chunked = true;
+                    }
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',').map(trim) {
-                if token.eq_ignore_ascii_case(b"close") {
-                    f.close = true;
-                } else if token.eq_ignore_ascii_case(b"keep-alive") {
-                    f.keep_alive = true;
-                } else if token.eq_ignore_ascii_case(b"upgrade") {
-                    f.upgrade_token = true;
+            10 if is_name(name, b"connection") => {
+                for token in value.split(|&b| b == b',').map(trim) {
+                    if token.eq_ignore_ascii_case(b"close") {
+                        f.close = true;
+                    } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                        f.keep_alive = true;
+                    } else if token.eq_ignore_ascii_case(b"upgrade") {
+                        f.upgrade_token = true;
+                    }
                 }
             }
-        } else if name.eq_ignore_ascii_case(b"upgrade") {
-            f.upgrade_field = true;
-        } else if name.eq_ignore_ascii_case(b"expect") {
-            f.expect_continue |= trim(value).eq_ignore_ascii_case(b"100-continue");
-        } else if name.eq_ignore_ascii_case(b"host") {
-            f.hosts += 1;
-            f.host = Some(range(buf, value));
+            7 if is_name(name, b"upgrade") => f.upgrade_field = true,
+            6 if is_name(name, b"expect") => {
+                f.expect_continue |= trim(value).eq_ignore_ascii_case(b"100-continue");
+            }
+            4 if is_name(name, b"host") => {
+                f.hosts += 1;
+                f.host = Some(range(buf, value));
+            }
+            _ => {}
         }
     }
     if f.transfer_encoding && !f.chunked {
@@ -276,10 +320,22 @@ pub(crate) fn valid_target(method: &[u8], target: &[u8]) -> bool {
     !authority.is_empty() && valid_host(authority)
 }
 
+/// The bytes a host (a `Host` value or an absolute target's authority) must not hold: no
+/// whitespace, path, user info, query or fragment.
+const NOT_IN_HOST: [bool; 256] = {
+    let mut table = [false; 256];
+    let refused = b" \t/\\@?#";
+    let mut i = 0;
+    while i < refused.len() {
+        table[refused[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
+
 #[inline]
 pub(crate) fn valid_host(v: &[u8]) -> bool {
-    !v.iter()
-        .any(|&b| matches!(b, b' ' | b'\t' | b'/' | b'\\' | b'@' | b'?' | b'#'))
+    !v.iter().any(|&b| NOT_IN_HOST[b as usize])
 }
 
 /// Parses a request head at the start of `buf`. `Ok(None)`: the head is not complete yet (and no
@@ -307,16 +363,15 @@ pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Re
             });
         }
     };
-    let line_len = buf.iter().position(|&b| b == b'\n').unwrap_or(len);
-    if line_len > limits.max_request_line {
+    let method = req.method.ok_or(H1Error::BadStartLine)?.as_bytes();
+    let target = req.path.ok_or(H1Error::BadStartLine)?.as_bytes();
+    if request_line_len(buf, method, target) > limits.max_request_line {
         return Err(H1Error::RequestLineTooLong);
     }
     if len > limits.max_head {
         return Err(H1Error::HeadTooLarge);
     }
     check_line_endings(&buf[..len])?;
-    let method = req.method.ok_or(H1Error::BadStartLine)?.as_bytes();
-    let target = req.path.ok_or(H1Error::BadStartLine)?.as_bytes();
     if !valid_target(method, target) {
         return Err(H1Error::BadTarget);
     }
@@ -350,7 +405,22 @@ pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Re
         expect_continue: facts.expect_continue && version == Version::Http11,
         upgrade: facts.upgrade_token && facts.upgrade_field,
         host: facts.host,
+        lines: true,
     }))
+}
+
+/// The length of the request line of a complete head in `buf` (up to its LF): from the start of
+/// `buf` (the empty lines httparse skips before it, if any, are counted too) to its end, which
+/// lies behind the target, one space and `HTTP/1.x`, usually at its CR and LF.
+pub(crate) fn request_line_len(buf: &[u8], method: &[u8], target: &[u8]) -> usize {
+    let behind_version = range(buf, target).1 as usize + " HTTP/1.1".len();
+    match buf.get(behind_version..behind_version + 2) {
+        Some(b"\r\n") => behind_version + 1,
+        _ => {
+            let from = range(buf, method).0 as usize;
+            memchr::memchr(b'\n', &buf[from..]).map_or(buf.len(), |at| from + at)
+        }
+    }
 }
 
 /// Whether the first field line that httparse rejected starts with whitespace (obs-fold).

@@ -336,3 +336,45 @@ fn malformed_chunked_bodies_are_rejected() {
     let long_ext = [b"5;".as_slice(), &[b'a'; 2000]].concat();
     assert_eq!(walk(&long_ext, 50).map(|_| ()), Err(H1Error::BadChunkExtension));
 }
+
+#[test]
+fn name_tests_and_the_request_line_length() {
+    use super::head::{is_name, request_line_len};
+    for (name, lower, same) in [
+        (&b"Content-Length"[..], &b"content-length"[..], true),
+        (b"CONTENT-LENGTH", b"content-length", true),
+        (b"content-lengtH", b"content-length", true),
+        (b"Content-Lengths", b"content-length", false),
+        (b"Content_Length", b"content-length", false),
+        (b"Transfer-Encoding", b"transfer-encoding", true),
+        (b"Transfer-Encodinx", b"transfer-encoding", false),
+        (b"User-Agent", b"connection", false),
+        (b"HoSt", b"host", true),
+        (b"Hose", b"host", false),
+        (b"Expect", b"expect", true),
+        (b"Server", b"expect", false),
+        (b"te", b"te", true),
+    ] {
+        assert_eq!(is_name(name, lower), same, "{}", String::from_utf8_lossy(name));
+    }
+    let line_len = |raw: &[u8]| {
+        let mut fields = Vec::new();
+        let limits = Limits::default();
+        let head = parse_request(raw, &limits, &mut fields).unwrap().unwrap();
+        let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
+        request_line_len(raw, slice(head.method), slice(head.target))
+    };
+    assert_eq!(line_len(b"GET /abc HTTP/1.1\r\nHost: a\r\n\r\n"), 18);
+    assert_eq!(line_len(b"\r\nGET /abc HTTP/1.0\r\n\r\n"), 20);
+    let limits = Limits {
+        max_request_line: 18,
+        ..Limits::default()
+    };
+    let parse = |raw: &[u8]| parse_request(raw, &limits, &mut Vec::new()).map(|h| h.is_some());
+    assert_eq!(parse(b"GET /abc HTTP/1.1\r\nHost: a\r\n\r\n"), Ok(true));
+    assert_eq!(
+        parse(b"GET /abcd HTTP/1.1\r\nHost: a\r\n\r\n"),
+        Err(H1Error::RequestLineTooLong)
+    );
+    assert_eq!(parse(b"GET /abcd HTTP/1.1\nHost: a\r\n\r\n"), Err(H1Error::BareLf));
+}

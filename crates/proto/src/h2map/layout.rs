@@ -172,6 +172,7 @@ pub fn lay_out_request<'a>(
         expect_continue,
         upgrade: websocket,
         host: Some(host),
+        lines: false,
     };
     Ok((head, kind))
 }

@@ -14,24 +14,46 @@ use super::message::ResponseHeader;
 use rampart_model::route::HeaderOps;
 use rampart_model::ForwardedHeaders;
 
-/// The fields a `Connection` header names (at most 16 are honoured).
+/// The fields a `Connection` header names (at most 16 are honoured), less `keep-alive` and
+/// `upgrade`, which [`is_hop_by_hop`] decides about on its own.
 struct Named<'a> {
     names: [&'a [u8]; 16],
     len: usize,
 }
 
 impl<'a> Named<'a> {
-    fn collect(fields: FieldsRef<'a>) -> Named<'a> {
-        let mut named = Named {
-            names: [&[]; 16],
-            len: 0,
-        };
-        for (_, value) in fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
+    /// The names the `Connection` fields list; `None` when they list none (most heads).
+    fn collect(fields: FieldsRef<'a>) -> Option<Named<'a>> {
+        let mut named: Option<Named<'a>> = None;
+        let mut note = |value: &'a [u8]| {
             for token in value.split(|&b| b == b',') {
                 let token = trim_ows(token);
-                if !token.is_empty() && named.len < 16 {
+                let decided = token.eq_ignore_ascii_case(b"keep-alive") || token.eq_ignore_ascii_case(b"upgrade");
+                if token.is_empty() || decided {
+                    continue;
+                }
+                let named = named.get_or_insert(Named {
+                    names: [&[]; 16],
+                    len: 0,
+                });
+                if named.len < 16 {
                     named.names[named.len] = token;
                     named.len += 1;
+                }
+            }
+        };
+        match fields {
+            // By the length of the name's range first: no field slicing for the others.
+            FieldsRef::Ranges { buf, list } => {
+                for f in list {
+                    if f.name.1.wrapping_sub(f.name.0) == 10 && f.name(buf).eq_ignore_ascii_case(b"connection") {
+                        note(f.value(buf));
+                    }
+                }
+            }
+            fields => {
+                for (_, value) in fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
+                    note(value);
                 }
             }
         }
@@ -66,12 +88,30 @@ fn is_hop_by_hop(name: &[u8], keep_upgrade: bool) -> bool {
     }
 }
 
-/// Whether a field crosses the proxy: not hop-by-hop (by name or named by `Connection`; `Upgrade`
-/// crosses into a tunnel) and not removed or replaced by the route's header edits.
-fn passes(named: &Named, name: &[u8], upgrade: bool, ops: &HeaderOps) -> bool {
-    let hop =
-        is_hop_by_hop(name, upgrade) || (named.contains(name) && !(upgrade && name.eq_ignore_ascii_case(b"upgrade")));
-    !hop && !ops.drops(name)
+/// What decides whether a field of a head crosses the proxy: the names its `Connection` fields
+/// list, whether `Upgrade` crosses (into a tunnel), and the edits when they drop any field.
+struct Crossing<'a> {
+    named: Option<Named<'a>>,
+    upgrade: bool,
+    drops: Option<&'a HeaderOps>,
+}
+
+impl<'a> Crossing<'a> {
+    fn new(fields: FieldsRef<'a>, upgrade: bool, ops: &'a HeaderOps) -> Self {
+        Crossing {
+            named: Named::collect(fields),
+            upgrade,
+            drops: (!ops.remove.is_empty() || !ops.set.is_empty()).then_some(ops),
+        }
+    }
+
+    /// Whether field `name` crosses: not hop-by-hop (by name or named by `Connection`;
+    /// `Upgrade` crosses into a tunnel) and not removed or replaced by the edits.
+    fn passes(&self, name: &[u8]) -> bool {
+        // (`Named` holds no `upgrade`: whether that crosses is `is_hop_by_hop`'s to say.)
+        let hop = is_hop_by_hop(name, self.upgrade) || self.named.as_ref().is_some_and(|n| n.contains(name));
+        !hop && !self.drops.is_some_and(|ops| ops.drops(name))
+    }
 }
 
 fn write_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
@@ -93,6 +133,9 @@ fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
 pub struct RequestHeader<'a> {
     pub buf: &'a [u8],
     pub fields: &'a [Field],
+    /// The fields are whole lines of HTTP/1 text in `buf` (see `RequestHead::lines`): they may be
+    /// copied as they came.
+    pub lines: bool,
     pub method: &'a [u8],
     /// The target to send, in origin-form (rewritten or as received).
     pub target: Cow<'a, [u8]>,
@@ -123,47 +166,66 @@ impl RequestHeader<'_> {
     }
 }
 
-/// Calls `each` with every field of the request head to send upstream, in order: the client's
-/// fields that cross (hop-by-hop ones, those the edits drop, a replaced `Host`, a forged client
-/// certificate field left out), the forwarded headers, `Host` where it is ours, the client
-/// certificate field; not the edits' own fields (see [`HeaderOps`]) nor the framing.
-fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
-    let buf = r.buf;
-    let named = Named::collect(FieldsRef::Ranges { buf, list: r.fields });
-    let mut xff_seen = false;
-    let (mut proto_seen, mut host_seen) = (false, false);
-    for f in r.fields {
-        let name = f.name(buf);
-        if !passes(&named, name, r.upgrade, &r.edits)
-            || (r.replace_host && name.eq_ignore_ascii_case(b"host"))
-            || r.client_cert
-                .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
-        {
-            continue;
-        }
-        let xff = name.eq_ignore_ascii_case(b"x-forwarded-for");
-        let xfp = name.eq_ignore_ascii_case(b"x-forwarded-proto");
-        let xfh = name.eq_ignore_ascii_case(b"x-forwarded-host");
-        if xff || xfp || xfh {
+/// What the client's own `X-Forwarded-*` fields were, as far as [`ForwardedHeaders::Append`]
+/// needs to know: an `X-Forwarded-For` (its values begin the combined field Rampart sends), and
+/// whether a `Proto` or `Host` one crossed (then Rampart adds none).
+#[derive(Default)]
+struct ClientForwarded {
+    chain: bool,
+    proto: bool,
+    host: bool,
+}
+
+/// Whether the client's field `name` crosses upstream as it came: not hop-by-hop or dropped by
+/// the edits (see [`Crossing::passes`]), not a `Host` that the target replaces, not the client-certificate
+/// field, not an `X-Forwarded-*` field that Rampart replaces. Notes in `seen` the forwarded
+/// fields that decide what Rampart adds.
+fn client_field_crosses(r: &RequestHeader<'_>, crossing: &Crossing, name: &[u8], seen: &mut ClientForwarded) -> bool {
+    if !crossing.passes(name) {
+        return false;
+    }
+    if r.client_cert
+        .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
+    {
+        return false;
+    }
+    // By length first: most names are neither `host` nor `x-forwarded-{for,host,proto}`.
+    match name.len() {
+        4 => !(r.replace_host && name.eq_ignore_ascii_case(b"host")),
+        15..=17 if r.forwarded != ForwardedHeaders::Off && name[..12].eq_ignore_ascii_case(b"x-forwarded-") => {
+            let which = &name[12..];
+            let (xff, xfp, xfh) = (
+                which.eq_ignore_ascii_case(b"for"),
+                which.eq_ignore_ascii_case(b"proto"),
+                which.eq_ignore_ascii_case(b"host"),
+            );
             match r.forwarded {
-                ForwardedHeaders::Off => {}
-                ForwardedHeaders::Replace => continue,
+                _ if !(xff || xfp || xfh) => true,
                 ForwardedHeaders::Append if xff => {
-                    // Sent below as one combined field.
-                    xff_seen = true;
-                    continue;
+                    // Sent with the others as one combined field.
+                    seen.chain = true;
+                    false
                 }
                 ForwardedHeaders::Append => {
-                    proto_seen |= xfp;
-                    host_seen |= xfh;
+                    seen.proto |= xfp;
+                    seen.host |= xfh;
+                    true
                 }
+                ForwardedHeaders::Replace | ForwardedHeaders::Off => false,
             }
         }
-        each(name, f.value(buf));
+        _ => true,
     }
+}
+
+/// Calls `each` with the fields Rampart adds to a request going upstream, after the client's
+/// own that cross ([`client_field_crosses`] told `seen`): the forwarded headers, `Host` where it
+/// is ours, the client certificate field; not the edits' own fields nor the framing.
+fn added_request_fields(r: &RequestHeader<'_>, seen: &ClientForwarded, mut each: impl FnMut(&[u8], &[u8])) {
+    let buf = r.buf;
     if r.forwarded != ForwardedHeaders::Off {
         // One field: the chain the client sent (all its fields, in order), then this client.
-        if xff_seen {
+        if seen.chain {
             let mut chain = Vec::new();
             for f in r
                 .fields
@@ -178,7 +240,7 @@ fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
         } else {
             each(b"x-forwarded-for", r.client_ip.as_bytes());
         }
-        if !proto_seen {
+        if !seen.proto {
             each(
                 b"x-forwarded-proto",
                 match r.scheme {
@@ -187,7 +249,7 @@ fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
                 },
             );
         }
-        if let (false, Some(host)) = (host_seen, r.host) {
+        if let (false, Some(host)) = (seen.host, r.host) {
             each(b"x-forwarded-host", host);
         }
     }
@@ -201,13 +263,44 @@ fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
     }
 }
 
-/// Writes the request head to send upstream (HTTP/1.1).
+/// Calls `each` with every field of the request head to send upstream, in order: the client's
+/// fields that cross (see [`client_field_crosses`]), then those Rampart adds (see
+/// [`added_request_fields`]); not the edits' own fields (see [`HeaderOps`]) nor the framing.
+fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
+    let buf = r.buf;
+    let crossing = Crossing::new(FieldsRef::Ranges { buf, list: r.fields }, r.upgrade, &r.edits);
+    let mut seen = ClientForwarded::default();
+    for f in r.fields {
+        let name = f.name(buf);
+        if client_field_crosses(r, &crossing, name, &mut seen) {
+            each(name, f.value(buf));
+        }
+    }
+    added_request_fields(r, &seen, each);
+}
+
+/// Writes the request head to send upstream (HTTP/1.1): the client's field lines that cross go
+/// out as they came, a run at a time (field by field for a head that came as no HTTP/1 text).
 pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
     out.extend_from_slice(r.method);
     out.push(b' ');
     out.extend_from_slice(&r.target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    request_fields(r, |name, value| write_field(out, name, value));
+    if r.lines {
+        let fields = FieldsRef::Ranges {
+            buf: r.buf,
+            list: r.fields,
+        };
+        let crossing = Crossing::new(fields, r.upgrade, &r.edits);
+        let mut seen = ClientForwarded::default();
+        copy_field_lines(out, r.buf, r.fields, |name| {
+            client_field_crosses(r, &crossing, name, &mut seen)
+        });
+        added_request_fields(r, &seen, |name, value| write_field(out, name, value));
+    } else {
+        // A head laid out from another protocol: field by field.
+        request_fields(r, |name, value| write_field(out, name, value));
+    }
     if r.framing == Framing::Chunked {
         out.extend_from_slice(b"transfer-encoding: chunked\r\n");
     }
@@ -292,9 +385,9 @@ pub struct ResponseOut<'a> {
 /// those `Connection` names and those the edits remove are dropped; `Upgrade` crosses with a
 /// tunnel), then with the edits' own fields.
 pub fn response_fields(fields: FieldsRef<'_>, upgrade: bool, ops: &HeaderOps, mut each: impl FnMut(&[u8], &[u8])) {
-    let named = Named::collect(fields);
+    let crossing = Crossing::new(fields, upgrade, ops);
     for (name, value) in fields.iter() {
-        if passes(&named, name, upgrade, ops) {
+        if crossing.passes(name) {
             each(name, value);
         }
     }
@@ -330,8 +423,13 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     match head.fields {
         // An HTTP/1 head's own lines: those that cross go out as they came, a run at a time.
         FieldsRef::Ranges { buf, list } => {
-            let named = Named::collect(head.fields);
-            let copied_length = copy_field_lines(out, buf, list, &named, head.upgrade, &head.edits);
+            let crossing = Crossing::new(head.fields, head.upgrade, &head.edits);
+            let mut copied_length = false;
+            copy_field_lines(out, buf, list, |name| {
+                let crosses = crossing.passes(name);
+                copied_length |= crosses && name.eq_ignore_ascii_case(b"content-length");
+                crosses
+            });
             for (name, value) in head.edits.set.iter().chain(&head.edits.add) {
                 field(out, name.as_bytes(), value.as_bytes());
             }
@@ -359,23 +457,15 @@ pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Copies the field lines of the HTTP/1 head in `buf` that cross the proxy (see [`passes`]) to
-/// `out` as they are, each run of crossing lines in one copy (the lines of a parsed head are
-/// contiguous, each beginning at its field's name). Returns whether a `Content-Length` crossed.
-fn copy_field_lines(
-    out: &mut Vec<u8>,
-    buf: &[u8],
-    list: &[Field],
-    named: &Named,
-    upgrade: bool,
-    ops: &HeaderOps,
-) -> bool {
-    let mut has_length = false;
+/// Copies the field lines of the HTTP/1 head in `buf` whose names `crosses` approves (called once
+/// per field, in order) to `out` as they are, each run of crossing lines in one copy: the lines
+/// of a parsed head are contiguous, each beginning at its field's name, and the parser refused
+/// bare LF and obs-fold, so a line is exactly its name, colon, value and CRLF.
+fn copy_field_lines(out: &mut Vec<u8>, buf: &[u8], list: &[Field], mut crosses: impl FnMut(&[u8]) -> bool) {
     let mut run = None;
     for f in list {
         let (name, line_start) = (f.name(buf), f.name.0 as usize);
-        if passes(named, name, upgrade, ops) {
-            has_length |= name.eq_ignore_ascii_case(b"content-length");
+        if crosses(name) {
             run.get_or_insert(line_start);
         } else if let Some(start) = run.take() {
             out.extend_from_slice(&buf[start..line_start]);
@@ -386,7 +476,6 @@ fn copy_field_lines(
         let line_end = memchr::memchr(b'\n', &buf[value_end..]).map_or(buf.len(), |at| value_end + at + 1);
         out.extend_from_slice(&buf[start..line_end]);
     }
-    has_length
 }
 
 /// Writes the end of a chunked body: the last chunk, the trailer fields that may cross (valid

@@ -32,7 +32,7 @@ impl PoolKey {
 }
 
 impl Hash for PoolKey {
-    /// A few words, not the derived byte-by-byte walk: this runs twice per proxied request.
+    /// A few words, not the derived byte-by-byte walk.
     fn hash<H: Hasher>(&self, state: &mut H) {
         fn addr<H: Hasher>(a: &SocketAddr, state: &mut H) {
             match a {
@@ -83,16 +83,33 @@ impl Hasher for AddrHasher {
     }
 }
 
+/// Idle connections by key: each key's list in a slot of `lists`, found through `slots`; the
+/// slot used last is tried first (by comparing keys), so the take and the put of a request, and
+/// the requests of a worker that talks to one target, hash no key.
 #[derive(Default)]
 pub struct UpstreamPool {
-    idle: HashMap<PoolKey, Vec<Idle>, BuildHasherDefault<AddrHasher>>,
+    slots: HashMap<PoolKey, usize, BuildHasherDefault<AddrHasher>>,
+    lists: Vec<(PoolKey, Vec<Idle>)>,
+    /// The slot used last (a hint: its key is compared before it is used).
+    last: usize,
 }
 
 impl UpstreamPool {
+    /// The slot of `key`, if it has one.
+    fn slot(&mut self, key: &PoolKey) -> Option<usize> {
+        if self.lists.get(self.last).is_some_and(|(k, _)| k == key) {
+            return Some(self.last);
+        }
+        let slot = *self.slots.get(key)?;
+        self.last = slot;
+        Some(slot)
+    }
+
     /// The most recently parked live connection for `key` no older than `max_idle`, if any.
     /// Connections the upstream has closed (or that hold unexpected bytes) are dropped.
     pub fn take(&mut self, key: &PoolKey, max_idle: Duration) -> Option<Stream> {
-        let list = self.idle.get_mut(key)?;
+        let slot = self.slot(key)?;
+        let list = &mut self.lists[slot].1;
         while let Some(mut conn) = list.pop() {
             if conn.since.elapsed() <= max_idle && conn.stream.is_reusable_when_idle() {
                 return Some(conn.stream);
@@ -103,7 +120,17 @@ impl UpstreamPool {
 
     /// Parks a connection after a complete exchange, unless `key` already has `max` parked.
     pub fn put(&mut self, key: PoolKey, stream: Stream, max: usize) {
-        let list = self.idle.entry(key).or_default();
+        let slot = match self.slot(&key) {
+            Some(slot) => slot,
+            None => {
+                let slot = self.lists.len();
+                self.lists.push((key, Vec::new()));
+                self.slots.insert(key, slot);
+                self.last = slot;
+                slot
+            }
+        };
+        let list = &mut self.lists[slot].1;
         if list.len() < max {
             list.push(Idle {
                 stream,
@@ -114,23 +141,33 @@ impl UpstreamPool {
 
     /// Closes parked connections older than `max_idle` (called periodically by the worker).
     pub fn sweep(&mut self, max_idle: Duration) {
-        for list in self.idle.values_mut() {
+        for (_, list) in &mut self.lists {
             list.retain_mut(|c| c.since.elapsed() <= max_idle && c.stream.is_reusable_when_idle());
         }
-        self.idle.retain(|_, list| !list.is_empty());
+        self.keep_lists(|_, list| !list.is_empty());
     }
-}
 
-impl UpstreamPool {
     /// Closes the idle connections to targets for which `keep` says no (after a reload).
     pub fn retain_targets(&mut self, keep: impl Fn(SocketAddr) -> bool) {
-        self.idle.retain(|key, _| keep(key.target));
+        self.keep_lists(|key, _| keep(key.target));
+    }
+
+    /// Keeps the keys' lists for which `keep` says yes (dropping the others' connections), and
+    /// numbers the slots again.
+    fn keep_lists(&mut self, mut keep: impl FnMut(&PoolKey, &[Idle]) -> bool) {
+        let before = self.lists.len();
+        self.lists.retain(|(key, list)| keep(key, list));
+        if self.lists.len() != before {
+            self.slots.clear();
+            self.slots
+                .extend(self.lists.iter().enumerate().map(|(slot, (key, _))| (*key, slot)));
+        }
     }
 
     /// How many idle connections are kept for `key`.
     #[cfg(test)]
     pub fn idle_count(&self, key: &PoolKey) -> usize {
-        self.idle.get(key).map_or(0, Vec::len)
+        self.slots.get(key).map_or(0, |&slot| self.lists[slot].1.len())
     }
 }
 
@@ -191,6 +228,11 @@ mod tests {
             pool.retain_targets(|addr| addr == other);
             assert_eq!((pool.idle_count(&plain), pool.idle_count(&alice)), (0, 0));
             assert_eq!(pool.idle_count(&PoolKey::new(other)), 1);
+            // The slots were numbered again: `other`'s connection is found, by hint or by hash.
+            let back = pool.take(&PoolKey::new(other), idle).unwrap();
+            pool.put(plain, back, 1);
+            assert_eq!(pool.idle_count(&plain), 1);
+            assert!(pool.take(&PoolKey::new(other), idle).is_none());
         });
     }
 }

@@ -24,6 +24,7 @@ fn encode_request(
         framing: head.framing,
         upgrade: head.upgrade,
         host: head.host.map(slice),
+        lines: head.lines,
         replace_host: false,
         default_host: "app",
         client_ip: "192.0.2.7",
@@ -35,6 +36,35 @@ fn encode_request(
     edit(&mut header);
     let mut out = Vec::new();
     write_request_head(&mut out, &header);
+    // The same head with its fields laid out as names and values only (as an HTTP/2 stream's
+    // are: no lines to copy) is written field by field, to the same fields.
+    let (mut neutral, mut neutral_list) = (Vec::new(), Vec::new());
+    for f in &fields {
+        let at = |buf: &Vec<u8>, len: usize| (buf.len() as u32, (buf.len() + len) as u32);
+        let name = at(&neutral, f.name(raw).len());
+        neutral.extend_from_slice(f.name(raw));
+        let value = at(&neutral, f.value(raw).len());
+        neutral.extend_from_slice(f.value(raw));
+        neutral_list.push(Field { name, value });
+    }
+    let laid_header = RequestHeader {
+        buf: &neutral,
+        fields: &neutral_list,
+        lines: false,
+        target: header.target.clone(),
+        edits: header.edits.clone(),
+        ..header
+    };
+    let mut field_by_field = Vec::new();
+    write_request_head(&mut field_by_field, &laid_header);
+    let pairs = |text: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut list = Vec::new();
+        parse_request(text, &Limits::default(), &mut list).unwrap().unwrap();
+        list.iter()
+            .map(|f| (f.name(text).to_vec(), f.value(text).to_vec()))
+            .collect()
+    };
+    assert_eq!(pairs(&field_by_field), pairs(&out));
     // The same head laid out as fields (for an HTTP/2 upstream) holds the same fields as the
     // text, less the HTTP/1 framing and `Connection`, and the same method and target.
     let (mut laid, mut list) = (Vec::new(), Vec::new());
@@ -255,5 +285,14 @@ fn response_field_lines_that_cross_go_out_as_they_came() {
     assert_eq!(
         response_out(raw, edits, false, true),
         "HTTP/1.1 200 OK\r\nA: 1\r\nB:  2 \r\nD: 4\r\nx-added: yes\r\ntransfer-encoding: chunked\r\n\r\n"
+    );
+}
+
+#[test]
+fn request_field_lines_that_cross_go_out_as_they_came() {
+    let raw = b"GET / HTTP/1.1\r\nHost: h\r\nA:  1 \r\nConnection: x-hop\r\nX-Hop: 1\r\nX-Forwarded-For: 10.0.0.1\r\nB:2\r\nX-Forwarded-Protocol: p\r\n\r\n";
+    assert_eq!(
+        request_out(raw, ForwardedHeaders::Append, &HeaderOps::default()),
+        "GET / HTTP/1.1\r\nHost: h\r\nA:  1 \r\nB:2\r\nX-Forwarded-Protocol: p\r\nx-forwarded-for: 10.0.0.1, 192.0.2.7\r\nx-forwarded-proto: http\r\nx-forwarded-host: h\r\n\r\n"
     );
 }

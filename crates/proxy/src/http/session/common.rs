@@ -88,9 +88,16 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         }
     }
 
-    /// Gives the read and write buffers back to the worker's pools.
+    /// Gives the read buffer back to the worker's pool between requests (unless a pipelined
+    /// request waits in it). The write buffers stay until the connection goes idle
+    /// ([`RequestPath::release_idle`]): a keep-alive client's next request usually comes within
+    /// the linger, and taking and giving them for every request cost more than they hold.
     pub(crate) fn release_buffers(&mut self) {
         self.inbuf.release_if_empty(&self.ctx.http);
+    }
+
+    /// Gives the write buffers back to the worker's pool.
+    fn release_write_buffers(&mut self) {
         if self.out.capacity() > 0 {
             self.ctx.http.give_write_buffer(std::mem::take(&mut self.out));
             self.ctx.http.give_write_buffer(std::mem::take(&mut self.head_out));
@@ -212,7 +219,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
     /// Gives everything back before waiting as an idle connection.
     pub(crate) fn release_idle(&mut self) {
         self.inbuf.release(&self.ctx.http);
-        self.release_buffers();
+        self.release_write_buffers();
         self.fields = Vec::new();
         self.log_scratch = Vec::new();
     }

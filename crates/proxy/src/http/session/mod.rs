@@ -267,7 +267,7 @@ impl<'a> RequestPath<'a, Stream> {
                 return Next::Close;
             }
             if self.inbuf.is_empty() {
-                // Between requests the buffers go back to the pools (no allocation either way).
+                // Between requests the read buffer goes back (the write buffers stay for the linger).
                 self.release_buffers();
                 let linger = LINGER.min(self.http().keepalive_timeout);
                 pause.as_mut().reset(tokio::time::Instant::from_std(done) + linger);

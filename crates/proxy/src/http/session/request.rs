@@ -200,6 +200,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let header = RequestHeader {
                     buf,
                     fields: &self.fields,
+                    lines: head.lines,
                     method,
                     target: parts.target,
                     framing: head.framing,
