@@ -27,6 +27,7 @@ use super::head_out::{write_chunked_end, write_response_head, ResponseOut};
 use super::iobuf::IoBuf;
 use super::local::{error_body, write_response};
 use super::message::ResponseHeader;
+pub use super::message::{BodyFrame, BodyWatcher};
 use super::state::HttpWorkerState;
 use super::static_files::send::sendfile_all;
 use crate::stream::Stream;
@@ -51,33 +52,6 @@ pub trait BodySource {
     /// Moves the rest of the body (and its trailers) to `to`; an error resets `to`.
     async fn pump(self, to: &mut h2::SendStream<bytes::Bytes>, write_timeout: Duration) -> Result<(), HttpError>;
 }
-
-/// A piece of a request body as it crosses the seam.
-#[derive(Debug, Clone, Copy)]
-pub enum BodyFrame<'a> {
-    /// Payload bytes.
-    Data(&'a [u8]),
-    /// Payload bytes that are shared already (an HTTP/2 client's DATA): an HTTP/2 upstream sends
-    /// them on without a copy.
-    Shared(&'a Bytes),
-    /// The body is over; its trailer fields (empty when none came).
-    End(FieldsRef<'a>),
-}
-
-impl<'a> BodyFrame<'a> {
-    /// The payload bytes of a data frame (`None` at the end).
-    pub fn data(&self) -> Option<&'a [u8]> {
-        match *self {
-            BodyFrame::Data(data) => Some(data),
-            BodyFrame::Shared(bytes) => Some(bytes),
-            BodyFrame::End(_) => None,
-        }
-    }
-}
-
-/// What [`Downstream::received_body`] shows body data to (`end`: the body ends with it); an
-/// error refuses the body.
-pub type BodyWatcher<'a> = dyn FnMut(&[u8], bool) -> Result<(), HttpError> + 'a;
 
 /// The body source of a side whose body cannot be taken apart (HTTP/1).
 pub enum NoBodySource {}

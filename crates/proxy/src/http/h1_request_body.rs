@@ -9,9 +9,9 @@ use rampart_proto::h2map::trailer_field_ranges;
 use rampart_proto::message::FieldsRef;
 
 use super::body_framing::BodyFraming;
-use super::downstream::{BodyFrame, BodyWatcher};
 use super::error::HttpError;
 use super::iobuf::IoBuf;
+use super::message::{BodyFrame, BodyWatcher};
 use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
 use crate::stream::Stream;
 

@@ -1,7 +1,7 @@
 //! Running a route's chain for one request: the per-request states, which filters have let the
 //! request through, and the dispatch of each phase to the built-in filters (a `match`, no trait
-//! objects) or to an external filter (a trait object). The `builtin_filters!` list also makes
-//! the enum of the built-ins' per-worker states ([`SlotState`]).
+//! objects) or to an external filter (a trait object). The built-ins' per-worker states are
+//! declared beside the slots (`super::slots`) from the same list.
 
 use std::any::Any;
 use std::net::SocketAddr;
@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use rampart_model::filter::{self, Filter, FilterChain, FilterSlot};
 use rampart_model::Snapshot;
 
-use super::slots::{BuiltinFilter, FilterWorker};
+use super::slots::FilterWorker;
 use super::{external, UpstreamRequestParts};
 use super::{
     Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, TrailerParts, Verdict,
@@ -193,8 +193,7 @@ fn unavailable() -> Verdict {
     Verdict::Respond(Answer::plain(500, "filter_unavailable", ""))
 }
 
-/// Declares the per-request and per-worker state of each built-in filter and the dispatch of
-/// every phase, from the model's list of built-ins (`rampart_model::with_builtin_filters!`): each
+/// Declares the per-request state of each built-in filter and the dispatch of every phase, from the model's list of built-ins (`rampart_model::with_builtin_filters!`): each
 /// entry is a [`Filter`] variant whose settings type in `rampart_model::filter` implements
 /// [`HttpFilter`] in `crate::filters`.
 macro_rules! builtin_filters {
@@ -206,38 +205,6 @@ macro_rules! builtin_filters {
             /// An external filter the data plane cannot call.
             Unavailable,
         }
-
-        /// One filter's state on one worker (its slot's content).
-        #[derive(Default)]
-        pub(crate) enum SlotState {
-            /// Nothing yet.
-            #[default]
-            Empty,
-            $($name(<filter::$settings as HttpFilter>::WorkerState),)*
-            /// An external filter's [`HttpFilter::WorkerState`], boxed.
-            External(Box<dyn Any>),
-        }
-
-        $(
-            impl BuiltinFilter for filter::$settings {
-                fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState {
-                    if !matches!(slot, SlotState::$name(_)) {
-                        *slot = SlotState::$name(Default::default());
-                    }
-                    match slot {
-                        SlotState::$name(state) => state,
-                        _ => unreachable!("the slot was just given the filter's state"),
-                    }
-                }
-
-                fn existing_in(slot: &mut SlotState) -> Option<&mut Self::WorkerState> {
-                    match slot {
-                        SlotState::$name(state) => Some(state),
-                        _ => None,
-                    }
-                }
-            }
-        )*
 
         fn new_state(f: &Filter) -> FilterState {
             match f {

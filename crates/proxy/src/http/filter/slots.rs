@@ -10,13 +10,13 @@
 //! definitions. The worker's housekeeping empties the slots no filter of the current snapshot
 //! owns ([`WorkerSlots::retain`]).
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use rampart_model::filter::rate_limit::RedisEndpoint;
-use rampart_model::filter::{FilterId, FilterSlot};
+use rampart_model::filter::{self, FilterId, FilterSlot};
 
-use super::run::SlotState;
 use super::HttpFilter;
 use crate::filters::rate_limit::redis::RedisClient;
 use crate::filters::worker::FilterWorkerState;
@@ -213,3 +213,43 @@ mod tests {
         assert_eq!(count(b), 1);
     }
 }
+
+/// Declares each built-in filter's per-worker state (a variant of [`SlotState`]) from the model's
+/// list of built-ins (`rampart_model::with_builtin_filters!`).
+macro_rules! builtin_slot_states {
+    ($($(#[$doc:meta])* $name:ident($settings:ident) = $type_name:literal,)*) => {
+        /// One filter's state on one worker (its slot's content).
+        #[derive(Default)]
+        pub(crate) enum SlotState {
+            /// Nothing yet.
+            #[default]
+            Empty,
+            $($name(<filter::$settings as HttpFilter>::WorkerState),)*
+            /// An external filter's [`HttpFilter::WorkerState`], boxed.
+            External(Box<dyn Any>),
+        }
+
+        $(
+            impl BuiltinFilter for filter::$settings {
+                fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState {
+                    if !matches!(slot, SlotState::$name(_)) {
+                        *slot = SlotState::$name(Default::default());
+                    }
+                    match slot {
+                        SlotState::$name(state) => state,
+                        _ => unreachable!("the slot was just given the filter's state"),
+                    }
+                }
+
+                fn existing_in(slot: &mut SlotState) -> Option<&mut Self::WorkerState> {
+                    match slot {
+                        SlotState::$name(state) => Some(state),
+                        _ => None,
+                    }
+                }
+            }
+        )*
+    };
+}
+
+rampart_model::with_builtin_filters!(builtin_slot_states);

@@ -26,7 +26,9 @@ use crate::slot::{Conn, ConnSlot};
 use crate::stream::Stream;
 use crate::worker::{bump, SharedSnapshot, WorkerContext};
 
+mod action;
 mod common;
+mod proxy_action;
 mod request;
 mod static_answer;
 

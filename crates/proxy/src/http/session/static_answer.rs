@@ -8,7 +8,7 @@ use rampart_model::route::HeaderOps;
 use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
-use super::request::Delivery;
+use super::action::Delivery;
 use super::RequestPath;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;

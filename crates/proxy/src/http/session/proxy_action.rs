@@ -1,0 +1,192 @@
+//! The proxy action of the request path: the head to send upstream written in the forms the
+//! upstream's protocol needs ([`LaidOut`], HTTP/1.1 text), what the exchange needs to know of the
+//! request ([`ProxyRequest`]), the exchange through the route's filters, and the tunnel a 101
+//! opens.
+
+use rampart_model::route::HeaderOps;
+use rampart_model::{Snapshot, UpstreamProtocol};
+use rampart_proto::message::BodyLength;
+
+use super::action::{Action, Delivery, HeadView, LaidOut};
+use super::{http_settings, RequestPath};
+use crate::http::client_side::ClientSide;
+use crate::http::context::RequestContext;
+use crate::http::downstream::{answer_error, Downstream};
+use crate::http::error::HttpError;
+use crate::http::exchange::{self, ProxyRequest};
+use crate::http::filter::{FilterRun, RequestParts};
+use crate::http::head_out::{write_request_fields, write_request_head, RequestHeader, UpstreamHead};
+use crate::http::target::RequestTarget;
+use crate::worker::WorkerContext;
+
+impl<T: ClientSide> RequestPath<'_, T> {
+    /// Writes the head to send to `upstream` (in the forms its protocol needs) and says what the
+    /// exchange needs to know of the request.
+    pub(super) fn prepare_proxy<'s>(
+        &mut self,
+        snapshot: &'s Snapshot,
+        read: HeadView<'_>,
+        target: &RequestTarget<'_>,
+        parts: RequestParts<'_>,
+        upstream: usize,
+        response_ops: &'s HeaderOps,
+    ) -> Action<'s> {
+        let HeadView { head, buf, fields } = read;
+        let http = http_settings(snapshot, self.listener);
+        let listener = &snapshot.listeners[self.listener];
+        let up = &snapshot.upstreams[upstream];
+        let method = read.slice(head.method);
+        // An absolute-form request names its host in the target, which wins over `Host`.
+        let host = match target.from_authority {
+            true => Some(target.authority),
+            false => head.host.map(|h| read.slice(h)),
+        };
+        let header = RequestHeader {
+            buf,
+            fields,
+            lines: head.lines,
+            method,
+            target: parts.target,
+            framing: head.framing,
+            upgrade: head.upgrade,
+            host,
+            replace_host: target.from_authority,
+            default_host: &up.name,
+            client_ip: &self.client_ip,
+            scheme: self.stream.scheme(),
+            forwarded: http.forwarded,
+            client_cert: listener
+                .tls
+                .as_deref()
+                .and_then(|t| t.forward_client_cert.as_deref())
+                .map(|name| (name, self.stream.client_cert())),
+            edits: parts.edits,
+        };
+        let (text, laid) = write_upstream_head(self.ctx, &mut self.head_out, &header, up.http.protocol);
+        let req = ProxyRequest {
+            snapshot,
+            listener_name: &listener.name,
+            upstream,
+            client: self.client,
+            local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
+            hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, fields),
+            idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
+            head_method: method == b"HEAD",
+            body: BodyLength::of_framing(head.framing),
+            expect_continue: head.expect_continue,
+            upgrade: head.upgrade,
+            response_ops,
+        };
+        Action::Proxy { req, text, laid }
+    }
+
+    /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
+    /// tunnel a 101 may have opened.
+    pub(super) async fn exchange(
+        &mut self,
+        req: &ProxyRequest<'_>,
+        text: bool,
+        fields_head: Option<LaidOut>,
+        rctx: &mut RequestContext,
+        run: &mut FilterRun,
+        delivery: Delivery<'_>,
+    ) {
+        // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
+        // to the pool before the (possibly slow) upstream connect.
+        self.inbuf.release_if_empty(&self.ctx.http);
+        let head_out = std::mem::take(&mut self.head_out);
+        let ctx = self.ctx;
+        let mut down = self.filtered(run, delivery);
+        // The body bytes that came with the head are checked before anything goes upstream (a
+        // malformed chunked body sent in one piece never reaches a backend), and shown to the
+        // filters that inspect bodies.
+        let received = match req.body {
+            BodyLength::None => Ok(()),
+            _ => down
+                .received_body(&mut |_, _| Ok(()))
+                .and_then(|()| down.inspect_received_body()),
+        };
+        let tunnel = match received {
+            Ok(()) => {
+                let head = UpstreamHead {
+                    text: text.then_some(&head_out[..]),
+                    fields: fields_head.as_ref().map(LaidOut::head),
+                };
+                exchange::proxy(ctx, req, &mut down, head, rctx).await
+            }
+            Err(error) => {
+                answer_error(&mut down, rctx, error).await;
+                None
+            }
+        };
+        rctx.bytes_out = down.bytes_sent();
+        rctx.body_bytes_out = down.body_bytes_sent();
+        if !rctx.responded() {
+            rctx.keep_client = false;
+        } else if rctx.error.is_none() {
+            rctx.keep_client &= down.keeps_alive();
+        }
+        // Else the error decided: kept only when answered whole on a request read in full.
+        drop(down);
+        self.head_out = head_out;
+        if let Some(laid) = fields_head {
+            laid.release(self.ctx);
+        }
+        if let Some(upstream) = tunnel {
+            rctx.keep_client = false;
+            let listener = &req.snapshot.listeners[self.listener];
+            self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
+                .await;
+        }
+    }
+
+    /// Runs the tunnel a 101 opened until either side ends it or it idles out.
+    async fn tunnel(
+        &mut self,
+        mut upstream: crate::stream::Stream,
+        idle_timeout: std::time::Duration,
+        buffer_size: usize,
+        rctx: &mut RequestContext,
+    ) {
+        // Bytes the client sent right behind its request belong to the tunnel.
+        if !self.inbuf.is_empty() && upstream.write_all(self.inbuf.filled()).await.is_err() {
+            rctx.fail(HttpError::UpstreamClosedEarly);
+            return;
+        }
+        self.inbuf.release(&self.ctx.http);
+        let (up, down) = self
+            .stream
+            .tunnel(self.ctx, &mut upstream, idle_timeout, buffer_size)
+            .await;
+        rctx.bytes_out += down;
+        rctx.body_bytes_out += down;
+        let listener = &self.snapshot.listeners[self.listener];
+        listener.metrics.worker(self.ctx.id).bytes_in.add(up);
+    }
+}
+
+/// Writes the request head to send upstream in the forms its protocol may need: HTTP/1.1 text in
+/// `text` (`http1`, `auto`), laid out as fields (`h2`, `h2c`, `auto`).
+pub(super) fn write_upstream_head(
+    ctx: &WorkerContext,
+    text: &mut Vec<u8>,
+    header: &RequestHeader<'_>,
+    protocol: UpstreamProtocol,
+) -> (bool, Option<LaidOut>) {
+    let wants_text = matches!(protocol, UpstreamProtocol::Http1 | UpstreamProtocol::Auto);
+    if wants_text {
+        text.clear();
+        write_request_head(text, header);
+    }
+    let laid = (protocol != UpstreamProtocol::Http1).then(|| {
+        let (mut buf, mut fields) = (ctx.http.take_write_buffer(), ctx.http.take_field_list());
+        let (method, target) = write_request_fields(&mut buf, &mut fields, header);
+        LaidOut {
+            buf,
+            fields,
+            method,
+            target,
+        }
+    });
+    (wants_text, laid)
+}
