@@ -1,85 +1,22 @@
 //! The proxy action of the request path: the head to send upstream written in the forms the
-//! upstream's protocol needs ([`LaidOut`], HTTP/1.1 text), what the exchange needs to know of the
-//! request ([`ProxyRequest`]), the exchange through the route's filters, and the tunnel a 101
-//! opens.
+//! upstream's protocol needs ([`LaidOut`], HTTP/1.1 text), the exchange through the route's
+//! filters, and the tunnel a 101 opens.
 
-use rampart_model::route::HeaderOps;
-use rampart_model::{Snapshot, UpstreamProtocol};
+use rampart_model::UpstreamProtocol;
 use rampart_proto::message::BodyLength;
 
-use super::action::{Action, Delivery, HeadView, LaidOut};
-use super::{http_settings, RequestPath};
+use super::action::{Delivery, LaidOut};
+use super::RequestPath;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{answer_error, Downstream};
 use crate::http::error::HttpError;
 use crate::http::exchange::{self, ProxyRequest};
-use crate::http::filter::{FilterRun, RequestParts};
+use crate::http::filter::FilterRun;
 use crate::http::head_out::{write_request_fields, write_request_head, RequestHeader, UpstreamHead};
-use crate::http::target::RequestTarget;
 use crate::worker::WorkerContext;
 
 impl<T: ClientSide> RequestPath<'_, T> {
-    /// Writes the head to send to `upstream` (in the forms its protocol needs) and says what the
-    /// exchange needs to know of the request.
-    pub(super) fn prepare_proxy<'s>(
-        &mut self,
-        snapshot: &'s Snapshot,
-        read: HeadView<'_>,
-        target: &RequestTarget<'_>,
-        parts: RequestParts<'_>,
-        upstream: usize,
-        response_ops: &'s HeaderOps,
-    ) -> Action<'s> {
-        let HeadView { head, buf, fields } = read;
-        let http = http_settings(snapshot, self.listener);
-        let listener = &snapshot.listeners[self.listener];
-        let up = &snapshot.upstreams[upstream];
-        let method = read.slice(head.method);
-        // An absolute-form request names its host in the target, which wins over `Host`.
-        let host = match target.from_authority {
-            true => Some(target.authority),
-            false => head.host.map(|h| read.slice(h)),
-        };
-        let header = RequestHeader {
-            buf,
-            fields,
-            lines: head.lines,
-            method,
-            target: parts.target,
-            framing: head.framing,
-            upgrade: head.upgrade,
-            host,
-            replace_host: target.from_authority,
-            default_host: &up.name,
-            client_ip: &self.client_ip,
-            scheme: self.stream.scheme(),
-            forwarded: http.forwarded,
-            client_cert: listener
-                .tls
-                .as_deref()
-                .and_then(|t| t.forward_client_cert.as_deref())
-                .map(|name| (name, self.stream.client_cert())),
-            edits: parts.edits,
-        };
-        let (text, laid) = write_upstream_head(self.ctx, &mut self.head_out, &header, up.http.protocol);
-        let req = ProxyRequest {
-            snapshot,
-            listener_name: &listener.name,
-            upstream,
-            client: self.client,
-            local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
-            hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, fields),
-            idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
-            head_method: method == b"HEAD",
-            body: BodyLength::of_framing(head.framing),
-            expect_continue: head.expect_continue,
-            upgrade: head.upgrade,
-            response_ops,
-        };
-        Action::Proxy { req, text, laid }
-    }
-
     /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
     /// tunnel a 101 may have opened.
     pub(super) async fn exchange(
