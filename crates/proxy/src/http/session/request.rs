@@ -1,4 +1,4 @@
-//! Answering one request, phase by phase, in [`RequestPath::handle`]: route it ([`route_of`]);
+//! Answering one request, phase by phase, in [`RequestPath::handle`]: route it (`route_of`);
 //! run its route's filters on the request head (they may answer, rewrite, edit headers or pick
 //! another upstream); then the route's action: an answer of Rampart's own (respond, redirect,
 //! 404), a static file (`super::static_answer`), or the upstream head written and the exchange
