@@ -34,7 +34,22 @@ pub struct Field {
     pub value: (u32, u32),
 }
 
+/// Appends `bytes` to `buf`; returns their range there (the ranges a head keeps).
+pub fn append_range(buf: &mut Vec<u8>, bytes: &[u8]) -> (u32, u32) {
+    let start = buf.len() as u32;
+    buf.extend_from_slice(bytes);
+    (start, buf.len() as u32)
+}
+
 impl Field {
+    /// A field laid out at the end of `buf`: its name, then its value.
+    pub fn append(buf: &mut Vec<u8>, name: &[u8], value: &[u8]) -> Field {
+        Field {
+            name: append_range(buf, name),
+            value: append_range(buf, value),
+        }
+    }
+
     pub fn name<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
         &buf[self.name.0 as usize..self.name.1 as usize]
     }

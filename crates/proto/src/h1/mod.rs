@@ -15,8 +15,8 @@ mod chunked;
 mod head;
 
 pub use chunked::{chunk_size_line, write_chunk, ChunkedDecoder, ChunkedPart, ChunkedProgress};
+pub use head::{append_range, parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 pub(crate) use head::{content_length, trim, valid_host, valid_target};
-pub use head::{parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
 
 /// Size limits applied while parsing a head.
 #[derive(Debug, Clone, Copy)]

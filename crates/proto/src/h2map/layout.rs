@@ -10,7 +10,7 @@
 
 use super::{check_request, Checked, H2MapError, RequestKind, RequestPseudo};
 use crate::h1::{
-    content_length, trim, valid_host, valid_target, Field, Framing, H1Error, Limits, RequestHead, Version,
+    append_range, content_length, trim, valid_host, valid_target, Field, Framing, H1Error, Limits, RequestHead, Version,
 };
 
 /// Why an HTTP/2 request was not laid out.
@@ -95,10 +95,10 @@ pub fn lay_out_request<'a>(
     buf.clear();
     list.clear();
     let max_fields = limits.max_fields.min(FIELD_CAPACITY);
-    let method_range = put(buf, method);
-    let target = put(buf, path);
+    let method_range = append_range(buf, method);
+    let target = append_range(buf, path);
     let add = |buf: &mut Vec<u8>, list: &mut Vec<Field>, name: &[u8], value: &mut dyn FnMut(&mut Vec<u8>)| {
-        let name = put(buf, name);
+        let name = append_range(buf, name);
         let start = buf.len();
         value(buf);
         // The HTTP/1 codec leaves out the whitespace around a value, and refuses control bytes.
@@ -175,13 +175,6 @@ pub fn lay_out_request<'a>(
         lines: false,
     };
     Ok((head, kind))
-}
-
-/// Appends `bytes` to `buf`; returns their range there.
-fn put(buf: &mut Vec<u8>, bytes: &[u8]) -> (u32, u32) {
-    let start = buf.len() as u32;
-    buf.extend_from_slice(bytes);
-    (start, buf.len() as u32)
 }
 
 fn is_tchar(b: u8) -> bool {

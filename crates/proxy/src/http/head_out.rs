@@ -6,7 +6,7 @@
 
 use std::borrow::Cow;
 
-use rampart_proto::h1::{Field, Framing};
+use rampart_proto::h1::{append_range, Field, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::message::ResponseHeader;
@@ -351,17 +351,10 @@ pub fn write_request_fields(
 ) -> ((u32, u32), (u32, u32)) {
     out.clear();
     fields.clear();
-    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
-        let start = out.len() as u32;
-        out.extend_from_slice(bytes);
-        (start, out.len() as u32)
-    };
-    let method = put(out, r.method);
-    let target = put(out, &r.target);
+    let method = append_range(out, r.method);
+    let target = append_range(out, &r.target);
     let mut field = |name: &[u8], value: &[u8]| {
-        let name = put(out, name);
-        let value = put(out, value);
-        fields.push(Field { name, value });
+        fields.push(Field::append(out, name, value));
     };
     request_fields(r, &mut field);
     for (name, value) in r.edits.set.iter().chain(&r.edits.add) {

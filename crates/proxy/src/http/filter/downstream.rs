@@ -203,14 +203,7 @@ fn keep_trailers(parts: &TrailerParts<'_>, into: &mut (Vec<u8>, Vec<Field>)) {
     buf.clear();
     list.clear();
     for (name, value) in parts.edited() {
-        let name_at = (buf.len() as u32, (buf.len() + name.len()) as u32);
-        buf.extend_from_slice(name);
-        let value_at = (buf.len() as u32, (buf.len() + value.len()) as u32);
-        buf.extend_from_slice(value);
-        list.push(Field {
-            name: name_at,
-            value: value_at,
-        });
+        list.push(Field::append(buf, name, value));
     }
 }
 

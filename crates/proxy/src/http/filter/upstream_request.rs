@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::Field;
+use rampart_proto::h1::{append_range, Field};
 
 use crate::http::head_out::{FieldsHead, UpstreamHead};
 
@@ -219,13 +219,8 @@ fn rewrite_fields(
 ) -> ((u32, u32), (u32, u32)) {
     out.clear();
     fields.clear();
-    let put = |out: &mut Vec<u8>, bytes: &[u8]| {
-        let start = out.len() as u32;
-        out.extend_from_slice(bytes);
-        (start, out.len() as u32)
-    };
-    let method = put(out, head.method());
-    let target = put(out, head.target());
+    let method = append_range(out, head.method());
+    let target = append_range(out, head.target());
     let kept = head
         .fields
         .iter()
@@ -237,9 +232,7 @@ fn rewrite_fields(
         .chain(&edits.add)
         .map(|(n, v)| (n.as_bytes(), v.as_bytes()));
     for (name, value) in kept.chain(theirs) {
-        let name = put(out, name);
-        let value = put(out, value);
-        fields.push(Field { name, value });
+        fields.push(Field::append(out, name, value));
     }
     (method, target)
 }

@@ -40,12 +40,7 @@ fn encode_request(
     // are: no lines to copy) is written field by field, to the same fields.
     let (mut neutral, mut neutral_list) = (Vec::new(), Vec::new());
     for f in &fields {
-        let at = |buf: &Vec<u8>, len: usize| (buf.len() as u32, (buf.len() + len) as u32);
-        let name = at(&neutral, f.name(raw).len());
-        neutral.extend_from_slice(f.name(raw));
-        let value = at(&neutral, f.value(raw).len());
-        neutral.extend_from_slice(f.value(raw));
-        neutral_list.push(Field { name, value });
+        neutral_list.push(Field::append(&mut neutral, f.name(raw), f.value(raw)));
     }
     let laid_header = RequestHeader {
         buf: &neutral,
