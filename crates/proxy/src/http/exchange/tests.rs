@@ -122,3 +122,48 @@ fn a_chunked_body_crosses_as_data_then_trailers() {
     assert_eq!(all, "head 200 Unknown hello!|trailers Grpc-Status=0", "{sent:?}");
     assert_eq!((rctx.status, rctx.error), (200, None));
 }
+
+/// A request body that ends short of the length its head declared (a client side that lied
+/// about it) fails the request as the client's fault (400), and the upstream connection is not
+/// kept: the upstream still waits for the rest.
+#[test]
+fn a_body_shorter_than_its_length_is_the_clients_fault() {
+    let target = upstream(&[b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"]);
+    let text = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{target}\"]\nretries = 0\n"
+    );
+    let (runtime, ctx) = worker_for(&text);
+    let (sent, rctx) = runtime.block_on(async {
+        let snapshot = ctx.snapshot();
+        let ops = HeaderOps::default();
+        let req = ProxyRequest {
+            snapshot: &snapshot,
+            listener_name: "web",
+            upstream: 0,
+            client: "192.0.2.1:1000".parse().unwrap(),
+            local: None,
+            hash_key: 0,
+            idempotent: false,
+            head_method: false,
+            body: BodyLength::Exact(10),
+            expect_continue: false,
+            upgrade: false,
+            response_ops: &ops,
+        };
+        let said = Said::default();
+        let mut body = IoBuf::default();
+        body.extend_from(&ctx.http, b"short");
+        let mut down = Recording::new(body, said.clone());
+        let mut rctx = RequestContext::new(true);
+        let head = UpstreamHead {
+            text: Some(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 10\r\n\r\n"),
+            fields: None,
+        };
+        proxy(&ctx, &req, &mut down, head, &mut rctx).await;
+        drop(down);
+        (said.take(), rctx)
+    });
+    assert_eq!(sent, ["local 400 [] 400 Bad Request"]);
+    assert_eq!(rctx.error, Some(HttpError::BadRequestBody));
+}

@@ -89,6 +89,12 @@ async fn send_request<D: Downstream>(
     // Each chunk's line end goes out with the next chunk's size line (or the last chunk).
     let mut framing = Vec::new();
     let mut chunk_open = false;
+    // Of a body of known length, the bytes still due: a client side whose body ends short of
+    // them (an HTTP/2 stream that lied about its length) fails the request.
+    let mut left = match req.body {
+        BodyLength::Exact(n) => n,
+        _ => 0,
+    };
     loop {
         let frame = down.body_frame().await?;
         match (frame, frame.data()) {
@@ -101,7 +107,10 @@ async fn send_request<D: Downstream>(
                 up_write(conn.write_all_within(&framing, data, write_timeout).await, true)?;
                 chunk_open = true;
             }
-            (_, Some(data)) => up_write(conn.write_all_within(data, &[], write_timeout).await, true)?,
+            (_, Some(data)) => {
+                left = left.checked_sub(data.len() as u64).ok_or(HttpError::BadRequestBody)?;
+                up_write(conn.write_all_within(data, &[], write_timeout).await, true)?;
+            }
             (BodyFrame::End(trailers), _) if chunked => {
                 framing.clear();
                 if chunk_open {
@@ -111,7 +120,8 @@ async fn send_request<D: Downstream>(
                 return up_write(conn.write_all_within(&framing, &[], write_timeout).await, true);
             }
             // The length said where the body ends: nothing follows it on HTTP/1.
-            _ => return Ok(()),
+            _ if left == 0 => return Ok(()),
+            _ => return Err(HttpError::BadRequestBody),
         }
     }
 }

@@ -253,6 +253,8 @@ async fn send_body<D: Downstream>(
             }
             // Trailers behind a body whose length said where it ends cannot follow it.
             BodyFrame::End(_) if ended => return Ok(()),
+            // A body that ended short of the length it declared.
+            BodyFrame::End(_) if length.is_some_and(|n| n > sent) => return Err(HttpError::BadRequestBody),
             BodyFrame::End(trailers) if trailers.is_empty() => {
                 return body.send_data(Bytes::new(), true).map_err(|e| stream_error(&e));
             }
