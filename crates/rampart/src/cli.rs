@@ -90,6 +90,26 @@ pub enum Command {
         #[command(flatten)]
         file: ConfigFile,
     },
+    /// Store a config file in etcd for the instances that run from it: validated here first,
+    /// written only if nobody changed it in between; prints the new revision.
+    Push {
+        #[command(flatten)]
+        file: ConfigFile,
+        #[command(flatten)]
+        etcd: EtcdArgs,
+        /// Write only if the config in etcd is still at this revision (as `rampart pull` printed
+        /// it): an edit based on an older one is refused.
+        #[arg(long, value_name = "REVISION")]
+        expect_revision: Option<i64>,
+        /// Write over whatever etcd holds.
+        #[arg(long, conflicts_with = "expect_revision")]
+        force: bool,
+    },
+    /// Print the config stored in etcd on standard output (its revision on standard error).
+    Pull {
+        #[command(flatten)]
+        etcd: EtcdArgs,
+    },
     /// Replace a running Rampart with the binary now at its path, without closing a port (as
     /// SIGUSR2 does); exit 0 once the new process serves, 1 if it did not take over.
     Upgrade {
@@ -119,6 +139,17 @@ impl ConfigFile {
     pub fn path(&self) -> PathBuf {
         self.file.clone().or_else(|| self.config.clone()).unwrap_or_default()
     }
+}
+
+/// Where the config lives in etcd.
+#[derive(Debug, Clone, Args)]
+pub struct EtcdArgs {
+    /// The etcd endpoint, http://HOST:PORT.
+    #[arg(long, value_name = "URL")]
+    pub etcd: String,
+    /// The prefix of Rampart's keys (the config is PREFIX + `config`).
+    #[arg(long = "etcd-prefix", value_name = "PREFIX", default_value = "/rampart/")]
+    pub etcd_prefix: String,
 }
 
 /// `rampart tcp`: a TCP listener and its targets.
@@ -220,7 +251,9 @@ impl Cli {
             Some(Command::Run { engine, .. }) => engine,
             Some(Command::Tcp(args)) => &args.engine,
             Some(Command::Http(args)) => &args.engine,
-            Some(Command::Check { .. } | Command::Upgrade { .. }) => return None,
+            Some(Command::Check { .. } | Command::Upgrade { .. } | Command::Push { .. } | Command::Pull { .. }) => {
+                return None
+            }
         };
         engine.log_format.as_deref().and_then(LogFormat::from_name)
     }

@@ -5,6 +5,7 @@ mod admin;
 mod alloc;
 mod cli;
 mod control;
+mod etcd;
 mod logger;
 mod notify;
 mod pid_file;
@@ -19,7 +20,7 @@ use rampart_config::compile::{parse_bind, resolve};
 use rampart_config::{LiveState, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
-use cli::{Cli, Command, HttpArgs, TcpArgs};
+use cli::{Cli, Command, EtcdArgs, HttpArgs, TcpArgs};
 use source::{summary, Source};
 
 fn main() -> ExitCode {
@@ -28,6 +29,13 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Some(Command::Check { file }) => return check(&file.path()),
         Some(Command::Upgrade { pid, timeout }) => return upgrade_process(pid, &timeout),
+        Some(Command::Push {
+            file,
+            etcd,
+            expect_revision,
+            force,
+        }) => return push(&file.path(), &etcd, expect_revision, force),
+        Some(Command::Pull { etcd }) => return pull(&etcd),
         Some(Command::Run { file, engine, watch }) => {
             let source = Source::File {
                 path: file.path(),
@@ -214,6 +222,77 @@ fn check(path: &std::path::Path) -> ExitCode {
         }
         Err(errors) => {
             eprintln!("{errors}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `rampart push`: the config file validated, then written to etcd in one transaction conditioned
+/// on the revision the edit was based on (`expect`, else the one read just before), unless
+/// `force`.
+fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: bool) -> ExitCode {
+    let name = path.display().to_string();
+    if let Err(errors) = source::load_config_file(path, &mut LiveState::default()) {
+        eprintln!("{errors}");
+        eprintln!("{name}: not pushed");
+        return ExitCode::from(1);
+    }
+    let pushed = (|| -> anyhow::Result<ExitCode> {
+        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
+        let store = etcd::Etcd::new(&args.etcd, &args.etcd_prefix)?;
+        let key = store.config_key();
+        let expected = match expect {
+            Some(revision) => revision,
+            None => store.get()?.0.map_or(0, |stored| stored.mod_revision),
+        };
+        match store.put_if(&text, expected)? {
+            etcd::Written::Done(revision) => {
+                println!("{name}: pushed to {key} at revision {revision}");
+                Ok(ExitCode::SUCCESS)
+            }
+            etcd::Written::Conflict(now) if force => {
+                // Written over what someone else wrote in between (once more at most).
+                match store.put_if(&text, now)? {
+                    etcd::Written::Done(revision) => {
+                        println!("{name}: pushed to {key} at revision {revision}");
+                        Ok(ExitCode::SUCCESS)
+                    }
+                    etcd::Written::Conflict(_) => anyhow::bail!("{key} keeps changing; not pushed"),
+                }
+            }
+            etcd::Written::Conflict(now) => {
+                eprintln!(
+                    "{key} changed since revision {expected} (it is at {now} now): not pushed; \
+                     `rampart pull` it, merge, and push again (or push with --force)"
+                );
+                Ok(ExitCode::from(1))
+            }
+        }
+    })();
+    pushed.unwrap_or_else(|e| {
+        eprintln!("{e:#}");
+        ExitCode::from(1)
+    })
+}
+
+/// `rampart pull`: the config in etcd on standard output.
+fn pull(args: &EtcdArgs) -> ExitCode {
+    let pulled = etcd::Etcd::new(&args.etcd, &args.etcd_prefix).and_then(|store| {
+        let key = store.config_key();
+        Ok((key, store.get()?.0))
+    });
+    match pulled {
+        Ok((key, Some(stored))) => {
+            print!("{}", stored.text);
+            eprintln!("{key}: revision {}", stored.mod_revision);
+            ExitCode::SUCCESS
+        }
+        Ok((key, None)) => {
+            eprintln!("{key}: no config in etcd");
+            ExitCode::from(1)
+        }
+        Err(e) => {
+            eprintln!("{e:#}");
             ExitCode::from(1)
         }
     }

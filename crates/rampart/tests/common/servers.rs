@@ -125,3 +125,71 @@ impl Drop for RedisServer {
         self.kill();
     }
 }
+
+/// An `etcd` (Debian's `etcd-server`) on 127.0.0.1, one member, its data in a directory of its
+/// own; killed when dropped.
+pub struct EtcdServer {
+    child: Child,
+    pub port: u16,
+    _dir: tempfile::TempDir,
+}
+
+impl EtcdServer {
+    /// Starts one on free ports and waits until its JSON gateway answers a read.
+    pub fn start() -> EtcdServer {
+        installed();
+        let dir = tempfile::tempdir().unwrap();
+        let (port, peer) = (free_port(), free_port());
+        let client = format!("http://127.0.0.1:{port}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
+        let child = Command::new("etcd")
+            .arg("--name=test")
+            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--listen-client-urls={client}"))
+            .arg(format!("--advertise-client-urls={client}"))
+            .arg(format!("--listen-peer-urls={peer_url}"))
+            .arg(format!("--initial-advertise-peer-urls={peer_url}"))
+            .arg(format!("--initial-cluster=test={peer_url}"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("etcd starts (scripts/servers installs etcd-server)");
+        let server = EtcdServer { child, port, _dir: dir };
+        let deadline = Instant::now() + WAIT;
+        while !server.answers() {
+            assert!(Instant::now() < deadline, "etcd not answering on {client}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Whether its JSON gateway answers a read with 200.
+    fn answers(&self) -> bool {
+        use std::io::{Read, Write};
+        let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) else {
+            return false;
+        };
+        let body = r#"{"key":"AA=="}"#;
+        let request = format!(
+            "POST /v3/kv/range HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let mut answer = String::new();
+        conn.write_all(request.as_bytes()).is_ok()
+            && conn.read_to_string(&mut answer).is_ok()
+            && answer.starts_with("HTTP/1.1 200")
+    }
+}
+
+impl Drop for EtcdServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -1,0 +1,163 @@
+//! The config in etcd: what `rampart push` and `rampart pull` need of the etcd v3 API, spoken
+//! through its JSON gateway (`POST /v3/kv/range`, `/v3/kv/txn`; keys and values base64) over
+//! plain HTTP/1.1, so the binary carries no gRPC client for two requests.
+//!
+//! Key layout: the whole TOML config under `PREFIX` + `config` (by default `/rampart/config`),
+//! as the operator wrote it. Files it names (includes, certificates, keys) are read by each
+//! instance from its own disk.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits};
+use serde_json::{json, Value};
+
+/// How long one request to etcd may take.
+const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// One etcd endpoint and the prefix Rampart's keys live under.
+pub struct Etcd {
+    /// `HOST:PORT`.
+    authority: String,
+    prefix: String,
+}
+
+/// The config as etcd holds it.
+pub struct Stored {
+    pub text: String,
+    /// The revision that last changed the config's key.
+    pub mod_revision: i64,
+}
+
+/// How a conditioned write ended.
+pub enum Written {
+    /// The new revision.
+    Done(i64),
+    /// The key had changed since the expected revision: its revision now (0: no key).
+    Conflict(i64),
+}
+
+impl Etcd {
+    /// The endpoint `url` (`http://HOST:PORT`; TLS to etcd is not supported yet), keys under
+    /// `prefix`.
+    pub fn new(url: &str, prefix: &str) -> anyhow::Result<Etcd> {
+        let Some(rest) = url.strip_prefix("http://") else {
+            bail!("--etcd {url}: give the endpoint as http://HOST:PORT (https is not supported yet)");
+        };
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            bail!("--etcd {url}: give the endpoint as http://HOST:PORT");
+        }
+        Ok(Etcd {
+            authority: authority.to_string(),
+            prefix: prefix.to_string(),
+        })
+    }
+
+    /// The key of the config.
+    pub fn config_key(&self) -> String {
+        format!("{}config", self.prefix)
+    }
+
+    /// The config, if etcd has one, and the store's current revision.
+    pub fn get(&self) -> anyhow::Result<(Option<Stored>, i64)> {
+        let reply = self.call("/v3/kv/range", &json!({ "key": STANDARD.encode(self.config_key()) }))?;
+        let revision = number(&reply["header"]["revision"]);
+        let Some(kv) = reply["kvs"].as_array().and_then(|kvs| kvs.first()) else {
+            return Ok((None, revision));
+        };
+        let value = STANDARD
+            .decode(kv["value"].as_str().unwrap_or_default())
+            .context("etcd sent a value that is not base64")?;
+        let text = String::from_utf8(value).context("the config in etcd is not UTF-8")?;
+        let stored = Stored {
+            text,
+            mod_revision: number(&kv["mod_revision"]),
+        };
+        Ok((Some(stored), revision))
+    }
+
+    /// Writes `text` as the config if its key was last changed at `expected` (0: if there is no
+    /// key), in one transaction.
+    pub fn put_if(&self, text: &str, expected: i64) -> anyhow::Result<Written> {
+        let key = STANDARD.encode(self.config_key());
+        let request = json!({
+            "compare": [{ "key": key, "target": "MOD", "result": "EQUAL", "mod_revision": expected.to_string() }],
+            "success": [{ "request_put": { "key": key, "value": STANDARD.encode(text) } }],
+            "failure": [{ "request_range": { "key": key } }],
+        });
+        let reply = self.call("/v3/kv/txn", &request)?;
+        if reply["succeeded"].as_bool() == Some(true) {
+            return Ok(Written::Done(number(&reply["header"]["revision"])));
+        }
+        let current = reply["responses"][0]["response_range"]["kvs"][0]["mod_revision"].clone();
+        Ok(Written::Conflict(number(&current)))
+    }
+
+    /// One JSON request to the gateway; its JSON answer.
+    fn call(&self, path: &str, body: &Value) -> anyhow::Result<Value> {
+        let body = body.to_string();
+        let mut conn = TcpStream::connect(&self.authority).with_context(|| format!("etcd at {}", self.authority))?;
+        conn.set_read_timeout(Some(TIMEOUT))?;
+        conn.set_write_timeout(Some(TIMEOUT))?;
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+            self.authority,
+            body.len()
+        );
+        conn.write_all(head.as_bytes())?;
+        conn.write_all(body.as_bytes())?;
+        let mut raw = Vec::new();
+        conn.read_to_end(&mut raw)
+            .with_context(|| format!("etcd at {}", self.authority))?;
+        let (status, answer) =
+            response_body(&raw).ok_or_else(|| anyhow!("etcd at {}: a malformed answer", self.authority))?;
+        let json: Value = serde_json::from_slice(&answer)
+            .with_context(|| format!("etcd at {}: an answer that is not JSON", self.authority))?;
+        if status != 200 {
+            let message = json["message"]
+                .as_str()
+                .or(json["error"].as_str())
+                .unwrap_or("no message");
+            bail!("etcd at {}: {status}: {message}", self.authority);
+        }
+        Ok(json)
+    }
+}
+
+/// The status and body of the HTTP/1.1 response in `raw` (its body by length, chunks or close).
+fn response_body(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let mut fields = Vec::new();
+    let head = parse_response(raw, &Limits::default(), false, &mut fields).ok()??;
+    let rest = &raw[head.len..];
+    let body = match head.framing {
+        Framing::None => Vec::new(),
+        Framing::Length(n) => rest.get(..n as usize)?.to_vec(),
+        Framing::UntilClose => rest.to_vec(),
+        Framing::Chunked => {
+            let mut body = Vec::new();
+            ChunkedDecoder::new()
+                .decode(rest, |part| {
+                    if let ChunkedPart::Data(data) = part {
+                        body.extend_from_slice(data);
+                    }
+                })
+                .ok()?;
+            body
+        }
+    };
+    Some((head.status, body))
+}
+
+/// An etcd number, which the gateway writes as a string (int64 in JSON); 0 when absent.
+fn number(value: &Value) -> i64 {
+    match value {
+        Value::String(s) => s.parse().unwrap_or(0),
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        _ => 0,
+    }
+}

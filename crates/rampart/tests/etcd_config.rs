@@ -1,0 +1,119 @@
+//! The config in etcd: `rampart push` validates a config file and writes it to a real etcd in one
+//! transaction conditioned on a revision; `rampart pull` reads it back. Two operators cannot
+//! overwrite each other silently.
+
+mod common;
+
+use common::servers::EtcdServer;
+use common::{run_rampart, write_file};
+
+fn config(port: u16, body: &str) -> String {
+    format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nname = \"hello\"\nrespond = {{ status = 200, body = \"{body}\" }}\n"
+    )
+}
+
+/// The revision `rampart push` printed (`... at revision N`).
+fn pushed_revision(stdout: &str) -> i64 {
+    stdout
+        .trim()
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no revision in {stdout:?}"))
+}
+
+#[test]
+fn push_and_pull_through_a_real_etcd_with_revisions() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let url = etcd.url();
+    let prefix = "/fleet-a/";
+    let pull = || run_rampart(dir.path(), &["pull", "--etcd", &url, "--etcd-prefix", prefix]);
+
+    // Nothing there yet.
+    let (code, _, err) = pull();
+    assert_eq!(code, 1);
+    assert!(err.contains("/fleet-a/config: no config in etcd"), "{err}");
+
+    // A valid config goes in, and comes back as written.
+    let first = config(8080, "one");
+    let file = write_file(dir.path(), "rampart.toml", &first);
+    let (code, out, err) = run_rampart(
+        dir.path(),
+        &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let r1 = pushed_revision(&out);
+    let (code, text, err) = pull();
+    assert_eq!((code, text.as_str()), (0, first.as_str()), "{err}");
+    assert!(err.contains(&format!("revision {r1}")), "{err}");
+
+    // An invalid config is refused before anything is written, with its place.
+    let bad = write_file(dir.path(), "bad.toml", "[listeners.web]\nbind = 42\n");
+    let (code, _, err) = run_rampart(
+        dir.path(),
+        &["push", "-c", &bad, "--etcd", &url, "--etcd-prefix", prefix],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("bad.toml:2:") && err.contains("not pushed"), "{err}");
+    assert_eq!(pull().1, first);
+
+    // Two operators edit revision r1: the first push wins, the second is refused.
+    let second = write_file(dir.path(), "second.toml", &config(8080, "two"));
+    let r1s = r1.to_string();
+    let args = |file: &str| -> Vec<String> {
+        [
+            "push",
+            "-c",
+            file,
+            "--etcd",
+            &url,
+            "--etcd-prefix",
+            prefix,
+            "--expect-revision",
+            &r1s,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let run = |args: Vec<String>| run_rampart(dir.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let (code, out, err) = run(args(&second));
+    assert_eq!(code, 0, "{out}{err}");
+    let r2 = pushed_revision(&out);
+    assert!(r2 > r1);
+    let third = write_file(dir.path(), "third.toml", &config(8080, "three"));
+    let (code, _, err) = run(args(&third));
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("changed since revision {r1} (it is at {r2} now)")),
+        "{err}"
+    );
+    assert_eq!(pull().1, config(8080, "two"));
+
+    // --force writes over it.
+    let (code, out, err) = run_rampart(
+        dir.path(),
+        &["push", "-c", &third, "--etcd", &url, "--etcd-prefix", prefix, "--force"],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(pushed_revision(&out) > r2);
+    assert_eq!(pull().1, config(8080, "three"));
+
+    // Another prefix is another fleet.
+    let (code, _, _) = run_rampart(dir.path(), &["pull", "--etcd", &url, "--etcd-prefix", "/fleet-b/"]);
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn an_etcd_that_is_not_there_is_said_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let dead = common::dead_target();
+    let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", &format!("http://{dead}")]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("etcd at {dead}")), "{err}");
+    let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", "https://127.0.0.1:2379"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("http://HOST:PORT"), "{err}");
+}
