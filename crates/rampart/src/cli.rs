@@ -74,10 +74,10 @@ pub enum Command {
     Tcp(TcpArgs),
     /// An HTTP reverse proxy from the command line alone.
     Http(HttpArgs),
-    /// Run from a TOML config file (SIGHUP reloads it).
+    /// Run from a TOML config file (SIGHUP reloads it), or from the config stored in etcd.
     Run {
         #[command(flatten)]
-        file: ConfigFile,
+        file: RunSource,
         /// Also reload when the config file, a file it includes or a certificate, key or other
         /// file it reads changes.
         #[arg(long)]
@@ -120,6 +120,36 @@ pub enum Command {
         #[arg(long, value_name = "DURATION", default_value = "60s")]
         timeout: String,
     },
+}
+
+/// Where `run` reads its config: a file (as `check` takes it), or etcd.
+#[derive(Debug, Clone, Args)]
+pub struct RunSource {
+    /// The config file.
+    #[arg(value_name = "FILE", required_unless_present_any = ["config", "etcd"], conflicts_with_all = ["config", "etcd"])]
+    file: Option<PathBuf>,
+    /// The config file (the same as giving it without -c).
+    #[arg(short = 'c', long = "config", value_name = "FILE", conflicts_with = "etcd")]
+    config: Option<PathBuf>,
+    /// Run from the config stored in etcd at http://HOST:PORT (see `rampart push`), and apply
+    /// each change made to it there.
+    #[arg(long, value_name = "URL")]
+    pub etcd: Option<String>,
+    /// The prefix of Rampart's keys in etcd (the config is PREFIX + `config`).
+    #[arg(
+        long = "etcd-prefix",
+        value_name = "PREFIX",
+        default_value = "/rampart/",
+        requires = "etcd"
+    )]
+    pub etcd_prefix: String,
+}
+
+impl RunSource {
+    /// The config file named, either way (empty with --etcd).
+    pub fn path(&self) -> PathBuf {
+        self.file.clone().or_else(|| self.config.clone()).unwrap_or_default()
+    }
 }
 
 /// The config file of `run` and `check`: `rampart check FILE` and `rampart check -c FILE` alike

@@ -81,6 +81,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let listeners = listener_names(&loaded.snapshot);
     let watch_list = loaded.watch.clone();
+    let etcd_revision = loaded.revision;
     // A TCP admin listener's socket is not a listener's: set it aside before the engine starts.
     let admin_socket = match admin_settings.as_ref().map(|a| &a.listen) {
         Some(AdminAddress::Tcp(addr)) => handover.take_tcp(*addr),
@@ -112,6 +113,14 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         }
         _ => None,
     };
+    if let (Source::Etcd { url, prefix, .. }, Some(revision)) = (&source, etcd_revision) {
+        let store = crate::etcd::Etcd::new(url, prefix)?;
+        tracing::info!(
+            "etcd: running from {} at revision {revision}; a change there reloads",
+            store.config_key()
+        );
+        crate::etcd::follow(store, revision, commands.clone());
+    }
     let admin = Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status.clone()),
         snapshot: ArcSwap::new(engine.current()),

@@ -19,6 +19,52 @@ use serde_json::{json, Value};
 /// How long one request to etcd may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How often a running instance asks etcd whether its config changed.
+pub const POLL: Duration = Duration::from_millis(250);
+
+/// Follows the config in etcd for a running instance: every [`POLL`], one read of the config's
+/// key; when its revision differs from the one applied last (`applied` at start), a reload, through
+/// the same compile-and-swap path as SIGHUP (a bad config is refused there and the running one
+/// stays). Reading again and comparing the revision misses no change (however many happened
+/// in between, or whatever etcd compacted) and rebuilds nothing when nothing changed. While etcd
+/// cannot be reached, the running config stays; that is logged once, and its return too.
+pub fn follow(store: Etcd, applied: i64, commands: tokio::sync::mpsc::UnboundedSender<crate::admin::Command>) {
+    let store = std::sync::Arc::new(store);
+    tokio::spawn(async move {
+        let mut applied = applied;
+        let mut unreachable = false;
+        loop {
+            tokio::time::sleep(POLL).await;
+            let reader = store.clone();
+            let read = tokio::task::spawn_blocking(move || reader.get()).await;
+            let revision = match read {
+                Ok(Ok((stored, _))) => stored.map_or(0, |s| s.mod_revision),
+                Ok(Err(e)) => {
+                    if !unreachable {
+                        tracing::warn!("etcd: {e:#}; the running config stays");
+                        unreachable = true;
+                    }
+                    continue;
+                }
+                Err(_) => continue,
+            };
+            if unreachable {
+                tracing::info!("etcd: reachable again");
+                unreachable = false;
+            }
+            if revision == applied || revision == 0 {
+                continue;
+            }
+            applied = revision;
+            let (reply, outcome) = tokio::sync::oneshot::channel();
+            if commands.send(crate::admin::Command::Reload(reply)).is_err() {
+                return;
+            }
+            let _ = outcome.await;
+        }
+    });
+}
+
 /// One etcd endpoint and the prefix Rampart's keys live under.
 pub struct Etcd {
     /// `HOST:PORT`.

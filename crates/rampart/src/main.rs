@@ -37,10 +37,17 @@ fn main() -> ExitCode {
         }) => return push(&file.path(), &etcd, expect_revision, force),
         Some(Command::Pull { etcd }) => return pull(&etcd),
         Some(Command::Run { file, engine, watch }) => {
-            let source = Source::File {
-                path: file.path(),
-                session_log: engine.session_log.clone(),
-                watch,
+            let source = match file.etcd.clone() {
+                Some(url) => Source::Etcd {
+                    url,
+                    prefix: file.etcd_prefix.clone(),
+                    session_log: engine.session_log.clone(),
+                },
+                None => Source::File {
+                    path: file.path(),
+                    session_log: engine.session_log.clone(),
+                    watch,
+                },
             };
             control::serve(source, &engine, &logger)
         }

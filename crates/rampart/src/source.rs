@@ -33,6 +33,13 @@ pub enum Source {
     },
     /// `rampart tcp`: fixed at start.
     Fixed(SimpleL4),
+    /// `rampart run --etcd URL`: the config stored in etcd under `prefix` + `config`, applied again
+    /// each time it changes there.
+    Etcd {
+        url: String,
+        prefix: String,
+        session_log: Option<PathBuf>,
+    },
 }
 
 /// A loaded config.
@@ -52,6 +59,8 @@ pub struct Loaded {
     pub text: String,
     /// The files a change of which `run --watch` reloads for (config files only).
     pub watch: WatchList,
+    /// The etcd revision that last changed the config (configs from etcd only).
+    pub revision: Option<i64>,
 }
 
 impl Loaded {
@@ -65,6 +74,7 @@ impl Loaded {
             sha256: None,
             text: String::new(),
             watch: WatchList::default(),
+            revision: None,
         }
     }
 }
@@ -114,6 +124,29 @@ impl Source {
                 load_command_line(&spec, live)
             }
             Source::Fixed(spec) => load_command_line(spec, live),
+            Source::Etcd {
+                url,
+                prefix,
+                session_log,
+            } => {
+                let store = crate::etcd::Etcd::new(url, prefix).map_err(|e| format!("{e:#}"))?;
+                let key = store.config_key();
+                let (stored, _) = store.get().map_err(|e| format!("{e:#}"))?;
+                let stored = stored
+                    .ok_or_else(|| format!("etcd {url}: {key}: no config there (store one with `rampart push`)"))?;
+                let name = format!("etcd:{key}");
+                let loaded = compile_config_env(&name, &stored.text, live).map_err(|e| e.to_string())?;
+                let LoadedConfig { mut compiled, .. } = loaded;
+                if compiled.snapshot.session_log.is_none() {
+                    compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
+                }
+                Ok(Loaded {
+                    sha256: Some(sha256_hex(stored.text.as_bytes())),
+                    text: stored.text,
+                    revision: Some(stored.mod_revision),
+                    ..Loaded::from(compiled)
+                })
+            }
         }
     }
 
@@ -123,6 +156,7 @@ impl Source {
             Source::File { path, .. } => path.display().to_string(),
             Source::Hosts { path, .. } => format!("hosts file {}", path.display()),
             Source::Fixed(_) => "command line".to_string(),
+            Source::Etcd { url, prefix, .. } => format!("etcd {url} {prefix}config"),
         }
     }
 

@@ -117,3 +117,75 @@ fn an_etcd_that_is_not_there_is_said_plainly() {
     assert_eq!(code, 1);
     assert!(err.contains("http://HOST:PORT"), "{err}");
 }
+
+/// Writes `text` as the config under `prefix` straight through etcd's JSON gateway (as another
+/// tool would, with no validation).
+fn put_raw(etcd: &EtcdServer, prefix: &str, text: &str) {
+    use base64::Engine as _;
+    use std::io::{Read, Write};
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let body = serde_json::json!({ "key": b64(&format!("{prefix}config")), "value": b64(text) }).to_string();
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", etcd.port)).unwrap();
+    let request = format!(
+        "POST /v3/kv/put HTTP/1.1\r\nHost: x\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    conn.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    conn.read_to_string(&mut answer).unwrap();
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+}
+
+/// The body of `GET /` on `port`.
+fn body_at(port: u16) -> String {
+    let mut client = common::connect(port);
+    let (_, _, body) = common::http::send(&mut client, &common::http::get("/"));
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// Waits until `GET /` on `port` answers `want`.
+fn eventually_serves(port: u16, want: &str) {
+    let deadline = std::time::Instant::now() + common::WAIT;
+    loop {
+        let got = body_at(port);
+        if got == want {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "still {got:?}, not {want:?}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// `rampart run --etcd`: an instance runs from the config in etcd and applies each change pushed
+/// there, refuses a bad one written by another tool (keeping the running config), and takes the
+/// next good one.
+#[test]
+fn an_instance_runs_from_etcd_and_follows_each_change() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let (url, prefix) = (etcd.url(), "/live/");
+    let port = common::free_port();
+    let push = |body: &str| {
+        let file = write_file(dir.path(), "rampart.toml", &config(port, body));
+        let (code, out, err) = run_rampart(
+            dir.path(),
+            &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
+        );
+        assert_eq!(code, 0, "{out}{err}");
+    };
+    push("one");
+    let mut proxy = common::Rampart::start(
+        dir.path(),
+        &["run", "--etcd", &url, "--etcd-prefix", prefix, "--workers", "1"],
+    );
+    assert_eq!(body_at(port), "one");
+    push("two");
+    eventually_serves(port, "two");
+    put_raw(&etcd, prefix, "[listeners.web]\nbind = 42\n");
+    let refused = proxy.wait_for("reload failed; the running config stays in force");
+    assert!(refused.contains("etcd:/live/config:2:"), "{refused}");
+    assert_eq!(body_at(port), "two");
+    push("three");
+    eventually_serves(port, "three");
+    assert_eq!(proxy.stop(), 0);
+}
