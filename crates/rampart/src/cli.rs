@@ -143,6 +143,10 @@ pub struct RunSource {
         requires = "etcd"
     )]
     pub etcd_prefix: String,
+    /// Keep the last config applied from etcd in DIR, and start from it while etcd cannot be
+    /// reached.
+    #[arg(long = "state-dir", value_name = "DIR", requires = "etcd")]
+    pub state_dir: Option<PathBuf>,
 }
 
 impl RunSource {

@@ -79,6 +79,40 @@ pub struct Stored {
     pub mod_revision: i64,
 }
 
+/// The last config applied from etcd, kept on disk (`--state-dir`): `etcd-config.toml` and
+/// `etcd-revision`, each replaced whole (written aside, then renamed over).
+pub struct KeptConfig {
+    dir: std::path::PathBuf,
+}
+
+impl KeptConfig {
+    pub fn in_dir(dir: &std::path::Path) -> KeptConfig {
+        KeptConfig { dir: dir.to_path_buf() }
+    }
+
+    /// The kept config, if there is one.
+    pub fn read(&self) -> Option<Stored> {
+        let text = std::fs::read_to_string(self.dir.join("etcd-config.toml")).ok()?;
+        let revision = std::fs::read_to_string(self.dir.join("etcd-revision")).ok()?;
+        Some(Stored {
+            text,
+            mod_revision: revision.trim().parse().ok()?,
+        })
+    }
+
+    /// Keeps `stored` (the revision last, so a kept revision always belongs to its text).
+    pub fn write(&self, stored: &Stored) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let replace = |name: &str, bytes: &[u8]| {
+            let aside = self.dir.join(format!(".{name}.new"));
+            std::fs::write(&aside, bytes)?;
+            std::fs::rename(&aside, self.dir.join(name))
+        };
+        replace("etcd-config.toml", stored.text.as_bytes())?;
+        replace("etcd-revision", stored.mod_revision.to_string().as_bytes())
+    }
+}
+
 /// How a conditioned write ended.
 pub enum Written {
     /// The new revision.

@@ -41,6 +41,7 @@ fn main() -> ExitCode {
                 Some(url) => Source::Etcd {
                     url,
                     prefix: file.etcd_prefix.clone(),
+                    state_dir: file.state_dir.clone(),
                     session_log: engine.session_log.clone(),
                 },
                 None => Source::File {

@@ -38,6 +38,8 @@ pub enum Source {
     Etcd {
         url: String,
         prefix: String,
+        /// Where the last config applied from etcd is kept (`--state-dir`).
+        state_dir: Option<PathBuf>,
         session_log: Option<PathBuf>,
     },
 }
@@ -127,18 +129,45 @@ impl Source {
             Source::Etcd {
                 url,
                 prefix,
+                state_dir,
                 session_log,
             } => {
                 let store = crate::etcd::Etcd::new(url, prefix).map_err(|e| format!("{e:#}"))?;
                 let key = store.config_key();
-                let (stored, _) = store.get().map_err(|e| format!("{e:#}"))?;
-                let stored = stored
-                    .ok_or_else(|| format!("etcd {url}: {key}: no config there (store one with `rampart push`)"))?;
+                let kept = state_dir.as_deref().map(crate::etcd::KeptConfig::in_dir);
+                let stored = match store.get() {
+                    Ok((Some(stored), _)) => stored,
+                    Ok((None, _)) => {
+                        return Err(format!(
+                            "etcd {url}: {key}: no config there (store one with `rampart push`)"
+                        ))
+                    }
+                    // etcd out of reach: the last config applied from it, when one was kept.
+                    Err(e) => match kept.as_ref().and_then(|k| k.read()) {
+                        Some(stored) => {
+                            tracing::warn!(
+                                "etcd: {e:#}; starting from the config kept in {} (revision {})",
+                                state_dir
+                                    .as_deref()
+                                    .unwrap_or_else(|| std::path::Path::new(""))
+                                    .display(),
+                                stored.mod_revision
+                            );
+                            stored
+                        }
+                        None => return Err(format!("{e:#}")),
+                    },
+                };
                 let name = format!("etcd:{key}");
                 let loaded = compile_config_env(&name, &stored.text, live).map_err(|e| e.to_string())?;
                 let LoadedConfig { mut compiled, .. } = loaded;
                 if compiled.snapshot.session_log.is_none() {
                     compiled.snapshot.session_log = session_log.as_deref().map(Arc::from);
+                }
+                if let Some(kept) = &kept {
+                    if let Err(e) = kept.write(&stored) {
+                        tracing::warn!("--state-dir: cannot keep the config: {e}");
+                    }
                 }
                 Ok(Loaded {
                     sha256: Some(sha256_hex(stored.text.as_bytes())),

@@ -189,3 +189,58 @@ fn an_instance_runs_from_etcd_and_follows_each_change() {
     eventually_serves(port, "three");
     assert_eq!(proxy.stop(), 0);
 }
+
+/// `--state-dir`: the last config applied from etcd is kept on disk, and an instance that starts
+/// while etcd is down serves it; without a kept config it does not start.
+#[test]
+fn an_instance_starts_from_the_kept_config_while_etcd_is_down() {
+    let etcd = EtcdServer::start();
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let (url, prefix) = (etcd.url(), "/kept/");
+    let port = common::free_port();
+    let file = write_file(dir.path(), "rampart.toml", &config(port, "kept"));
+    let (code, out, err) = run_rampart(
+        dir.path(),
+        &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let state_arg = state.display().to_string();
+    let args = [
+        "run",
+        "--etcd",
+        &url,
+        "--etcd-prefix",
+        prefix,
+        "--state-dir",
+        &state_arg,
+        "--workers",
+        "1",
+    ];
+    let mut first = common::Rampart::start(dir.path(), &args);
+    assert_eq!(body_at(port), "kept");
+    assert_eq!(first.stop(), 0);
+    assert_eq!(
+        std::fs::read_to_string(state.join("etcd-config.toml")).unwrap(),
+        config(port, "kept")
+    );
+
+    drop(etcd);
+    let mut second = common::Rampart::start(dir.path(), &args);
+    assert_eq!(body_at(port), "kept");
+    assert!(
+        second
+            .log
+            .iter()
+            .any(|l| l.contains("starting from the config kept in")),
+        "{:?}",
+        second.log
+    );
+    assert_eq!(second.stop(), 0);
+
+    // No kept config: no start, and why.
+    let other = dir.path().join("empty-state").display().to_string();
+    let (code, _, err) = run_rampart(dir.path(), &["run", "--etcd", &url, "--state-dir", &other]);
+    assert_eq!(code, 1);
+    assert!(err.contains("etcd at"), "{err}");
+}
