@@ -76,7 +76,11 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         format!("cannot open session log {}", shown.display())
     })?;
     let admin_settings = admin_settings(args, loaded.admin.clone())?;
-    let mut status = Status::new(&loaded.snapshot, workers, config_file(&source, loaded.sha256.clone()));
+    let mut status = Status::new(
+        &loaded.snapshot,
+        workers,
+        config_file(&source, loaded.sha256.clone(), loaded.revision),
+    );
     let line = summary(&loaded.snapshot);
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let listeners = listener_names(&loaded.snapshot);
@@ -199,7 +203,11 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         jwks_fetches.abort_all();
                         jwks_fetches = spawn_jwks_fetches(&engine.current());
                     }
-                    status.record_reload(&outcome, &engine.current(), config_file(&source, live_sha256(&outcome)));
+                    status.record_reload(
+                        &outcome,
+                        &engine.current(),
+                        config_file(&source, live_sha256(&outcome), live_revision(&outcome)),
+                    );
                     admin.status.store(Arc::new(status.clone()));
                     notify::ready("serving");
                     if let Some(reply) = reply {
@@ -351,6 +359,7 @@ fn reload(
     let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
     let line = summary(&loaded.snapshot);
     let sha256 = loaded.sha256.clone();
+    let revision = loaded.revision;
     let text = loaded.text;
     let log = loaded.log;
     let listeners = listener_names(&loaded.snapshot);
@@ -379,7 +388,11 @@ fn reload(
         .config
         .store(Arc::new(RunningConfig::redacted(source.name(), &text)));
     admin.snapshot.store(engine.current());
-    ReloadOutcome::Applied { summary: line, sha256 }
+    ReloadOutcome::Applied {
+        summary: line,
+        sha256,
+        revision,
+    }
 }
 
 /// The admin listener to serve: `--admin` (loopback or a unix socket, no token) wins over the
@@ -397,12 +410,26 @@ fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyh
 }
 
 /// The config file's path and hash, for a file source.
-fn config_file(source: &Source, sha256: Option<String>) -> Option<ConfigFile> {
+fn config_file(source: &Source, sha256: Option<String>, revision: Option<i64>) -> Option<ConfigFile> {
     match (source, sha256) {
         (Source::File { path, .. }, Some(sha256)) => Some(ConfigFile {
             path: path.display().to_string(),
             sha256,
+            revision: None,
         }),
+        (Source::Etcd { .. }, Some(sha256)) => Some(ConfigFile {
+            path: source.name(),
+            sha256,
+            revision,
+        }),
+        _ => None,
+    }
+}
+
+/// The etcd revision a reload applied.
+fn live_revision(outcome: &ReloadOutcome) -> Option<i64> {
+    match outcome {
+        ReloadOutcome::Applied { revision, .. } => *revision,
         _ => None,
     }
 }

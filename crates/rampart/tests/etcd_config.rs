@@ -172,12 +172,22 @@ fn an_instance_runs_from_etcd_and_follows_each_change() {
             &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
         );
         assert_eq!(code, 0, "{out}{err}");
+        pushed_revision(&out)
     };
     push("one");
-    let mut proxy = common::Rampart::start(
-        dir.path(),
-        &["run", "--etcd", &url, "--etcd-prefix", prefix, "--workers", "1"],
-    );
+    let admin = format!("127.0.0.1:{}", common::free_port());
+    let args = [
+        "run",
+        "--etcd",
+        &url,
+        "--etcd-prefix",
+        prefix,
+        "--workers",
+        "1",
+        "--admin",
+        &admin,
+    ];
+    let mut proxy = common::Rampart::start(dir.path(), &args);
     assert_eq!(body_at(port), "one");
     push("two");
     eventually_serves(port, "two");
@@ -185,8 +195,19 @@ fn an_instance_runs_from_etcd_and_follows_each_change() {
     let refused = proxy.wait_for("reload failed; the running config stays in force");
     assert!(refused.contains("etcd:/live/config:2:"), "{refused}");
     assert_eq!(body_at(port), "two");
-    push("three");
+    let three = push("three");
     eventually_serves(port, "three");
+    // /api/status names the source and the revision applied.
+    let mut client = std::net::TcpStream::connect(&admin).unwrap();
+    let (status, _, body) = common::http::send(&mut client, &common::http::get("/api/status"));
+    assert_eq!(status, 200);
+    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(status["config"]["revision"], serde_json::json!(three), "{status}");
+    let source = status["config"]["path"].as_str().unwrap_or_default();
+    assert!(
+        source.starts_with("etcd http://") && source.ends_with("/live/config"),
+        "{status}"
+    );
     assert_eq!(proxy.stop(), 0);
 }
 

@@ -95,7 +95,12 @@ pub enum Command {
 #[derive(Debug, Clone)]
 pub enum ReloadOutcome {
     /// Applied; `sha256` is the config file's hash (file sources).
-    Applied { summary: String, sha256: Option<String> },
+    Applied {
+        summary: String,
+        sha256: Option<String>,
+        /// The etcd revision applied (configs from etcd).
+        revision: Option<i64>,
+    },
     /// The running config stays; one `file:line:col: message` (or other reason) per entry.
     Refused { errors: Vec<String> },
     /// The source has nothing to read again (`rampart http` without certificates).
@@ -121,8 +126,12 @@ pub struct Status {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct ConfigFile {
+    /// The file, or `etcd URL KEY` for a config from etcd.
     pub path: String,
     pub sha256: String,
+    /// The etcd revision of the config applied (configs from etcd only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
