@@ -117,13 +117,16 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         }
         _ => None,
     };
+    let mut source_reachable = None;
     if let (Source::Etcd { url, prefix, .. }, Some(revision)) = (&source, etcd_revision) {
         let store = crate::etcd::Etcd::new(url, prefix)?;
         tracing::info!(
             "etcd: running from {} at revision {revision}; a change there reloads",
             store.config_key()
         );
-        crate::etcd::follow(store, revision, commands.clone());
+        let reachable = Arc::new(AtomicBool::new(true));
+        crate::etcd::follow(store, revision, reachable.clone(), commands.clone());
+        source_reachable = Some(reachable);
     }
     let admin = Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status.clone()),
@@ -136,6 +139,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         started: Instant::now(),
         history: Default::default(),
         handed_over: Default::default(),
+        source_reachable,
     });
     let mut admin_copy = None;
     if let Some(settings) = &admin_settings {

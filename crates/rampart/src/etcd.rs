@@ -28,7 +28,13 @@ pub const POLL: Duration = Duration::from_millis(250);
 /// stays). Reading again and comparing the revision misses no change (however many happened
 /// in between, or whatever etcd compacted) and rebuilds nothing when nothing changed. While etcd
 /// cannot be reached, the running config stays; that is logged once, and its return too.
-pub fn follow(store: Etcd, applied: i64, commands: tokio::sync::mpsc::UnboundedSender<crate::admin::Command>) {
+/// `reachable` says whether the last read was answered.
+pub fn follow(
+    store: Etcd,
+    applied: i64,
+    reachable: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    commands: tokio::sync::mpsc::UnboundedSender<crate::admin::Command>,
+) {
     let store = std::sync::Arc::new(store);
     tokio::spawn(async move {
         let mut applied = applied;
@@ -40,6 +46,7 @@ pub fn follow(store: Etcd, applied: i64, commands: tokio::sync::mpsc::UnboundedS
             let revision = match read {
                 Ok(Ok((stored, _))) => stored.map_or(0, |s| s.mod_revision),
                 Ok(Err(e)) => {
+                    reachable.store(false, std::sync::atomic::Ordering::Relaxed);
                     if !unreachable {
                         tracing::warn!("etcd: {e:#}; the running config stays");
                         unreachable = true;
@@ -48,6 +55,7 @@ pub fn follow(store: Etcd, applied: i64, commands: tokio::sync::mpsc::UnboundedS
                 }
                 Err(_) => continue,
             };
+            reachable.store(true, std::sync::atomic::Ordering::Relaxed);
             if unreachable {
                 tracing::info!("etcd: reachable again");
                 unreachable = false;

@@ -53,6 +53,21 @@ pub fn render(shared: &AdminShared) -> String {
         gauge(status.loaded_at as i64),
     );
 
+    if let Some(revision) = status.config.as_ref().and_then(|c| c.revision) {
+        registry.register(
+            "rampart_config_etcd_revision",
+            "The etcd revision of the config in force (a config from etcd)",
+            gauge(revision),
+        );
+    }
+    if let Some(reachable) = &shared.source_reachable {
+        registry.register(
+            "rampart_config_source_up",
+            "1 while the config's source (etcd) answered its last read",
+            gauge(i64::from(reachable.load(std::sync::atomic::Ordering::Relaxed))),
+        );
+    }
+
     let snapshot = shared.snapshot.load();
     let up = Family::<Labels, Gauge>::default();
     let drained = Family::<Labels, Gauge>::default();

@@ -2,6 +2,7 @@
 //! load, readiness, and a channel for commands that change the running process.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use arc_swap::ArcSwap;
@@ -30,6 +31,8 @@ pub struct AdminShared {
     /// Woken when a binary upgrade handed the admin listener to the new process: this one stops
     /// accepting on it (and leaves a unix socket's file to the new one).
     pub handed_over: tokio::sync::Notify,
+    /// Whether the config's source answered its last read (a config from etcd only).
+    pub source_reachable: Option<Arc<AtomicBool>>,
 }
 
 impl AdminShared {
