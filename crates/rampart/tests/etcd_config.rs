@@ -14,6 +14,14 @@ fn config(port: u16, body: &str) -> String {
     )
 }
 
+/// `rampart push` of a config serving `body` on `port` to `prefix` of `url`: the new revision.
+fn push_config(dir: &std::path::Path, url: &str, prefix: &str, port: u16, body: &str) -> i64 {
+    let file = write_file(dir, "rampart.toml", &config(port, body));
+    let (code, out, err) = run_rampart(dir, &["push", "-c", &file, "--etcd", url, "--etcd-prefix", prefix]);
+    assert_eq!(code, 0, "{out}{err}");
+    pushed_revision(&out)
+}
+
 /// The revision `rampart push` printed (`... at revision N`).
 fn pushed_revision(stdout: &str) -> i64 {
     stdout
@@ -165,15 +173,7 @@ fn an_instance_runs_from_etcd_and_follows_each_change() {
     let dir = tempfile::tempdir().unwrap();
     let (url, prefix) = (etcd.url(), "/live/");
     let port = common::free_port();
-    let push = |body: &str| {
-        let file = write_file(dir.path(), "rampart.toml", &config(port, body));
-        let (code, out, err) = run_rampart(
-            dir.path(),
-            &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
-        );
-        assert_eq!(code, 0, "{out}{err}");
-        pushed_revision(&out)
-    };
+    let push = |body: &str| push_config(dir.path(), &url, prefix, port, body);
     push("one");
     let admin = format!("127.0.0.1:{}", common::free_port());
     let args = [
@@ -220,12 +220,7 @@ fn an_instance_starts_from_the_kept_config_while_etcd_is_down() {
     let state = dir.path().join("state");
     let (url, prefix) = (etcd.url(), "/kept/");
     let port = common::free_port();
-    let file = write_file(dir.path(), "rampart.toml", &config(port, "kept"));
-    let (code, out, err) = run_rampart(
-        dir.path(),
-        &["push", "-c", &file, "--etcd", &url, "--etcd-prefix", prefix],
-    );
-    assert_eq!(code, 0, "{out}{err}");
+    push_config(dir.path(), &url, prefix, port, "kept");
     let state_arg = state.display().to_string();
     let args = [
         "run",

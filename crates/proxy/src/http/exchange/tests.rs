@@ -32,6 +32,25 @@ fn upstream(replies: &'static [&'static [u8]]) -> String {
     addr.to_string()
 }
 
+/// A request from 192.0.2.1 on listener `web` to the snapshot's first upstream, idempotent,
+/// with a body of `body`.
+fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a HeaderOps, body: BodyLength) -> ProxyRequest<'a> {
+    ProxyRequest {
+        snapshot,
+        listener_name: "web",
+        upstream: 0,
+        client: "192.0.2.1:1000".parse().unwrap(),
+        local: None,
+        hash_key: 0,
+        idempotent: true,
+        head_method: false,
+        body,
+        expect_continue: false,
+        upgrade: false,
+        response_ops: ops,
+    }
+}
+
 /// Runs one GET through the exchange to upstream `target` (with `retries`), returning what the
 /// downstream side saw and the request's context.
 fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestContext) {
@@ -43,20 +62,7 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
     runtime.block_on(async {
         let snapshot = ctx.snapshot();
         let ops = HeaderOps::default();
-        let req = ProxyRequest {
-            snapshot: &snapshot,
-            listener_name: "web",
-            upstream: 0,
-            client: "192.0.2.1:1000".parse().unwrap(),
-            local: None,
-            hash_key: 0,
-            idempotent: true,
-            head_method: false,
-            body: BodyLength::None,
-            expect_continue: false,
-            upgrade: false,
-            response_ops: &ops,
-        };
+        let req = proxy_request(&snapshot, &ops, BodyLength::None);
         let said = Said::default();
         let mut down = Recording::new(IoBuf::default(), said.clone());
         let mut rctx = RequestContext::new(true);
@@ -138,18 +144,8 @@ fn a_body_shorter_than_its_length_is_the_clients_fault() {
         let snapshot = ctx.snapshot();
         let ops = HeaderOps::default();
         let req = ProxyRequest {
-            snapshot: &snapshot,
-            listener_name: "web",
-            upstream: 0,
-            client: "192.0.2.1:1000".parse().unwrap(),
-            local: None,
-            hash_key: 0,
             idempotent: false,
-            head_method: false,
-            body: BodyLength::Exact(10),
-            expect_continue: false,
-            upgrade: false,
-            response_ops: &ops,
+            ..proxy_request(&snapshot, &ops, BodyLength::Exact(10))
         };
         let said = Said::default();
         let mut body = IoBuf::default();
