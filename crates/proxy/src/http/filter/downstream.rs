@@ -128,13 +128,14 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
         &mut self.inner
     }
 
-    /// Runs the request body phase over the body data already received (what came with the
-    /// head), before any upstream is involved, so that a body refused in one piece never
-    /// reaches a backend.
-    pub fn inspect_received_body(&mut self) -> Result<(), HttpError> {
+    /// Walks the body data already received (what came with the head) before any upstream is
+    /// involved, so that a body malformed or refused in one piece never reaches a backend: the
+    /// inner side checks its framing, and the request body phase (when a filter asked for it)
+    /// sees the data. One walk for both.
+    pub fn check_received_body(&mut self) -> Result<(), HttpError> {
         let FilteredDownstream { inner, filtering, .. } = self;
         let Some(f) = filtering.as_mut().filter(|f| f.run.inspect_body) else {
-            return Ok(());
+            return inner.received_body(&mut |_, _| Ok(()));
         };
         if f.request.ended || f.request.ahead > 0 {
             return Ok(());

@@ -39,9 +39,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         // filters that inspect bodies.
         let received = match req.body {
             BodyLength::None => Ok(()),
-            _ => down
-                .received_body(&mut |_, _| Ok(()))
-                .and_then(|()| down.inspect_received_body()),
+            _ => down.check_received_body(),
         };
         let tunnel = match received {
             Ok(()) => {
