@@ -139,6 +139,7 @@ impl Checker<'_> {
             .session_log
             .as_ref()
             .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
+        let dns = self.dns_settings(global);
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         // Upstreams that hash on a request header or cookie, which TCP listeners do not have.
@@ -185,8 +186,9 @@ impl Checker<'_> {
         Some(Compiled {
             snapshot: Snapshot {
                 generation: live.next_generation(),
-                listeners,
+                listeners: Arc::new(listeners),
                 upstreams,
+                dns,
                 session_log,
                 drain_timeout,
                 upgrade_timeout,
@@ -389,6 +391,8 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 mod admin;
 mod checks;
 mod command_line;
+pub mod discovered;
+mod dns;
 mod error_pages;
 mod filter_slots;
 mod filters;

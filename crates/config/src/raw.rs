@@ -56,6 +56,18 @@ pub struct RawGlobal {
     pub log_level: Option<Spanned<String>>,
     /// `text` or `json` (`--log-format` wins).
     pub log_format: Option<Spanned<String>>,
+    /// The DNS servers that resolve targets written by name (`"IP"` or `"IP:PORT"`); by default
+    /// those of `/etc/resolv.conf`.
+    pub resolvers: Option<Spanned<Vec<Spanned<String>>>>,
+    /// A DNS answer is asked again when its TTL runs out, clamped to `dns_ttl_min`..`dns_ttl_max`.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub dns_ttl_min: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub dns_ttl_max: Option<Spanned<String>>,
+    /// How long a name that cannot be resolved keeps its last answer before its upstream is
+    /// called degraded.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub dns_grace: Option<Spanned<String>>,
 }
 
 /// `[listeners.NAME]`.
@@ -364,7 +376,8 @@ pub struct RawUpstream {
     pub tls: Option<Spanned<RawUpstreamTls>>,
 }
 
-/// A target: `"host:port"` or `{ address = "host:port", weight = 3, backup = true }`.
+/// A target: `"host:port"`, `"dns+NAME:PORT"`, `"srv+NAME"`, or a table with one of `address`,
+/// `dns` (with `port`) or `srv`, and optionally `weight` and `backup`.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 pub enum RawTarget {
@@ -375,7 +388,12 @@ pub enum RawTarget {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawTargetTable {
-    pub address: String,
+    pub address: Option<String>,
+    /// A name whose A and AAAA records are targets (at `port`).
+    pub dns: Option<String>,
+    pub port: Option<i64>,
+    /// A name whose SRV records are targets.
+    pub srv: Option<String>,
     pub weight: Option<i64>,
     /// Only while no primary target is available.
     #[serde(default)]

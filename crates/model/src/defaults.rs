@@ -16,6 +16,13 @@ pub const CONNECT_ATTEMPTS: usize = 3;
 pub const PASSIVE_BACKOFF: Duration = Duration::from_secs(1);
 pub const PASSIVE_BACKOFF_MAX: Duration = Duration::from_secs(30);
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(2);
+/// A DNS answer is asked again when its TTL runs out, clamped to this minimum...
+pub const DNS_TTL_MIN: Duration = Duration::from_secs(1);
+/// ...and this maximum (nginx honours TTLs the same way).
+pub const DNS_TTL_MAX: Duration = Duration::from_secs(300);
+/// How long a name that cannot be resolved keeps its last answer before its upstream is
+/// called degraded.
+pub const DNS_GRACE: Duration = Duration::from_secs(30);
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 pub const CHECK_RISE: u32 = 2;
 pub const CHECK_FALL: u32 = 3;

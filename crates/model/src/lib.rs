@@ -22,6 +22,7 @@
 
 pub mod balance;
 pub mod defaults;
+pub mod discovery;
 pub mod error_pages;
 pub mod filter;
 pub mod health;

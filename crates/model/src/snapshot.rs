@@ -24,8 +24,11 @@ use crate::tls::{ListenerTls, TargetTlsName, UpstreamTls};
 pub struct Snapshot {
     /// Increases with every successful load; workers rebuild per-snapshot state when it changes.
     pub generation: u64,
-    pub listeners: Vec<Listener>,
+    /// Shared with the snapshots that DNS answers derive from this one (they change targets only).
+    pub listeners: Arc<Vec<Listener>>,
     pub upstreams: Vec<Upstream>,
+    /// How the names of targets written by name are resolved.
+    pub dns: crate::discovery::DnsSettings,
     /// Where session records go, if anywhere.
     pub session_log: Option<Arc<std::path::Path>>,
     /// How long open connections may run on after SIGTERM/SIGINT.
@@ -285,11 +288,14 @@ impl Default for HttpUpstream {
 }
 
 /// A group of interchangeable targets and how to choose among them.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Upstream {
     pub name: String,
     pub policy: BalancePolicy,
+    /// The targets written as addresses, then those the DNS answers to [`Upstream::lookups`] gave.
     pub targets: Vec<Target>,
+    /// The DNS questions some of its targets come from (none: every target is an address).
+    pub lookups: Vec<crate::discovery::Lookup>,
     /// Built for [`BalancePolicy::ConsistentHash`] only.
     pub maglev: Option<Maglev>,
     /// What consistent hashing hashes.
@@ -321,7 +327,7 @@ impl Upstream {
 }
 
 /// One backend address.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Target {
     /// As written in the config (`host:port`), for logs and records.
     pub name: String,
@@ -336,6 +342,9 @@ pub struct Target {
     pub tls_name: Option<TargetTlsName>,
     /// Traffic counters, kept across reloads for the same upstream and target name.
     pub metrics: Arc<PerWorker<TargetCells>>,
+    /// The index in [`Upstream::lookups`] of the DNS question that gave it (`None`: written as
+    /// an address).
+    pub lookup: Option<usize>,
 }
 
 /// Active TCP health checking of every target of an upstream.

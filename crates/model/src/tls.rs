@@ -167,8 +167,12 @@ impl ResolvesServerCert for SniResolver {
 }
 
 /// TLS to an upstream's targets.
+#[derive(Clone)]
 pub struct UpstreamTls {
     pub config: Arc<rustls::ClientConfig>,
+    /// The configured `sni`: the name every target's certificate is verified against, when set
+    /// (else each target's own host name).
+    pub sni: Option<TargetTlsName>,
 }
 
 impl fmt::Debug for UpstreamTls {

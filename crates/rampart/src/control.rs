@@ -25,6 +25,7 @@ use rampart_proxy::checker::FirstRound;
 use crate::admin::state::{ConfigFile, RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
+use crate::discovery::Discovery;
 use crate::logger::Logger;
 use crate::notify;
 use crate::source::{summary, Source};
@@ -63,7 +64,10 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     // The command line's worker count wins; else the first load fixes it (the config's, or one
     // per CPU). Metric cells are made per worker, so reloads keep it.
     let mut live = LiveState::new(args.workers.map(usize::from));
-    let loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
+    let mut loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
+    // Targets written by name are asked before the first request can need them.
+    let mut discovery = Discovery::new();
+    loaded.snapshot = runtime.block_on(discovery.complete(loaded.snapshot, &mut live));
     logger.start(loaded.log);
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -140,6 +144,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         history: Default::default(),
         handed_over: Default::default(),
         source_reachable,
+        dns: ArcSwap::from_pointee(discovery.status()),
     });
     let mut admin_copy = None;
     if let Some(settings) = &admin_settings {
@@ -186,6 +191,17 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                     Command::Reload(reply) => Event::Reload(Some(reply)),
                     Command::Upgrade(reply) => Event::Upgrade(Some(reply)),
                 },
+                changed = discovery.changed() => {
+                    if changed {
+                        if let Some(next) = discovery.publish(&engine.current(), &mut live) {
+                            publish_targets(next, &mut engine, &admin);
+                            checks.abort_all();
+                            checks = spawn_checks(&engine.current(), None);
+                        }
+                    }
+                    admin.dns.store(Arc::new(discovery.status()));
+                    continue;
+                }
                 _ = terminate.recv() => break Stop::Signal("SIGTERM"),
                 _ = interrupt.recv() => break Stop::Signal("SIGINT"),
             };
@@ -196,11 +212,14 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         &source,
                         &mut live,
                         &mut engine,
+                        &mut discovery,
                         &session_log,
                         &admin,
                         logger,
                         watching.as_ref(),
-                    );
+                    )
+                    .await;
+                    admin.dns.store(Arc::new(discovery.status()));
                     if matches!(outcome, ReloadOutcome::Applied { .. }) {
                         checks.abort_all();
                         checks = spawn_checks(&engine.current(), None);
@@ -329,10 +348,12 @@ async fn upgrade(
 
 /// Loads the source again and applies it (SIGHUP, `POST /api/reload`, or a change `--watch`
 /// saw); a load that succeeds gives the watcher its new list of files.
-fn reload(
+#[allow(clippy::too_many_arguments)]
+async fn reload(
     source: &Source,
     live: &mut LiveState,
     engine: &mut Engine,
+    discovery: &mut Discovery,
     session_log: &SessionLogWriter,
     admin: &AdminShared,
     logger: &Logger,
@@ -367,7 +388,10 @@ fn reload(
     let text = loaded.text;
     let log = loaded.log;
     let listeners = listener_names(&loaded.snapshot);
-    if let Err(e) = engine.apply(loaded.snapshot) {
+    let snapshot = discovery.complete(loaded.snapshot, live).await;
+    if let Err(e) = engine.apply(snapshot) {
+        // The questions stay those of the config in force.
+        discovery.follow(&engine.current());
         if let Some(failure) = BindFailure::of(&listeners, &e) {
             failure.log();
         }
@@ -396,6 +420,19 @@ fn reload(
         summary: line,
         sha256,
         revision,
+    }
+}
+
+/// Puts in force `next`: the snapshot in force with the targets new DNS answers gave.
+fn publish_targets(next: rampart_model::Snapshot, engine: &mut Engine, admin: &AdminShared) {
+    let line = summary(&next);
+    match engine.apply(next) {
+        Ok(()) => {
+            tracing::debug!(summary = line.as_str(), "dns: targets published");
+            admin.snapshot.store(engine.current());
+        }
+        // Only binding can fail, and a publish binds nothing new.
+        Err(e) => tracing::error!("dns: the new targets could not be put in force: {e}"),
     }
 }
 

@@ -5,6 +5,7 @@ mod admin;
 mod alloc;
 mod cli;
 mod control;
+mod discovery;
 mod etcd;
 mod logger;
 mod notify;
@@ -173,12 +174,13 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         ));
     }
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
+    // A target by name (dns+NAME:PORT, srv+NAME) is resolved by the running process; an address
+    // is resolved once, here.
     let targets = to
         .iter()
-        .map(|t| {
-            resolve(t)
-                .map(|addr| (t.clone(), addr))
-                .map_err(|e| format!("--to: {e}"))
+        .map(|t| match rampart_model::discovery::Query::parse(t) {
+            Some(query) => query.map(|_| t.clone()).map_err(|e| format!("--to: {e}")),
+            None => resolve(t).map(|_| t.clone()).map_err(|e| format!("--to: {e}")),
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Source::Fixed(SimpleL4 {

@@ -17,8 +17,8 @@ pub struct SimpleL4 {
     /// Speak HTTP (`rampart http`) rather than relay TCP.
     pub http: bool,
     pub bind: SocketAddr,
-    /// Targets as written and as resolved.
-    pub targets: Vec<(String, SocketAddr)>,
+    /// Targets as written: `host:port`, `dns+NAME:PORT` or `srv+NAME` (checked when compiled).
+    pub targets: Vec<String>,
     pub policy: BalancePolicy,
     pub session_log: Option<std::path::PathBuf>,
     /// Certificate chains and keys to terminate TLS with (`--tls-cert`/`--tls-key` pairs).
@@ -159,7 +159,7 @@ impl SimpleL4 {
         w.push("\n");
         if !self.targets.is_empty() {
             w.push("[upstreams.default]\ntargets = [");
-            for (i, (name, _)) in self.targets.iter().enumerate() {
+            for (i, name) in self.targets.iter().enumerate() {
                 if i > 0 {
                     w.push(", ");
                 }
@@ -212,7 +212,7 @@ mod tests {
         SimpleL4 {
             http: true,
             bind: "127.0.0.1:0".parse().unwrap(),
-            targets: vec![("127.0.0.1:9".into(), "127.0.0.1:9".parse().unwrap())],
+            targets: vec!["127.0.0.1:9".into()],
             policy: BalancePolicy::RoundRobin,
             session_log: None,
             tls: vec![("missing.pem".into(), "missing.key".into())],

@@ -183,12 +183,8 @@ impl LiveState {
     /// Forgets state that `snapshot` no longer uses.
     pub(super) fn keep_only(&mut self, snapshot: &Snapshot) {
         self.filter_slots.commit();
-        self.health.retain(|(up, addr), _| {
-            snapshot
-                .upstreams
-                .iter()
-                .any(|u| &u.name == up && u.targets.iter().any(|t| &t.addr == addr))
-        });
+        // Targets found by DNS come back when the answers are published: keep their state.
+        self.forget_targets(snapshot, true);
         self.open
             .retain(|bind, _| snapshot.listeners.iter().any(|l| l.bind == Some(*bind)));
         self.tls.retain(|bind, _| {
@@ -228,8 +224,19 @@ impl LiveState {
                 .is_some_and(|t| r.is_empty() || t.routes.iter().any(|route| &route.name == r))
         });
         m.upstreams.retain(|name, _| upstream(name).is_some());
-        m.targets
-            .retain(|(u, t), _| upstream(u).is_some_and(|u| u.targets.iter().any(|x| &x.name == t)));
+    }
+
+    /// Forgets the health and counters of targets that `snapshot` no longer has; with
+    /// `keep_discovered`, those of any target of an upstream with DNS lookups are kept (a load
+    /// compiles such upstreams without the targets the answers give).
+    pub(super) fn forget_targets(&mut self, snapshot: &Snapshot, keep_discovered: bool) {
+        let upstream = |name: &str| snapshot.upstreams.iter().find(|u| u.name == name);
+        let kept = |u: &rampart_model::Upstream| keep_discovered && !u.lookups.is_empty();
+        self.health
+            .retain(|(up, addr), _| upstream(up).is_some_and(|u| kept(u) || u.targets.iter().any(|t| &t.addr == addr)));
+        self.metrics
+            .targets
+            .retain(|(up, t), _| upstream(up).is_some_and(|u| kept(u) || u.targets.iter().any(|x| &x.name == t)));
     }
 }
 

@@ -458,10 +458,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
     let spec = SimpleL4 {
         http: true,
         bind: "127.0.0.1:8080".parse().unwrap(),
-        targets: vec![
-            ("app.invalid:3000".to_string(), "127.0.0.1:3000".parse().unwrap()),
-            ("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap()),
-        ],
+        targets: vec!["app.invalid:3000".to_string(), "127.0.0.1:3001".to_string()],
         policy: BalancePolicy::ConsistentHash,
         session_log: None,
         tls: vec![("certs/a b.pem".into(), "certs/a.key".into())],
@@ -493,7 +490,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
     assert!(errors.lines().all(|l| l.starts_with("--")), "{errors}");
 
     let spec = SimpleL4 {
-        targets: vec![("127.0.0.1:3001".to_string(), "127.0.0.1:3001".parse().unwrap())],
+        targets: vec!["127.0.0.1:3001".to_string()],
         tls: Vec::new(),
         access_log: None,
         ..spec

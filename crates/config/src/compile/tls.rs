@@ -410,6 +410,7 @@ impl Checker<'_> {
         Some((
             UpstreamTls {
                 config: Arc::new(config),
+                sni,
             },
             names,
         ))

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use rampart_model::balance::{BalancePolicy, HashKey};
+use rampart_model::discovery::{Lookup, Query};
 use rampart_model::{HealthCheck, HttpCheck, HttpUpstream, PassiveHealth, Target, Upstream, UpstreamProtocol};
 use rampart_proto::proxy_protocol::ProxyVersion;
 
@@ -10,6 +11,7 @@ use super::wire::is_token;
 use super::{build_maglev, resolve, Checker, LiveState};
 use crate::raw::{RawTarget, RawUpstream};
 use rampart_model::defaults;
+use toml::Spanned;
 
 impl Checker<'_> {
     pub(super) fn upstream(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> Option<Upstream> {
@@ -40,38 +42,7 @@ impl Checker<'_> {
                 format!("every target of upstream `{name}` is a backup: backups stand in for primary targets, so at least one must not be"),
             );
         }
-        let mut targets = Vec::new();
-        for t in up.targets.get_ref() {
-            let (address, weight, backup) = match t.get_ref() {
-                RawTarget::Address(a) => (a.as_str(), 1, false),
-                RawTarget::Detailed(d) => (d.address.as_str(), d.weight.unwrap_or(1), d.backup),
-            };
-            if !(1..=1000).contains(&weight) {
-                self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
-                continue;
-            }
-            match resolve(address) {
-                Ok(addr) => {
-                    if targets.iter().any(|x: &Target| x.addr == addr) {
-                        self.error(
-                            t.span(),
-                            format!("target `{address}` is listed twice in upstream `{name}`"),
-                        );
-                        continue;
-                    }
-                    targets.push(Target {
-                        name: address.to_string(),
-                        addr,
-                        weight: weight as u32,
-                        backup,
-                        health: live.target_health(name, addr),
-                        tls_name: None,
-                        metrics: live.target_metrics(name, address),
-                    })
-                }
-                Err(e) => self.error(t.span(), e),
-            }
-        }
+        let (mut targets, lookups) = self.targets(name, up, live);
         let connect_timeout = self.duration(&up.connect_timeout, defaults::CONNECT_TIMEOUT);
         let connect_attempts = up
             .connect_attempts
@@ -179,6 +150,7 @@ impl Checker<'_> {
             name: name.to_string(),
             policy,
             targets,
+            lookups,
             maglev,
             hash_key,
             connect_timeout,
@@ -190,6 +162,98 @@ impl Checker<'_> {
             tls,
             metrics: live.upstream_metrics(name),
         })
+    }
+
+    /// The targets written as addresses (resolved now, once) and the DNS questions of those
+    /// written by name (asked by the control plane, which publishes what they answer).
+    fn targets(&mut self, name: &str, up: &RawUpstream, live: &mut LiveState) -> (Vec<Target>, Vec<Lookup>) {
+        let mut targets: Vec<Target> = Vec::new();
+        let mut lookups: Vec<Lookup> = Vec::new();
+        for t in up.targets.get_ref() {
+            let Some((spec, weight, backup)) = self.target_spec(t) else {
+                continue;
+            };
+            if !(1..=1000).contains(&weight) {
+                self.error(t.span(), format!("weight {weight} is out of range (1 to 1000)"));
+                continue;
+            }
+            match spec {
+                TargetSpec::Lookup(query) => {
+                    if lookups.iter().any(|l| l.query == query) {
+                        self.error(
+                            t.span(),
+                            format!("target `{query}` is listed twice in upstream `{name}`"),
+                        );
+                        continue;
+                    }
+                    lookups.push(Lookup {
+                        query,
+                        weight: weight as u32,
+                        backup,
+                    });
+                }
+                TargetSpec::Address(address) => match resolve(&address) {
+                    Ok(addr) => {
+                        if targets.iter().any(|x| x.addr == addr) {
+                            self.error(
+                                t.span(),
+                                format!("target `{address}` is listed twice in upstream `{name}`"),
+                            );
+                            continue;
+                        }
+                        targets.push(Target {
+                            metrics: live.target_metrics(name, &address),
+                            name: address,
+                            addr,
+                            weight: weight as u32,
+                            backup,
+                            health: live.target_health(name, addr),
+                            tls_name: None,
+                            lookup: None,
+                        })
+                    }
+                    Err(e) => self.error(t.span(), e),
+                },
+            }
+        }
+        (targets, lookups)
+    }
+
+    /// What one target names, with its weight and whether it is a backup.
+    fn target_spec(&mut self, t: &Spanned<RawTarget>) -> Option<(TargetSpec, i64, bool)> {
+        let spec = |text: &str| match Query::parse(text) {
+            None => Ok(TargetSpec::Address(text.to_string())),
+            Some(q) => q.map(TargetSpec::Lookup),
+        };
+        let (spec, weight, backup) = match t.get_ref() {
+            RawTarget::Address(a) => (spec(a), 1, false),
+            RawTarget::Detailed(d) => {
+                let spec = match (&d.address, &d.dns, &d.port, &d.srv) {
+                    (Some(a), None, None, None) => spec(a),
+                    (None, Some(dns), Some(port), None) => match u16::try_from(*port) {
+                        Ok(port) if port > 0 => Query::host(dns, port).map(TargetSpec::Lookup),
+                        _ => Err(format!("port {port} is out of range (1 to 65535)")),
+                    },
+                    (None, Some(dns), None, None) => Err(format!("`dns = \"{dns}\"` needs a `port`")),
+                    (None, None, None, Some(_)) if d.weight.is_some() => Err(
+                        "`weight` does not apply to an `srv` target: its records carry their own weights".to_string(),
+                    ),
+                    (None, None, None, Some(srv)) => Query::srv(srv).map(TargetSpec::Lookup),
+                    (None, None, None, None) => {
+                        Err("a target needs `address`, `dns` (with `port`) or `srv`".to_string())
+                    }
+                    _ => Err("a target has one of `address`, `dns` (with `port`) or `srv`".to_string()),
+                };
+                (spec, d.weight.unwrap_or(1), d.backup)
+            }
+        };
+        match spec {
+            Ok(spec) => Some((spec, weight, backup)),
+            Err(e) => {
+                self.error(t.span(), e);
+                None
+            }
+        }
     }
 
     /// `protocol`: `"http1"` (the default), `"h2c"`, `"h2"` (needs `tls`) or `"auto"`.
@@ -255,4 +319,10 @@ fn parse_status_range(s: &str) -> Option<(u16, u16)> {
     let (lo, hi) = s.split_once('-').unwrap_or((s, s));
     let (lo, hi) = (lo.trim().parse::<u16>().ok()?, hi.trim().parse::<u16>().ok()?);
     ((100..=599).contains(&lo) && (lo..=599).contains(&hi)).then_some((lo, hi))
+}
+
+/// A target as written: an address, or a DNS question.
+enum TargetSpec {
+    Address(String),
+    Lookup(Query),
 }

@@ -180,11 +180,23 @@ fn upstreams(shared: &AdminShared) -> Answer {
         let target = totals.and_then(|u| u.targets.iter().find(|t| t.name == target));
         target.map_or(0, |t| t.errors.iter().sum())
     };
+    let dns = shared.dns.load();
     let upstreams: Vec<Value> = snapshot
         .upstreams
         .iter()
         .zip(&traffic.upstreams)
         .map(|(u, totals)| {
+            let lookups: Vec<Value> = dns
+                .of_upstream(&u.name)
+                .map(|(query, entry)| {
+                    json!({
+                        "target": query.to_string(),
+                        "addresses": entry.found.as_ref().map(|f| f.iter().map(|a| a.addr.to_string()).collect::<Vec<_>>()),
+                        "state": entry.state(),
+                        "error": entry.error,
+                    })
+                })
+                .collect();
             let targets: Vec<Value> = u
                 .targets
                 .iter()
@@ -220,6 +232,8 @@ fn upstreams(shared: &AdminShared) -> Answer {
                 "retries_total": totals.retries,
                 "no_target_total": totals.no_target,
                 "targets": targets,
+                "dns": lookups,
+                "dns_degraded": dns.of_upstream(&u.name).any(|(_, e)| e.degraded),
             })
         })
         .collect();

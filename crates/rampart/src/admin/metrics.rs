@@ -68,6 +68,31 @@ pub fn render(shared: &AdminShared) -> String {
         );
     }
 
+    let dns = shared.dns.load();
+    if !dns.entries.is_empty() {
+        let degraded = Family::<Labels, Gauge>::default();
+        let addresses = Family::<Labels, Gauge>::default();
+        for (query, entry) in &dns.entries {
+            for upstream in &entry.upstreams {
+                let labels = vec![("upstream", upstream.clone()), ("target", query.to_string())];
+                degraded.get_or_create(&labels).set(i64::from(entry.degraded));
+                addresses
+                    .get_or_create(&labels)
+                    .set(entry.found.as_ref().map_or(0, |f| f.len() as i64));
+            }
+        }
+        registry.register(
+            "rampart_upstream_dns_degraded",
+            "1 while a target written by name has failed to resolve for longer than dns_grace (its last answer is still used)",
+            degraded,
+        );
+        registry.register(
+            "rampart_upstream_dns_addresses",
+            "The addresses the last answer for a target written by name gave",
+            addresses,
+        );
+    }
+
     let snapshot = shared.snapshot.load();
     let up = Family::<Labels, Gauge>::default();
     let drained = Family::<Labels, Gauge>::default();
@@ -92,7 +117,7 @@ pub fn render(shared: &AdminShared) -> String {
     );
 
     let expiry = Family::<Labels, Gauge>::default();
-    for listener in &snapshot.listeners {
+    for listener in snapshot.listeners.iter() {
         for cert in listener.tls.iter().flat_map(|t| t.certificate_info.iter()) {
             let labels = vec![("listener", listener.name.clone()), ("certificate", cert.file.clone())];
             expiry.get_or_create(&labels).set(cert.not_after_unix() as i64);

@@ -33,6 +33,8 @@ pub struct AdminShared {
     pub handed_over: tokio::sync::Notify,
     /// Whether the config's source answered its last read (a config from etcd only).
     pub source_reachable: Option<Arc<AtomicBool>>,
+    /// The DNS questions of targets written by name, and what they answered.
+    pub dns: ArcSwap<crate::discovery::DnsStatus>,
 }
 
 impl AdminShared {

@@ -97,7 +97,7 @@ impl TrafficTotals {
     /// Sums every worker's cells of `snapshot`'s listeners, routes, upstreams and targets.
     pub fn read(snapshot: &Snapshot) -> TrafficTotals {
         let mut totals = TrafficTotals::default();
-        for listener in &snapshot.listeners {
+        for listener in snapshot.listeners.iter() {
             let cells = &listener.metrics;
             let mut session_duration = HistogramTotal::default();
             cells

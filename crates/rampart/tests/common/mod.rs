@@ -2,6 +2,7 @@
 //! taken from the proxy's own log lines (never from sleeping).
 #![allow(dead_code)]
 
+pub mod dns;
 pub mod http;
 pub mod scrape;
 pub mod servers;

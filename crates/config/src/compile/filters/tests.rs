@@ -20,7 +20,7 @@ fn compile_with(src: &str, live: &mut LiveState) -> Result<Compiled, Vec<String>
 
 fn routes(src: &str) -> Vec<Route> {
     let compiled = compile_with(src, &mut LiveState::default()).unwrap();
-    let mut listeners = compiled.snapshot.listeners;
+    let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
         ListenerProtocol::Http(h) => h.routes,
         ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),

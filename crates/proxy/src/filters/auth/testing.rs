@@ -69,7 +69,8 @@ impl RawRequest {
 pub(crate) fn worker() -> WorkerContext {
     let snapshot = Snapshot {
         generation: 1,
-        listeners: Vec::new(),
+        listeners: Default::default(),
+        dns: Default::default(),
         upstreams: Vec::new(),
         session_log: None,
         drain_timeout: Duration::from_secs(1),

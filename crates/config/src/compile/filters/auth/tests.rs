@@ -1,4 +1,5 @@
 use std::path::Path;
+use std::sync::Arc;
 
 use rampart_model::filter::Filter;
 use rampart_model::route::Route;
@@ -20,7 +21,7 @@ fn compile(dir: &Path, filters: &str) -> Result<Vec<Route>, Vec<String>> {
     let (file, src) = config_file(dir, filters);
     let compiled = compile_toml(&file, &src, &mut LiveState::default())
         .map_err(|e| e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
-    let mut listeners = compiled.snapshot.listeners;
+    let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
         ListenerProtocol::Http(h) => Ok(h.routes),
         ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),

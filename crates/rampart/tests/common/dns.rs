@@ -1,0 +1,124 @@
+//! A real DNS server for the tests of targets written by name: BIND 9's `named` (Debian
+//! `bind9`, installed by scripts/servers) serving one zone, `fleet.test`, on 127.0.0.1, its
+//! records changed while it runs with `nsupdate` (`bind9-dnsutils`).
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use super::{free_port, WAIT};
+
+/// The zone every test server serves.
+pub const ZONE: &str = "fleet.test";
+
+/// `named` on a free port of 127.0.0.1, its files in a directory of its own; killed when dropped.
+pub struct DnsServer {
+    child: Option<Child>,
+    pub port: u16,
+    dir: tempfile::TempDir,
+}
+
+impl DnsServer {
+    /// Serves `fleet.test` with `records` (zone-file lines such as `api 1 IN A 127.0.0.2`, names
+    /// relative to the zone) and waits until it says it is running.
+    pub fn start(records: &str) -> DnsServer {
+        super::servers::installed();
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path().display();
+        let zone = format!(
+            "$TTL 1\n@ IN SOA ns.{ZONE}. admin.{ZONE}. 1 60 60 600 1\n@ IN NS ns.{ZONE}.\nns IN A 127.0.0.1\n{records}\n"
+        );
+        std::fs::write(dir.path().join("zone"), zone).unwrap();
+        let port = free_port();
+        let conf = format!(
+            "options {{\n  directory \"{d}\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
+             pid-file \"{d}/named.pid\";\n  session-keyfile \"{d}/session.key\";\n  recursion no;\n  \
+             dnssec-validation no;\n  allow-query {{ any; }};\n}};\ncontrols {{ }};\n\
+             zone \"{ZONE}\" {{ type primary; file \"{d}/zone\"; allow-update {{ 127.0.0.1; }}; }};\n"
+        );
+        std::fs::write(dir.path().join("named.conf"), conf).unwrap();
+        let mut server = DnsServer { child: None, port, dir };
+        server.run();
+        server
+    }
+
+    /// Starts `named` (again, on the same port, with the records it had) and waits for its
+    /// "running" line.
+    pub fn run(&mut self) {
+        let log_path = self.dir.path().join("named.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new(named())
+            .args(["-g", "-n", "1", "-c"])
+            .arg(self.dir.path().join("named.conf"))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("named starts (scripts/servers installs bind9)");
+        self.child = Some(child);
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if text.lines().any(|l| l.ends_with(" running")) {
+                return;
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("named exited ({status}):\n{text}");
+            }
+            assert!(Instant::now() < deadline, "named not running:\n{text}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Applies `updates` in one dynamic update: lines such as
+    /// `add api.fleet.test. 1 A 127.0.0.3` or `delete api.fleet.test. A 127.0.0.2`.
+    pub fn update(&self, updates: &[&str]) {
+        let mut script = format!("server 127.0.0.1 {}\nzone {ZONE}.\n", self.port);
+        for u in updates {
+            script.push_str(&format!("update {u}\n"));
+        }
+        script.push_str("send\n");
+        let mut child = Command::new("nsupdate")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("nsupdate runs (scripts/servers installs bind9-dnsutils)");
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "nsupdate failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Stops the server (its port then answers nothing).
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// `resolvers = [...]` for a `[global]` table.
+    pub fn resolvers(&self) -> String {
+        format!("resolvers = [\"127.0.0.1:{}\"]", self.port)
+    }
+}
+
+fn named() -> &'static Path {
+    if Path::new("/usr/sbin/named").exists() {
+        Path::new("/usr/sbin/named")
+    } else {
+        Path::new("named")
+    }
+}
+
+impl Drop for DnsServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

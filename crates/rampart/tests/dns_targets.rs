@@ -1,0 +1,317 @@
+//! Targets written by name, resolved by a real DNS server (BIND 9) whose records the tests
+//! change while traffic flows: addresses join and leave without a reload, none of the requests
+//! fails, a name with no address answers 503, and a server that stops answering leaves the last
+//! answer in use and the upstream degraded after the grace period.
+
+mod common;
+
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::atomic::AtomicBool as Flag;
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use common::dns::DnsServer;
+use common::http::{read_response, HttpBackend, Reply};
+use common::{free_port, write_file, Rampart, WAIT};
+
+/// Backends on 127.0.0.2 and 127.0.0.3 at one port (an A record gives an address, the target
+/// its port), each answering with its own name.
+fn two_backends() -> (u16, HttpBackend, HttpBackend) {
+    loop {
+        let a = TcpListener::bind("127.0.0.2:0").unwrap();
+        let port = a.local_addr().unwrap().port();
+        drop(a);
+        let (Ok(_), Ok(_)) = (
+            TcpListener::bind(("127.0.0.2", port)),
+            TcpListener::bind(("127.0.0.3", port)),
+        ) else {
+            continue;
+        };
+        let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
+        return (
+            port,
+            HttpBackend::start_on(
+                at("127.0.0.2"),
+                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nA"),
+            ),
+            HttpBackend::start_on(
+                at("127.0.0.3"),
+                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nB"),
+            ),
+        );
+    }
+}
+
+/// Requests sent one after another over keep-alive connections until stopped: what answered each.
+struct Load {
+    stop: Arc<Flag>,
+    answers: Receiver<String>,
+    seen: Vec<String>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(port: u16) -> Load {
+        let stop = Arc::new(Flag::new(false));
+        let (out, answers) = channel();
+        let s = stop.clone();
+        let thread = thread::spawn(move || {
+            let mut conn: Option<TcpStream> = None;
+            while !s.load(Ordering::Relaxed) {
+                let stream = conn.get_or_insert_with(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
+                stream.set_read_timeout(Some(WAIT)).unwrap();
+                let outcome = match stream.write_all(b"GET / HTTP/1.1\r\nHost: app\r\n\r\n") {
+                    Ok(()) => {
+                        let (status, head, body) = read_response(stream);
+                        if head.to_ascii_lowercase().contains("connection: close") {
+                            conn = None;
+                        }
+                        if status == 200 {
+                            String::from_utf8_lossy(&body).into_owned()
+                        } else {
+                            format!("status {status}")
+                        }
+                    }
+                    Err(e) => format!("write failed: {e}"),
+                };
+                out.send(outcome).unwrap();
+            }
+        });
+        Load {
+            stop,
+            answers,
+            seen: Vec::new(),
+            thread: Some(thread),
+        }
+    }
+
+    fn count(&mut self) -> usize {
+        self.seen.extend(self.answers.try_iter());
+        self.seen.len()
+    }
+
+    /// Waits until `ok` holds for the answers since answer `from`; how long that took.
+    fn wait_until(&mut self, from: usize, what: &str, ok: impl Fn(&[String]) -> bool) -> Duration {
+        let started = Instant::now();
+        loop {
+            self.count();
+            if ok(&self.seen[from..]) {
+                return started.elapsed();
+            }
+            assert!(started.elapsed() < WAIT, "{what}: not within {WAIT:?}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Every answer, once stopped.
+    fn finish(mut self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.take().unwrap().join().unwrap();
+        self.count();
+        std::mem::take(&mut self.seen)
+    }
+}
+
+/// Upstream `app` in `/api/upstreams` once `ok` holds for it (the admin API shows what the
+/// control plane stored just after it logged it).
+fn upstream_when(admin: u16, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
+        let app = upstreams["upstreams"][0].clone();
+        if ok(&app) {
+            return app;
+        }
+        assert!(Instant::now() < deadline, "not within {WAIT:?}: {app}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn gateway(dir: &std::path::Path, dns: &DnsServer, global: &str, targets: &str) -> (Rampart, u16, u16) {
+    let (port, admin) = (free_port(), free_port());
+    let cfg = format!(
+        "[global]\n{}\n{global}\n\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [{targets}]\n",
+        dns.resolvers()
+    );
+    let path = write_file(dir, "dns.toml", &cfg);
+    (
+        Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]),
+        port,
+        admin,
+    )
+}
+
+#[test]
+fn addresses_join_and_leave_with_their_records_while_traffic_flows() {
+    let (backend_port, _a, _b) = two_backends();
+    let dns = DnsServer::start("api 1 IN A 127.0.0.2");
+    let dir = tempfile::tempdir().unwrap();
+    let target = format!("{{ dns = \"api.fleet.test\", port = {backend_port} }}");
+    let (mut proxy, port, admin) = gateway(dir.path(), &dns, "", &target);
+    let mut load = Load::start(port);
+    load.wait_until(0, "the first answer", |seen| seen.iter().any(|s| s == "A"));
+
+    // A second address: both take requests within the record's TTL (1 s) + 1 s.
+    let from = load.count();
+    dns.update(&["add api.fleet.test. 1 A 127.0.0.3"]);
+    let joined = load.wait_until(from, "127.0.0.3 takes requests", |seen| seen.iter().any(|s| s == "B"));
+    assert!(joined <= Duration::from_secs(2), "an added address took {joined:?}");
+    let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
+    let app = &upstreams["upstreams"][0];
+    assert_eq!(app["dns"][0]["target"], format!("dns+api.fleet.test:{backend_port}"));
+    assert_eq!(app["dns"][0]["state"], "resolved");
+    assert_eq!(app["targets"].as_array().unwrap().len(), 2, "{app}");
+
+    // The first address leaves: it drains, and gets nothing new after the TTL + 1 s.
+    dns.update(&["delete api.fleet.test. A 127.0.0.2"]);
+    let removed_at = load.count();
+    let left = load.wait_until(removed_at, "127.0.0.2 leaves", |seen| {
+        let last_a = seen.iter().rposition(|s| s == "A");
+        seen.len() - last_a.map_or(0, |i| i + 1) >= 50
+    });
+    assert!(
+        left <= Duration::from_secs(3),
+        "a removed address took {left:?} to leave"
+    );
+    eprintln!("an added address took {joined:?} to take requests; a removed one {left:?} to leave (50 answers after)");
+    let answers = load.finish();
+    let failed: Vec<&String> = answers.iter().filter(|s| *s != "A" && *s != "B").collect();
+    assert!(failed.is_empty(), "failed requests: {failed:?}");
+    proxy.stop();
+    let log = proxy.log.join("\n");
+    assert!(!log.contains("reloaded"), "no reload: {log}");
+    assert!(log.contains("dns: dns+api.fleet.test"), "{log}");
+}
+
+#[test]
+fn srv_records_give_ports_priorities_and_weights() {
+    let (one, two) = (
+        HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n1")),
+        HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\n2")),
+    );
+    let records = format!(
+        "one 1 IN A 127.0.0.1\ntwo 1 IN A 127.0.0.1\n\
+         _http._tcp.api 1 IN SRV 10 3000 {} one\n_http._tcp.api 1 IN SRV 20 600 {} two",
+        one.addr.port(),
+        two.addr.port()
+    );
+    let dns = DnsServer::start(&records);
+    let dir = tempfile::tempdir().unwrap();
+    let (mut proxy, port, admin) = gateway(dir.path(), &dns, "", "\"srv+_http._tcp.api.fleet.test\"");
+    let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
+    let targets = upstreams["upstreams"][0]["targets"].as_array().unwrap().clone();
+    let shown: Vec<(String, u64, bool)> = targets
+        .iter()
+        .map(|t| {
+            (
+                t["address"].as_str().unwrap().to_string(),
+                t["weight"].as_u64().unwrap(),
+                t["backup"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    let mut want = vec![(one.target(), 1000, false), (two.target(), 200, true)];
+    want.sort();
+    let mut shown_sorted = shown.clone();
+    shown_sorted.sort();
+    assert_eq!(
+        shown_sorted, want,
+        "the SRV weights scaled to 1..1000, the later priority a backup"
+    );
+
+    let mut load = Load::start(port);
+    load.wait_until(0, "ten answers", |seen| seen.len() >= 10);
+    // The first priority gone, the backup takes the traffic.
+    dns.update(&[&format!(
+        "delete _http._tcp.api.fleet.test. SRV 10 3000 {} one.fleet.test.",
+        one.addr.port()
+    )]);
+    let from = load.count();
+    load.wait_until(from, "the second priority takes over", |seen| {
+        seen.len() >= 20 && seen[seen.len() - 20..].iter().all(|s| s == "2")
+    });
+    let answers = load.finish();
+    assert!(answers.iter().all(|s| s == "1" || s == "2"), "{answers:?}");
+    assert!(answers[..10].iter().all(|s| s == "1"), "the backup waits: {answers:?}");
+    proxy.stop();
+}
+
+#[test]
+fn no_address_is_503_and_a_silent_server_leaves_the_last_answer_degraded() {
+    let backend = HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+    let mut dns = DnsServer::start("api 1 IN A 127.0.0.1");
+    let dir = tempfile::tempdir().unwrap();
+    let port = backend.addr.port();
+    let (proxy, web, admin) = gateway(
+        dir.path(),
+        &dns,
+        "dns_grace = \"1s\"",
+        &format!("\"dns+api.fleet.test:{port}\", \"dns+nothing.fleet.test:{port}\""),
+    );
+    let get = || {
+        let mut s = TcpStream::connect(("127.0.0.1", web)).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut s).0
+    };
+    assert_eq!(get(), 200);
+    let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
+    let lookups = upstreams["upstreams"][0]["dns"].as_array().unwrap().clone();
+    let nothing = lookups
+        .iter()
+        .find(|l| l["target"].as_str().unwrap().contains("nothing"))
+        .unwrap();
+    assert_eq!(nothing["addresses"], serde_json::json!([]), "{lookups:?}");
+
+    // A name that is all there is and has no address: 503, not a crash.
+    drop(proxy);
+    let (mut alone, alone_port, _) = gateway(dir.path(), &dns, "", &format!("\"dns+nothing.fleet.test:{port}\""));
+    let mut s = TcpStream::connect(("127.0.0.1", alone_port)).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    assert_eq!(read_response(&mut s).0, 503);
+    alone.stop();
+
+    // The server stops answering: the last answer stays in use, then the upstream is degraded.
+    let (mut proxy, web, admin) = gateway(
+        dir.path(),
+        &dns,
+        "dns_grace = \"1s\"",
+        &format!("\"dns+api.fleet.test:{port}\""),
+    );
+    dns.stop();
+    let get = || {
+        let mut s = TcpStream::connect(("127.0.0.1", web)).unwrap();
+        s.write_all(b"GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        read_response(&mut s).0
+    };
+    proxy.wait_for("degraded");
+    let app = upstream_when(admin, |app| app["dns_degraded"] == true);
+    assert_eq!(app["dns"][0]["state"], "degraded");
+    assert_eq!(get(), 200, "the last answer is still in use");
+    let samples = common::scrape::scrape(admin);
+    let target = format!("dns+api.fleet.test:{port}");
+    let labels = [("upstream", "app"), ("target", target.as_str())];
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_upstream_dns_degraded", &labels),
+        1.0
+    );
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_upstream_dns_addresses", &labels),
+        1.0
+    );
+    // It answers again: no longer degraded.
+    dns.run();
+    proxy.wait_for("answers again");
+    let app = upstream_when(admin, |app| app["dns_degraded"] == false);
+    assert_eq!(app["dns"][0]["state"], "resolved");
+    assert_eq!(get(), 200);
+    proxy.stop();
+}
