@@ -6,115 +6,14 @@
 mod common;
 
 use std::io::Write;
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::Ordering;
-use std::sync::atomic::AtomicBool as Flag;
-use std::sync::mpsc::{channel, Receiver};
-use std::sync::Arc;
+use std::net::TcpStream;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use common::dns::DnsServer;
 use common::http::{read_response, HttpBackend, Reply};
+use common::load::{two_backends, Load};
 use common::{free_port, write_file, Rampart, WAIT};
-
-/// Backends on 127.0.0.2 and 127.0.0.3 at one port (an A record gives an address, the target
-/// its port), each answering with its own name.
-fn two_backends() -> (u16, HttpBackend, HttpBackend) {
-    loop {
-        let a = TcpListener::bind("127.0.0.2:0").unwrap();
-        let port = a.local_addr().unwrap().port();
-        drop(a);
-        let (Ok(_), Ok(_)) = (
-            TcpListener::bind(("127.0.0.2", port)),
-            TcpListener::bind(("127.0.0.3", port)),
-        ) else {
-            continue;
-        };
-        let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
-        return (
-            port,
-            HttpBackend::start_on(
-                at("127.0.0.2"),
-                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nA"),
-            ),
-            HttpBackend::start_on(
-                at("127.0.0.3"),
-                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nB"),
-            ),
-        );
-    }
-}
-
-/// Requests sent one after another over keep-alive connections until stopped: what answered each.
-struct Load {
-    stop: Arc<Flag>,
-    answers: Receiver<String>,
-    seen: Vec<String>,
-    thread: Option<thread::JoinHandle<()>>,
-}
-
-impl Load {
-    fn start(port: u16) -> Load {
-        let stop = Arc::new(Flag::new(false));
-        let (out, answers) = channel();
-        let s = stop.clone();
-        let thread = thread::spawn(move || {
-            let mut conn: Option<TcpStream> = None;
-            while !s.load(Ordering::Relaxed) {
-                let stream = conn.get_or_insert_with(|| TcpStream::connect(("127.0.0.1", port)).unwrap());
-                stream.set_read_timeout(Some(WAIT)).unwrap();
-                let outcome = match stream.write_all(b"GET / HTTP/1.1\r\nHost: app\r\n\r\n") {
-                    Ok(()) => {
-                        let (status, head, body) = read_response(stream);
-                        if head.to_ascii_lowercase().contains("connection: close") {
-                            conn = None;
-                        }
-                        if status == 200 {
-                            String::from_utf8_lossy(&body).into_owned()
-                        } else {
-                            format!("status {status}")
-                        }
-                    }
-                    Err(e) => format!("write failed: {e}"),
-                };
-                out.send(outcome).unwrap();
-            }
-        });
-        Load {
-            stop,
-            answers,
-            seen: Vec::new(),
-            thread: Some(thread),
-        }
-    }
-
-    fn count(&mut self) -> usize {
-        self.seen.extend(self.answers.try_iter());
-        self.seen.len()
-    }
-
-    /// Waits until `ok` holds for the answers since answer `from`; how long that took.
-    fn wait_until(&mut self, from: usize, what: &str, ok: impl Fn(&[String]) -> bool) -> Duration {
-        let started = Instant::now();
-        loop {
-            self.count();
-            if ok(&self.seen[from..]) {
-                return started.elapsed();
-            }
-            assert!(started.elapsed() < WAIT, "{what}: not within {WAIT:?}");
-            thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Every answer, once stopped.
-    fn finish(mut self) -> Vec<String> {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().unwrap().join().unwrap();
-        self.count();
-        std::mem::take(&mut self.seen)
-    }
-}
 
 /// Upstream `app` in `/api/upstreams` once `ok` holds for it (the admin API shows what the
 /// control plane stored just after it logged it).
@@ -154,7 +53,7 @@ fn addresses_join_and_leave_with_their_records_while_traffic_flows() {
     let dir = tempfile::tempdir().unwrap();
     let target = format!("{{ dns = \"api.fleet.test\", port = {backend_port} }}");
     let (mut proxy, port, admin) = gateway(dir.path(), &dns, "", &target);
-    let mut load = Load::start(port);
+    let mut load = Load::start(&[port]);
     load.wait_until(0, "the first answer", |seen| seen.iter().any(|s| s == "A"));
 
     // A second address: both take requests within the record's TTL (1 s) + 1 s.
@@ -225,7 +124,7 @@ fn srv_records_give_ports_priorities_and_weights() {
         "the SRV weights scaled to 1..1000, the later priority a backup"
     );
 
-    let mut load = Load::start(port);
+    let mut load = Load::start(&[port]);
     load.wait_until(0, "ten answers", |seen| seen.len() >= 10);
     // The first priority gone, the backup takes the traffic.
     dns.update(&[&format!(

@@ -4,6 +4,7 @@
 
 pub mod dns;
 pub mod http;
+pub mod load;
 pub mod scrape;
 pub mod servers;
 pub mod tls;
