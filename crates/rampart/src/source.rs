@@ -111,7 +111,6 @@ impl Source {
                 let name = path.display().to_string();
                 let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read hosts file: {e}"))?;
                 let targets = hosts::parse_hosts(&name, &text).map_err(|e| e.to_string())?;
-                let targets = targets.into_iter().map(|(written, _)| written).collect();
                 let bind = parse_bind(bind)?;
                 let spec = SimpleL4 {
                     http: false,
