@@ -147,6 +147,10 @@ pub struct RunSource {
     /// reached.
     #[arg(long = "state-dir", value_name = "DIR", requires = "etcd")]
     pub state_dir: Option<PathBuf>,
+    /// Answer /readyz with 503 while etcd cannot be reached (by default an instance serving its
+    /// last good config stays ready).
+    #[arg(long = "ready-requires-etcd", requires = "etcd")]
+    pub ready_requires_etcd: bool,
     #[command(flatten)]
     pub etcd_auth: EtcdAuth,
 }

@@ -140,6 +140,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         history: Default::default(),
         handed_over: Default::default(),
         source_reachable,
+        ready_requires_source: source.ready_requires_source(),
     });
     let mut admin_copy = None;
     if let Some(settings) = &admin_settings {

@@ -235,6 +235,7 @@ fn run_source(file: &cli::RunSource, engine: &cli::EngineArgs, watch: bool) -> a
     Ok(Source::Etcd {
         url,
         store: std::sync::Arc::new(store),
+        ready_requires_etcd: file.ready_requires_etcd,
         state_dir: file.state_dir.clone(),
         session_log: engine.session_log.clone(),
     })

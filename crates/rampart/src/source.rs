@@ -40,6 +40,8 @@ pub enum Source {
         url: String,
         /// The client (shared with the watch: one login per process).
         store: Arc<crate::etcd::Etcd>,
+        /// `--ready-requires-etcd`: not ready while etcd cannot be reached.
+        ready_requires_etcd: bool,
         /// Where the last config applied from etcd is kept (`--state-dir`).
         state_dir: Option<PathBuf>,
         session_log: Option<PathBuf>,
@@ -189,6 +191,17 @@ impl Source {
             Source::Fixed(_) => "command line".to_string(),
             Source::Etcd { url, store, .. } => format!("etcd {url} {}", store.config_key()),
         }
+    }
+
+    /// Whether `/readyz` needs the source reachable (`run --etcd --ready-requires-etcd`).
+    pub fn ready_requires_source(&self) -> bool {
+        matches!(
+            self,
+            Source::Etcd {
+                ready_requires_etcd: true,
+                ..
+            }
+        )
     }
 
     /// Whether SIGHUP has anything to read again: a file, or certificates named on the command

@@ -473,30 +473,62 @@ fn a_compaction_under_a_watching_instance_reloads_nothing_and_misses_nothing() {
 }
 
 /// Changes pushed while an instance's watch is lost (etcd out of its reach) are applied when it
-/// is back, in one reload straight to the latest.
+/// is back, in one reload straight to the latest. With `--ready-requires-etcd`, /readyz says 503
+/// meanwhile; without it the instance stays ready on its last good config. /api/status and
+/// /metrics say when the config in force was applied.
 #[test]
 fn changes_made_while_the_watch_is_lost_are_applied_once_etcd_is_back() {
     let etcd = EtcdServer::start();
     let relay = Relay::start(&etcd);
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
+    let (port, lax_port) = (common::free_port(), common::free_port());
     put_raw(&etcd, "/lost/", &config(port, "one"));
-    let (mut proxy, admin) = run_from_etcd(dir.path(), &relay.url(), "/lost/", &[]);
+    put_raw(&etcd, "/lax/", &config(lax_port, "lax"));
+    let (mut proxy, admin) = run_from_etcd(dir.path(), &relay.url(), "/lost/", &["--ready-requires-etcd"]);
+    let (mut lax, lax_admin) = run_from_etcd(dir.path(), &relay.url(), "/lax/", &[]);
     assert_eq!(body_at(port), "one");
+    let ready = |admin: u16| common::admin(admin, "GET", "/readyz", None);
+    assert_eq!(ready(admin).0, 200);
 
     relay.cut();
-    eventually("the instance sees etcd gone", || source_up(admin) == 0.0);
+    eventually("both instances see etcd gone", || {
+        source_up(admin) == 0.0 && source_up(lax_admin) == 0.0
+    });
+    let (status, why) = ready(admin);
+    assert_eq!(status, 503, "{why}");
+    assert!(why["reason"].as_str().unwrap().contains("etcd"), "{why}");
+    assert_eq!(ready(lax_admin).0, 200, "serving its last good config, it stays ready");
     put_raw(&etcd, "/lost/", &config(port, "three"));
     let four = put_raw(&etcd, "/lost/", &config(port, "four"));
     assert_eq!(body_at(port), "one");
 
+    let mended = unix_now();
     relay.mend();
     eventually_serves(port, "four");
     assert_eq!(reloads(admin), (1, 0), "one reload, straight to the latest");
     eventually("etcd is up again", || source_up(admin) == 1.0);
+    assert_eq!(ready(admin).0, 200);
+
     let (_, status) = common::admin(admin, "GET", "/api/status", None);
     assert_eq!(status["config"]["revision"], serde_json::json!(four), "{status}");
+    let applied = status["loaded_at"].as_u64().unwrap();
+    assert!(applied >= mended, "{status}");
+    let samples = common::scrape::scrape(admin);
+    let metric = common::scrape::value(&samples, "rampart_config_last_reload_success_timestamp_seconds", &[]);
+    assert_eq!(metric as u64, applied);
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_config_etcd_revision", &[]),
+        four as f64
+    );
     assert_eq!(proxy.stop(), 0);
+    assert_eq!(lax.stop(), 0);
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
 }
 
 /// Turns on authentication in `etcd`: a `root` user (of the `root` role) with `password`.
