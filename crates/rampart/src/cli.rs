@@ -132,8 +132,8 @@ pub struct RunSource {
     #[arg(short = 'c', long = "config", value_name = "FILE", conflicts_with = "etcd")]
     config: Option<PathBuf>,
     /// Run from the config stored in etcd at http://HOST:PORT (see `rampart push`), and apply
-    /// each change made to it there.
-    #[arg(long, value_name = "URL")]
+    /// each change made to it there. Several endpoints, separated by commas, are tried in turn.
+    #[arg(long, value_name = "URL[,URL...]")]
     pub etcd: Option<String>,
     /// The prefix of Rampart's keys in etcd (the config is PREFIX + `config`).
     #[arg(
@@ -147,6 +147,12 @@ pub struct RunSource {
     /// reached.
     #[arg(long = "state-dir", value_name = "DIR", requires = "etcd")]
     pub state_dir: Option<PathBuf>,
+    /// Answer /readyz with 503 while etcd cannot be reached (by default an instance serving its
+    /// last good config stays ready).
+    #[arg(long = "ready-requires-etcd", requires = "etcd")]
+    pub ready_requires_etcd: bool,
+    #[command(flatten)]
+    pub etcd_auth: EtcdAuth,
 }
 
 impl RunSource {
@@ -178,12 +184,51 @@ impl ConfigFile {
 /// Where the config lives in etcd.
 #[derive(Debug, Clone, Args)]
 pub struct EtcdArgs {
-    /// The etcd endpoint, http://HOST:PORT.
-    #[arg(long, value_name = "URL")]
+    /// The etcd endpoint, http://HOST:PORT (several, separated by commas, are tried in turn).
+    #[arg(long, value_name = "URL[,URL...]")]
     pub etcd: String,
     /// The prefix of Rampart's keys (the config is PREFIX + `config`).
     #[arg(long = "etcd-prefix", value_name = "PREFIX", default_value = "/rampart/")]
     pub etcd_prefix: String,
+    #[command(flatten)]
+    pub auth: EtcdAuth,
+}
+
+/// Who Rampart is to etcd, when etcd has authentication enabled. Flags, not config: the config
+/// itself lives in etcd, so what it takes to read it must come from outside it.
+#[derive(Debug, Clone, Args)]
+pub struct EtcdAuth {
+    /// Authenticate to etcd as USER (an etcd user: `etcdctl user add`); the password comes from
+    /// the environment variable RAMPART_ETCD_PASSWORD, or --etcd-password-file.
+    #[arg(long = "etcd-user", value_name = "USER", requires = "etcd")]
+    pub user: Option<String>,
+    /// Read the etcd user's password from FILE (its first line).
+    #[arg(long = "etcd-password-file", value_name = "FILE", requires = "user")]
+    pub password_file: Option<PathBuf>,
+}
+
+/// The environment variable holding the etcd user's password.
+pub const ETCD_PASSWORD_ENV: &str = "RAMPART_ETCD_PASSWORD";
+
+impl EtcdAuth {
+    /// The user and password to authenticate with, if a user was named.
+    pub fn credentials(&self) -> anyhow::Result<Option<crate::etcd::Credentials>> {
+        let Some(user) = &self.user else { return Ok(None) };
+        let password = match &self.password_file {
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("--etcd-password-file {}: cannot read: {e}", path.display()))?;
+                text.lines().next().unwrap_or_default().to_string()
+            }
+            None => std::env::var(ETCD_PASSWORD_ENV).map_err(|_| {
+                anyhow::anyhow!("--etcd-user {user}: give the password in {ETCD_PASSWORD_ENV} or --etcd-password-file")
+            })?,
+        };
+        Ok(Some(crate::etcd::Credentials {
+            user: user.clone(),
+            password,
+        }))
+    }
 }
 
 /// `rampart tcp`: a TCP listener and its targets.

@@ -122,14 +122,14 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         _ => None,
     };
     let mut source_reachable = None;
-    if let (Source::Etcd { url, prefix, .. }, Some(revision)) = (&source, etcd_revision) {
-        let store = crate::etcd::Etcd::new(url, prefix)?;
+    if let (Source::Etcd { store, .. }, Some(revision)) = (&source, etcd_revision) {
         tracing::info!(
             "etcd: running from {} at revision {revision}; a change there reloads",
             store.config_key()
         );
         let reachable = Arc::new(AtomicBool::new(true));
-        crate::etcd::follow(store, revision, reachable.clone(), commands.clone());
+        crate::etcd::follow(store.clone(), revision, reachable.clone(), commands.clone())
+            .context("cannot start following etcd")?;
         source_reachable = Some(reachable);
     }
     let admin = Arc::new(AdminShared {
@@ -145,6 +145,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         handed_over: Default::default(),
         source_reachable,
         dns: ArcSwap::from_pointee(discovery.status()),
+        ready_requires_source: source.ready_requires_source(),
     });
     let mut admin_copy = None;
     if let Some(settings) = &admin_settings {

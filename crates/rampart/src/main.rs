@@ -38,20 +38,7 @@ fn main() -> ExitCode {
         }) => return push(&file.path(), &etcd, expect_revision, force),
         Some(Command::Pull { etcd }) => return pull(&etcd),
         Some(Command::Run { file, engine, watch }) => {
-            let source = match file.etcd.clone() {
-                Some(url) => Source::Etcd {
-                    url,
-                    prefix: file.etcd_prefix.clone(),
-                    state_dir: file.state_dir.clone(),
-                    session_log: engine.session_log.clone(),
-                },
-                None => Source::File {
-                    path: file.path(),
-                    session_log: engine.session_log.clone(),
-                    watch,
-                },
-            };
-            control::serve(source, &engine, &logger)
+            run_source(&file, &engine, watch).and_then(|source| control::serve(source, &engine, &logger))
         }
         Some(Command::Tcp(args)) => fixed_source(&OneLine::from(&args))
             .map_err(anyhow::Error::msg)
@@ -237,6 +224,25 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Where `rampart run` takes its config from: a file, or etcd.
+fn run_source(file: &cli::RunSource, engine: &cli::EngineArgs, watch: bool) -> anyhow::Result<Source> {
+    let Some(url) = file.etcd.clone() else {
+        return Ok(Source::File {
+            path: file.path(),
+            session_log: engine.session_log.clone(),
+            watch,
+        });
+    };
+    let store = etcd::Etcd::new(&url, &file.etcd_prefix)?.with_credentials(file.etcd_auth.credentials()?);
+    Ok(Source::Etcd {
+        url,
+        store: std::sync::Arc::new(store),
+        ready_requires_etcd: file.ready_requires_etcd,
+        state_dir: file.state_dir.clone(),
+        session_log: engine.session_log.clone(),
+    })
+}
+
 /// `rampart push`: the config file validated, then written to etcd in one transaction conditioned
 /// on the revision the edit was based on (`expect`, else the one read just before), unless
 /// `force`.
@@ -249,7 +255,7 @@ fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: boo
     }
     let pushed = (|| -> anyhow::Result<ExitCode> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let store = etcd::Etcd::new(&args.etcd, &args.etcd_prefix)?;
+        let store = etcd::Etcd::new(&args.etcd, &args.etcd_prefix)?.with_credentials(args.auth.credentials()?);
         let key = store.config_key();
         let expected = match expect {
             Some(revision) => revision,
@@ -288,6 +294,7 @@ fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: boo
 /// `rampart pull`: the config in etcd on standard output.
 fn pull(args: &EtcdArgs) -> ExitCode {
     let pulled = etcd::Etcd::new(&args.etcd, &args.etcd_prefix).and_then(|store| {
+        let store = store.with_credentials(args.auth.credentials()?);
         let key = store.config_key();
         Ok((key, store.get()?.0))
     });

@@ -33,11 +33,15 @@ pub enum Source {
     },
     /// `rampart tcp`: fixed at start.
     Fixed(SimpleL4),
-    /// `rampart run --etcd URL`: the config stored in etcd under `prefix` + `config`, applied again
-    /// each time it changes there.
+    /// `rampart run --etcd URL`: the config stored in etcd under its prefix + `config`, applied
+    /// again each time it changes there.
     Etcd {
+        /// As given to `--etcd` (for `/api/status`).
         url: String,
-        prefix: String,
+        /// The client (shared with the watch: one login per process).
+        store: Arc<crate::etcd::Etcd>,
+        /// `--ready-requires-etcd`: not ready while etcd cannot be reached.
+        ready_requires_etcd: bool,
         /// Where the last config applied from etcd is kept (`--state-dir`).
         state_dir: Option<PathBuf>,
         session_log: Option<PathBuf>,
@@ -128,11 +132,11 @@ impl Source {
             Source::Fixed(spec) => load_command_line(spec, live),
             Source::Etcd {
                 url,
-                prefix,
+                store,
                 state_dir,
                 session_log,
+                ..
             } => {
-                let store = crate::etcd::Etcd::new(url, prefix).map_err(|e| format!("{e:#}"))?;
                 let key = store.config_key();
                 let kept = state_dir.as_deref().map(crate::etcd::KeptConfig::in_dir);
                 let stored = match store.get() {
@@ -185,8 +189,19 @@ impl Source {
             Source::File { path, .. } => path.display().to_string(),
             Source::Hosts { path, .. } => format!("hosts file {}", path.display()),
             Source::Fixed(_) => "command line".to_string(),
-            Source::Etcd { url, prefix, .. } => format!("etcd {url} {prefix}config"),
+            Source::Etcd { url, store, .. } => format!("etcd {url} {}", store.config_key()),
         }
+    }
+
+    /// Whether `/readyz` needs the source reachable (`run --etcd --ready-requires-etcd`).
+    pub fn ready_requires_source(&self) -> bool {
+        matches!(
+            self,
+            Source::Etcd {
+                ready_requires_etcd: true,
+                ..
+            }
+        )
     }
 
     /// Whether SIGHUP has anything to read again: a file, or certificates named on the command

@@ -35,14 +35,24 @@ pub struct AdminShared {
     pub source_reachable: Option<Arc<AtomicBool>>,
     /// The DNS questions of targets written by name, and what they answered.
     pub dns: ArcSwap<crate::discovery::DnsStatus>,
+    /// `run --ready-requires-etcd`: not ready while the config's source cannot be reached.
+    pub ready_requires_source: bool,
 }
 
 impl AdminShared {
     /// Ready for traffic: every listener bound (true once this exists), the first health round
-    /// done, every `jwt` filter's JWKS fetched once, not draining. `Err` says why not.
+    /// done, every `jwt` filter's JWKS fetched once, not draining, and (when asked for) the
+    /// config's source reachable. `Err` says why not.
     pub fn readiness(&self) -> Result<(), &'static str> {
+        let source_down = self.ready_requires_source
+            && self
+                .source_reachable
+                .as_ref()
+                .is_some_and(|up| !up.load(Ordering::Relaxed));
         if self.draining.load(Ordering::Acquire) {
             Err("draining")
+        } else if source_down {
+            Err("etcd, the config's source, cannot be reached (serving the last config applied)")
         } else if !self.first_round.is_done() {
             Err("first health check round not finished")
         } else if awaits_jwks(&self.snapshot.load()) {

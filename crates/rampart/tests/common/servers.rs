@@ -129,23 +129,40 @@ impl Drop for RedisServer {
 /// An `etcd` (Debian's `etcd-server`) on 127.0.0.1, one member, its data in a directory of its
 /// own; killed when dropped.
 pub struct EtcdServer {
-    child: Child,
+    child: Option<Child>,
     pub port: u16,
-    _dir: tempfile::TempDir,
+    peer: u16,
+    dir: tempfile::TempDir,
 }
 
 impl EtcdServer {
     /// Starts one on free ports and waits until its JSON gateway answers a read.
     pub fn start() -> EtcdServer {
         installed();
-        let dir = tempfile::tempdir().unwrap();
-        let (port, peer) = (free_port(), free_port());
-        let client = format!("http://127.0.0.1:{port}");
-        let peer_url = format!("http://127.0.0.1:{peer}");
-        let log = std::fs::File::create(dir.path().join("etcd.log")).unwrap();
+        let mut server = EtcdServer {
+            child: None,
+            port: free_port(),
+            peer: free_port(),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        server.restart();
+        server
+    }
+
+    /// Starts it (again, after [`EtcdServer::kill`]) on its ports with its data, and waits until
+    /// its JSON gateway answers a read (with auth enabled: until it answers at all).
+    pub fn restart(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let client = self.url();
+        let peer_url = format!("http://127.0.0.1:{}", self.peer);
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("etcd.log"))
+            .unwrap();
         let child = Command::new("etcd")
             .arg("--name=test")
-            .arg(format!("--data-dir={}", dir.path().join("data").display()))
+            .arg(format!("--data-dir={}", self.dir.path().join("data").display()))
             .arg(format!("--listen-client-urls={client}"))
             .arg(format!("--advertise-client-urls={client}"))
             .arg(format!("--listen-peer-urls={peer_url}"))
@@ -156,20 +173,28 @@ impl EtcdServer {
             .stderr(log)
             .spawn()
             .expect("etcd starts (scripts/servers installs etcd-server)");
-        let server = EtcdServer { child, port, _dir: dir };
+        self.child = Some(child);
         let deadline = Instant::now() + WAIT;
-        while !server.answers() {
+        while !self.answers() {
             assert!(Instant::now() < deadline, "etcd not answering on {client}");
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
-        server
+    }
+
+    /// Kills it (SIGKILL) and waits until it is gone.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 
     pub fn url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    /// Whether its JSON gateway answers a read with 200.
+    /// Whether its JSON gateway answers a read: with 200, or with the 400 of a store that wants
+    /// a user (auth enabled).
     fn answers(&self) -> bool {
         use std::io::{Read, Write};
         let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) else {
@@ -183,13 +208,12 @@ impl EtcdServer {
         let mut answer = String::new();
         conn.write_all(request.as_bytes()).is_ok()
             && conn.read_to_string(&mut answer).is_ok()
-            && answer.starts_with("HTTP/1.1 200")
+            && (answer.starts_with("HTTP/1.1 200") || answer.contains("user name is empty"))
     }
 }
 
 impl Drop for EtcdServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.kill();
     }
 }

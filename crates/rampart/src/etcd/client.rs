@@ -1,0 +1,235 @@
+//! HTTP/1.1 to etcd's JSON gateway, blocking: one request per connection for the unary calls
+//! (`connection: close`, the answer read to its end), and the head of a streaming call (the watch)
+//! whose chunked body [`super::stream::WatchStream`] then reads. Endpoints are tried in turn,
+//! starting with the one that answered last.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context};
+use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits, ResponseHead};
+use serde_json::Value;
+
+/// How long one request to etcd may take.
+pub const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most an answer may hold (etcd's own limit on a request is 1.5 MiB; a value comes back
+/// base64, a third bigger).
+pub const MAX_ANSWER: usize = 16 << 20;
+
+/// etcd's endpoints, `HOST:PORT` each.
+pub struct Endpoints {
+    list: Vec<String>,
+    /// The one that answered last: tried first.
+    preferred: AtomicUsize,
+}
+
+/// etcd answered, with a status other than 200.
+#[derive(Debug)]
+pub struct Rejected {
+    pub endpoint: String,
+    pub status: u16,
+    pub message: String,
+}
+
+impl std::fmt::Display for Rejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "etcd at {}: {}: {}", self.endpoint, self.status, self.message)
+    }
+}
+
+impl std::error::Error for Rejected {}
+
+impl Rejected {
+    /// Whether etcd wants a user: it has authentication enabled and none was given.
+    pub fn wants_user(&self) -> bool {
+        self.message.contains("user name is empty")
+    }
+
+    /// Whether the token sent is unknown to etcd, or expired: authenticate again.
+    pub fn is_stale_token(&self) -> bool {
+        self.status == 401 || self.message.contains("invalid auth token")
+    }
+}
+
+impl Endpoints {
+    /// `urls`: one or more `http://HOST:PORT`, separated by commas.
+    pub fn parse(urls: &str) -> anyhow::Result<Endpoints> {
+        let mut list = Vec::new();
+        for url in urls.split(',').map(str::trim) {
+            let Some(rest) = url.strip_prefix("http://") else {
+                bail!("--etcd {url}: give each endpoint as http://HOST:PORT (https is not supported yet)");
+            };
+            let authority = rest.trim_end_matches('/');
+            if authority.is_empty() || authority.contains('/') {
+                bail!("--etcd {url}: give each endpoint as http://HOST:PORT");
+            }
+            list.push(authority.to_string());
+        }
+        Ok(Endpoints {
+            list,
+            preferred: AtomicUsize::new(0),
+        })
+    }
+
+    /// The endpoints, `HOST:PORT` each.
+    pub fn list(&self) -> &[String] {
+        &self.list
+    }
+
+    /// A connection to the first endpoint that takes one, starting with the one that answered
+    /// last; the error names every endpoint tried.
+    fn connect(&self) -> anyhow::Result<(TcpStream, &str)> {
+        let first = self.preferred.load(Ordering::Relaxed);
+        let mut failures = Vec::new();
+        for i in 0..self.list.len() {
+            let index = (first + i) % self.list.len();
+            let endpoint = &self.list[index];
+            match connect(endpoint) {
+                Ok(conn) => {
+                    self.preferred.store(index, Ordering::Relaxed);
+                    return Ok((conn, endpoint));
+                }
+                Err(e) => failures.push(format!("etcd at {endpoint}: {e}")),
+            }
+        }
+        Err(anyhow!(failures.join("; ")))
+    }
+
+    /// One JSON request to the gateway (with `token` as `Authorization` when there is one); its
+    /// JSON answer. A status other than 200 is a [`Rejected`].
+    pub fn call(&self, path: &str, body: &Value, token: Option<&str>) -> anyhow::Result<Value> {
+        let (mut conn, endpoint) = self.connect()?;
+        let context = || format!("etcd at {endpoint}");
+        send(&mut conn, endpoint, path, body, token, true).with_context(context)?;
+        let mut raw = Vec::new();
+        (&mut conn)
+            .take(MAX_ANSWER as u64 + 64 * 1024)
+            .read_to_end(&mut raw)
+            .with_context(context)?;
+        let (status, answer) = response_body(&raw).ok_or_else(|| anyhow!("etcd at {endpoint}: a malformed answer"))?;
+        let json: Value = serde_json::from_slice(&answer)
+            .with_context(|| format!("etcd at {endpoint}: an answer that is not JSON"))?;
+        if status != 200 {
+            return Err(rejected(endpoint, status, &json).into());
+        }
+        Ok(json)
+    }
+
+    /// Starts a streaming call: the connection once etcd answered 200, positioned after the
+    /// head, with the bytes of the body already read.
+    pub fn open_stream(
+        &self,
+        path: &str,
+        body: &Value,
+        token: Option<&str>,
+    ) -> anyhow::Result<(TcpStream, Vec<u8>, String)> {
+        let (mut conn, endpoint) = self.connect()?;
+        let endpoint = endpoint.to_string();
+        send(&mut conn, &endpoint, path, body, token, false).with_context(|| format!("etcd at {endpoint}"))?;
+        let mut raw = Vec::new();
+        let mut buf = [0u8; 8192];
+        let head: ResponseHead = loop {
+            let n = conn.read(&mut buf).with_context(|| format!("etcd at {endpoint}"))?;
+            if n == 0 {
+                bail!("etcd at {endpoint}: closed the connection before answering");
+            }
+            raw.extend_from_slice(&buf[..n]);
+            let mut fields = Vec::new();
+            match parse_response(&raw, &Limits::default(), false, &mut fields) {
+                Ok(Some(head)) => break head,
+                Ok(None) => continue,
+                Err(e) => bail!("etcd at {endpoint}: a malformed answer ({e})"),
+            }
+        };
+        if head.status != 200 || head.framing != Framing::Chunked {
+            bail!("etcd at {endpoint}: {path}: answered {} to a watch", head.status);
+        }
+        let rest = raw.split_off(head.len);
+        Ok((conn, rest, endpoint))
+    }
+}
+
+fn connect(endpoint: &str) -> std::io::Result<TcpStream> {
+    use std::net::ToSocketAddrs;
+    let mut last = None;
+    for addr in endpoint.to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, TIMEOUT) {
+            Ok(conn) => {
+                conn.set_read_timeout(Some(TIMEOUT))?;
+                conn.set_write_timeout(Some(TIMEOUT))?;
+                return Ok(conn);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))
+}
+
+fn send(
+    conn: &mut TcpStream,
+    endpoint: &str,
+    path: &str,
+    body: &Value,
+    token: Option<&str>,
+    close: bool,
+) -> std::io::Result<()> {
+    let body = body.to_string();
+    let authorization = token.map_or(String::new(), |t| format!("authorization: {t}\r\n"));
+    let connection = if close { "connection: close\r\n" } else { "" };
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{authorization}{connection}\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes())?;
+    conn.write_all(body.as_bytes())
+}
+
+/// The error etcd's JSON answer with `status` describes.
+pub fn rejected(endpoint: &str, status: u16, json: &Value) -> Rejected {
+    let message = json["message"]
+        .as_str()
+        .or(json["error"].as_str())
+        .unwrap_or("no message")
+        .to_string();
+    Rejected {
+        endpoint: endpoint.to_string(),
+        status,
+        message,
+    }
+}
+
+/// The status and body of the HTTP/1.1 response in `raw` (its body by length, chunks or close).
+fn response_body(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
+    let mut fields = Vec::new();
+    let head = parse_response(raw, &Limits::default(), false, &mut fields).ok()??;
+    let rest = &raw[head.len..];
+    let body = match head.framing {
+        Framing::None => Vec::new(),
+        Framing::Length(n) => rest.get(..usize::try_from(n).ok()?)?.to_vec(),
+        Framing::UntilClose => rest.to_vec(),
+        Framing::Chunked => {
+            let mut body = Vec::new();
+            ChunkedDecoder::new()
+                .decode(rest, |part| {
+                    if let ChunkedPart::Data(data) = part {
+                        body.extend_from_slice(data);
+                    }
+                })
+                .ok()?;
+            body
+        }
+    };
+    Some((head.status, body))
+}
+
+/// An etcd number, which the gateway writes as a string (int64 in JSON); 0 when absent.
+pub fn number(value: &Value) -> i64 {
+    match value {
+        Value::String(s) => s.parse().unwrap_or(0),
+        Value::Number(n) => n.as_i64().unwrap_or(0),
+        _ => 0,
+    }
+}
