@@ -214,3 +214,46 @@ fn no_address_is_503_and_a_silent_server_leaves_the_last_answer_degraded() {
     assert_eq!(get(), 200);
     proxy.stop();
 }
+
+#[test]
+fn a_tcp_listener_follows_its_names_too() {
+    let one = common::Backend::start("one", common::Behavior::TagEcho);
+    let two = common::Backend::start("two", common::Behavior::TagEcho);
+    let records = format!(
+        "one 1 IN A 127.0.0.1\ntwo 1 IN A 127.0.0.1\n_tcp-svc._tcp.api 1 IN SRV 10 1 {} one",
+        one.addr.port()
+    );
+    let dns = DnsServer::start(&records);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[global]\n{}\n\n[listeners.l4]\nbind = \"127.0.0.1:{port}\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [{{ srv = \"_tcp-svc._tcp.api.fleet.test\" }}]\n",
+        dns.resolvers()
+    );
+    let path = write_file(dir.path(), "l4.toml", &cfg);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    assert_eq!(common::which_backend(port), "one");
+    // A connection open across the change stays with the target it had.
+    let mut held = common::connect(port);
+    assert_eq!(common::read_line(&mut held), "one");
+    dns.update(&[
+        &format!(
+            "delete _tcp-svc._tcp.api.fleet.test. SRV 10 1 {} one.fleet.test.",
+            one.addr.port()
+        ),
+        &format!(
+            "add _tcp-svc._tcp.api.fleet.test. 1 SRV 10 1 {} two.fleet.test.",
+            two.addr.port()
+        ),
+    ]);
+    let deadline = Instant::now() + WAIT;
+    while common::which_backend(port) != "two" {
+        assert!(Instant::now() < deadline, "the new SRV record never took connections");
+        thread::sleep(Duration::from_millis(20));
+    }
+    held.write_all(b"still here\n").unwrap();
+    assert_eq!(common::read_line(&mut held), "still here");
+    drop(held);
+    proxy.stop();
+}
