@@ -83,7 +83,15 @@ mod tests {
             "# backends\n\n127.0.0.1:9001\n  localhost:9002  # second\ndns+api.internal:80\nsrv+_http._tcp.x\n",
         )
         .unwrap();
-        assert_eq!(t, ["127.0.0.1:9001", "localhost:9002", "dns+api.internal:80", "srv+_http._tcp.x"]);
+        assert_eq!(
+            t,
+            [
+                "127.0.0.1:9001",
+                "localhost:9002",
+                "dns+api.internal:80",
+                "srv+_http._tcp.x"
+            ]
+        );
     }
 
     #[test]
