@@ -131,8 +131,9 @@ pub struct RunSource {
     /// The config file (the same as giving it without -c).
     #[arg(short = 'c', long = "config", value_name = "FILE", conflicts_with = "etcd")]
     config: Option<PathBuf>,
-    /// Run from the config stored in etcd at http://HOST:PORT (see `rampart push`), and apply
-    /// each change made to it there. Several endpoints, separated by commas, are tried in turn.
+    /// Run from the config stored in etcd at http://HOST:PORT or https://HOST:PORT (see `rampart
+    /// push`), and apply each change made to it there. Several endpoints, separated by commas,
+    /// are tried in turn.
     #[arg(long, value_name = "URL[,URL...]")]
     pub etcd: Option<String>,
     /// The prefix of Rampart's keys in etcd (the config is PREFIX + `config`).
@@ -152,7 +153,7 @@ pub struct RunSource {
     #[arg(long = "ready-requires-etcd", requires = "etcd")]
     pub ready_requires_etcd: bool,
     #[command(flatten)]
-    pub etcd_auth: EtcdAuth,
+    pub etcd_access: EtcdAccess,
 }
 
 impl RunSource {
@@ -184,20 +185,33 @@ impl ConfigFile {
 /// Where the config lives in etcd.
 #[derive(Debug, Clone, Args)]
 pub struct EtcdArgs {
-    /// The etcd endpoint, http://HOST:PORT (several, separated by commas, are tried in turn).
+    /// The etcd endpoint, http://HOST:PORT or https://HOST:PORT (several, separated by commas,
+    /// are tried in turn).
     #[arg(long, value_name = "URL[,URL...]")]
     pub etcd: String,
     /// The prefix of Rampart's keys (the config is PREFIX + `config`).
     #[arg(long = "etcd-prefix", value_name = "PREFIX", default_value = "/rampart/")]
     pub etcd_prefix: String,
     #[command(flatten)]
-    pub auth: EtcdAuth,
+    pub access: EtcdAccess,
 }
 
-/// Who Rampart is to etcd, when etcd has authentication enabled. Flags, not config: the config
-/// itself lives in etcd, so what it takes to read it must come from outside it.
+/// How Rampart reaches etcd: TLS for `https://` endpoints, and who it is when etcd has
+/// authentication enabled. Flags, not config: the config itself lives in etcd, so what it takes
+/// to read it must come from outside it.
 #[derive(Debug, Clone, Args)]
-pub struct EtcdAuth {
+pub struct EtcdAccess {
+    /// For https:// endpoints: the CA certificates (PEM) that sign etcd's certificate (default:
+    /// the system's).
+    #[arg(long = "etcd-ca", value_name = "FILE", requires = "etcd")]
+    pub ca: Option<PathBuf>,
+    /// For https:// endpoints: a client certificate chain (PEM), for an etcd that asks for one
+    /// (`--client-cert-auth`).
+    #[arg(long = "etcd-cert", value_name = "FILE", requires_all = ["etcd", "key"])]
+    pub cert: Option<PathBuf>,
+    /// The private key (PEM) of --etcd-cert.
+    #[arg(long = "etcd-key", value_name = "FILE", requires = "cert")]
+    pub key: Option<PathBuf>,
     /// Authenticate to etcd as USER (an etcd user: `etcdctl user add`); the password comes from
     /// the environment variable RAMPART_ETCD_PASSWORD, or --etcd-password-file.
     #[arg(long = "etcd-user", value_name = "USER", requires = "etcd")]
@@ -210,7 +224,18 @@ pub struct EtcdAuth {
 /// The environment variable holding the etcd user's password.
 pub const ETCD_PASSWORD_ENV: &str = "RAMPART_ETCD_PASSWORD";
 
-impl EtcdAuth {
+impl EtcdAccess {
+    /// An etcd client for `urls` (as `--etcd` takes them) and `prefix`, with these TLS files and
+    /// credentials.
+    pub fn store(&self, urls: &str, prefix: &str) -> anyhow::Result<crate::etcd::Etcd> {
+        let tls = crate::etcd::TlsFiles {
+            ca: self.ca.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+        };
+        Ok(crate::etcd::Etcd::new(urls, prefix, &tls)?.with_credentials(self.credentials()?))
+    }
+
     /// The user and password to authenticate with, if a user was named.
     pub fn credentials(&self) -> anyhow::Result<Option<crate::etcd::Credentials>> {
         let Some(user) = &self.user else { return Ok(None) };

@@ -233,7 +233,7 @@ fn run_source(file: &cli::RunSource, engine: &cli::EngineArgs, watch: bool) -> a
             watch,
         });
     };
-    let store = etcd::Etcd::new(&url, &file.etcd_prefix)?.with_credentials(file.etcd_auth.credentials()?);
+    let store = file.etcd_access.store(&url, &file.etcd_prefix)?;
     Ok(Source::Etcd {
         url,
         store: std::sync::Arc::new(store),
@@ -255,7 +255,7 @@ fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: boo
     }
     let pushed = (|| -> anyhow::Result<ExitCode> {
         let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("{name}: {e}"))?;
-        let store = etcd::Etcd::new(&args.etcd, &args.etcd_prefix)?.with_credentials(args.auth.credentials()?);
+        let store = args.access.store(&args.etcd, &args.etcd_prefix)?;
         let key = store.config_key();
         let expected = match expect {
             Some(revision) => revision,
@@ -293,8 +293,7 @@ fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: boo
 
 /// `rampart pull`: the config in etcd on standard output.
 fn pull(args: &EtcdArgs) -> ExitCode {
-    let pulled = etcd::Etcd::new(&args.etcd, &args.etcd_prefix).and_then(|store| {
-        let store = store.with_credentials(args.auth.credentials()?);
+    let pulled = args.access.store(&args.etcd, &args.etcd_prefix).and_then(|store| {
         let key = store.config_key();
         Ok((key, store.get()?.0))
     });

@@ -127,9 +127,15 @@ fn an_etcd_that_is_not_there_is_said_plainly() {
     let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", &format!("http://{dead}")]);
     assert_eq!(code, 1);
     assert!(err.contains(&format!("etcd at {dead}")), "{err}");
-    let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", "https://127.0.0.1:2379"]);
+    let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", "127.0.0.1:2379"]);
     assert_eq!(code, 1);
-    assert!(err.contains("http://HOST:PORT"), "{err}");
+    assert!(err.contains("http://HOST:PORT or https://HOST:PORT"), "{err}");
+    let (code, _, err) = run_rampart(
+        dir.path(),
+        &["pull", "--etcd", "http://127.0.0.1:2379", "--etcd-ca", "ca.pem"],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("for https:// endpoints"), "{err}");
 }
 
 /// `POST path` with the JSON `body` to etcd's gateway at `port` (with `token` as
@@ -615,5 +621,53 @@ fn an_instance_logs_in_to_an_etcd_with_authentication() {
     let (code, out, err) = push("three", &password_file);
     assert_eq!(code, 0, "{out}{err}");
     eventually_serves(port, "three");
+    assert_eq!(proxy.stop(), 0);
+}
+
+/// `--etcd https://...` to an etcd that speaks TLS and asks for a client certificate: push, pull
+/// and run with `--etcd-ca`, `--etcd-cert` and `--etcd-key`; without the client certificate,
+/// the error names etcd.
+#[test]
+fn an_instance_reaches_etcd_over_tls_with_a_client_certificate() {
+    use common::tls::{Ca, CertSpec};
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new("etcd test CA");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let (server_cert, server_key) = ca.issue(&CertSpec::new(&["127.0.0.1"])).write(dir.path(), "etcd");
+    let (client_cert, client_key) = ca.issue(&CertSpec::new(&["rampart"])).write(dir.path(), "client");
+    let etcd = EtcdServer::start_tls(&server_cert, &server_key, &ca_file);
+    let url = etcd.url();
+    assert!(url.starts_with("https://"), "{url}");
+    let tls = [
+        "--etcd-ca",
+        &ca_file,
+        "--etcd-cert",
+        &client_cert,
+        "--etcd-key",
+        &client_key,
+    ];
+    let with_tls = |args: &[&str]| -> Vec<String> { args.iter().chain(&tls).map(|a| a.to_string()).collect() };
+    let run = |args: Vec<String>| run_rampart(dir.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    eventually("etcd answers over TLS", || {
+        let (code, _, err) = run(with_tls(&["pull", "--etcd", &url]));
+        code == 1 && err.contains("no config in etcd")
+    });
+
+    let (code, _, err) = run_rampart(dir.path(), &["pull", "--etcd", &url, "--etcd-ca", &ca_file]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("etcd at 127.0.0.1:{}", etcd.port)), "{err}");
+
+    let port = common::free_port();
+    let push = |body: &str| {
+        let file = write_file(dir.path(), "rampart.toml", &config(port, body));
+        let (code, out, err) = run(with_tls(&["push", "-c", &file, "--etcd", &url]));
+        assert_eq!(code, 0, "{out}{err}");
+    };
+    push("one");
+    let args = with_tls(&["run", "--etcd", &url, "--workers", "1"]);
+    let mut proxy = common::Rampart::start(dir.path(), &args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(body_at(port), "one");
+    push("two");
+    eventually_serves(port, "two");
     assert_eq!(proxy.stop(), 0);
 }

@@ -1,16 +1,19 @@
-//! HTTP/1.1 to etcd's JSON gateway, blocking: one request per connection for the unary calls
-//! (`connection: close`, the answer read to its end), and the head of a streaming call (the watch)
-//! whose chunked body [`super::stream::WatchStream`] then reads. Endpoints are tried in turn,
-//! starting with the one that answered last.
+//! HTTP/1.1 to etcd's JSON gateway, blocking, plain or over TLS: one request per connection for
+//! the unary calls (`connection: close`, the answer read to its end), and the head of a streaming
+//! call (the watch) whose chunked body [`super::stream::WatchStream`] then reads. Endpoints are
+//! tried in turn, starting with the one that answered last.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits, ResponseHead};
 use serde_json::Value;
+
+use super::tls::{Conn, TlsFiles};
 
 /// How long one request to etcd may take.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
@@ -19,11 +22,22 @@ pub const TIMEOUT: Duration = Duration::from_secs(10);
 /// base64, a third bigger).
 pub const MAX_ANSWER: usize = 16 << 20;
 
-/// etcd's endpoints, `HOST:PORT` each.
+/// etcd's endpoints.
 pub struct Endpoints {
-    list: Vec<String>,
+    list: Vec<Endpoint>,
     /// The one that answered last: tried first.
     preferred: AtomicUsize,
+    /// For the `https` ones.
+    tls: Option<Arc<rustls::ClientConfig>>,
+}
+
+/// One endpoint.
+struct Endpoint {
+    /// `HOST:PORT`.
+    authority: String,
+    /// The host, the name checked in etcd's certificate.
+    host: String,
+    https: bool,
 }
 
 /// etcd answered, with a status other than 200.
@@ -55,44 +69,59 @@ impl Rejected {
 }
 
 impl Endpoints {
-    /// `urls`: one or more `http://HOST:PORT`, separated by commas.
-    pub fn parse(urls: &str) -> anyhow::Result<Endpoints> {
+    /// `urls`: one or more `http://HOST:PORT` or `https://HOST:PORT`, separated by commas; `tls`
+    /// for the `https` ones.
+    pub fn parse(urls: &str, tls: &TlsFiles) -> anyhow::Result<Endpoints> {
         let mut list = Vec::new();
         for url in urls.split(',').map(str::trim) {
-            let Some(rest) = url.strip_prefix("http://") else {
-                bail!("--etcd {url}: give each endpoint as http://HOST:PORT (https is not supported yet)");
+            let (https, rest) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+                (Some(rest), _) => (false, rest),
+                (_, Some(rest)) => (true, rest),
+                _ => bail!("--etcd {url}: give each endpoint as http://HOST:PORT or https://HOST:PORT"),
             };
             let authority = rest.trim_end_matches('/');
-            if authority.is_empty() || authority.contains('/') {
-                bail!("--etcd {url}: give each endpoint as http://HOST:PORT");
-            }
-            list.push(authority.to_string());
+            let host = match authority.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => host,
+                _ => bail!("--etcd {url}: give each endpoint as http://HOST:PORT or https://HOST:PORT"),
+            };
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            list.push(Endpoint {
+                authority: authority.to_string(),
+                host: host.to_string(),
+                https,
+            });
         }
+        let tls = super::tls::for_endpoints(list.iter().any(|e| e.https), tls)?;
         Ok(Endpoints {
             list,
             preferred: AtomicUsize::new(0),
+            tls,
         })
     }
 
     /// The endpoints, `HOST:PORT` each.
-    pub fn list(&self) -> &[String] {
-        &self.list
+    pub fn list(&self) -> Vec<&str> {
+        self.list.iter().map(|e| e.authority.as_str()).collect()
     }
 
     /// A connection to the first endpoint that takes one, starting with the one that answered
     /// last; the error names every endpoint tried.
-    fn connect(&self) -> anyhow::Result<(TcpStream, &str)> {
+    fn connect(&self) -> anyhow::Result<(Conn, &str)> {
         let first = self.preferred.load(Ordering::Relaxed);
         let mut failures = Vec::new();
         for i in 0..self.list.len() {
             let index = (first + i) % self.list.len();
             let endpoint = &self.list[index];
-            match connect(endpoint) {
-                Ok(conn) => {
+            match connect(&endpoint.authority) {
+                Ok(tcp) => {
                     self.preferred.store(index, Ordering::Relaxed);
-                    return Ok((conn, endpoint));
+                    let conn = match (&self.tls, endpoint.https) {
+                        (Some(config), true) => Conn::tls(tcp, config, &endpoint.host)?,
+                        _ => Conn::Plain(tcp),
+                    };
+                    return Ok((conn, &endpoint.authority));
                 }
-                Err(e) => failures.push(format!("etcd at {endpoint}: {e}")),
+                Err(e) => failures.push(format!("etcd at {}: {e}", endpoint.authority)),
             }
         }
         Err(anyhow!(failures.join("; ")))
@@ -104,11 +133,7 @@ impl Endpoints {
         let (mut conn, endpoint) = self.connect()?;
         let context = || format!("etcd at {endpoint}");
         send(&mut conn, endpoint, path, body, token, true).with_context(context)?;
-        let mut raw = Vec::new();
-        (&mut conn)
-            .take(MAX_ANSWER as u64 + 64 * 1024)
-            .read_to_end(&mut raw)
-            .with_context(context)?;
+        let raw = conn.read_all(MAX_ANSWER + 64 * 1024).with_context(context)?;
         let (status, answer) = response_body(&raw).ok_or_else(|| anyhow!("etcd at {endpoint}: a malformed answer"))?;
         let json: Value = serde_json::from_slice(&answer)
             .with_context(|| format!("etcd at {endpoint}: an answer that is not JSON"))?;
@@ -125,7 +150,7 @@ impl Endpoints {
         path: &str,
         body: &Value,
         token: Option<&str>,
-    ) -> anyhow::Result<(TcpStream, Vec<u8>, String)> {
+    ) -> anyhow::Result<(Conn, Vec<u8>, String)> {
         let (mut conn, endpoint) = self.connect()?;
         let endpoint = endpoint.to_string();
         send(&mut conn, &endpoint, path, body, token, false).with_context(|| format!("etcd at {endpoint}"))?;
@@ -169,7 +194,7 @@ fn connect(endpoint: &str) -> std::io::Result<TcpStream> {
 }
 
 fn send(
-    conn: &mut TcpStream,
+    conn: &mut Conn,
     endpoint: &str,
     path: &str,
     body: &Value,
@@ -179,12 +204,13 @@ fn send(
     let body = body.to_string();
     let authorization = token.map_or(String::new(), |t| format!("authorization: {t}\r\n"));
     let connection = if close { "connection: close\r\n" } else { "" };
-    let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{authorization}{connection}\r\n",
+    // One write: over TLS a peer that refuses the handshake then says why in its answer.
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {endpoint}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n{authorization}{connection}\r\n{body}",
         body.len()
     );
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body.as_bytes())
+    conn.write_all(request.as_bytes())?;
+    conn.flush()
 }
 
 /// The error etcd's JSON answer with `status` describes.

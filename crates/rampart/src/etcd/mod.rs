@@ -11,6 +11,7 @@
 //!   last first), and the head of the watch's streaming answer.
 //! - [`stream`]: the watch's body, a chunked stream of JSON messages.
 //! - [`follow`]: a running instance's watch and the reloads it sends.
+//! - [`tls`]: trust roots and client certificate for `https://` endpoints.
 //!
 //! With credentials (`--etcd-user`), the first request authenticates and the token etcd gives
 //! is sent as `Authorization` on each request until etcd refuses it (it expired, or etcd
@@ -19,6 +20,7 @@
 mod client;
 mod follow;
 mod stream;
+mod tls;
 
 use anyhow::Context;
 use arc_swap::ArcSwapOption;
@@ -29,6 +31,7 @@ use serde_json::{json, Value};
 use client::{number, Endpoints, Rejected};
 pub use follow::follow;
 use stream::WatchStream;
+pub use tls::TlsFiles;
 
 /// etcd's endpoints, the prefix Rampart's keys live under, and the credentials to use.
 pub struct Etcd {
@@ -112,11 +115,11 @@ pub enum Written {
 }
 
 impl Etcd {
-    /// The endpoints `urls` (`http://HOST:PORT`, several separated by commas, tried in turn;
-    /// TLS to etcd is not supported yet), keys under `prefix`.
-    pub fn new(urls: &str, prefix: &str) -> anyhow::Result<Etcd> {
+    /// The endpoints `urls` (`http://HOST:PORT` or `https://HOST:PORT`, several separated by
+    /// commas, tried in turn; `tls` for the `https` ones), keys under `prefix`.
+    pub fn new(urls: &str, prefix: &str, tls: &TlsFiles) -> anyhow::Result<Etcd> {
         Ok(Etcd {
-            endpoints: Endpoints::parse(urls)?,
+            endpoints: Endpoints::parse(urls, tls)?,
             prefix: prefix.to_string(),
             credentials: None,
             token: ArcSwapOption::empty(),

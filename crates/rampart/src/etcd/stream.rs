@@ -2,13 +2,13 @@
 //! (`{"result":{...}}` each, newline-separated), for as long as the watch lives.
 
 use std::io::Read;
-use std::net::TcpStream;
 use std::time::Duration;
 
 use rampart_proto::h1::{ChunkedDecoder, ChunkedPart, ChunkedProgress};
 use serde_json::Value;
 
 use super::client::MAX_ANSWER;
+use super::tls::Conn;
 
 /// Why [`WatchStream::next`] gave no message.
 #[derive(Debug)]
@@ -21,7 +21,7 @@ pub enum StreamEnd {
 
 /// Reads a watch's messages off its connection.
 pub struct WatchStream {
-    conn: TcpStream,
+    conn: Conn,
     endpoint: String,
     /// Body bytes read and not yet walked by the chunked decoder.
     raw: Vec<u8>,
@@ -34,7 +34,7 @@ pub struct WatchStream {
 
 impl WatchStream {
     /// The stream on `conn`, whose body starts with `raw` (read with the head).
-    pub fn new(conn: TcpStream, raw: Vec<u8>, endpoint: String) -> WatchStream {
+    pub fn new(conn: Conn, raw: Vec<u8>, endpoint: String) -> WatchStream {
         WatchStream {
             conn,
             endpoint,
@@ -120,11 +120,11 @@ mod tests {
     /// A stream over a local connection fed `bytes`.
     fn fed(bytes: &[u8]) -> WatchStream {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let conn = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let conn = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (mut server, _) = listener.accept().unwrap();
         std::io::Write::write_all(&mut server, bytes).unwrap();
         drop(server);
-        WatchStream::new(conn, Vec::new(), "test".into())
+        WatchStream::new(Conn::Plain(conn), Vec::new(), "test".into())
     }
 
     #[test]

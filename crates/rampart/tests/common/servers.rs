@@ -133,17 +133,32 @@ pub struct EtcdServer {
     pub port: u16,
     peer: u16,
     dir: tempfile::TempDir,
+    /// `--cert-file`, `--key-file`, `--trusted-ca-file`: clients speak TLS and show a
+    /// certificate that CA signed.
+    tls: Option<[String; 3]>,
 }
 
 impl EtcdServer {
     /// Starts one on free ports and waits until its JSON gateway answers a read.
     pub fn start() -> EtcdServer {
+        EtcdServer::start_with(None)
+    }
+
+    /// One whose clients speak TLS (its certificate and key, PEM files) and show a client
+    /// certificate signed by `ca`. Waits only until it takes connections: its readiness is for
+    /// a TLS client to see.
+    pub fn start_tls(cert: &str, key: &str, ca: &str) -> EtcdServer {
+        EtcdServer::start_with(Some([cert, key, ca].map(String::from)))
+    }
+
+    fn start_with(tls: Option<[String; 3]>) -> EtcdServer {
         installed();
         let mut server = EtcdServer {
             child: None,
             port: free_port(),
             peer: free_port(),
             dir: tempfile::tempdir().unwrap(),
+            tls,
         };
         server.restart();
         server
@@ -168,6 +183,14 @@ impl EtcdServer {
             .arg(format!("--listen-peer-urls={peer_url}"))
             .arg(format!("--initial-advertise-peer-urls={peer_url}"))
             .arg(format!("--initial-cluster=test={peer_url}"))
+            .args(self.tls.iter().flat_map(|[cert, key, ca]| {
+                [
+                    format!("--cert-file={cert}"),
+                    format!("--key-file={key}"),
+                    format!("--trusted-ca-file={ca}"),
+                    "--client-cert-auth".to_string(),
+                ]
+            }))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
             .stderr(log)
@@ -190,7 +213,8 @@ impl EtcdServer {
     }
 
     pub fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
     }
 
     /// Whether its JSON gateway answers a read: with 200, or with the 400 of a store that wants
@@ -200,6 +224,9 @@ impl EtcdServer {
         let Ok(mut conn) = TcpStream::connect(("127.0.0.1", self.port)) else {
             return false;
         };
+        if self.tls.is_some() {
+            return true;
+        }
         let body = r#"{"key":"AA=="}"#;
         let request = format!(
             "POST /v3/kv/range HTTP/1.1\r\nHost: 127.0.0.1\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
