@@ -138,47 +138,9 @@ fn an_etcd_that_is_not_there_is_said_plainly() {
     assert!(err.contains("for https:// endpoints"), "{err}");
 }
 
-/// `POST path` with the JSON `body` to etcd's gateway at `port` (with `token` as
-/// `Authorization`): the status and the JSON answer.
-fn gateway(port: u16, path: &str, body: &serde_json::Value, token: Option<&str>) -> (u16, serde_json::Value) {
-    use std::io::{Read, Write};
-    let body = body.to_string();
-    let authorization = token.map_or(String::new(), |t| format!("authorization: {t}\r\n"));
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: x\r\ncontent-length: {}\r\n{authorization}connection: close\r\n\r\n{body}",
-        body.len()
-    );
-    conn.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    let (head, rest) = answer.split_once("\r\n\r\n").unwrap();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    // A chunked answer (etcd's errors): the JSON object is on the chunk's line.
-    let json = rest
-        .lines()
-        .find_map(|l| serde_json::from_str(l.trim()).ok())
-        .unwrap_or_else(|| panic!("no JSON in {answer}"));
-    (status, json)
-}
-
-fn b64(s: &str) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(s)
-}
-
-/// Writes `text` at `key` straight through etcd's JSON gateway (as another tool would, with no
-/// validation): the new revision.
-fn put_key(etcd: &EtcdServer, key: &str, text: &str) -> i64 {
-    let body = serde_json::json!({ "key": b64(key), "value": b64(text) });
-    let (status, answer) = gateway(etcd.port, "/v3/kv/put", &body, None);
-    assert_eq!(status, 200, "{answer}");
-    answer["header"]["revision"].as_str().unwrap().parse().unwrap()
-}
-
-/// Writes `text` as the config under `prefix`, as [`put_key`].
+/// Writes `text` as the config under `prefix`, as [`EtcdServer::put`].
 fn put_raw(etcd: &EtcdServer, prefix: &str, text: &str) -> i64 {
-    put_key(etcd, &format!("{prefix}config"), text)
+    etcd.put(&format!("{prefix}config"), text)
 }
 
 /// The body of `GET /` on `port`.
@@ -443,7 +405,7 @@ fn source_up(admin: u16) -> f64 {
 /// Compacts etcd's history up to its current revision (`physical`: done when this returns).
 fn compact(etcd: &EtcdServer, revision: i64) {
     let body = serde_json::json!({ "revision": revision.to_string(), "physical": true });
-    let (status, answer) = gateway(etcd.port, "/v3/kv/compaction", &body, None);
+    let (status, answer) = etcd.call("/v3/kv/compaction", &body, None);
     assert_eq!(status, 200, "{answer}");
 }
 
@@ -462,7 +424,7 @@ fn a_compaction_under_a_watching_instance_reloads_nothing_and_misses_nothing() {
     // Other keys move the store's revision on; then etcd forgets all history before now.
     let mut now = 0;
     for i in 0..5 {
-        now = put_key(&etcd, "/compact/other", &i.to_string());
+        now = etcd.put("/compact/other", &i.to_string());
     }
     compact(&etcd, now);
     // The watch breaks: the instance reads the key again and watches again (two connections
@@ -552,7 +514,7 @@ fn enable_auth(etcd: &EtcdServer, password: &str) {
         ("/v3/auth/enable", serde_json::json!({})),
     ];
     for (path, body) in calls {
-        let (status, answer) = gateway(etcd.port, path, &body, None);
+        let (status, answer) = etcd.call(path, &body, None);
         assert_eq!(status, 200, "{path}: {answer}");
     }
 }

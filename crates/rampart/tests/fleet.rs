@@ -18,7 +18,6 @@ use std::path::Path;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use base64::Engine as _;
 use common::dns::DnsServer;
 use common::load::{assert_within_5_percent, paced, two_backends, Load};
 use common::servers::{EtcdServer, RedisServer};
@@ -48,23 +47,6 @@ fn push(dir: &Path, etcd: &EtcdServer, text: &str) -> i64 {
         .next()
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no revision in {out:?}"))
-}
-
-/// Writes `text` as the config without any check (as a careless tool would).
-fn put_raw(etcd: &EtcdServer, text: &str) {
-    use std::io::{Read, Write};
-    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    let body = serde_json::json!({ "key": b64("/rampart/config"), "value": b64(text) }).to_string();
-    let mut conn = std::net::TcpStream::connect(("127.0.0.1", etcd.port)).unwrap();
-    write!(
-        conn,
-        "POST /v3/kv/put HTTP/1.1\r\nHost: etcd\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    conn.read_to_string(&mut answer).unwrap();
-    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
 }
 
 struct Instance {
@@ -169,8 +151,8 @@ fn three_instances_behave_as_one() {
 
     // A bad config in etcd: every instance refuses it and keeps the one in force.
     let applied = fleet[0].status()["config"]["revision"].clone();
-    put_raw(
-        &etcd,
+    etcd.put(
+        "/rampart/config",
         "[listeners.web]\nbind = \"${BIND}\"\nprotocol = \"carrier pigeon\"\n",
     );
     all(&fleet, "the bad config refused", |i| {
