@@ -2,7 +2,6 @@
 //! SIGUSR2 binary upgrade, SIGTERM/SIGINT drain and exit). It runs on the main thread's own small
 //! runtime; workers never wait on it.
 
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 
@@ -11,7 +10,7 @@ use rampart_config::LiveState;
 use rampart_proxy::checker::spawn_checks;
 use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
 use rampart_proxy::session_log::SessionLogWriter;
-use rampart_runtime::{Engine, EngineError, EngineOptions};
+use rampart_runtime::{Engine, EngineOptions};
 use tokio::signal::unix::{signal, SignalKind};
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +21,7 @@ use arc_swap::ArcSwap;
 use rampart_config::{AdminAddress, AdminSettings};
 use rampart_proxy::checker::FirstRound;
 
-use crate::admin::state::{ConfigFile, RunningConfig, Status};
+use crate::admin::state::{RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
 use crate::discovery::Discovery;
@@ -32,6 +31,13 @@ use crate::source::{summary, Source};
 use crate::upgrade::inherit::Handover;
 use crate::upgrade::spawn::{Relaunch, UpgradeOutcome};
 use crate::watch::Watching;
+
+mod bind_failure;
+mod reload;
+
+pub use bind_failure::log_fatal;
+use bind_failure::{listener_names, BindFailure};
+use reload::{config_file, live_revision, live_sha256, publish_targets, reload};
 
 /// What ends the serving loop.
 enum Stop {
@@ -347,96 +353,6 @@ async fn upgrade(
     crate::upgrade::hand_over(relaunch, &sockets, timeout).await
 }
 
-/// Loads the source again and applies it (SIGHUP, `POST /api/reload`, or a change `--watch`
-/// saw); a load that succeeds gives the watcher its new list of files.
-#[allow(clippy::too_many_arguments)]
-async fn reload(
-    source: &Source,
-    live: &mut LiveState,
-    engine: &mut Engine,
-    discovery: &mut Discovery,
-    session_log: &SessionLogWriter,
-    admin: &AdminShared,
-    logger: &Logger,
-    watching: Option<&Watching>,
-) -> ReloadOutcome {
-    if !source.reloadable() {
-        tracing::info!(
-            result = "skipped",
-            "reload: the command line is the whole config and names no certificate; nothing to reload"
-        );
-        return ReloadOutcome::NotReloadable;
-    }
-    let loaded = match source.load(live) {
-        Ok(l) => l,
-        Err(errors) => {
-            tracing::error!(result = "refused", errors = %errors, "reload failed; the running config stays in force");
-            return ReloadOutcome::Refused {
-                errors: errors.lines().map(str::to_string).collect(),
-            };
-        }
-    };
-    for warning in &loaded.warnings {
-        tracing::warn!("{warning}");
-    }
-    if let Some(watching) = watching {
-        watching.update(loaded.watch.clone());
-    }
-    let path = loaded.snapshot.session_log.as_deref().map(std::path::Path::to_path_buf);
-    let line = summary(&loaded.snapshot);
-    let sha256 = loaded.sha256.clone();
-    let revision = loaded.revision;
-    let text = loaded.text;
-    let log = loaded.log;
-    let listeners = listener_names(&loaded.snapshot);
-    let snapshot = discovery.complete(loaded.snapshot, live).await;
-    if let Err(e) = engine.apply(snapshot) {
-        // The questions stay those of the config in force.
-        discovery.follow(&engine.current());
-        if let Some(failure) = BindFailure::of(&listeners, &e) {
-            failure.log();
-        }
-        tracing::error!(result = "refused", errors = %e, "reload failed; the running config stays in force");
-        return ReloadOutcome::Refused {
-            errors: vec![e.to_string()],
-        };
-    }
-    // Reopening also serves log rotation: move the file away, then SIGHUP.
-    if let Err(e) = session_log.reopen(path.clone()) {
-        tracing::error!("cannot open session log {path:?}: {e}; records go to the previous file");
-    }
-    // The new level is in force from the "reloaded" line on.
-    logger.reload(log);
-    tracing::info!(
-        result = "applied",
-        summary = line.as_str(),
-        sha256 = sha256.as_deref(),
-        "reloaded"
-    );
-    admin
-        .config
-        .store(Arc::new(RunningConfig::redacted(source.name(), &text)));
-    admin.snapshot.store(engine.current());
-    ReloadOutcome::Applied {
-        summary: line,
-        sha256,
-        revision,
-    }
-}
-
-/// Puts in force `next`: the snapshot in force with the targets new DNS answers gave.
-fn publish_targets(next: rampart_model::Snapshot, engine: &mut Engine, admin: &AdminShared) {
-    let line = summary(&next);
-    match engine.apply(next) {
-        Ok(()) => {
-            tracing::debug!(summary = line.as_str(), "dns: targets published");
-            admin.snapshot.store(engine.current());
-        }
-        // Only binding can fail, and a publish binds nothing new.
-        Err(e) => tracing::error!("dns: the new targets could not be put in force: {e}"),
-    }
-}
-
 /// The admin listener to serve: `--admin` (loopback or a unix socket, no token) wins over the
 /// config's `[admin]`.
 fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyhow::Result<Option<AdminSettings>> {
@@ -449,39 +365,6 @@ fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyh
         "--admin {listen}: only a loopback address or a unix socket; serve it wider with [admin] and a token in a config file"
     );
     Ok(Some(AdminSettings { listen, token: None }))
-}
-
-/// The config file's path and hash, for a file source.
-fn config_file(source: &Source, sha256: Option<String>, revision: Option<i64>) -> Option<ConfigFile> {
-    match (source, sha256) {
-        (Source::File { path, .. }, Some(sha256)) => Some(ConfigFile {
-            path: path.display().to_string(),
-            sha256,
-            revision: None,
-        }),
-        (Source::Etcd { .. }, Some(sha256)) => Some(ConfigFile {
-            path: source.name(),
-            sha256,
-            revision,
-        }),
-        _ => None,
-    }
-}
-
-/// The etcd revision a reload applied.
-fn live_revision(outcome: &ReloadOutcome) -> Option<i64> {
-    match outcome {
-        ReloadOutcome::Applied { revision, .. } => *revision,
-        _ => None,
-    }
-}
-
-/// The hash of the text a reload applied.
-fn live_sha256(outcome: &ReloadOutcome) -> Option<String> {
-    match outcome {
-        ReloadOutcome::Applied { sha256, .. } => sha256.clone(),
-        _ => None,
-    }
 }
 
 /// Opens a log file the way the log writer does (append, create), to refuse a bad path at once.
@@ -505,82 +388,5 @@ fn raise_open_files_limit() {
             limit.rlim_cur = limit.rlim_max;
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
-    }
-}
-
-/// Each listener's name and address, to name the listener a bind error is about.
-fn listener_names(snapshot: &rampart_model::Snapshot) -> Vec<(String, SocketAddr)> {
-    snapshot
-        .listeners
-        .iter()
-        .filter_map(|l| Some((l.name.clone(), l.bind?)))
-        .collect()
-}
-
-/// A listener that could not be bound. It reads as the engine's error, so the command line's
-/// exit line stays `rampart: ADDR: reason`.
-#[derive(Debug)]
-pub struct BindFailure {
-    listener: String,
-    address: SocketAddr,
-    reason: String,
-    /// The engine's error, as the exit line says it.
-    message: String,
-}
-
-impl BindFailure {
-    /// `error` with its listener when it is a bind error.
-    fn wrap(listeners: &[(String, SocketAddr)], error: EngineError) -> anyhow::Error {
-        match BindFailure::of(listeners, &error) {
-            Some(failure) => anyhow::Error::new(failure),
-            None => error.into(),
-        }
-    }
-
-    fn of(listeners: &[(String, SocketAddr)], error: &EngineError) -> Option<BindFailure> {
-        let (address, reason) = match error {
-            EngineError::InUse { addr } => (*addr, "already in use by another process".to_string()),
-            EngineError::Bind { addr, error } => (*addr, error.to_string()),
-            _ => return None,
-        };
-        let listener = listeners
-            .iter()
-            .find(|(_, bind)| *bind == address)
-            .map_or_else(String::new, |(name, _)| name.clone());
-        Some(BindFailure {
-            listener,
-            address,
-            reason,
-            message: error.to_string(),
-        })
-    }
-
-    fn log(&self) {
-        tracing::error!(
-            listener = self.listener.as_str(),
-            address = %self.address,
-            error = self.reason.as_str(),
-            "cannot bind a listener"
-        );
-    }
-}
-
-impl std::fmt::Display for BindFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.message)
-    }
-}
-
-impl std::error::Error for BindFailure {}
-
-/// Says why the process could not start: in text, the `rampart: reason` line it always wrote;
-/// in JSON, an error event (with the listener's fields for a bind failure).
-pub fn log_fatal(logger: &Logger, error: &anyhow::Error) {
-    if !logger.is_json() {
-        eprintln!("rampart: {error:#}");
-    } else if let Some(failure) = error.downcast_ref::<BindFailure>() {
-        failure.log();
-    } else {
-        tracing::error!("rampart: {error:#}");
     }
 }
