@@ -7,7 +7,7 @@ use rampart_config::LiveState;
 use rampart_proxy::session_log::SessionLogWriter;
 use rampart_runtime::Engine;
 
-use super::{listener_names, BindFailure};
+use super::bind_failure::{listener_names, BindFailure};
 use crate::admin::state::{ConfigFile, RunningConfig};
 use crate::admin::{AdminShared, ReloadOutcome};
 use crate::discovery::Discovery;
