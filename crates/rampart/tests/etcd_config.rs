@@ -466,6 +466,8 @@ fn changes_made_while_the_watch_is_lost_are_applied_once_etcd_is_back() {
     assert_eq!(status, 503, "{why}");
     assert!(why["reason"].as_str().unwrap().contains("etcd"), "{why}");
     assert_eq!(ready(lax_admin).0, 200, "serving its last good config, it stays ready");
+    let (_, lax_status) = common::admin(lax_admin, "GET", "/api/status", None);
+    assert_eq!(lax_status["config"]["reachable"], false, "{lax_status}");
     put_raw(&etcd, "/lost/", &config(port, "three"));
     let four = put_raw(&etcd, "/lost/", &config(port, "four"));
     assert_eq!(body_at(port), "one");
@@ -479,6 +481,7 @@ fn changes_made_while_the_watch_is_lost_are_applied_once_etcd_is_back() {
 
     let (_, status) = common::admin(admin, "GET", "/api/status", None);
     assert_eq!(status["config"]["revision"], serde_json::json!(four), "{status}");
+    assert_eq!(status["config"]["reachable"], true, "{status}");
     let applied = status["loaded_at"].as_u64().unwrap();
     assert!(applied >= mended, "{status}");
     let samples = common::scrape::scrape(admin);

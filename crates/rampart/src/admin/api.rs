@@ -136,6 +136,10 @@ fn status(shared: &AdminShared) -> Answer {
         map.insert("ready".into(), json!(shared.readiness().is_ok()));
         map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));
         map.insert("certificates".into(), certificates(shared));
+        // A config from etcd: whether etcd answered its last read.
+        if let (Some(reachable), Some(Value::Object(config))) = (&shared.source_reachable, map.get_mut("config")) {
+            config.insert("reachable".into(), json!(reachable.load(Ordering::Relaxed)));
+        }
     }
     Answer::json(200, &value)
 }
