@@ -53,6 +53,7 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         files: Vec::new(),
         filter_scope: String::new(),
         filter_definition: None,
+        acme_configured: false,
     };
     live.begin_filter_slots();
     let compiled = cx.config(raw, live);
@@ -90,6 +91,8 @@ struct Checker<'a> {
     filter_scope: String,
     /// The definition of the filter being compiled, while it is: the files it reads are added.
     filter_definition: Option<filter_slots::DefinitionDigest>,
+    /// Whether the config has an `[acme]` table (listeners' `acme` names need one).
+    acme_configured: bool,
 }
 
 impl Checker<'_> {
@@ -140,6 +143,8 @@ impl Checker<'_> {
             .as_ref()
             .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
         let dns = self.dns_settings(global);
+        self.acme_configured = raw.acme.is_some();
+        let acme = raw.acme.as_ref().map(|a| self.acme(a));
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         // Upstreams that hash on a request header or cookie, which TCP listeners do not have.
@@ -177,6 +182,9 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
+        if acme.is_some() {
+            acme::answer_http01(&mut listeners, live);
+        }
         let admin = raw.admin.as_ref().and_then(|a| self.admin(a));
         self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
@@ -189,6 +197,7 @@ impl Checker<'_> {
                 listeners: Arc::new(listeners),
                 upstreams,
                 dns,
+                acme,
                 session_log,
                 drain_timeout,
                 upgrade_timeout,
@@ -388,6 +397,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
     }
 }
 
+mod acme;
 mod admin;
 mod checks;
 mod command_line;
@@ -402,6 +412,7 @@ mod log;
 pub(crate) mod suggest;
 mod tcp;
 mod tls;
+pub use tls::files::Leaf;
 mod upstream;
 mod wire;
 

@@ -24,6 +24,22 @@ pub struct RawConfig {
     pub upstreams: BTreeMap<Spanned<String>, RawUpstream>,
     /// `[admin]`: the control port.
     pub admin: Option<Spanned<RawAdmin>>,
+    /// `[acme]`: where the certificates of listeners' `acme` names come from.
+    pub acme: Option<Spanned<RawAcme>>,
+}
+
+/// `[acme]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAcme {
+    /// The CA's directory URL (Let's Encrypt's production one by default).
+    pub directory: Option<Spanned<String>>,
+    /// Contact address given to the CA (expiry warnings go there).
+    pub email: Option<Spanned<String>>,
+    /// A PEM root the directory's own HTTPS certificate is checked against.
+    pub ca: Option<Spanned<String>>,
+    /// Where the account key and certificates are kept.
+    pub storage: Option<Spanned<String>>,
 }
 
 /// `[admin]`.
@@ -155,7 +171,10 @@ pub struct RawErrorPageTable {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawListenerTls {
-    pub certificates: Spanned<Vec<Spanned<RawCertificate>>>,
+    #[serde(default)]
+    pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
+    /// Names whose certificates ACME obtains (and renews), served before `certificates`.
+    pub acme: Option<Spanned<Vec<Spanned<String>>>>,
     /// A name one of the certificates serves: for clients whose name none has.
     pub default_certificate: Option<Spanned<String>>,
     pub strict_sni: Option<bool>,

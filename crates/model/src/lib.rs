@@ -20,6 +20,7 @@
 //! - [`defaults`]: the default of every optional setting.
 #![forbid(unsafe_code)]
 
+pub mod acme;
 pub mod balance;
 pub mod defaults;
 pub mod discovery;

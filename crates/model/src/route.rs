@@ -92,6 +92,9 @@ pub enum RouteAction {
     Redirect { status: u16, to: RedirectTo },
     /// Serve files from a directory.
     Static(StaticFiles),
+    /// Answer ACME HTTP-01 challenges (`/.well-known/acme-challenge/TOKEN`): put first on every
+    /// HTTP listener when some listener obtains certificates by ACME.
+    AcmeChallenge(std::sync::Arc<crate::acme::AcmeShared>),
 }
 
 /// The `static` action: files under `root`, looked up by the request path after the route's

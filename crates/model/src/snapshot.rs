@@ -29,6 +29,8 @@ pub struct Snapshot {
     pub upstreams: Vec<Upstream>,
     /// How the names of targets written by name are resolved.
     pub dns: crate::discovery::DnsSettings,
+    /// `[acme]`: where listeners' `acme` names get their certificates.
+    pub acme: Option<crate::acme::AcmeSettings>,
     /// Where session records go, if anywhere.
     pub session_log: Option<Arc<std::path::Path>>,
     /// How long open connections may run on after SIGTERM/SIGINT.

@@ -26,6 +26,8 @@ pub struct ListenerTls {
     pub forward_client_cert: Option<String>,
     /// What each certificate is, for the admin API and metrics (expiry above all).
     pub certificate_info: Vec<CertificateInfo>,
+    /// The names whose certificates ACME obtains (`acme = [...]`), served before `certificates`.
+    pub acme_names: Vec<String>,
 }
 
 /// One certificate of a listener as operators need to see it.
@@ -50,6 +52,18 @@ impl CertificateInfo {
     /// Whether it has expired.
     pub fn expired(&self) -> bool {
         self.not_after <= std::time::SystemTime::now()
+    }
+}
+
+impl ListenerTls {
+    /// Whether `name` has a certificate of its own here: a file's, or one of the `acme` names
+    /// (whose certificate may not be obtained yet; the handshake then fails).
+    pub fn knows(&self, name: Option<&str>) -> bool {
+        self.certificates.knows(name)
+            || name.is_some_and(|n| {
+                let n = n.trim_end_matches('.');
+                self.acme_names.iter().any(|a| a.eq_ignore_ascii_case(n))
+            })
     }
 }
 
@@ -145,15 +159,23 @@ impl CertificateSet {
     }
 }
 
-/// The rustls resolver over a [`CertificateSet`].
+/// The rustls resolver over a [`CertificateSet`], and over the certificates ACME obtained for
+/// the listener's `acme` names.
 #[derive(Debug)]
 pub struct SniResolver {
     pub set: Arc<CertificateSet>,
     pub strict: bool,
+    /// ACME's certificates, when the listener has `acme` names.
+    pub acme: Option<Arc<crate::acme::AcmeShared>>,
 }
 
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        if let (Some(acme), Some(name)) = (&self.acme, hello.server_name()) {
+            if let Some(key) = acme.certificate(name) {
+                return Some(key);
+            }
+        }
         let schemes = hello.signature_schemes();
         let candidates = self.set.candidates(hello.server_name(), self.strict);
         // With no key the client can verify, the first one anyway: rustls then refuses the

@@ -1,5 +1,6 @@
 //! The `rampart` binary: command line, wiring and signals.
 
+mod acme;
 mod admin;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod alloc;

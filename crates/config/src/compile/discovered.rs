@@ -47,6 +47,7 @@ pub fn with_answers(current: &Snapshot, answers: &Answers, live: &mut LiveState)
         listeners: current.listeners.clone(),
         upstreams,
         dns: current.dns.clone(),
+        acme: current.acme.clone(),
         session_log: current.session_log.clone(),
         drain_timeout: current.drain_timeout,
         upgrade_timeout: current.upgrade_timeout,

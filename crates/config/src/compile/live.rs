@@ -35,6 +35,8 @@ pub struct LiveState {
     rate_buckets: HashMap<String, Arc<LocalBuckets>>,
     /// The slots of filters' per-worker state: a reload keeps an unchanged filter's.
     filter_slots: FilterSlots,
+    /// What the ACME client publishes (certificates, challenge answers): one for the process.
+    acme: Arc<rampart_model::acme::AcmeShared>,
 }
 
 /// Traffic counters by the names that label them.
@@ -116,6 +118,11 @@ impl LiveState {
 
     pub(super) fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
         self.health.entry((upstream.to_string(), addr)).or_default().clone()
+    }
+
+    /// What the ACME client publishes and listeners read: the same for every load.
+    pub fn acme(&self) -> Arc<rampart_model::acme::AcmeShared> {
+        self.acme.clone()
     }
 
     pub(super) fn open_connections(&mut self, bind: SocketAddr) -> Arc<AtomicUsize> {

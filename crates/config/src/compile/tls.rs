@@ -20,7 +20,7 @@ use toml::Spanned;
 use super::{Checker, LiveState};
 use crate::raw::{RawListenerTls, RawUpstreamTls};
 
-mod files;
+pub(crate) mod files;
 mod insecure;
 #[cfg(test)]
 mod tests;
@@ -49,17 +49,20 @@ impl Checker<'_> {
     ) -> Option<Arc<ListenerTls>> {
         let t = raw.get_ref();
         let provider = provider();
-        if t.certificates.get_ref().is_empty() {
+        let acme_names = self.acme_names(name, t.acme.as_ref());
+        let certificates = t.certificates.as_ref().map_or(&[][..], |c| c.get_ref().as_slice());
+        if certificates.is_empty() && acme_names.is_empty() {
+            let at = t.certificates.as_ref().map_or(raw.span(), |c| c.span());
             self.error(
-                t.certificates.span(),
-                format!("listener `{name}`: tls needs at least one certificate"),
+                at,
+                format!("listener `{name}`: tls needs at least one certificate (or names for `acme` to obtain)"),
             );
         }
         let mut set = CertificateSet::default();
         let mut first_name: Option<String> = None;
         let mut all_names = Vec::new();
         let mut infos = Vec::new();
-        for entry in t.certificates.get_ref() {
+        for entry in certificates {
             let Some((key, leaf)) = self.certified_key(&entry.get_ref().cert, &entry.get_ref().key, &provider) else {
                 continue;
             };
@@ -140,9 +143,11 @@ impl Checker<'_> {
             Some(v) => builder.with_client_cert_verifier(v),
             None => builder.with_no_client_auth(),
         };
+        let acme = (!acme_names.is_empty()).then(|| live.acme());
         let mut config = builder.with_cert_resolver(Arc::new(SniResolver {
             set: set.clone(),
             strict: strict_sni,
+            acme,
         }));
         config.alpn_protocols = alpn;
         let Some(resumption) = live.tls_resumption(bind, session_cache) else {
@@ -163,6 +168,7 @@ impl Checker<'_> {
             handshake_timeout,
             forward_client_cert,
             certificate_info: infos,
+            acme_names,
         }))
     }
 

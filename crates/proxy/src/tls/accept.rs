@@ -175,7 +175,7 @@ async fn strict_hello(
         match acceptor.accept() {
             Ok(Some(accepted)) => {
                 let name = accepted.client_hello().server_name().map(str::to_string);
-                if !tls.certificates.knows(name.as_deref()) {
+                if !tls.knows(name.as_deref()) {
                     let _ = SocketWrite(tcp).write_all_now(&UNRECOGNIZED_NAME_ALERT);
                     return Err(HandshakeFailure::UnknownName(name));
                 }

@@ -48,6 +48,7 @@ pub(crate) fn self_signed_pair(name: &str) -> (ListenerTls, Arc<rustls::ClientCo
         handshake_timeout: Duration::from_secs(5),
         forward_client_cert: None,
         certificate_info: Vec::new(),
+        acme_names: Vec::new(),
     };
     (listener, Arc::new(client))
 }

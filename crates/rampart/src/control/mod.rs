@@ -21,6 +21,7 @@ use arc_swap::ArcSwap;
 use rampart_config::{AdminAddress, AdminSettings};
 use rampart_proxy::checker::FirstRound;
 
+use crate::acme::Acme;
 use crate::admin::state::{RunningConfig, Status};
 use crate::admin::{self, AdminShared, Command, ReloadOutcome};
 use crate::cli::EngineArgs;
@@ -113,6 +114,8 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let mut jwks_fetches = spawn_jwks_fetches(&engine.current());
+    let mut acme = Acme::new(live.acme());
+    acme.follow(&engine.current());
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
     let watching = match &source {
         Source::File { watch: true, .. } => {
@@ -232,6 +235,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         checks = spawn_checks(&engine.current(), None);
                         jwks_fetches.abort_all();
                         jwks_fetches = spawn_jwks_fetches(&engine.current());
+                        acme.follow(&engine.current());
                     }
                     status.record_reload(
                         &outcome,

@@ -5,6 +5,7 @@
 pub mod dns;
 pub mod http;
 pub mod load;
+pub mod pebble;
 pub mod scrape;
 pub mod servers;
 pub mod tls;

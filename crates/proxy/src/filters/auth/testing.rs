@@ -71,6 +71,7 @@ pub(crate) fn worker() -> WorkerContext {
         generation: 1,
         listeners: Default::default(),
         dns: Default::default(),
+        acme: None,
         upstreams: Vec::new(),
         session_log: None,
         drain_timeout: Duration::from_secs(1),

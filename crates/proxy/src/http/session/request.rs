@@ -147,6 +147,31 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 };
                 self.answer_local(rctx, run, delivery, &answer).await
             }
+            RouteAction::AcmeChallenge(acme) => {
+                let token = target.path.strip_prefix(rampart_model::acme::HTTP01_PREFIX.as_bytes());
+                let answer = token
+                    .and_then(|t| std::str::from_utf8(t).ok())
+                    .and_then(|t| acme.http_answer(t));
+                drop(parts);
+                self.inbuf.consume(head.len);
+                let local = match &answer {
+                    Some(key_authorization) => LocalAnswer {
+                        status: 200,
+                        headers: &[("content-type", "application/octet-stream")],
+                        body: key_authorization.as_bytes(),
+                        close: !keep_after_local,
+                        error_page: false,
+                    },
+                    None => LocalAnswer {
+                        status: 404,
+                        headers: &[],
+                        body: b"no such ACME challenge\n",
+                        close: !keep_after_local,
+                        error_page: true,
+                    },
+                };
+                self.answer_local(rctx, run, delivery, &local).await
+            }
             RouteAction::Redirect { status, to } => {
                 let to = self.redirect_location(to, &target);
                 drop(parts);

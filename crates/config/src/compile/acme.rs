@@ -1,0 +1,121 @@
+//! `[acme]` and listeners' `acme` names: certificates obtained from an ACME CA by the control
+//! plane, and the route that answers the CA's HTTP-01 challenges on every HTTP listener.
+
+use std::path::PathBuf;
+
+use rampart_model::acme::{AcmeSettings, HTTP01_PREFIX, LETS_ENCRYPT};
+use rampart_model::discovery::Query;
+use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
+use rampart_model::{Listener, ListenerProtocol};
+use toml::Spanned;
+
+use super::{Checker, LiveState};
+use crate::raw::RawAcme;
+
+/// Where the account and certificates are kept when `[acme] storage` is not given.
+const DEFAULT_STORAGE: &str = "/var/lib/rampart/acme";
+
+/// The name of the route that answers HTTP-01 challenges.
+pub const HTTP01_ROUTE: &str = "acme-http-01";
+
+impl Checker<'_> {
+    /// The `[acme]` table.
+    pub(super) fn acme(&mut self, raw: &Spanned<RawAcme>) -> AcmeSettings {
+        let a = raw.get_ref();
+        let directory = match &a.directory {
+            Some(d) if d.get_ref().starts_with("https://") || d.get_ref().starts_with("http://") => d.get_ref().clone(),
+            Some(d) => {
+                self.error(d.span(), format!("directory `{}` is not an http(s) URL", d.get_ref()));
+                String::new()
+            }
+            None => LETS_ENCRYPT.to_string(),
+        };
+        let contact = match &a.email {
+            Some(e) if e.get_ref().contains('@') && !e.get_ref().contains(char::is_whitespace) => {
+                vec![format!("mailto:{}", e.get_ref())]
+            }
+            Some(e) => {
+                self.error(e.span(), format!("email `{}` is not an address", e.get_ref()));
+                Vec::new()
+            }
+            None => Vec::new(),
+        };
+        let ca = a.ca.as_ref().map(|c| {
+            let path = self.path(c);
+            if let Err(e) = std::fs::metadata(&path) {
+                self.error(c.span(), format!("ca {}: {e}", c.get_ref()));
+            }
+            path
+        });
+        let storage = match &a.storage {
+            Some(s) => self.path(s),
+            None => PathBuf::from(DEFAULT_STORAGE),
+        };
+        AcmeSettings {
+            directory,
+            contact,
+            ca,
+            storage,
+        }
+    }
+
+    /// A TLS listener's `acme` names, checked: DNS names, each once; wildcards need the DNS-01
+    /// challenge, which is not built yet.
+    pub(super) fn acme_names(&mut self, listener: &str, raw: Option<&Spanned<Vec<Spanned<String>>>>) -> Vec<String> {
+        let Some(list) = raw else { return Vec::new() };
+        if !self.acme_configured {
+            self.error(
+                list.span(),
+                format!("listener `{listener}`: `acme` names need an [acme] table (at least `email`, and `storage`)"),
+            );
+        }
+        let mut names: Vec<String> = Vec::new();
+        for n in list.get_ref() {
+            let name = n.get_ref().trim_end_matches('.').to_ascii_lowercase();
+            if name.starts_with("*.") {
+                self.error(
+                    n.span(),
+                    format!(
+                        "`{}`: a wildcard needs the DNS-01 challenge, which Rampart does not do yet",
+                        n.get_ref()
+                    ),
+                );
+                continue;
+            }
+            if let Err(e) = Query::host(&name, 1) {
+                self.error(n.span(), e);
+                continue;
+            }
+            if names.contains(&name) {
+                self.error(n.span(), format!("`{}` is listed twice", n.get_ref()));
+                continue;
+            }
+            names.push(name);
+        }
+        names
+    }
+}
+
+/// Puts the HTTP-01 route first on every HTTP listener, so that the CA's validation reaches
+/// whichever listener on port 80 it connects to.
+pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
+    for listener in listeners {
+        let name = listener.name.clone();
+        if let ListenerProtocol::Http(http) = &mut listener.protocol {
+            http.routes.insert(
+                0,
+                Route {
+                    name: HTTP01_ROUTE.to_string(),
+                    matcher: RouteMatcher {
+                        path: Some(PathMatch::Prefix(HTTP01_PREFIX.to_string())),
+                        ..Default::default()
+                    },
+                    action: RouteAction::AcmeChallenge(live.acme()),
+                    filters: Default::default(),
+                    error_pages: None,
+                    metrics: live.route_metrics(&name, HTTP01_ROUTE),
+                },
+            );
+        }
+    }
+}

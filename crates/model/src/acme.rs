@@ -1,0 +1,93 @@
+//! Certificates obtained by ACME (RFC 8555), as the data plane sees them: what the control
+//! plane's ACME client has published for listeners to serve, and the answers to the CA's
+//! HTTP-01 challenges that HTTP listeners give. One [`AcmeShared`] outlives every snapshot (a
+//! reload keeps it), so a certificate obtained once is served across reloads.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use rustls::sign::CertifiedKey;
+
+/// The path prefix of HTTP-01 challenge requests.
+pub const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
+
+/// Let's Encrypt's production directory, the default.
+pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
+
+/// What the ACME client publishes; read by workers without locks.
+#[derive(Default)]
+pub struct AcmeShared {
+    /// Issued certificates by name (lowercase).
+    certificates: ArcSwap<HashMap<String, Arc<CertifiedKey>>>,
+    /// HTTP-01: the key authorization of each pending token.
+    http_tokens: ArcSwap<HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for AcmeShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcmeShared")
+            .field("certificates", &self.certificates.load().len())
+            .field("http_tokens", &self.http_tokens.load().len())
+            .finish()
+    }
+}
+
+impl AcmeShared {
+    /// The certificate obtained for `name`, if there is one.
+    pub fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        let certificates = self.certificates.load();
+        if certificates.is_empty() {
+            return None;
+        }
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        certificates.get(&name).cloned()
+    }
+
+    /// Serves `key` for `name` from now on (a handshake under way keeps the one it chose).
+    pub fn install(&self, name: &str, key: Arc<CertifiedKey>) {
+        self.certificates.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.insert(name.to_ascii_lowercase(), key.clone());
+            next
+        });
+    }
+
+    /// The key authorization to answer for HTTP-01 `token`.
+    pub fn http_answer(&self, token: &str) -> Option<String> {
+        self.http_tokens.load().get(token).cloned()
+    }
+
+    /// Answers `token` with `key_authorization` (`None`: stops answering it).
+    pub fn set_http_answer(&self, token: &str, key_authorization: Option<&str>) {
+        self.http_tokens.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            match key_authorization {
+                Some(k) => next.insert(token.to_string(), k.to_string()),
+                None => next.remove(token),
+            };
+            next
+        });
+    }
+}
+
+/// The `[acme]` table: where certificates come from and where they are kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcmeSettings {
+    /// The CA's directory URL.
+    pub directory: String,
+    /// Contact addresses (`mailto:` URLs) given when the account is made.
+    pub contact: Vec<String>,
+    /// A PEM root that the directory's own HTTPS certificate is checked against (a private or
+    /// test CA such as Pebble); `None`: the system's roots.
+    pub ca: Option<PathBuf>,
+    /// The directory the account key and the certificates are kept in.
+    pub storage: PathBuf,
+}
+
+/// The names a TLS listener obtains certificates for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcmeNames {
+    pub names: Vec<String>,
+}

@@ -1,0 +1,79 @@
+//! Certificates from a real ACME CA: Pebble (in `-strict` mode) issues a certificate for a name a
+//! TLS listener lists in `acme = [...]`, validating it by HTTP-01 against Rampart's own HTTP
+//! listener; a client then verifies it against Pebble's root. A restart serves the certificate
+//! kept on disk and orders nothing.
+
+mod common;
+
+use std::io::{Read, Write};
+
+use common::dns::DnsServer;
+use common::pebble::Pebble;
+use common::tls::{handshake, ClientOpts};
+use common::{free_port, write_file, Rampart};
+
+fn config(pebble: &Pebble, http: u16, https: u16) -> String {
+    format!(
+        "[acme]\ndirectory = \"{}\"\nemail = \"ops@fleet.test\"\nca = \"{}\"\nstorage = \"acme\"\n\n\
+         [listeners.plain]\nbind = \"127.0.0.1:{http}\"\nprotocol = \"http\"\n\n\
+         [[listeners.plain.routes]]\nrespond = {{ status = 200, body = \"plain\" }}\n\n\
+         [listeners.secure]\nbind = \"127.0.0.1:{https}\"\nprotocol = \"http\"\n\n\
+         [listeners.secure.tls]\nacme = [\"a.fleet.test\"]\n\n\
+         [[listeners.secure.routes]]\nrespond = {{ status = 200, body = \"secure\" }}\n",
+        pebble.directory(),
+        pebble.api_ca.display()
+    )
+}
+
+/// `GET /` over TLS for `name`, verified against `root`: the body.
+fn get_verified(port: u16, root: &str, name: &str) -> String {
+    let client = ClientOpts::with_roots(root).build();
+    let mut tls = handshake(port, &client, name).expect("a verified handshake");
+    write!(tls, "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = tls.read_to_string(&mut answer);
+    answer.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
+}
+
+#[test]
+fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https));
+    let started = std::time::Instant::now();
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let issued = proxy.wait_for("certificate issued");
+    assert!(issued.contains("a.fleet.test"), "{issued}");
+    let root = pebble.issuing_root();
+    assert_eq!(get_verified(https, &root, "a.fleet.test"), "secure");
+    eprintln!("cold start to a verified handshake: {:?}", started.elapsed());
+    // The challenge route answers only pending tokens.
+    let mut plain = common::connect(http);
+    let (status, _, _) = common::http::send(
+        &mut plain,
+        b"GET /.well-known/acme-challenge/nothing HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n",
+    );
+    assert_eq!(status, 404);
+    proxy.stop();
+
+    // A restart serves the kept certificate and places no new order.
+    let orders_before = pebble.log().matches("POST /order-plz").count();
+    assert_eq!(orders_before, 1, "one order so far: {}", pebble.log());
+    let mut again = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    again.wait_for("serving the certificate kept");
+    assert_eq!(get_verified(https, &root, "a.fleet.test"), "secure");
+    again.stop();
+    assert!(
+        !again.log.join("\n").contains("certificate issued"),
+        "{}",
+        again.log.join("\n")
+    );
+    assert_eq!(
+        pebble.log().matches("POST /order-plz").count(),
+        orders_before,
+        "{}",
+        pebble.log()
+    );
+}

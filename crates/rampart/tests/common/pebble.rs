@@ -1,0 +1,115 @@
+//! A real ACME CA for the tests: Pebble (Debian `pebble`, installed by scripts/servers) on
+//! loopback in its `-strict` mode, serving its API with a certificate of the test's own, and
+//! validating challenges against the ports the test names, resolving names through the test's
+//! DNS server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Instant;
+
+use super::dns::DnsServer;
+use super::tls::{Ca, CertSpec};
+use super::{free_port, WAIT};
+
+pub struct Pebble {
+    child: Child,
+    pub port: u16,
+    pub management: u16,
+    /// The CA that signed Pebble's API certificate (for `[acme] ca`).
+    pub api_ca: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Pebble {
+    /// Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls_port` of the addresses
+    /// `dns` gives; `nonce_reject` is the percentage of nonces it refuses (Pebble's default: 5).
+    pub fn start(http_port: u16, tls_port: u16, dns: &DnsServer, nonce_reject: u32) -> Pebble {
+        super::servers::installed();
+        let dir = tempfile::tempdir().unwrap();
+        let ca = Ca::new("pebble API test CA");
+        let api_ca = PathBuf::from(ca.write(dir.path(), "api-ca.pem"));
+        let (cert, key) = ca
+            .issue(&CertSpec::new(&["localhost", "127.0.0.1"]))
+            .write(dir.path(), "api");
+        let (port, management) = (free_port(), free_port());
+        let config = serde_json::json!({ "pebble": {
+            "listenAddress": format!("127.0.0.1:{port}"),
+            "managementListenAddress": format!("127.0.0.1:{management}"),
+            "certificate": cert,
+            "privateKey": key,
+            "httpPort": http_port,
+            "tlsPort": tls_port,
+            "ocspResponderURL": "",
+            "externalAccountBindingRequired": false,
+        }});
+        let config_path = dir.path().join("pebble.json");
+        std::fs::write(&config_path, config.to_string()).unwrap();
+        let log_path = dir.path().join("pebble.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Command::new("pebble")
+            .arg("-config")
+            .arg(&config_path)
+            .arg("-strict")
+            .arg("-dnsserver")
+            .arg(format!("127.0.0.1:{}", dns.port))
+            .env("PEBBLE_VA_NOSLEEP", "1")
+            .env("PEBBLE_WFE_NONCEREJECT", nonce_reject.to_string())
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("pebble starts (scripts/servers installs pebble)");
+        let mut pebble = Pebble {
+            child,
+            port,
+            management,
+            api_ca,
+            dir,
+        };
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let text = std::fs::read_to_string(&log_path).unwrap_or_default();
+            if text.contains("Listening on") || text.contains("listening on") {
+                break;
+            }
+            if let Some(status) = pebble.child.try_wait().unwrap() {
+                panic!("pebble exited ({status}):\n{text}");
+            }
+            assert!(Instant::now() < deadline, "pebble not listening:\n{text}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        pebble
+    }
+
+    pub fn directory(&self) -> String {
+        format!("https://127.0.0.1:{}/dir", self.port)
+    }
+
+    /// The root that Pebble's issued certificates chain to (its management API's `/roots/0`).
+    pub fn issuing_root(&self) -> String {
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", "--cacert"])
+            .arg(&self.api_ca)
+            .arg(format!("https://127.0.0.1:{}/roots/0", self.management))
+            .output()
+            .expect("curl runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Pebble's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("pebble.log")).unwrap_or_default()
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+}
+
+impl Drop for Pebble {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
