@@ -40,6 +40,8 @@ pub struct RawAcme {
     pub ca: Option<Spanned<String>>,
     /// Where the account key and certificates are kept.
     pub storage: Option<Spanned<String>>,
+    /// `http-01` (the default) or `tls-alpn-01`.
+    pub challenge: Option<Spanned<String>>,
 }
 
 /// `[admin]`.

@@ -13,6 +13,9 @@ use rustls::sign::CertifiedKey;
 /// The path prefix of HTTP-01 challenge requests.
 pub const HTTP01_PREFIX: &str = "/.well-known/acme-challenge/";
 
+/// The ALPN protocol of TLS-ALPN-01 validation (RFC 8737).
+pub const ACME_TLS_ALPN: &[u8] = b"acme-tls/1";
+
 /// Let's Encrypt's production directory, the default.
 pub const LETS_ENCRYPT: &str = "https://acme-v02.api.letsencrypt.org/directory";
 
@@ -23,6 +26,8 @@ pub struct AcmeShared {
     certificates: ArcSwap<HashMap<String, Arc<CertifiedKey>>>,
     /// HTTP-01: the key authorization of each pending token.
     http_tokens: ArcSwap<HashMap<String, String>>,
+    /// TLS-ALPN-01: the validation certificate of each name being validated.
+    alpn_certificates: ArcSwap<HashMap<String, Arc<CertifiedKey>>>,
 }
 
 impl std::fmt::Debug for AcmeShared {
@@ -50,6 +55,29 @@ impl AcmeShared {
         self.certificates.rcu(|current| {
             let mut next = HashMap::clone(current);
             next.insert(name.to_ascii_lowercase(), key.clone());
+            next
+        });
+    }
+
+    /// The TLS-ALPN-01 certificate for `name`, while it is being validated.
+    pub fn alpn_certificate(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        let certificates = self.alpn_certificates.load();
+        if certificates.is_empty() {
+            return None;
+        }
+        certificates
+            .get(&name.trim_end_matches('.').to_ascii_lowercase())
+            .cloned()
+    }
+
+    /// Serves `key` to TLS-ALPN-01 validation of `name` (`None`: stops).
+    pub fn set_alpn_certificate(&self, name: &str, key: Option<Arc<CertifiedKey>>) {
+        self.alpn_certificates.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            match &key {
+                Some(k) => next.insert(name.to_ascii_lowercase(), k.clone()),
+                None => next.remove(&name.to_ascii_lowercase()),
+            };
             next
         });
     }
@@ -84,6 +112,17 @@ pub struct AcmeSettings {
     pub ca: Option<PathBuf>,
     /// The directory the account key and the certificates are kept in.
     pub storage: PathBuf,
+    /// How names prove control.
+    pub challenge: AcmeChallenge,
+}
+
+/// The challenge a name is validated by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcmeChallenge {
+    /// `http-01`: the CA fetches `/.well-known/acme-challenge/TOKEN` on port 80.
+    Http01,
+    /// `tls-alpn-01`: the CA connects to port 443 offering ALPN `acme-tls/1`.
+    TlsAlpn01,
 }
 
 /// The names a TLS listener obtains certificates for.

@@ -172,6 +172,11 @@ pub struct SniResolver {
 impl ResolvesServerCert for SniResolver {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         if let (Some(acme), Some(name)) = (&self.acme, hello.server_name()) {
+            // TLS-ALPN-01 validation offers `acme-tls/1` alone.
+            let mut alpn = hello.alpn().into_iter().flatten();
+            if alpn.next() == Some(crate::acme::ACME_TLS_ALPN) && alpn.next().is_none() {
+                return acme.alpn_certificate(name);
+            }
             if let Some(key) = acme.certificate(name) {
                 return Some(key);
             }

@@ -152,6 +152,13 @@ pub(crate) async fn terminate_and_serve(
         // The handshake consumed what was read (keep no capacity for the connection's life).
         early = Vec::new();
     }
+    // An ACME CA's TLS-ALPN-01 validation: the handshake was all it wanted.
+    if stream
+        .tls_info()
+        .is_some_and(|t| t.alpn == Some(rampart_model::acme::ACME_TLS_ALPN))
+    {
+        return;
+    }
     let conn = Conn {
         stream,
         client,

@@ -12,11 +12,19 @@ use common::pebble::Pebble;
 use common::tls::{handshake, ClientOpts};
 use common::{free_port, write_file, Rampart};
 
-fn config(pebble: &Pebble, http: u16, https: u16) -> String {
+/// A config with an HTTP listener on `http` (none when 0) and an HTTPS one on `https` whose
+/// certificate for `a.fleet.test` comes from `pebble`; `acme_extra` goes into `[acme]`.
+fn config(pebble: &Pebble, http: u16, https: u16, acme_extra: &str) -> String {
+    let plain = match http {
+        0 => String::new(),
+        port => format!(
+            "[listeners.plain]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+             [[listeners.plain.routes]]\nrespond = {{ status = 200, body = \"plain\" }}\n\n"
+        ),
+    };
     format!(
-        "[acme]\ndirectory = \"{}\"\nemail = \"ops@fleet.test\"\nca = \"{}\"\nstorage = \"acme\"\n\n\
-         [listeners.plain]\nbind = \"127.0.0.1:{http}\"\nprotocol = \"http\"\n\n\
-         [[listeners.plain.routes]]\nrespond = {{ status = 200, body = \"plain\" }}\n\n\
+        "[acme]\ndirectory = \"{}\"\nemail = \"ops@fleet.test\"\nca = \"{}\"\nstorage = \"acme\"\n{acme_extra}\n\n\
+         {plain}\
          [listeners.secure]\nbind = \"127.0.0.1:{https}\"\nprotocol = \"http\"\n\n\
          [listeners.secure.tls]\nacme = [\"a.fleet.test\"]\n\n\
          [[listeners.secure.routes]]\nrespond = {{ status = 200, body = \"secure\" }}\n",
@@ -41,7 +49,7 @@ fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
     let (http, https) = (free_port(), free_port());
     let pebble = Pebble::start(http, https, &dns, 0);
     let dir = tempfile::tempdir().unwrap();
-    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https));
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
     let started = std::time::Instant::now();
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let issued = proxy.wait_for("certificate issued");
@@ -76,4 +84,28 @@ fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
         "{}",
         pebble.log()
     );
+}
+
+#[test]
+fn tls_alpn_01_is_answered_in_the_tls_listeners_certificate_choice() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let https = free_port();
+    // Nothing listens on the HTTP-01 port: only TLS-ALPN-01 can succeed.
+    let pebble = Pebble::start(free_port(), https, &dns, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(
+        dir.path(),
+        "acme.toml",
+        &config(&pebble, 0, https, "challenge = \"tls-alpn-01\""),
+    );
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("certificate issued");
+    assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
+    // A client that offers acme-tls/1 among others is an ordinary client: h2 or http/1.1.
+    let client = ClientOpts::with_roots(&pebble.issuing_root())
+        .alpn(&["acme-tls/1", "http/1.1"])
+        .build();
+    let tls = handshake(https, &client, "a.fleet.test").expect("an ordinary handshake");
+    assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    proxy.stop();
 }

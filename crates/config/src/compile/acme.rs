@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rampart_model::acme::{AcmeSettings, HTTP01_PREFIX, LETS_ENCRYPT};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, HTTP01_PREFIX, LETS_ENCRYPT};
 use rampart_model::discovery::Query;
 use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
 use rampart_model::{Listener, ListenerProtocol};
@@ -51,11 +51,23 @@ impl Checker<'_> {
             Some(s) => self.path(s),
             None => PathBuf::from(DEFAULT_STORAGE),
         };
+        let challenge = match a.challenge.as_ref().map(|c| (c, c.get_ref().as_str())) {
+            None | Some((_, "http-01")) => AcmeChallenge::Http01,
+            Some((_, "tls-alpn-01")) => AcmeChallenge::TlsAlpn01,
+            Some((c, other)) => {
+                self.error(
+                    c.span(),
+                    format!("unknown challenge `{other}` (expected \"http-01\" or \"tls-alpn-01\")"),
+                );
+                AcmeChallenge::Http01
+            }
+        };
         AcmeSettings {
             directory,
             contact,
             ca,
             storage,
+            challenge,
         }
     }
 

@@ -150,6 +150,11 @@ impl Checker<'_> {
             acme,
         }));
         config.alpn_protocols = alpn;
+        if !acme_names.is_empty() && !config.alpn_protocols.is_empty() {
+            // Chosen only by a client that offers nothing else: TLS-ALPN-01 validation. (Not on a
+            // listener without ALPN: a list of one would refuse every client that offers some.)
+            config.alpn_protocols.push(rampart_model::acme::ACME_TLS_ALPN.to_vec());
+        }
         let Some(resumption) = live.tls_resumption(bind, session_cache) else {
             self.error(
                 raw.span(),

@@ -9,6 +9,7 @@
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
 mod store;
+mod tls_alpn;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus,
     RetryPolicy,
 };
-use rampart_model::acme::{AcmeSettings, AcmeShared};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeShared};
 use rampart_model::Snapshot;
 use store::{issued, Issued, Store};
 
@@ -105,7 +106,7 @@ async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
                 account = Some(open_account(settings, &store).await?);
             }
             let account = account.as_ref().expect("opened above");
-            obtain(account, &name, &shared, &store).await
+            obtain(account, &name, settings, &shared, &store).await
         }
         .await;
         match outcome {
@@ -159,11 +160,17 @@ async fn open_account(settings: &AcmeSettings, store: &Store) -> anyhow::Result<
     Ok(account)
 }
 
-/// One order for `name`, validated by HTTP-01.
-async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Store) -> anyhow::Result<Issued> {
+/// One order for `name`, validated by the configured challenge.
+async fn obtain(
+    account: &Account,
+    name: &str,
+    settings: &AcmeSettings,
+    shared: &AcmeShared,
+    store: &Store,
+) -> anyhow::Result<Issued> {
     let identifiers = [Identifier::Dns(name.to_string())];
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
-    let mut tokens = Vec::new();
+    let mut answered = Vec::new();
     let ready = async {
         let mut authorizations = order.authorizations();
         while let Some(authorization) = authorizations.next().await {
@@ -173,11 +180,26 @@ async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Stor
                 AuthorizationStatus::Valid => continue,
                 other => bail!("the CA says the authorization is {other:?}"),
             }
+            let kind = match settings.challenge {
+                AcmeChallenge::Http01 => ChallengeType::Http01,
+                AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+            };
             let mut challenge = authorization
-                .challenge(ChallengeType::Http01)
-                .ok_or_else(|| anyhow!("the CA offers no http-01 challenge"))?;
-            shared.set_http_answer(&challenge.token, Some(challenge.key_authorization().as_str()));
-            tokens.push(challenge.token.clone());
+                .challenge(kind.clone())
+                .ok_or_else(|| anyhow!("the CA offers no {kind:?} challenge"))?;
+            let key_authorization = challenge.key_authorization();
+            let answer = match settings.challenge {
+                AcmeChallenge::Http01 => {
+                    shared.set_http_answer(&challenge.token, Some(key_authorization.as_str()));
+                    Answer::Http01(challenge.token.clone())
+                }
+                AcmeChallenge::TlsAlpn01 => {
+                    let cert = tls_alpn::validation_certificate(name, key_authorization.digest().as_ref())?;
+                    shared.set_alpn_certificate(name, Some(cert));
+                    Answer::TlsAlpn01(name.to_string())
+                }
+            };
+            answered.push(answer);
             challenge.set_ready().await?;
         }
         let status = order.poll_ready(&RetryPolicy::new()).await?;
@@ -187,14 +209,23 @@ async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Stor
         Ok(())
     }
     .await;
-    for token in &tokens {
-        shared.set_http_answer(token, None);
+    for answer in &answered {
+        match answer {
+            Answer::Http01(token) => shared.set_http_answer(token, None),
+            Answer::TlsAlpn01(name) => shared.set_alpn_certificate(name, None),
+        }
     }
     ready?;
     let key_pem = order.finalize().await?;
     let chain_pem = order.poll_certificate(&RetryPolicy::new()).await?;
     store.keep_certificate(name, &chain_pem, &key_pem)?;
     issued(chain_pem.as_bytes(), key_pem.as_bytes())
+}
+
+/// What was put up for a challenge, taken down once the order is decided.
+enum Answer {
+    Http01(String),
+    TlsAlpn01(String),
 }
 
 /// When to renew: at two thirds of the certificate's lifetime.
