@@ -49,7 +49,9 @@ fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
     let (http, https) = (free_port(), free_port());
     let pebble = Pebble::start(http, https, &dns, 0);
     let dir = tempfile::tempdir().unwrap();
-    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
+    let admin = free_port();
+    let text = config(&pebble, http, https, "") + &format!("\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n");
+    let path = write_file(dir.path(), "acme.toml", &text);
     let started = std::time::Instant::now();
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let issued = proxy.wait_for("certificate issued");
@@ -57,6 +59,27 @@ fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
     let root = pebble.issuing_root();
     assert_eq!(get_verified(https, &root, "a.fleet.test"), "secure");
     eprintln!("cold start to a verified handshake: {:?}", started.elapsed());
+    // The name's state in /api/status, its expiry in /metrics.
+    let (_, status) = common::admin(admin, "GET", "/api/status", None);
+    let name = &status["acme"]["names"][0];
+    assert_eq!(
+        (name["name"].as_str(), name["state"].as_str()),
+        (Some("a.fleet.test"), Some("valid")),
+        "{status}"
+    );
+    let not_after = name["not_after"].as_u64().unwrap();
+    assert!(name["renew_at"].as_u64().unwrap() < not_after);
+    let samples = common::scrape::scrape(admin);
+    let expiry = common::scrape::value(
+        &samples,
+        "rampart_tls_certificate_expiry_timestamp_seconds",
+        &[("listener", "secure"), ("certificate", "acme:a.fleet.test")],
+    );
+    assert_eq!(expiry as u64, not_after);
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_acme_failures", &[("name", "a.fleet.test")]),
+        0.0
+    );
     // The challenge route answers only pending tokens.
     let mut plain = common::connect(http);
     let (status, _, _) = common::http::send(

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context};
+use arc_swap::ArcSwap;
 use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus,
     RetryPolicy,
@@ -39,11 +40,41 @@ struct Wanted {
 pub struct Acme {
     shared: Arc<AcmeShared>,
     running: Option<(Wanted, tokio::task::JoinHandle<()>)>,
+    status: Arc<ArcSwap<AcmeStatus>>,
+}
+
+/// Each name's certificate as `/api/status` and `/metrics` show it.
+#[derive(Debug, Clone, Default)]
+pub struct AcmeStatus {
+    pub directory: String,
+    pub names: BTreeMap<String, NameStatus>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct NameStatus {
+    /// `obtaining` (no certificate yet), `valid`, or `renewing` (a renewal under way or failing).
+    pub state: &'static str,
+    /// When the certificate served expires (Unix seconds).
+    pub not_after: Option<u64>,
+    /// When it is (or was) due for renewal (Unix seconds).
+    pub renew_at: Option<u64>,
+    /// The last failure, with the CA's error; cleared by a success.
+    pub error: Option<String>,
+    pub failures: u32,
 }
 
 impl Acme {
     pub fn new(shared: Arc<AcmeShared>) -> Acme {
-        Acme { shared, running: None }
+        Acme {
+            shared,
+            running: None,
+            status: Default::default(),
+        }
+    }
+
+    /// What the admin API shows, kept up to date by the task.
+    pub fn status(&self) -> Arc<ArcSwap<AcmeStatus>> {
+        self.status.clone()
     }
 
     /// Follows the `[acme]` table and the `acme` names of `snapshot` (a load's).
@@ -67,20 +98,28 @@ impl Acme {
         if let Some((_, task)) = self.running.take() {
             task.abort();
         }
+        self.status.store(Default::default());
         if let Some(wanted) = wanted {
-            let task = tokio::spawn(run(wanted.clone(), self.shared.clone()));
+            let task = tokio::spawn(run(wanted.clone(), self.shared.clone(), self.status.clone()));
             self.running = Some((wanted, task));
         }
     }
 }
 
 /// Serves the certificates kept on disk, then obtains each missing or due one, for ever.
-async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
+async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<ArcSwap<AcmeStatus>>) {
     let settings = &wanted.settings;
     let store = Store::new(&settings.storage);
     let mut due: BTreeMap<String, Instant> = BTreeMap::new();
-    let mut failures: BTreeMap<String, u32> = BTreeMap::new();
+    let mut shown = AcmeStatus {
+        directory: settings.directory.clone(),
+        names: BTreeMap::new(),
+    };
     for name in &wanted.names {
+        let mut state = NameStatus {
+            state: "obtaining",
+            ..Default::default()
+        };
         let at = match store.certificate(name) {
             Some(kept) => {
                 shared.install(name, kept.key.clone());
@@ -89,12 +128,15 @@ async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
                     "acme: {name}: serving the certificate kept in {}",
                     settings.storage.display()
                 );
+                state.issued(&kept);
                 renewal(&kept)
             }
             None => Instant::now(),
         };
+        shown.names.insert(name.clone(), state);
         due.insert(name.clone(), at);
     }
+    status.store(Arc::new(shown.clone()));
     let mut account: Option<Account> = None;
     loop {
         let Some((name, at)) = due.iter().min_by_key(|(_, at)| **at).map(|(n, at)| (n.clone(), *at)) else {
@@ -109,9 +151,10 @@ async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
             obtain(account, &name, settings, &shared, &store).await
         }
         .await;
+        let state = shown.names.entry(name.clone()).or_default();
         match outcome {
             Ok(new) => {
-                failures.remove(&name);
+                state.issued(&new);
                 shared.install(&name, new.key.clone());
                 tracing::info!(
                     name = name.as_str(),
@@ -122,13 +165,33 @@ async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
                 due.insert(name, renewal(&new));
             }
             Err(e) => {
-                let n = failures.entry(name.clone()).or_default();
-                *n += 1;
-                let wait = RETRY_FIRST.saturating_mul(1 << (*n - 1).min(16)).min(RETRY_MAX);
+                state.failures += 1;
+                if state.not_after.is_some() {
+                    state.state = "renewing";
+                }
+                state.error = Some(format!("{e:#}"));
+                let wait = RETRY_FIRST
+                    .saturating_mul(1 << (state.failures - 1).min(16))
+                    .min(RETRY_MAX);
                 tracing::warn!(name = name.as_str(), "acme: {name}: {e:#}; trying again in {wait:?}");
                 due.insert(name, Instant::now() + wait);
             }
         }
+        status.store(Arc::new(shown.clone()));
+    }
+}
+
+impl NameStatus {
+    fn issued(&mut self, issued: &Issued) {
+        let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let lifetime = issued.not_after.duration_since(issued.not_before).unwrap_or_default();
+        *self = NameStatus {
+            state: "valid",
+            not_after: Some(unix(issued.not_after)),
+            renew_at: Some(unix(issued.not_before + lifetime * 2 / 3)),
+            error: None,
+            failures: 0,
+        };
     }
 }
 

@@ -136,6 +136,24 @@ fn status(shared: &AdminShared) -> Answer {
         map.insert("ready".into(), json!(shared.readiness().is_ok()));
         map.insert("draining".into(), json!(shared.draining.load(Ordering::Acquire)));
         map.insert("certificates".into(), certificates(shared));
+        let acme = shared.acme.load();
+        if !acme.names.is_empty() {
+            let names: Vec<Value> = acme
+                .names
+                .iter()
+                .map(|(name, s)| {
+                    json!({
+                        "name": name,
+                        "state": s.state,
+                        "not_after": s.not_after,
+                        "renew_at": s.renew_at,
+                        "failures": s.failures,
+                        "error": s.error,
+                    })
+                })
+                .collect();
+            map.insert("acme".into(), json!({ "directory": acme.directory, "names": names }));
+        }
         // A config from etcd: whether etcd answered its last read.
         if let (Some(reachable), Some(Value::Object(config))) = (&shared.source_reachable, map.get_mut("config")) {
             config.insert("reachable".into(), json!(reachable.load(Ordering::Relaxed)));

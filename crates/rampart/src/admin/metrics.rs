@@ -123,6 +123,30 @@ pub fn render(shared: &AdminShared) -> String {
             expiry.get_or_create(&labels).set(cert.not_after_unix() as i64);
         }
     }
+    let acme = shared.acme.load();
+    let acme_failures = Family::<Labels, Gauge>::default();
+    for (name, state) in &acme.names {
+        acme_failures
+            .get_or_create(&vec![("name", name.clone())])
+            .set(i64::from(state.failures));
+        let Some(not_after) = state.not_after else { continue };
+        for listener in snapshot.listeners.iter() {
+            if listener.tls.as_ref().is_some_and(|t| t.acme_names.contains(name)) {
+                let labels = vec![
+                    ("listener", listener.name.clone()),
+                    ("certificate", format!("acme:{name}")),
+                ];
+                expiry.get_or_create(&labels).set(not_after as i64);
+            }
+        }
+    }
+    if !acme.names.is_empty() {
+        registry.register(
+            "rampart_acme_failures",
+            "Failed attempts in a row to obtain or renew the certificate of an `acme` name (0 after a success)",
+            acme_failures,
+        );
+    }
     registry.register(
         "rampart_tls_certificate_expiry_timestamp_seconds",
         "When each listener certificate expires, in Unix seconds (an expired one is still served: alert on it)",

@@ -35,6 +35,8 @@ pub struct AdminShared {
     pub source_reachable: Option<Arc<AtomicBool>>,
     /// The DNS questions of targets written by name, and what they answered.
     pub dns: ArcSwap<crate::discovery::DnsStatus>,
+    /// The certificates ACME obtains, name by name.
+    pub acme: Arc<ArcSwap<crate::acme::AcmeStatus>>,
     /// `run --ready-requires-etcd`: not ready while the config's source cannot be reached.
     pub ready_requires_source: bool,
 }

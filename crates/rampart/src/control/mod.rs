@@ -154,6 +154,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         handed_over: Default::default(),
         source_reachable,
         dns: ArcSwap::from_pointee(discovery.status()),
+        acme: acme.status(),
         ready_requires_source: source.ready_requires_source(),
     });
     let mut admin_copy = None;
