@@ -132,3 +132,39 @@ fn tls_alpn_01_is_answered_in_the_tls_listeners_certificate_choice() {
     assert_eq!(tls.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
     proxy.stop();
 }
+
+#[test]
+fn a_short_lived_certificate_is_renewed_under_steady_tls_load_without_a_failed_handshake() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    // Valid for 12 s: renewed at two thirds, 8 s after it was issued.
+    let pebble = Pebble::start_with(http, https, &dns, 0, Some(12));
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("certificate issued");
+    let root = pebble.issuing_root();
+    let client = ClientOpts::with_roots(&root).build();
+    let leaf = |tls: &common::tls::TlsStream| tls.conn.peer_certificates().unwrap()[0].clone();
+    let first = leaf(&handshake(https, &client, "a.fleet.test").unwrap());
+    // Handshakes and requests one after another until the served certificate changes.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let mut handshakes = 0;
+    loop {
+        let mut tls = handshake(https, &client, "a.fleet.test").expect("every handshake succeeds");
+        handshakes += 1;
+        let changed = leaf(&tls) != first;
+        write!(tls, "GET / HTTP/1.1\r\nHost: a.fleet.test\r\nConnection: close\r\n\r\n").unwrap();
+        let mut answer = String::new();
+        let _ = tls.read_to_string(&mut answer);
+        assert!(answer.ends_with("secure"), "{answer}");
+        if changed {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not renewed within 30 s");
+    }
+    eprintln!("renewed after {handshakes} verified handshakes, none failed");
+    let renewed = proxy.wait_for("certificate issued");
+    assert!(renewed.contains("a.fleet.test"), "{renewed}");
+    proxy.stop();
+}

@@ -24,6 +24,18 @@ impl Pebble {
     /// Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls_port` of the addresses
     /// `dns` gives; `nonce_reject` is the percentage of nonces it refuses (Pebble's default: 5).
     pub fn start(http_port: u16, tls_port: u16, dns: &DnsServer, nonce_reject: u32) -> Pebble {
+        Pebble::start_with(http_port, tls_port, dns, nonce_reject, None)
+    }
+
+    /// [`Pebble::start`], its certificates valid for `validity_seconds` when given (Pebble's
+    /// default is five years).
+    pub fn start_with(
+        http_port: u16,
+        tls_port: u16,
+        dns: &DnsServer,
+        nonce_reject: u32,
+        validity_seconds: Option<u64>,
+    ) -> Pebble {
         super::servers::installed();
         let dir = tempfile::tempdir().unwrap();
         let ca = Ca::new("pebble API test CA");
@@ -42,6 +54,10 @@ impl Pebble {
             "ocspResponderURL": "",
             "externalAccountBindingRequired": false,
         }});
+        let mut config = config;
+        if let Some(seconds) = validity_seconds {
+            config["pebble"]["certificateValidityPeriod"] = seconds.into();
+        }
         let config_path = dir.path().join("pebble.json");
         std::fs::write(&config_path, config.to_string()).unwrap();
         let log_path = dir.path().join("pebble.log");
