@@ -168,3 +168,26 @@ fn a_short_lived_certificate_is_renewed_under_steady_tls_load_without_a_failed_h
     assert!(renewed.contains("a.fleet.test"), "{renewed}");
     proxy.stop();
 }
+
+#[test]
+fn rejected_nonces_and_a_failed_validation_end_in_a_certificate_with_nothing_else_disturbed() {
+    // No address for the name yet: the CA's validation fails until the record is added.
+    let dns = DnsServer::start("other 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    // Pebble refuses 30% of nonces (instant-acme asks again).
+    let pebble = Pebble::start(http, https, &dns, 30);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let failed = proxy.wait_for("acme: a.fleet.test:");
+    assert!(failed.contains("trying again in"), "{failed}");
+    // The HTTP listener serves on meanwhile.
+    let mut plain = common::connect(http);
+    let (status, _, body) = common::http::send(&mut plain, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert_eq!((status, body.as_slice()), (200, &b"plain"[..]));
+    dns.update(&["add a.fleet.test. 60 A 127.0.0.1"]);
+    let issued = proxy.wait_for("certificate issued");
+    assert!(issued.contains("a.fleet.test"), "{issued}");
+    assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
+    proxy.stop();
+}
