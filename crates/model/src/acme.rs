@@ -46,8 +46,7 @@ impl AcmeShared {
         if certificates.is_empty() {
             return None;
         }
-        let name = name.trim_end_matches('.').to_ascii_lowercase();
-        certificates.get(&name).cloned()
+        lookup(&certificates, name)
     }
 
     /// Serves `key` for `name` from now on (a handshake under way keeps the one it chose).
@@ -100,6 +99,17 @@ impl AcmeShared {
     }
 }
 
+/// The entry for `name` (a client's SNI), compared without case and a final dot; allocates only
+/// for a name with upper-case letters.
+fn lookup(map: &HashMap<String, Arc<CertifiedKey>>, name: &str) -> Option<Arc<CertifiedKey>> {
+    let name = name.trim_end_matches('.');
+    if name.bytes().any(|b| b.is_ascii_uppercase()) {
+        map.get(&name.to_ascii_lowercase()).cloned()
+    } else {
+        map.get(name).cloned()
+    }
+}
+
 /// The `[acme]` table: where certificates come from and where they are kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AcmeSettings {
@@ -125,8 +135,34 @@ pub enum AcmeChallenge {
     TlsAlpn01,
 }
 
-/// The names a TLS listener obtains certificates for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AcmeNames {
-    pub names: Vec<String>,
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key() -> Arc<CertifiedKey> {
+        let pair = rcgen::KeyPair::generate().unwrap();
+        let der = rustls::pki_types::PrivateKeyDer::Pkcs8(pair.serialize_der().into());
+        let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der).unwrap();
+        Arc::new(CertifiedKey::new(vec![], signing))
+    }
+
+    #[test]
+    fn certificates_and_answers_come_and_go() {
+        let acme = AcmeShared::default();
+        assert!(acme.certificate("a.example").is_none());
+        let k = key();
+        acme.install("A.example", k.clone());
+        for asked in ["a.example", "A.EXAMPLE", "a.example."] {
+            assert!(Arc::ptr_eq(&acme.certificate(asked).unwrap(), &k), "{asked}");
+        }
+        assert!(acme.certificate("b.example").is_none());
+        acme.set_http_answer("tok", Some("tok.thumb"));
+        assert_eq!(acme.http_answer("tok").as_deref(), Some("tok.thumb"));
+        acme.set_http_answer("tok", None);
+        assert!(acme.http_answer("tok").is_none());
+        acme.set_alpn_certificate("a.example", Some(k.clone()));
+        assert!(acme.alpn_certificate("A.example").is_some());
+        acme.set_alpn_certificate("a.example", None);
+        assert!(acme.alpn_certificate("a.example").is_none());
+    }
 }
