@@ -138,7 +138,7 @@ fn a_short_lived_certificate_is_renewed_under_steady_tls_load_without_a_failed_h
     let dns = DnsServer::start("a 60 IN A 127.0.0.1");
     let (http, https) = (free_port(), free_port());
     // Valid for 12 s: renewed at two thirds, 8 s after it was issued.
-    let pebble = Pebble::start_with(http, https, &dns, 0, Some(12));
+    let pebble = Pebble::start_with(http, https, &dns, 0, Some(12), &[]);
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
@@ -190,4 +190,47 @@ fn rejected_nonces_and_a_failed_validation_end_in_a_certificate_with_nothing_els
     assert!(issued.contains("a.fleet.test"), "{issued}");
     assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
     proxy.stop();
+}
+
+#[test]
+fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start_with(http, https, &dns, 0, None, &["fleet.test"]);
+    let dir = tempfile::tempdir().unwrap();
+
+    // A name the CA will not issue for: its error, in the log, and serving goes on.
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let refused = proxy.wait_for("acme: a.fleet.test:");
+    assert!(
+        refused.contains("rejectedIdentifier") || refused.contains("blocked"),
+        "{refused}"
+    );
+    assert!(refused.contains("trying again in"), "{refused}");
+    let mut plain = common::connect(http);
+    assert_eq!(
+        common::http::send(&mut plain, b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").0,
+        200
+    );
+    proxy.stop();
+
+    // A directory nobody answers at.
+    let nowhere = format!("https://127.0.0.1:{}/dir", free_port());
+    let text = config(&pebble, http, https, "").replace(&pebble.directory(), &nowhere);
+    let path = write_file(dir.path(), "nowhere.toml", &text);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let failed = proxy.wait_for("acme: a.fleet.test:");
+    assert!(failed.contains(&format!("ACME directory {nowhere}")), "{failed}");
+    proxy.stop();
+
+    // A bad table is refused before anything starts.
+    let text = config(&pebble, http, https, "challenge = \"carrier-pigeon-01\"");
+    let path = write_file(dir.path(), "bad.toml", &text);
+    let (code, _, err) = common::run_rampart(dir.path(), &["check", "-c", &path]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("bad.toml:6:13: unknown challenge `carrier-pigeon-01`"),
+        "{err}"
+    );
 }

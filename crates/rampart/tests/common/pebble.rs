@@ -24,17 +24,18 @@ impl Pebble {
     /// Pebble validating HTTP-01 on `http_port` and TLS-ALPN-01 on `tls_port` of the addresses
     /// `dns` gives; `nonce_reject` is the percentage of nonces it refuses (Pebble's default: 5).
     pub fn start(http_port: u16, tls_port: u16, dns: &DnsServer, nonce_reject: u32) -> Pebble {
-        Pebble::start_with(http_port, tls_port, dns, nonce_reject, None)
+        Pebble::start_with(http_port, tls_port, dns, nonce_reject, None, &[])
     }
 
     /// [`Pebble::start`], its certificates valid for `validity_seconds` when given (Pebble's
-    /// default is five years).
+    /// default is five years), refusing to issue for the domains in `blocked`.
     pub fn start_with(
         http_port: u16,
         tls_port: u16,
         dns: &DnsServer,
         nonce_reject: u32,
         validity_seconds: Option<u64>,
+        blocked: &[&str],
     ) -> Pebble {
         super::servers::installed();
         let dir = tempfile::tempdir().unwrap();
@@ -57,6 +58,9 @@ impl Pebble {
         let mut config = config;
         if let Some(seconds) = validity_seconds {
             config["pebble"]["certificateValidityPeriod"] = seconds.into();
+        }
+        if !blocked.is_empty() {
+            config["pebble"]["domainBlocklist"] = blocked.into();
         }
         let config_path = dir.path().join("pebble.json");
         std::fs::write(&config_path, config.to_string()).unwrap();
