@@ -418,7 +418,7 @@ mod wire;
 
 pub use admin::{AdminAddress, AdminSettings};
 pub(crate) use command_line::toml_string;
-pub use command_line::{simple_l4, SimpleL4};
+pub use command_line::{simple_l4, SimpleAcme, SimpleL4};
 pub use live::LiveState;
 pub use log::{LogFormat, LogLevel, LogSettings};
 

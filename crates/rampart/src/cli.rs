@@ -308,7 +308,42 @@ pub struct HttpArgs {
           value_parser = PossibleValuesParser::new(["http1", "h2c"]))]
     pub upstream_protocol: Option<String>,
     #[command(flatten)]
+    pub acme: AcmeArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// Certificates from an ACME CA on the command line (`rampart http`).
+#[derive(Debug, Args)]
+pub struct AcmeArgs {
+    /// Obtain (and renew) a certificate for NAME from an ACME CA and serve TLS with it; repeat
+    /// for more names. Also answers HTTP-01 and redirects to HTTPS on port 80 (see --acme-http).
+    #[arg(long = "acme-domain", value_name = "NAME")]
+    pub domains: Vec<String>,
+    /// Contact address given to the CA.
+    #[arg(long = "acme-email", value_name = "ADDRESS", requires = "domains")]
+    pub email: Option<String>,
+    /// The CA's directory URL [default: Let's Encrypt's production directory].
+    #[arg(long = "acme-directory", value_name = "URL", requires = "domains")]
+    pub directory: Option<String>,
+    /// A PEM root the directory's HTTPS certificate is checked against (a private or test CA).
+    #[arg(long = "acme-ca", value_name = "FILE", requires = "domains")]
+    pub ca: Option<PathBuf>,
+    /// Where the account and certificates are kept [default: /var/lib/rampart/acme].
+    #[arg(long = "acme-storage", value_name = "DIR", requires = "domains")]
+    pub storage: Option<PathBuf>,
+    /// The plain HTTP listener that answers HTTP-01 and redirects everything else to HTTPS
+    /// [default: the --listen address on port 80].
+    #[arg(
+        long = "acme-http",
+        value_name = "ADDR:PORT",
+        requires = "domains",
+        conflicts_with = "no_acme_http"
+    )]
+    pub http: Option<String>,
+    /// No plain HTTP listener: names are validated by TLS-ALPN-01 on the --listen port.
+    #[arg(long = "no-acme-http", requires = "domains")]
+    pub no_acme_http: bool,
 }
 
 /// TLS termination on the command line.

@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rampart_config::compile::{parse_bind, resolve};
-use rampart_config::{LiveState, SimpleL4};
+use rampart_config::{LiveState, SimpleAcme, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
 use cli::{Cli, Command, EtcdArgs, HttpArgs, TcpArgs};
@@ -85,6 +85,7 @@ struct OneLine<'a> {
     upstream_protocol: Option<&'a String>,
     sni: &'a [String],
     session_log: Option<&'a PathBuf>,
+    acme: Option<&'a crate::cli::AcmeArgs>,
 }
 
 impl<'a> From<&'a TcpArgs> for OneLine<'a> {
@@ -101,6 +102,7 @@ impl<'a> From<&'a TcpArgs> for OneLine<'a> {
             upstream_protocol: None,
             sni: &args.sni,
             session_log: args.engine.session_log.as_ref(),
+            acme: None,
         }
     }
 }
@@ -119,6 +121,7 @@ impl<'a> From<&'a HttpArgs> for OneLine<'a> {
             upstream_protocol: args.upstream_protocol.as_ref(),
             sni: &[],
             session_log: args.engine.session_log.as_ref(),
+            acme: Some(&args.acme),
         }
     }
 }
@@ -136,6 +139,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         upstream_protocol,
         sni,
         session_log,
+        acme,
     } = *args;
     let sni = sni
         .iter()
@@ -162,6 +166,21 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         ));
     }
     let bind = parse_bind(listen).map_err(|e| format!("--listen: {e}"))?;
+    let acme = match acme.filter(|a| !a.domains.is_empty()) {
+        None => None,
+        Some(a) => Some(SimpleAcme {
+            domains: a.domains.clone(),
+            email: a.email.clone(),
+            directory: a.directory.clone(),
+            ca: a.ca.clone(),
+            storage: a.storage.clone(),
+            http: match (&a.http, a.no_acme_http) {
+                (_, true) => None,
+                (Some(http), false) => Some(parse_bind(http).map_err(|e| format!("--acme-http: {e}"))?),
+                (None, false) => Some(std::net::SocketAddr::new(bind.ip(), 80)),
+            },
+        }),
+    };
     // A target by name (dns+NAME:PORT, srv+NAME) is resolved by the running process; an address
     // is resolved once, here.
     let targets = to
@@ -183,6 +202,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
             .map(|path| (path.clone(), access_log_format.to_string())),
         upstream_protocol: upstream_protocol.cloned(),
         sni,
+        acme,
     }))
 }
 

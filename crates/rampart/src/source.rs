@@ -126,6 +126,7 @@ impl Source {
                     access_log: None,
                     upstream_protocol: None,
                     sni: Vec::new(),
+                    acme: None,
                 };
                 load_command_line(&spec, live)
             }

@@ -234,3 +234,51 @@ fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
         "{err}"
     );
 }
+
+#[test]
+fn one_command_line_gets_its_certificate_and_redirects_port_80() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let backend = common::http::HttpBackend::start(common::http::Reply::Raw(
+        b"HTTP/1.1 200 OK\r\ncontent-length: 7\r\n\r\nbackend",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (listen, to, http_at) = (
+        format!("127.0.0.1:{https}"),
+        backend.target(),
+        format!("127.0.0.1:{http}"),
+    );
+    let directory = pebble.directory();
+    let ca = pebble.api_ca.display().to_string();
+    let args = [
+        "http",
+        "--listen",
+        &listen,
+        "--to",
+        &to,
+        "--acme-domain",
+        "a.fleet.test",
+        "--acme-directory",
+        &directory,
+        "--acme-ca",
+        &ca,
+        "--acme-storage",
+        "acme",
+        "--acme-http",
+        &http_at,
+        "--workers",
+        "1",
+    ];
+    let mut proxy = Rampart::start(dir.path(), &args);
+    proxy.wait_for("certificate issued");
+    assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "backend");
+    let mut plain = common::connect(http);
+    let (status, head, _) = common::http::send(&mut plain, b"GET /x?y=1 HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n");
+    assert_eq!(status, 301, "{head}");
+    assert_eq!(
+        common::http::header(&head, "location"),
+        Some("https://a.fleet.test/x?y=1")
+    );
+    proxy.stop();
+}

@@ -30,6 +30,21 @@ pub struct SimpleL4 {
     /// TCP only: TLS passed through by SNI, `(name or *.wildcard, HOST:PORT)` in order; the
     /// targets above are then the default for other connections (none: they are closed).
     pub sni: Vec<(String, String)>,
+    /// HTTP only: certificates from an ACME CA (`--acme-domain` and its companions).
+    pub acme: Option<SimpleAcme>,
+}
+
+/// `rampart http --acme-domain NAME ...`.
+#[derive(Debug, Clone, Default)]
+pub struct SimpleAcme {
+    pub domains: Vec<String>,
+    pub email: Option<String>,
+    pub directory: Option<String>,
+    pub ca: Option<std::path::PathBuf>,
+    pub storage: Option<std::path::PathBuf>,
+    /// The plain HTTP listener that answers HTTP-01 and redirects to HTTPS (`None`: none, and
+    /// TLS-ALPN-01 validates).
+    pub http: Option<SocketAddr>,
 }
 
 /// Compiles a [`SimpleL4`] with every other setting at its default. In HTTP mode every request
@@ -112,6 +127,9 @@ impl SimpleL4 {
 
     fn to_toml_with_flags(&self) -> (String, Vec<FlagSpan>) {
         let mut w = Writer::default();
+        if let Some(acme) = &self.acme {
+            acme.write_table(&mut w);
+        }
         if let Some(path) = &self.session_log {
             w.push("[global]\nsession_log = ");
             // `rampart tcp` takes its session log from either flag.
@@ -139,8 +157,12 @@ impl SimpleL4 {
             w.value("--access-log-format", format);
             w.push(" }\n");
         }
+        let acme_domains = self.acme.as_ref().map_or(&[][..], |a| a.domains.as_slice());
+        if !self.tls.is_empty() || !acme_domains.is_empty() {
+            w.push("\n[listeners.default.tls]\n");
+        }
         if !self.tls.is_empty() {
-            w.push("\n[listeners.default.tls]\ncertificates = [");
+            w.push("certificates = [");
             for (i, (cert, key)) in self.tls.iter().enumerate() {
                 if i > 0 {
                     w.push(", ");
@@ -152,6 +174,21 @@ impl SimpleL4 {
                 w.push(" }");
             }
             w.push("]\n");
+        }
+        if !acme_domains.is_empty() {
+            w.push("acme = [");
+            for (i, name) in acme_domains.iter().enumerate() {
+                if i > 0 {
+                    w.push(", ");
+                }
+                w.value("--acme-domain", name);
+            }
+            w.push("]\n");
+        }
+        if let Some(http) = self.acme.as_ref().and_then(|a| a.http) {
+            w.push("\n[listeners.acme-http]\nbind = ");
+            w.value("--acme-http", &http.to_string());
+            w.push("\nprotocol = \"http\"\n\n[[listeners.acme-http.routes]]\nredirect = { scheme = \"https\" }\n");
         }
         let sni_start = w.text.len();
         let (routes, sni_upstreams) = tcp::sni_routes_toml(&self.sni);
@@ -188,6 +225,32 @@ impl SimpleL4 {
     }
 }
 
+impl SimpleAcme {
+    fn write_table(&self, w: &mut Writer) {
+        w.push("[acme]\n");
+        let key = |w: &mut Writer, name: &str, flag: &str, value: Option<String>| {
+            if let Some(v) = value {
+                w.push(&format!("{name} = "));
+                w.value(flag, &v);
+                w.push("\n");
+            }
+        };
+        key(w, "directory", "--acme-directory", self.directory.clone());
+        key(w, "email", "--acme-email", self.email.clone());
+        key(w, "ca", "--acme-ca", self.ca.as_ref().map(|p| p.display().to_string()));
+        key(
+            w,
+            "storage",
+            "--acme-storage",
+            self.storage.as_ref().map(|p| p.display().to_string()),
+        );
+        if self.http.is_none() {
+            w.push("challenge = \"tls-alpn-01\"\n");
+        }
+        w.push("\n");
+    }
+}
+
 /// `s` as a TOML basic string.
 pub(crate) fn toml_string(s: &str) -> String {
     let mut out = String::with_capacity(s.len() + 2);
@@ -216,6 +279,7 @@ mod tests {
             policy: BalancePolicy::RoundRobin,
             session_log: None,
             tls: vec![("missing.pem".into(), "missing.key".into())],
+            acme: None,
             access_log: None,
             upstream_protocol: None,
             sni: Vec::new(),

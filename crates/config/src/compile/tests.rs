@@ -465,6 +465,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         access_log: Some(("/tmp/rampart-access.log".into(), "combined".into())),
         upstream_protocol: Some("h2c".into()),
         sni: Vec::new(),
+        acme: None,
     };
     let text = spec.to_toml();
     assert!(
