@@ -190,7 +190,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
             None => resolve(t).map(|_| t.clone()).map_err(|e| format!("--to: {e}")),
         })
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Source::Fixed(SimpleL4 {
+    Ok(Source::Fixed(Box::new(SimpleL4 {
         http,
         bind,
         targets,
@@ -203,7 +203,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         upstream_protocol: upstream_protocol.cloned(),
         sni,
         acme,
-    }))
+    })))
 }
 
 /// `rampart upgrade --pid PID`.

@@ -32,7 +32,7 @@ pub enum Source {
         session_log: Option<PathBuf>,
     },
     /// `rampart tcp`: fixed at start.
-    Fixed(SimpleL4),
+    Fixed(Box<SimpleL4>),
     /// `rampart run --etcd URL`: the config stored in etcd under its prefix + `config`, applied
     /// again each time it changes there.
     Etcd {
