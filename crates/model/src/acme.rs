@@ -120,10 +120,29 @@ pub struct AcmeSettings {
     /// A PEM root that the directory's own HTTPS certificate is checked against (a private or
     /// test CA such as Pebble); `None`: the system's roots.
     pub ca: Option<PathBuf>,
-    /// The directory the account key and the certificates are kept in.
-    pub storage: PathBuf,
+    /// Where the account key and the certificates are kept.
+    pub storage: AcmeStorage,
     /// How names prove control.
     pub challenge: AcmeChallenge,
+}
+
+/// Where ACME keeps what it obtained.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AcmeStorage {
+    /// A directory of this machine: one instance.
+    Dir(PathBuf),
+    /// A Redis that a fleet shares: one order per name for all of them (a lock), challenge
+    /// answers and certificates seen by every instance.
+    Redis(crate::filter::rate_limit::RedisEndpoint),
+}
+
+impl std::fmt::Display for AcmeStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AcmeStorage::Dir(dir) => write!(f, "{}", dir.display()),
+            AcmeStorage::Redis(r) => write!(f, "Redis at {}:{}", r.host, r.port),
+        }
+    }
 }
 
 /// The challenge a name is validated by.

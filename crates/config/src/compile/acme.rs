@@ -3,8 +3,9 @@
 
 use std::path::PathBuf;
 
-use rampart_model::acme::{AcmeChallenge, AcmeSettings, HTTP01_PREFIX, LETS_ENCRYPT};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeStorage, HTTP01_PREFIX, LETS_ENCRYPT};
 use rampart_model::discovery::Query;
+use rampart_model::filter::rate_limit::RedisEndpoint;
 use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
 use rampart_model::{Listener, ListenerProtocol};
 use toml::Spanned;
@@ -48,8 +49,15 @@ impl Checker<'_> {
             path
         });
         let storage = match &a.storage {
-            Some(s) => self.path(s),
-            None => PathBuf::from(DEFAULT_STORAGE),
+            Some(s) if s.get_ref().starts_with("redis://") => match RedisEndpoint::parse(s.get_ref()) {
+                Ok(endpoint) => AcmeStorage::Redis(endpoint),
+                Err(e) => {
+                    self.error(s.span(), e);
+                    AcmeStorage::Dir(PathBuf::from(DEFAULT_STORAGE))
+                }
+            },
+            Some(s) => AcmeStorage::Dir(self.path(s)),
+            None => AcmeStorage::Dir(PathBuf::from(DEFAULT_STORAGE)),
         };
         let challenge = match a.challenge.as_ref().map(|c| (c, c.get_ref().as_str())) {
             None | Some((_, "http-01")) => AcmeChallenge::Http01,

@@ -1,18 +1,29 @@
-//! What ACME keeps on disk under `[acme] storage`: the account (`account.json`: the directory
-//! it belongs to and its credentials) and each name's certificate (`certs/NAME.pem`, the chain
-//! leaf first, and `certs/NAME.key`). Files are written aside and renamed over, keys mode 0600.
+//! Where ACME keeps the account and the certificates, and (for a fleet) the challenge answers
+//! every instance gives and the lock that makes one instance order each name.
+//!
+//! - A directory (`[acme] storage = "/var/lib/rampart/acme"`): `account.json` (the directory URL
+//!   and its credentials) and `certs/NAME.pem` / `certs/NAME.key`, written aside and renamed
+//!   over, secrets mode 0600. One instance: no lock, answers stay in the process.
+//! - A Redis (`storage = "redis://..."`), shared by a fleet: `rampart:acme:account:DIRECTORY`,
+//!   `rampart:acme:cert:NAME` (JSON: `chain`, `key`), the lock `rampart:acme:lock:NAME` (`SET NX
+//!   PX`, released only by its owner), and the answers in the hashes
+//!   `rampart:acme:http-01` (token → key authorization) and `rampart:acme:tls-alpn-01`
+//!   (name → SHA-256 of the key authorization, hex), which every instance mirrors.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use anyhow::{anyhow, Context};
 use rampart_config::compile::Leaf;
+use rampart_model::acme::AcmeStorage;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
+
+use super::redis::{Answer, Redis};
 
 /// A certificate ready to serve, and when it stops being valid.
 pub struct Issued {
@@ -21,59 +32,227 @@ pub struct Issued {
     pub not_after: SystemTime,
 }
 
-pub struct Store {
-    dir: PathBuf,
+const PREFIX: &str = "rampart:acme:";
+/// How long an instance may hold a name's order lock (an order takes seconds).
+const LOCK_FOR: Duration = Duration::from_secs(120);
+/// Releases a lock only for its owner.
+const UNLOCK: &str =
+    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
+
+/// What a fleet's instances answer the CA with, as the shared store holds it.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct SharedAnswers {
+    /// HTTP-01: token → key authorization.
+    pub http: Vec<(String, String)>,
+    /// TLS-ALPN-01: name → SHA-256 digest of the key authorization.
+    pub alpn: Vec<(String, Vec<u8>)>,
+}
+
+pub enum Store {
+    Dir(PathBuf),
+    Redis(Redis),
 }
 
 impl Store {
-    pub fn new(dir: &Path) -> Store {
-        Store { dir: dir.to_path_buf() }
+    pub fn new(storage: &AcmeStorage) -> Store {
+        match storage {
+            AcmeStorage::Dir(dir) => Store::Dir(dir.clone()),
+            AcmeStorage::Redis(endpoint) => Store::Redis(Redis::new(endpoint.clone())),
+        }
+    }
+
+    /// Whether other instances share it (then answers and certificates go through it).
+    pub fn shared(&self) -> bool {
+        matches!(self, Store::Redis(_))
     }
 
     /// The account credentials kept for `directory` (JSON), if any.
-    pub fn account(&self, directory: &str) -> Option<serde_json::Value> {
-        let text = std::fs::read_to_string(self.dir.join("account.json")).ok()?;
-        let kept: serde_json::Value = serde_json::from_str(&text).ok()?;
-        (kept["directory"] == directory).then(|| kept["credentials"].clone())
+    pub async fn account(&mut self, directory: &str) -> anyhow::Result<Option<serde_json::Value>> {
+        match self {
+            Store::Dir(dir) => {
+                let Ok(text) = std::fs::read_to_string(dir.join("account.json")) else {
+                    return Ok(None);
+                };
+                let kept: serde_json::Value = serde_json::from_str(&text).context("account.json")?;
+                Ok((kept["directory"] == directory).then(|| kept["credentials"].clone()))
+            }
+            Store::Redis(redis) => {
+                let key = format!("{PREFIX}account:{directory}");
+                match redis.run(&[b"GET", key.as_bytes()]).await? {
+                    Answer::Bytes(Some(json)) => Ok(Some(serde_json::from_slice(&json).context(key)?)),
+                    _ => Ok(None),
+                }
+            }
+        }
     }
 
-    pub fn keep_account(&self, directory: &str, credentials: &serde_json::Value) -> anyhow::Result<()> {
-        let kept = serde_json::json!({ "directory": directory, "credentials": credentials });
-        self.write("account.json", kept.to_string().as_bytes(), true)
+    pub async fn keep_account(&mut self, directory: &str, credentials: &serde_json::Value) -> anyhow::Result<()> {
+        match self {
+            Store::Dir(dir) => {
+                let kept = serde_json::json!({ "directory": directory, "credentials": credentials });
+                write_file(dir, "account.json", kept.to_string().as_bytes(), true)
+            }
+            Store::Redis(redis) => {
+                let key = format!("{PREFIX}account:{directory}");
+                // Another instance may have made one meanwhile: the first kept wins.
+                redis
+                    .run(&[b"SET", key.as_bytes(), credentials.to_string().as_bytes(), b"NX"])
+                    .await?;
+                Ok(())
+            }
+        }
     }
 
     /// The certificate kept for `name`, if there is one that parses.
-    pub fn certificate(&self, name: &str) -> Option<Issued> {
-        let chain = std::fs::read(self.dir.join("certs").join(format!("{name}.pem"))).ok()?;
-        let key = std::fs::read(self.dir.join("certs").join(format!("{name}.key"))).ok()?;
-        issued(&chain, &key).ok()
+    pub async fn certificate(&mut self, name: &str) -> anyhow::Result<Option<Issued>> {
+        let (chain, key) = match self {
+            Store::Dir(dir) => {
+                let certs = dir.join("certs");
+                let (Ok(chain), Ok(key)) = (
+                    std::fs::read(certs.join(format!("{name}.pem"))),
+                    std::fs::read(certs.join(format!("{name}.key"))),
+                ) else {
+                    return Ok(None);
+                };
+                (chain, key)
+            }
+            Store::Redis(redis) => {
+                let key = format!("{PREFIX}cert:{name}");
+                let Answer::Bytes(Some(json)) = redis.run(&[b"GET", key.as_bytes()]).await? else {
+                    return Ok(None);
+                };
+                let kept: serde_json::Value = serde_json::from_slice(&json).context(key)?;
+                let field = |f: &str| kept[f].as_str().unwrap_or_default().as_bytes().to_vec();
+                (field("chain"), field("key"))
+            }
+        };
+        Ok(issued(&chain, &key).ok())
     }
 
-    pub fn keep_certificate(&self, name: &str, chain_pem: &str, key_pem: &str) -> anyhow::Result<()> {
-        // The key first: a chain never sits beside a key that is not its own for long.
-        self.write(&format!("certs/{name}.key"), key_pem.as_bytes(), true)?;
-        self.write(&format!("certs/{name}.pem"), chain_pem.as_bytes(), false)
+    pub async fn keep_certificate(&mut self, name: &str, chain_pem: &str, key_pem: &str) -> anyhow::Result<()> {
+        match self {
+            Store::Dir(dir) => {
+                // The key first: a chain never sits beside a key that is not its own for long.
+                write_file(dir, &format!("certs/{name}.key"), key_pem.as_bytes(), true)?;
+                write_file(dir, &format!("certs/{name}.pem"), chain_pem.as_bytes(), false)
+            }
+            Store::Redis(redis) => {
+                let key = format!("{PREFIX}cert:{name}");
+                let value = serde_json::json!({ "chain": chain_pem, "key": key_pem }).to_string();
+                redis.run(&[b"SET", key.as_bytes(), value.as_bytes()]).await?;
+                Ok(())
+            }
+        }
     }
 
-    fn write(&self, name: &str, bytes: &[u8], secret: bool) -> anyhow::Result<()> {
-        let path = self.dir.join(name);
-        let parent = path.parent().unwrap_or(&self.dir);
-        std::fs::create_dir_all(parent).with_context(|| format!("cannot make {}", parent.display()))?;
-        let aside = parent.join(format!(
-            ".{}.new",
-            path.file_name().unwrap_or_default().to_string_lossy()
-        ));
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(if secret { 0o600 } else { 0o644 })
-            .open(&aside)
-            .with_context(|| format!("cannot write {}", aside.display()))?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))
+    /// Takes the lock on ordering `name` for `owner`; `false` when another instance holds it.
+    pub async fn lock(&mut self, name: &str, owner: &str) -> anyhow::Result<bool> {
+        let Store::Redis(redis) = self else { return Ok(true) };
+        let key = format!("{PREFIX}lock:{name}");
+        let ms = LOCK_FOR.as_millis().to_string();
+        let answer = redis
+            .run(&[b"SET", key.as_bytes(), owner.as_bytes(), b"NX", b"PX", ms.as_bytes()])
+            .await?;
+        Ok(answer == Answer::Ok)
     }
+
+    pub async fn unlock(&mut self, name: &str, owner: &str) -> anyhow::Result<()> {
+        let Store::Redis(redis) = self else { return Ok(()) };
+        let key = format!("{PREFIX}lock:{name}");
+        redis
+            .run(&[b"EVAL", UNLOCK.as_bytes(), b"1", key.as_bytes(), owner.as_bytes()])
+            .await?;
+        Ok(())
+    }
+
+    /// Puts up (or, with `None`, takes down) an HTTP-01 answer for every instance.
+    pub async fn http_answer(&mut self, token: &str, key_authorization: Option<&str>) -> anyhow::Result<()> {
+        let Store::Redis(redis) = self else { return Ok(()) };
+        let hash = format!("{PREFIX}http-01");
+        match key_authorization {
+            Some(k) => {
+                redis
+                    .run(&[b"HSET", hash.as_bytes(), token.as_bytes(), k.as_bytes()])
+                    .await?
+            }
+            None => redis.run(&[b"HDEL", hash.as_bytes(), token.as_bytes()]).await?,
+        };
+        Ok(())
+    }
+
+    /// Puts up (or takes down) a TLS-ALPN-01 answer for every instance.
+    pub async fn alpn_answer(&mut self, name: &str, digest: Option<&[u8]>) -> anyhow::Result<()> {
+        let Store::Redis(redis) = self else { return Ok(()) };
+        let hash = format!("{PREFIX}tls-alpn-01");
+        match digest {
+            Some(d) => {
+                let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
+                redis
+                    .run(&[b"HSET", hash.as_bytes(), name.as_bytes(), hex.as_bytes()])
+                    .await?
+            }
+            None => redis.run(&[b"HDEL", hash.as_bytes(), name.as_bytes()]).await?,
+        };
+        Ok(())
+    }
+
+    /// Every answer the fleet has up now (none for a directory).
+    pub async fn answers(&mut self) -> anyhow::Result<SharedAnswers> {
+        let Store::Redis(redis) = self else {
+            return Ok(SharedAnswers::default());
+        };
+        let mut answers = SharedAnswers::default();
+        for (kind, list) in [("http-01", 0), ("tls-alpn-01", 1)] {
+            let hash = format!("{PREFIX}{kind}");
+            let Answer::List(items) = redis.run(&[b"HGETALL", hash.as_bytes()]).await? else {
+                continue;
+            };
+            for pair in items.chunks(2) {
+                let [Answer::Bytes(Some(k)), Answer::Bytes(Some(v))] = pair else {
+                    continue;
+                };
+                let (k, v) = (
+                    String::from_utf8_lossy(k).into_owned(),
+                    String::from_utf8_lossy(v).into_owned(),
+                );
+                if list == 0 {
+                    answers.http.push((k, v));
+                } else if let Some(digest) = unhex(&v) {
+                    answers.alpn.push((k, digest));
+                }
+            }
+        }
+        answers.http.sort();
+        answers.alpn.sort();
+        Ok(answers)
+    }
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+fn write_file(dir: &Path, name: &str, bytes: &[u8], secret: bool) -> anyhow::Result<()> {
+    let path = dir.join(name);
+    let parent = path.parent().unwrap_or(dir);
+    std::fs::create_dir_all(parent).with_context(|| format!("cannot make {}", parent.display()))?;
+    let aside = parent.join(format!(
+        ".{}.new",
+        path.file_name().unwrap_or_default().to_string_lossy()
+    ));
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(if secret { 0o600 } else { 0o644 })
+        .open(&aside)
+        .with_context(|| format!("cannot write {}", aside.display()))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// A chain and key in PEM as rustls serves them, with the leaf's dates.

@@ -528,7 +528,12 @@ pub type TlsStream = StreamOwned<ClientConnection, TcpStream>;
 /// Connects to 127.0.0.1:`port` and completes a handshake for `name` (an IP address sends no
 /// SNI). A failure is the io error rustls reported (see [`alert`], [`rustls_error`]).
 pub fn handshake(port: u16, config: &Arc<ClientConfig>, name: &str) -> io::Result<TlsStream> {
-    let mut sock = TcpStream::connect(("127.0.0.1", port))?;
+    handshake_at(([127, 0, 0, 1], port).into(), config, name)
+}
+
+/// [`handshake`] with the server at `addr`.
+pub fn handshake_at(addr: std::net::SocketAddr, config: &Arc<ClientConfig>, name: &str) -> io::Result<TlsStream> {
+    let mut sock = TcpStream::connect(addr)?;
     sock.set_read_timeout(Some(WAIT))?;
     let server_name = ServerName::try_from(name.to_string()).expect("server name");
     let mut conn = ClientConnection::new(config.clone(), server_name).map_err(io::Error::other)?;

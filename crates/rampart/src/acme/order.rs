@@ -1,0 +1,142 @@
+//! One ACME order: the account it is placed with, the challenge answered, the certificate.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{anyhow, bail, Context};
+use instant_acme::{
+    Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus,
+    RetryPolicy,
+};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeShared};
+
+use super::store::{issued, Issued, Store};
+use super::tls_alpn;
+
+/// How long a fleet's instances are given to see an answer put up in the shared store before the
+/// CA is told to validate (they look every [`super::task::SYNC`]).
+const PROPAGATION: Duration = Duration::from_millis(1200);
+
+/// The account kept for the directory, or a new one (then kept).
+pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> anyhow::Result<Account> {
+    let builder = match &settings.ca {
+        Some(ca) => Account::builder_with_root(ca).with_context(|| format!("ca {}", ca.display()))?,
+        None => Account::builder().context("an HTTPS client for the ACME directory")?,
+    };
+    if let Some(kept) = store.account(&settings.directory).await? {
+        let credentials: AccountCredentials = serde_json::from_value(kept).context("the kept ACME account")?;
+        return builder
+            .from_credentials(credentials)
+            .await
+            .with_context(|| format!("ACME directory {}", settings.directory));
+    }
+    let contact: Vec<&str> = settings.contact.iter().map(String::as_str).collect();
+    let new = NewAccount {
+        contact: &contact,
+        terms_of_service_agreed: true,
+        only_return_existing: false,
+    };
+    let (account, credentials) = builder
+        .create(&new, settings.directory.clone(), None)
+        .await
+        .with_context(|| format!("ACME directory {}", settings.directory))?;
+    store
+        .keep_account(&settings.directory, &serde_json::to_value(&credentials)?)
+        .await?;
+    tracing::info!("acme: account {} made at {}", account.id(), settings.directory);
+    Ok(account)
+}
+
+/// One order for `name`, validated by the configured challenge.
+pub(super) async fn obtain(
+    account: &Account,
+    name: &str,
+    settings: &AcmeSettings,
+    shared: &AcmeShared,
+    store: &mut Store,
+) -> anyhow::Result<Issued> {
+    let identifiers = [Identifier::Dns(name.to_string())];
+    let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+    let mut answered = Vec::new();
+    let ready = async {
+        let mut authorizations = order.authorizations();
+        while let Some(authorization) = authorizations.next().await {
+            let mut authorization = authorization?;
+            match authorization.status {
+                AuthorizationStatus::Pending => {}
+                AuthorizationStatus::Valid => continue,
+                other => bail!("the CA says the authorization is {other:?}"),
+            }
+            let kind = match settings.challenge {
+                AcmeChallenge::Http01 => ChallengeType::Http01,
+                AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+            };
+            let mut challenge = authorization
+                .challenge(kind.clone())
+                .ok_or_else(|| anyhow!("the CA offers no {kind:?} challenge"))?;
+            let key_authorization = challenge.key_authorization();
+            match settings.challenge {
+                AcmeChallenge::Http01 => {
+                    shared.set_http_answer(&challenge.token, Some(key_authorization.as_str()));
+                    answered.push(Answer::Http01(challenge.token.clone()));
+                    store
+                        .http_answer(&challenge.token, Some(key_authorization.as_str()))
+                        .await?;
+                }
+                AcmeChallenge::TlsAlpn01 => {
+                    let digest = key_authorization.digest();
+                    let cert = tls_alpn::validation_certificate(name, digest.as_ref())?;
+                    shared.set_alpn_certificate(name, Some(cert));
+                    answered.push(Answer::TlsAlpn01(name.to_string()));
+                    store.alpn_answer(name, Some(digest.as_ref())).await?;
+                }
+            }
+            if store.shared() {
+                // Whichever instance the CA reaches must know the answer.
+                tokio::time::sleep(PROPAGATION).await;
+            }
+            challenge.set_ready().await?;
+        }
+        let status = order.poll_ready(&RetryPolicy::new()).await?;
+        if status != OrderStatus::Ready {
+            bail!("the order is {status:?}");
+        }
+        Ok(())
+    }
+    .await;
+    for answer in &answered {
+        // Taking an answer down from the shared store may fail (Redis gone): it is only stale.
+        match answer {
+            Answer::Http01(token) => {
+                shared.set_http_answer(token, None);
+                let _ = store.http_answer(token, None).await;
+            }
+            Answer::TlsAlpn01(name) => {
+                shared.set_alpn_certificate(name, None);
+                let _ = store.alpn_answer(name, None).await;
+            }
+        }
+    }
+    ready?;
+    let key_pem = order.finalize().await?;
+    let chain_pem = order.poll_certificate(&RetryPolicy::new()).await?;
+    store.keep_certificate(name, &chain_pem, &key_pem).await?;
+    issued(chain_pem.as_bytes(), key_pem.as_bytes())
+}
+
+/// What was put up for a challenge, taken down once the order is decided.
+enum Answer {
+    Http01(String),
+    TlsAlpn01(String),
+}
+
+/// When to renew: at two thirds of the certificate's lifetime.
+pub(super) fn renewal(issued: &Issued) -> Instant {
+    let lifetime = issued.not_after.duration_since(issued.not_before).unwrap_or_default();
+    let at = issued.not_before + lifetime * 2 / 3;
+    Instant::now() + at.duration_since(SystemTime::now()).unwrap_or_default()
+}
+
+pub(super) fn humantime(t: SystemTime) -> String {
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    format!("{secs} (Unix seconds)")
+}

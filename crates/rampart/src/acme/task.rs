@@ -1,0 +1,221 @@
+//! The ACME task: serves what the store keeps, orders each name when it is missing or due, and
+//! (with a store a fleet shares) mirrors the fleet's challenge answers and picks up certificates
+//! another instance obtained.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use instant_acme::Account;
+use rampart_model::acme::AcmeShared;
+
+use super::order::{humantime, obtain, open_account, renewal};
+use super::store::{Issued, SharedAnswers, Store};
+use super::{tls_alpn, AcmeStatus, NameStatus, Wanted};
+
+/// How often an instance of a fleet looks at the shared store.
+pub(super) const SYNC: Duration = Duration::from_millis(500);
+/// The first wait after a failed order; it doubles up to [`RETRY_MAX`].
+const RETRY_FIRST: Duration = Duration::from_secs(2);
+const RETRY_MAX: Duration = Duration::from_secs(3600);
+/// How soon to look again at a name another instance is ordering.
+const LOCKED_ELSEWHERE: Duration = Duration::from_secs(1);
+
+/// Serves the certificates kept, then obtains each missing or due one, for ever.
+pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<ArcSwap<AcmeStatus>>) {
+    let mut task = Task {
+        store: Store::new(&wanted.settings.storage),
+        owner: format!("{}-{}", std::process::id(), nanos()),
+        due: BTreeMap::new(),
+        shown: AcmeStatus {
+            directory: wanted.settings.directory.clone(),
+            names: BTreeMap::new(),
+        },
+        mirrored: SharedAnswers::default(),
+        account: None,
+        shared,
+        wanted,
+    };
+    for name in task.wanted.names.clone() {
+        task.shown.names.insert(
+            name.clone(),
+            NameStatus {
+                state: "obtaining",
+                ..Default::default()
+            },
+        );
+        task.due.insert(name.clone(), Instant::now());
+        match task.store.certificate(&name).await {
+            Ok(Some(kept)) => {
+                tracing::info!(
+                    name = name.as_str(),
+                    "acme: {name}: serving the certificate kept in {}",
+                    task.wanted.settings.storage
+                );
+                task.serve(&name, kept);
+            }
+            Ok(None) => {}
+            Err(e) => tracing::warn!(name = name.as_str(), "acme: {name}: {e:#}"),
+        }
+    }
+    status.store(Arc::new(task.shown.clone()));
+    let mut sync = tokio::time::interval(SYNC);
+    sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        let Some((name, at)) = task
+            .due
+            .iter()
+            .min_by_key(|(_, at)| **at)
+            .map(|(n, at)| (n.clone(), *at))
+        else {
+            return;
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => task.attend(&name).await,
+            _ = sync.tick(), if task.store.shared() => task.sync().await,
+        }
+        status.store(Arc::new(task.shown.clone()));
+    }
+}
+
+struct Task {
+    wanted: Wanted,
+    store: Store,
+    /// This instance, as the owner of a shared lock.
+    owner: String,
+    /// When each name is next due (missing, renewal, retry).
+    due: BTreeMap<String, Instant>,
+    shown: AcmeStatus,
+    /// The fleet's answers mirrored into `shared` so far.
+    mirrored: SharedAnswers,
+    account: Option<Account>,
+    shared: Arc<AcmeShared>,
+}
+
+impl Task {
+    /// Serves `issued` for `name` and schedules its renewal.
+    fn serve(&mut self, name: &str, issued: Issued) {
+        self.shared.install(name, issued.key.clone());
+        self.shown.names.entry(name.to_string()).or_default().issued(&issued);
+        self.due.insert(name.to_string(), renewal(&issued));
+    }
+
+    /// The certificate `name` has now: its expiry, if it has one.
+    fn served_until(&self, name: &str) -> Option<u64> {
+        self.shown.names.get(name).and_then(|s| s.not_after)
+    }
+
+    /// `name` is due: order it, unless another instance is doing so or already has.
+    async fn attend(&mut self, name: &str) {
+        match self.store.lock(name, &self.owner).await {
+            Ok(true) => {}
+            Ok(false) => {
+                self.due.insert(name.to_string(), Instant::now() + LOCKED_ELSEWHERE);
+                return;
+            }
+            Err(e) => return self.failed(name, e),
+        }
+        // Another instance may have renewed it while this one waited for the lock.
+        if let Ok(Some(kept)) = self.store.certificate(name).await {
+            if renewal(&kept) > Instant::now() && Some(unix(kept.not_after)) != self.served_until(name) {
+                let _ = self.store.unlock(name, &self.owner).await;
+                return self.serve(name, kept);
+            }
+        }
+        let outcome = self.order(name).await;
+        if let Err(e) = self.store.unlock(name, &self.owner).await {
+            tracing::warn!(name, "acme: {name}: cannot release the order lock: {e:#}");
+        }
+        match outcome {
+            Ok(new) => {
+                tracing::info!(
+                    name,
+                    "acme: {name}: certificate issued by {}, valid until {}",
+                    self.wanted.settings.directory,
+                    humantime(new.not_after)
+                );
+                self.serve(name, new);
+            }
+            Err(e) => self.failed(name, e),
+        }
+    }
+
+    async fn order(&mut self, name: &str) -> anyhow::Result<Issued> {
+        let settings = &self.wanted.settings;
+        if self.account.is_none() {
+            self.account = Some(open_account(settings, &mut self.store).await?);
+        }
+        let account = self.account.as_ref().expect("opened above");
+        obtain(account, name, settings, &self.shared, &mut self.store).await
+    }
+
+    fn failed(&mut self, name: &str, e: anyhow::Error) {
+        let state = self.shown.names.entry(name.to_string()).or_default();
+        state.failures += 1;
+        if state.not_after.is_some() {
+            state.state = "renewing";
+        }
+        state.error = Some(format!("{e:#}"));
+        let wait = RETRY_FIRST
+            .saturating_mul(1 << (state.failures - 1).min(16))
+            .min(RETRY_MAX);
+        tracing::warn!(name, "acme: {name}: {e:#}; trying again in {wait:?}");
+        self.due.insert(name.to_string(), Instant::now() + wait);
+    }
+
+    /// A fleet: mirrors the challenge answers other instances put up, and serves a certificate
+    /// another instance obtained.
+    async fn sync(&mut self) {
+        match self.store.answers().await {
+            Ok(answers) if answers != self.mirrored => self.mirror(answers),
+            Ok(_) => {}
+            Err(e) => tracing::debug!("acme: {e:#}"),
+        }
+        for name in self.wanted.names.clone() {
+            let Ok(Some(kept)) = self.store.certificate(&name).await else {
+                continue;
+            };
+            if Some(unix(kept.not_after)) > self.served_until(&name) {
+                tracing::info!(
+                    name = name.as_str(),
+                    "acme: {name}: serving the certificate another instance obtained"
+                );
+                self.serve(&name, kept);
+            }
+        }
+    }
+
+    fn mirror(&mut self, answers: SharedAnswers) {
+        for (token, _) in &self.mirrored.http {
+            if !answers.http.iter().any(|(t, _)| t == token) {
+                self.shared.set_http_answer(token, None);
+            }
+        }
+        for (token, key_authorization) in &answers.http {
+            self.shared.set_http_answer(token, Some(key_authorization));
+        }
+        for (name, _) in &self.mirrored.alpn {
+            if !answers.alpn.iter().any(|(n, _)| n == name) {
+                self.shared.set_alpn_certificate(name, None);
+            }
+        }
+        for (name, digest) in &answers.alpn {
+            match tls_alpn::validation_certificate(name, digest) {
+                Ok(cert) => self.shared.set_alpn_certificate(name, Some(cert)),
+                Err(e) => tracing::warn!("acme: {name}: {e:#}"),
+            }
+        }
+        self.mirrored = answers;
+    }
+}
+
+fn unix(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn nanos() -> u32 {
+    SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos())
+}
