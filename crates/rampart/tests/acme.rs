@@ -282,3 +282,31 @@ fn one_command_line_gets_its_certificate_and_redirects_port_80() {
     );
     proxy.stop();
 }
+
+#[test]
+fn a_binary_upgrade_keeps_the_account_and_the_certificate() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("certificate issued");
+    let (code, out, err) = common::run_rampart(dir.path(), &["upgrade", "--pid", &proxy.pid().to_string()]);
+    assert_eq!(code, 0, "{out}{err}");
+    // "rampart upgrade: process N serves now"
+    let new_pid: i32 = out
+        .split_whitespace()
+        .skip_while(|w| *w != "process")
+        .nth(1)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no PID in {out:?}"));
+    // The new process writes to the same standard error.
+    proxy.wait_for("serving the certificate kept");
+    assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
+    assert_eq!(pebble.log().matches("POST /order-plz").count(), 1, "no new order");
+    assert_eq!(pebble.log().matches("POST /sign-me-up").count(), 1, "no new account");
+    // SAFETY: a signal to the process the upgrade started, which this test owns.
+    unsafe { libc::kill(new_pid, libc::SIGTERM) };
+    proxy.wait_exit();
+}
