@@ -81,6 +81,15 @@ impl AcmeShared {
         });
     }
 
+    /// Stops serving the certificates of names not in `names` (a load that dropped them).
+    pub fn keep_only(&self, names: &[String]) {
+        self.certificates.rcu(|current| {
+            let mut next = HashMap::clone(current);
+            next.retain(|name, _| names.contains(name));
+            next
+        });
+    }
+
     /// The key authorization to answer for HTTP-01 `token`.
     pub fn http_answer(&self, token: &str) -> Option<String> {
         self.http_tokens.load().get(token).cloned()
@@ -183,5 +192,7 @@ mod tests {
         assert!(acme.alpn_certificate("A.example").is_some());
         acme.set_alpn_certificate("a.example", None);
         assert!(acme.alpn_certificate("a.example").is_none());
+        acme.keep_only(&["b.example".to_string()]);
+        assert!(acme.certificate("a.example").is_none());
     }
 }

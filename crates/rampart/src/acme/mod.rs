@@ -89,6 +89,7 @@ impl Acme {
         if self.running.as_ref().map(|(w, _)| w) == wanted.as_ref() {
             return;
         }
+        self.shared.keep_only(wanted.as_ref().map_or(&[][..], |w| w.names.as_slice()));
         if let Some((_, task)) = self.running.take() {
             task.abort();
         }
