@@ -177,6 +177,8 @@ pub struct RawListenerTls {
     pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
     /// Names whose certificates ACME obtains (and renews), served before `certificates`.
     pub acme: Option<Spanned<Vec<Spanned<String>>>>,
+    /// On-demand TLS: a certificate obtained at the first handshake for an allowed name.
+    pub acme_on_demand: Option<Spanned<RawOnDemand>>,
     /// A name one of the certificates serves: for clients whose name none has.
     pub default_certificate: Option<Spanned<String>>,
     pub strict_sni: Option<bool>,
@@ -190,6 +192,15 @@ pub struct RawListenerTls {
     pub client_ca: Option<Spanned<String>>,
     pub client_auth: Option<Spanned<String>>,
     pub forward_client_cert: Option<Spanned<String>>,
+}
+
+/// `acme_on_demand = { allow = ["*.example.com"], ask = "http://...", per_minute = 10 }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOnDemand {
+    pub allow: Spanned<Vec<Spanned<String>>>,
+    pub ask: Option<Spanned<String>>,
+    pub per_minute: Option<Spanned<i64>>,
 }
 
 /// `{ cert = "FILE", key = "FILE" }`: a PEM chain (leaf first) and its private key.

@@ -28,6 +28,11 @@ pub struct AcmeShared {
     http_tokens: ArcSwap<HashMap<String, String>>,
     /// TLS-ALPN-01: the validation certificate of each name being validated.
     alpn_certificates: ArcSwap<HashMap<String, Arc<CertifiedKey>>>,
+    /// On-demand TLS: names a handshake asked for that have no certificate yet, for the control
+    /// plane to decide on (taken by [`AcmeShared::take_requests`]).
+    requests: ArcSwap<Vec<String>>,
+    /// On-demand names the control plane said no to, for a while: their handshakes stop waiting.
+    denied: ArcSwap<Vec<String>>,
 }
 
 impl std::fmt::Debug for AcmeShared {
@@ -79,6 +84,47 @@ impl AcmeShared {
             };
             next
         });
+    }
+
+    /// On-demand TLS: a handshake for `name` wants a certificate (asked once while pending).
+    pub fn request(&self, name: &str) {
+        let name = name.trim_end_matches('.').to_ascii_lowercase();
+        if self.requests.load().contains(&name) || self.denied(&name) {
+            return;
+        }
+        self.requests.rcu(|current| {
+            let mut next = Vec::clone(current);
+            if !next.contains(&name) {
+                next.push(name.clone());
+            }
+            next
+        });
+    }
+
+    /// Whether the control plane said no to an on-demand `name` (lowercase).
+    pub fn denied(&self, name: &str) -> bool {
+        let denied = self.denied.load();
+        !denied.is_empty() && denied.iter().any(|d| d == name)
+    }
+
+    /// Says no to (or, with `false`, forgets the refusal of) an on-demand `name`.
+    pub fn deny(&self, name: &str, denied: bool) {
+        self.denied.rcu(|current| {
+            let mut next = Vec::clone(current);
+            next.retain(|d| d != name);
+            if denied {
+                next.push(name.to_string());
+            }
+            next
+        });
+    }
+
+    /// The names handshakes asked for since the last call.
+    pub fn take_requests(&self) -> Vec<String> {
+        if self.requests.load().is_empty() {
+            return Vec::new();
+        }
+        Vec::clone(&self.requests.swap(Arc::new(Vec::new())))
     }
 
     /// Stops serving the certificates of names not in `names` (a load that dropped them).
@@ -154,6 +200,32 @@ impl std::fmt::Display for AcmeStorage {
     }
 }
 
+/// On-demand TLS on a listener: a certificate is obtained at the first handshake for a name
+/// that `allow` covers and, when `ask` is set, that the `ask` URL answers 200 for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDemand {
+    /// `example.com` (that name) or `*.example.com` (any name below it), lowercase.
+    pub allow: Vec<String>,
+    /// `http://HOST:PORT/PATH`, asked `GET PATH?domain=NAME`.
+    pub ask: Option<String>,
+    /// Certificates obtained on demand per minute, for the whole process.
+    pub per_minute: u32,
+}
+
+impl OnDemand {
+    /// Whether `allow` covers `name` (lowercase, no final dot).
+    pub fn allows(&self, name: &str) -> bool {
+        self.allow.iter().any(|a| match a.strip_prefix("*.") {
+            Some(suffix) => {
+                name.len() > suffix.len() + 1
+                    && name.ends_with(suffix)
+                    && name[..name.len() - suffix.len()].ends_with('.')
+            }
+            None => a == name,
+        })
+    }
+}
+
 /// The challenge a name is validated by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcmeChallenge {
@@ -166,6 +238,17 @@ pub enum AcmeChallenge {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn on_demand_patterns_cover_names_below_them() {
+        let od = OnDemand {
+            allow: vec!["*.shops.example".into(), "exact.example".into()],
+            ask: None,
+            per_minute: 10,
+        };
+        assert!(od.allows("a.shops.example") && od.allows("a.b.shops.example") && od.allows("exact.example"));
+        assert!(!od.allows("shops.example") && !od.allows("xshops.example") && !od.allows("b.exact.example"));
+    }
 
     fn key() -> Arc<CertifiedKey> {
         let pair = rcgen::KeyPair::generate().unwrap();
@@ -192,6 +275,10 @@ mod tests {
         assert!(acme.alpn_certificate("A.example").is_some());
         acme.set_alpn_certificate("a.example", None);
         assert!(acme.alpn_certificate("a.example").is_none());
+        acme.request("New.example.");
+        acme.request("new.example");
+        assert_eq!(acme.take_requests(), ["new.example"]);
+        assert!(acme.take_requests().is_empty());
         acme.keep_only(&["b.example".to_string()]);
         assert!(acme.certificate("a.example").is_none());
     }

@@ -28,6 +28,8 @@ pub struct ListenerTls {
     pub certificate_info: Vec<CertificateInfo>,
     /// The names whose certificates ACME obtains (`acme = [...]`), served before `certificates`.
     pub acme_names: Vec<String>,
+    /// On-demand TLS, with what ACME publishes (set when `acme_on_demand` is).
+    pub on_demand: Option<(crate::acme::OnDemand, Arc<crate::acme::AcmeShared>)>,
 }
 
 /// One certificate of a listener as operators need to see it.
@@ -63,6 +65,10 @@ impl ListenerTls {
             || name.is_some_and(|n| {
                 let n = n.trim_end_matches('.');
                 self.acme_names.iter().any(|a| a.eq_ignore_ascii_case(n))
+                    || self
+                        .on_demand
+                        .as_ref()
+                        .is_some_and(|(_, acme)| acme.certificate(n).is_some())
             })
     }
 }

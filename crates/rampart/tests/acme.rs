@@ -310,3 +310,77 @@ fn a_binary_upgrade_keeps_the_account_and_the_certificate() {
     unsafe { libc::kill(new_pid, libc::SIGTERM) };
     proxy.wait_exit();
 }
+
+/// An `ask` endpoint: 200 for `domain=yes...`, 403 for anything else; counts the questions.
+fn ask_server() -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 2048];
+            let n = conn.read(&mut buf).unwrap_or(0);
+            let head = String::from_utf8_lossy(&buf[..n]);
+            let status = if head.contains("domain=yes") {
+                "200 OK"
+            } else {
+                "403 Forbidden"
+            };
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status}\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
+            );
+        }
+    });
+    (port, asked)
+}
+
+#[test]
+fn on_demand_tls_obtains_an_allowed_name_at_its_first_handshake_and_refuses_the_rest() {
+    let dns = DnsServer::start("*.od 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let (ask, asked) = ask_server();
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&pebble, http, https, "").replace(
+        "acme = [\"a.fleet.test\"]",
+        &format!(
+            "acme_on_demand = {{ allow = [\"*.od.fleet.test\"], ask = \"http://127.0.0.1:{ask}/check\", per_minute = 1 }}"
+        ),
+    );
+    let path = write_file(dir.path(), "acme.toml", &text);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let root = pebble.issuing_root();
+
+    // The first handshake for an allowed name waits for its certificate.
+    let started = std::time::Instant::now();
+    assert_eq!(get_verified(https, &root, "yes.od.fleet.test"), "secure");
+    eprintln!("first handshake for a name obtained on demand: {:?}", started.elapsed());
+    proxy.wait_for("certificate issued");
+    assert_eq!(get_verified(https, &root, "yes.od.fleet.test"), "secure");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 1);
+
+    // The ask URL says no: refused well before the handshake timeout (10 s).
+    let client = ClientOpts::with_roots(&root).build();
+    let started = std::time::Instant::now();
+    assert!(handshake(https, &client, "no.od.fleet.test").is_err());
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let refused = proxy.wait_for("not obtained on demand");
+    assert!(refused.contains("answered 403"), "{refused}");
+    // Allowed by the ask URL, but the rate (1 a minute) is spent.
+    assert!(handshake(https, &client, "yes2.od.fleet.test").is_err());
+    let refused = proxy.wait_for("not obtained on demand");
+    assert!(refused.contains("a minute"), "{refused}");
+    // Not covered by `allow`: refused at once, nobody asked.
+    let before = asked.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(handshake(https, &client, "elsewhere.fleet.test").is_err());
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), before);
+    assert_eq!(pebble.log().matches("POST /order-plz").count(), 1, "one order");
+    proxy.stop();
+}

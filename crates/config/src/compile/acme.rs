@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeStorage, HTTP01_PREFIX, LETS_ENCRYPT};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeStorage, OnDemand, HTTP01_PREFIX, LETS_ENCRYPT};
 use rampart_model::discovery::Query;
 use rampart_model::filter::rate_limit::RedisEndpoint;
 use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
@@ -11,7 +11,7 @@ use rampart_model::{Listener, ListenerProtocol};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
-use crate::raw::RawAcme;
+use crate::raw::{RawAcme, RawOnDemand};
 
 /// Where the account and certificates are kept when `[acme] storage` is not given.
 const DEFAULT_STORAGE: &str = "/var/lib/rampart/acme";
@@ -113,6 +113,48 @@ impl Checker<'_> {
             names.push(name);
         }
         names
+    }
+}
+
+impl Checker<'_> {
+    /// A TLS listener's `acme_on_demand` table.
+    pub(super) fn on_demand(&mut self, listener: &str, raw: &Spanned<RawOnDemand>) -> Option<OnDemand> {
+        let od = raw.get_ref();
+        if !self.acme_configured {
+            self.error(
+                raw.span(),
+                format!("listener `{listener}`: `acme_on_demand` needs an [acme] table"),
+            );
+        }
+        if od.allow.get_ref().is_empty() {
+            self.error(
+                od.allow.span(),
+                "allow is empty: list the names (or `*.DOMAIN`) certificates may be obtained for",
+            );
+        }
+        let mut allow = Vec::new();
+        for a in od.allow.get_ref() {
+            let name = a.get_ref().trim_end_matches('.').to_ascii_lowercase();
+            let bare = name.strip_prefix("*.").unwrap_or(&name);
+            if let Err(e) = Query::host(bare, 1) {
+                self.error(a.span(), e);
+                continue;
+            }
+            allow.push(name);
+        }
+        let ask = od.ask.as_ref().and_then(|a| {
+            if a.get_ref().starts_with("http://") {
+                Some(a.get_ref().clone())
+            } else {
+                self.error(a.span(), format!("ask `{}` is not an http:// URL", a.get_ref()));
+                None
+            }
+        });
+        let per_minute = match &od.per_minute {
+            Some(n) => self.count(n, "per_minute", 1, 10_000)? as u32,
+            None => 10,
+        };
+        Some(OnDemand { allow, ask, per_minute })
     }
 }
 

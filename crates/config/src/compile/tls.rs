@@ -50,8 +50,9 @@ impl Checker<'_> {
         let t = raw.get_ref();
         let provider = provider();
         let acme_names = self.acme_names(name, t.acme.as_ref());
+        let on_demand = t.acme_on_demand.as_ref().and_then(|od| self.on_demand(name, od));
         let certificates = t.certificates.as_ref().map_or(&[][..], |c| c.get_ref().as_slice());
-        if certificates.is_empty() && acme_names.is_empty() {
+        if certificates.is_empty() && acme_names.is_empty() && on_demand.is_none() {
             let at = t.certificates.as_ref().map_or(raw.span(), |c| c.span());
             self.error(
                 at,
@@ -143,14 +144,14 @@ impl Checker<'_> {
             Some(v) => builder.with_client_cert_verifier(v),
             None => builder.with_no_client_auth(),
         };
-        let acme = (!acme_names.is_empty()).then(|| live.acme());
+        let acme = (!acme_names.is_empty() || on_demand.is_some()).then(|| live.acme());
         let mut config = builder.with_cert_resolver(Arc::new(SniResolver {
             set: set.clone(),
             strict: strict_sni,
             acme,
         }));
         config.alpn_protocols = alpn;
-        if !acme_names.is_empty() && !config.alpn_protocols.is_empty() {
+        if (!acme_names.is_empty() || on_demand.is_some()) && !config.alpn_protocols.is_empty() {
             // Chosen only by a client that offers nothing else: TLS-ALPN-01 validation. (Not on a
             // listener without ALPN: a list of one would refuse every client that offers some.)
             config.alpn_protocols.push(rampart_model::acme::ACME_TLS_ALPN.to_vec());
@@ -174,6 +175,7 @@ impl Checker<'_> {
             forward_client_cert,
             certificate_info: infos,
             acme_names,
+            on_demand: on_demand.map(|od| (od, live.acme())),
         }))
     }
 

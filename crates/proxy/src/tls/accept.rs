@@ -84,8 +84,8 @@ pub async fn first_bytes(tcp: &TcpStream, early: &mut Vec<u8>) -> Result<(), Han
 /// Bytes that arrive with the client's Finished stay inside rustls, decrypted. The caller bounds
 /// the time.
 pub async fn accept(tcp: TcpStream, early: &mut Vec<u8>, tls: &ListenerTls) -> Result<TlsStream, HandshakeFailure> {
-    let conn = if tls.strict_sni {
-        strict_hello(&tcp, early, tls).await?
+    let conn = if tls.strict_sni || tls.on_demand.is_some() {
+        hello_first(&tcp, early, tls).await?
     } else {
         let mut conn = ServerConnection::new(tls.config.clone()).map_err(HandshakeFailure::Tls)?;
         feed(&tcp, &mut conn, early)?;
@@ -158,9 +158,32 @@ fn feed(tcp: &TcpStream, conn: &mut ServerConnection, bytes: &mut Vec<u8>) -> Re
     Ok(())
 }
 
-/// Reads the ClientHello with rustls' acceptor and refuses a name no certificate has; otherwise
-/// the connection, with the hello processed.
-async fn strict_hello(
+/// Asks the control plane for a certificate for `name` when it has none and the listener's
+/// `allow` covers it, and waits until it is served, or until the control plane says no (the ask
+/// URL said no, the rate is spent, the CA failed); the handshake timeout bounds the wait.
+async fn obtain_on_demand(
+    tls: &ListenerTls,
+    on_demand: &rampart_model::acme::OnDemand,
+    acme: &rampart_model::acme::AcmeShared,
+    name: &str,
+) {
+    if tls.certificates.knows(Some(name)) || acme.certificate(name).is_some() {
+        return;
+    }
+    let lower = name.trim_end_matches('.').to_ascii_lowercase();
+    if !on_demand.allows(&lower) {
+        return;
+    }
+    acme.request(&lower);
+    while acme.certificate(&lower).is_none() && !acme.denied(&lower) {
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
+
+/// Reads the ClientHello with rustls' acceptor first: on-demand TLS obtains a certificate for an
+/// allowed name that has none (the handshake waits for it, within the handshake timeout), and
+/// `strict_sni` refuses a name no certificate has. Then the connection, with the hello processed.
+async fn hello_first(
     tcp: &TcpStream,
     early: &mut Vec<u8>,
     tls: &ListenerTls,
@@ -175,7 +198,10 @@ async fn strict_hello(
         match acceptor.accept() {
             Ok(Some(accepted)) => {
                 let name = accepted.client_hello().server_name().map(str::to_string);
-                if !tls.knows(name.as_deref()) {
+                if let (Some((on_demand, acme)), Some(name)) = (&tls.on_demand, name.as_deref()) {
+                    obtain_on_demand(tls, on_demand, acme, name).await;
+                }
+                if tls.strict_sni && !tls.knows(name.as_deref()) {
                     let _ = SocketWrite(tcp).write_all_now(&UNRECOGNIZED_NAME_ALERT);
                     return Err(HandshakeFailure::UnknownName(name));
                 }

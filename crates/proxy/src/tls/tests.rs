@@ -49,6 +49,7 @@ pub(crate) fn self_signed_pair(name: &str) -> (ListenerTls, Arc<rustls::ClientCo
         forward_client_cert: None,
         certificate_info: Vec::new(),
         acme_names: Vec::new(),
+        on_demand: None,
     };
     (listener, Arc::new(client))
 }

@@ -8,6 +8,7 @@
 //! told to skip verification would take one). A certificate kept from an earlier run is served
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
+mod on_demand;
 mod order;
 mod redis;
 mod store;
@@ -28,6 +29,8 @@ use store::Issued;
 pub(crate) struct Wanted {
     pub settings: AcmeSettings,
     pub names: Vec<String>,
+    /// The listeners' on-demand TLS (none: no name is obtained on demand).
+    pub on_demand: Vec<rampart_model::acme::OnDemand>,
 }
 
 /// The ACME task of the config in force.
@@ -81,15 +84,29 @@ impl Acme {
             .collect();
         names.sort();
         names.dedup();
+        let on_demand: Vec<_> = snapshot
+            .listeners
+            .iter()
+            .filter_map(|l| l.tls.as_ref()?.on_demand.as_ref().map(|(od, _)| od.clone()))
+            .collect();
         let wanted = snapshot
             .acme
             .clone()
-            .filter(|_| !names.is_empty())
-            .map(|settings| Wanted { settings, names });
+            .filter(|_| !names.is_empty() || !on_demand.is_empty())
+            .map(|settings| Wanted {
+                settings,
+                names,
+                on_demand,
+            });
         if self.running.as_ref().map(|(w, _)| w) == wanted.as_ref() {
             return;
         }
-        self.shared.keep_only(wanted.as_ref().map_or(&[][..], |w| w.names.as_slice()));
+        // Names obtained on demand are kept too: the new task serves them again from the store
+        // at their next handshake.
+        if wanted.as_ref().is_none_or(|w| w.on_demand.is_empty()) {
+            self.shared
+                .keep_only(wanted.as_ref().map_or(&[][..], |w| w.names.as_slice()));
+        }
         if let Some((_, task)) = self.running.take() {
             task.abort();
         }

@@ -2,7 +2,7 @@
 //! (with a store a fleet shares) mirrors the fleet's challenge answers and picks up certificates
 //! another instance obtained.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -10,6 +10,7 @@ use arc_swap::ArcSwap;
 use instant_acme::Account;
 use rampart_model::acme::AcmeShared;
 
+use super::on_demand::{Gate, DENY_FOR};
 use super::order::{humantime, obtain, open_account, renewal};
 use super::store::{Issued, SharedAnswers, Store};
 use super::{tls_alpn, AcmeStatus, NameStatus, Wanted};
@@ -21,6 +22,8 @@ const RETRY_FIRST: Duration = Duration::from_secs(2);
 const RETRY_MAX: Duration = Duration::from_secs(3600);
 /// How soon to look again at a name another instance is ordering.
 const LOCKED_ELSEWHERE: Duration = Duration::from_secs(1);
+/// How often the names handshakes asked for (on-demand TLS) are looked at.
+const REQUESTS: Duration = Duration::from_millis(50);
 
 /// Serves the certificates kept, then obtains each missing or due one, for ever.
 pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<ArcSwap<AcmeStatus>>) {
@@ -35,6 +38,9 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
         mirrored: SharedAnswers::default(),
         account: None,
         shared,
+        gate: Gate::default(),
+        on_demand: BTreeSet::new(),
+        denied: BTreeMap::new(),
         wanted,
     };
     for name in task.wanted.names.clone() {
@@ -62,18 +68,24 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
     status.store(Arc::new(task.shown.clone()));
     let mut sync = tokio::time::interval(SYNC);
     sync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut requests = tokio::time::interval(REQUESTS);
+    requests.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let asks = !task.wanted.on_demand.is_empty();
     loop {
-        let Some((name, at)) = task
+        let next = task
             .due
             .iter()
             .min_by_key(|(_, at)| **at)
-            .map(|(n, at)| (n.clone(), *at))
-        else {
-            return;
-        };
+            .map(|(n, at)| (n.clone(), *at));
+        let (name, at) = next.unwrap_or_else(|| (String::new(), Instant::now() + Duration::from_secs(3600)));
         tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => task.attend(&name).await,
+            _ = tokio::time::sleep_until(at.into()) => {
+                if !name.is_empty() {
+                    task.attend(&name).await;
+                }
+            }
             _ = sync.tick(), if task.store.shared() => task.sync().await,
+            _ = requests.tick(), if asks => task.requests().await,
         }
         status.store(Arc::new(task.shown.clone()));
     }
@@ -91,6 +103,11 @@ struct Task {
     mirrored: SharedAnswers,
     account: Option<Account>,
     shared: Arc<AcmeShared>,
+    /// On-demand TLS: the rate and ask URL, the names obtained on demand, the names refused
+    /// (until when).
+    gate: Gate,
+    on_demand: BTreeSet<String>,
+    denied: BTreeMap<String, Instant>,
 }
 
 impl Task {
@@ -150,7 +167,60 @@ impl Task {
         obtain(account, name, settings, &self.shared, &mut self.store).await
     }
 
+    /// On-demand TLS: decides on the names handshakes asked for since the last look.
+    async fn requests(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<String> = self
+            .denied
+            .iter()
+            .filter(|(_, until)| **until <= now)
+            .map(|(n, _)| n.clone())
+            .collect();
+        for name in expired {
+            self.denied.remove(&name);
+            self.shared.deny(&name, false);
+        }
+        for name in self.shared.take_requests() {
+            if self.wanted.names.contains(&name) || self.on_demand.contains(&name) || self.denied.contains_key(&name) {
+                continue;
+            }
+            match self.gate.decide(&self.wanted.on_demand, &name).await {
+                Ok(()) => {
+                    tracing::info!(name = name.as_str(), "acme: {name}: obtaining a certificate on demand");
+                    self.on_demand.insert(name.clone());
+                    self.shown.names.insert(
+                        name.clone(),
+                        NameStatus {
+                            state: "obtaining",
+                            ..Default::default()
+                        },
+                    );
+                    self.due.insert(name, Instant::now());
+                }
+                Err(e) => {
+                    tracing::warn!(name = name.as_str(), "acme: {name}: not obtained on demand: {e:#}");
+                    self.refuse(&name, DENY_FOR);
+                }
+            }
+        }
+    }
+
+    /// Refuses an on-demand name for `wait`: its handshakes stop waiting.
+    fn refuse(&mut self, name: &str, wait: Duration) {
+        self.shared.deny(name, true);
+        self.denied.insert(name.to_string(), Instant::now() + wait);
+    }
+
     fn failed(&mut self, name: &str, e: anyhow::Error) {
+        if self.on_demand.remove(name) {
+            // No retry for a name nobody may ask for again: the next handshake after the wait
+            // asks anew.
+            let failures = self.shown.names.remove(name).map_or(1, |s| s.failures + 1);
+            let wait = RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(RETRY_MAX);
+            tracing::warn!(name, "acme: {name}: {e:#}; refused on demand for {wait:?}");
+            self.due.remove(name);
+            return self.refuse(name, wait);
+        }
         let state = self.shown.names.entry(name.to_string()).or_default();
         state.failures += 1;
         if state.not_after.is_some() {
