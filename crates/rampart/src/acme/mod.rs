@@ -1,13 +1,15 @@
 //! ACME in the control plane: certificates for the names TLS listeners list in `acme = [...]`,
 //! obtained from the `[acme]` directory with the HTTP-01 challenge (answered by every HTTP
-//! listener's first route), kept under `[acme] storage`, and renewed at two thirds of their
-//! lifetime. Workers only read what this publishes in [`AcmeShared`]; nothing here is on a
+//! listener's first route) or the DNS-01 one (a TXT record put on a DNS server, [`dns01`]:
+//! wildcards, and every name with `challenge = "dns-01"`), kept under `[acme] storage`, and
+//! renewed at two thirds of their lifetime. Workers only read what this publishes in [`AcmeShared`]; nothing here is on a
 //! request's path.
 //!
 //! Until a name has a certificate, a handshake for it fails (no self-signed stand-in: a client
 //! told to skip verification would take one). A certificate kept from an earlier run is served
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
+mod dns01;
 mod store;
 
 use std::collections::BTreeMap;
@@ -15,11 +17,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context};
+use dns01::Dns01;
 use instant_acme::{
     Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus,
     RetryPolicy,
 };
-use rampart_model::acme::{AcmeSettings, AcmeShared};
+use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeShared};
 use rampart_model::Snapshot;
 use store::{issued, Issued, Store};
 
@@ -105,7 +108,7 @@ async fn run(wanted: Wanted, shared: Arc<AcmeShared>) {
                 account = Some(open_account(settings, &store).await?);
             }
             let account = account.as_ref().expect("opened above");
-            obtain(account, &name, &shared, &store).await
+            obtain(account, settings, &name, &shared, &store).await
         }
         .await;
         match outcome {
@@ -159,11 +162,28 @@ async fn open_account(settings: &AcmeSettings, store: &Store) -> anyhow::Result<
     Ok(account)
 }
 
-/// One order for `name`, validated by HTTP-01.
-async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Store) -> anyhow::Result<Issued> {
+/// One order for `name`, validated by HTTP-01, or DNS-01 when `settings` choose it for `name`.
+async fn obtain(
+    account: &Account,
+    settings: &AcmeSettings,
+    name: &str,
+    shared: &AcmeShared,
+    store: &Store,
+) -> anyhow::Result<Issued> {
+    let dns01 = match (settings.challenge.for_name(name), &settings.dns01) {
+        (AcmeChallenge::Http01, _) => None,
+        (AcmeChallenge::Dns01, Some(d)) => Some(Dns01::new(d)?),
+        (AcmeChallenge::Dns01, None) => bail!("DNS-01 needs an [acme.dns01] table"),
+    };
+    let kind = if dns01.is_some() {
+        ChallengeType::Dns01
+    } else {
+        ChallengeType::Http01
+    };
     let identifiers = [Identifier::Dns(name.to_string())];
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
     let mut tokens = Vec::new();
+    let mut records = Vec::new();
     let ready = async {
         let mut authorizations = order.authorizations();
         while let Some(authorization) = authorizations.next().await {
@@ -174,10 +194,15 @@ async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Stor
                 other => bail!("the CA says the authorization is {other:?}"),
             }
             let mut challenge = authorization
-                .challenge(ChallengeType::Http01)
-                .ok_or_else(|| anyhow!("the CA offers no http-01 challenge"))?;
-            shared.set_http_answer(&challenge.token, Some(challenge.key_authorization().as_str()));
-            tokens.push(challenge.token.clone());
+                .challenge(kind.clone())
+                .ok_or_else(|| anyhow!("the CA offers no {kind:?} challenge"))?;
+            match &dns01 {
+                Some(dns01) => records.push(dns01.publish(&challenge).await?),
+                None => {
+                    shared.set_http_answer(&challenge.token, Some(challenge.key_authorization().as_str()));
+                    tokens.push(challenge.token.clone());
+                }
+            }
             challenge.set_ready().await?;
         }
         let status = order.poll_ready(&RetryPolicy::new()).await?;
@@ -189,6 +214,9 @@ async fn obtain(account: &Account, name: &str, shared: &AcmeShared, store: &Stor
     .await;
     for token in &tokens {
         shared.set_http_answer(token, None);
+    }
+    if let Some(dns01) = &dns01 {
+        dns01.withdraw(&records).await;
     }
     ready?;
     let key_pem = order.finalize().await?;

@@ -1,6 +1,7 @@
 //! What ACME keeps on disk under `[acme] storage`: the account (`account.json`: the directory
 //! it belongs to and its credentials) and each name's certificate (`certs/NAME.pem`, the chain
-//! leaf first, and `certs/NAME.key`). Files are written aside and renamed over, keys mode 0600.
+//! leaf first, and `certs/NAME.key`; a wildcard's `*` is written `_wildcard`, as in
+//! `certs/_wildcard.b.example.pem`). Files are written aside and renamed over, keys mode 0600.
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -44,12 +45,14 @@ impl Store {
 
     /// The certificate kept for `name`, if there is one that parses.
     pub fn certificate(&self, name: &str) -> Option<Issued> {
+        let name = file_name(name);
         let chain = std::fs::read(self.dir.join("certs").join(format!("{name}.pem"))).ok()?;
         let key = std::fs::read(self.dir.join("certs").join(format!("{name}.key"))).ok()?;
         issued(&chain, &key).ok()
     }
 
     pub fn keep_certificate(&self, name: &str, chain_pem: &str, key_pem: &str) -> anyhow::Result<()> {
+        let name = file_name(name);
         // The key first: a chain never sits beside a key that is not its own for long.
         self.write(&format!("certs/{name}.key"), key_pem.as_bytes(), true)?;
         self.write(&format!("certs/{name}.pem"), chain_pem.as_bytes(), false)
@@ -74,6 +77,11 @@ impl Store {
         file.sync_all()?;
         std::fs::rename(&aside, &path).with_context(|| format!("cannot write {}", path.display()))
     }
+}
+
+/// The file name (less its extension) of `name`'s certificate: no `*` in file names.
+fn file_name(name: &str) -> String {
+    name.replace('*', "_wildcard")
 }
 
 /// A chain and key in PEM as rustls serves them, with the leaf's dates.
