@@ -60,8 +60,9 @@ impl Dns01 {
         })
     }
 
-    /// Adds the TXT record that answers `challenge`, and waits until the server serves it.
-    pub async fn publish(&self, challenge: &ChallengeHandle<'_>) -> anyhow::Result<Published> {
+    /// Adds the TXT record that answers `challenge` (noted in `published` as soon as the server
+    /// took it, to be withdrawn even if what follows fails), and waits until the server serves it.
+    pub async fn publish(&self, challenge: &ChallengeHandle<'_>, published: &mut Vec<Published>) -> anyhow::Result<()> {
         let Identifier::Dns(domain) = challenge.identifier().identifier else {
             bail!("DNS-01 answers only DNS names");
         };
@@ -78,8 +79,8 @@ impl Dns01 {
             "acme: {domain}: DNS-01 record {owner} added on {}",
             self.settings.server
         );
-        self.wait_visible(&owner, &value).await?;
-        Ok(Published { zone, record })
+        published.push(Published { zone, record });
+        self.wait_visible(&owner, &value).await
     }
 
     /// Deletes the records `published` added (only those values: another order's stay).

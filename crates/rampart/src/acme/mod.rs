@@ -197,7 +197,7 @@ async fn obtain(
                 .challenge(kind.clone())
                 .ok_or_else(|| anyhow!("the CA offers no {kind:?} challenge"))?;
             match &dns01 {
-                Some(dns01) => records.push(dns01.publish(&challenge).await?),
+                Some(dns01) => dns01.publish(&challenge, &mut records).await?,
                 None => {
                     shared.set_http_answer(&challenge.token, Some(challenge.key_authorization().as_str()));
                     tokens.push(challenge.token.clone());
