@@ -54,6 +54,7 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         filter_scope: String::new(),
         filter_definition: None,
         acme_configured: false,
+        acme_dns01: None,
     };
     live.begin_filter_slots();
     let compiled = cx.config(raw, live);
@@ -93,6 +94,8 @@ struct Checker<'a> {
     filter_definition: Option<filter_slots::DefinitionDigest>,
     /// Whether the config has an `[acme]` table (listeners' `acme` names need one).
     acme_configured: bool,
+    /// With an `[acme.dns01]` table (wildcards need one): which names it must cover.
+    acme_dns01: Option<acme::Dns01Scope>,
 }
 
 impl Checker<'_> {

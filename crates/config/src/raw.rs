@@ -40,8 +40,29 @@ pub struct RawAcme {
     pub ca: Option<Spanned<String>>,
     /// Where the account key and certificates are kept.
     pub storage: Option<Spanned<String>>,
-    /// `http-01` (the default) or `tls-alpn-01`.
+    /// `http-01` (the default), `tls-alpn-01` or `dns-01`: the challenge for names that are not
+    /// wildcards.
     pub challenge: Option<Spanned<String>>,
+    /// `[acme.dns01]`: the DNS server DNS-01 answers are published on.
+    pub dns01: Option<Spanned<RawDns01>>,
+}
+
+/// `[acme.dns01]`: dynamic updates (RFC 2136) signed with a TSIG key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDns01 {
+    /// `IP:PORT` (or `IP`, port 53) of the zone's primary server.
+    pub server: Spanned<String>,
+    /// The zone to update; by default the one the server's SOA answer names.
+    pub zone: Option<Spanned<String>>,
+    /// The TSIG key's name, as the server knows it.
+    pub key_name: Spanned<String>,
+    /// `hmac-sha256` (the default), `hmac-sha384` or `hmac-sha512`.
+    pub key_algorithm: Option<Spanned<String>>,
+    /// The key's secret in base64 (better: `key_secret_file`).
+    pub key_secret: Option<Spanned<String>>,
+    /// A file holding the secret: base64 alone, or a BIND `key` clause (`tsig-keygen` output).
+    pub key_secret_file: Option<Spanned<String>>,
 }
 
 /// `[admin]`.

@@ -1,9 +1,12 @@
 //! Certificates obtained by ACME (RFC 8555), as the data plane sees them: what the control
 //! plane's ACME client has published for listeners to serve, and the answers to the CA's
-//! HTTP-01 challenges that HTTP listeners give. One [`AcmeShared`] outlives every snapshot (a
+//! HTTP-01 challenges that HTTP listeners give. DNS-01 answers go to a DNS server
+//! ([`Dns01Settings`]), not through the data plane. One [`AcmeShared`] outlives every snapshot (a
 //! reload keeps it), so a certificate obtained once is served across reloads.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -45,13 +48,20 @@ impl std::fmt::Debug for AcmeShared {
 }
 
 impl AcmeShared {
-    /// The certificate obtained for `name`, if there is one.
+    /// The certificate obtained for `name`, if there is one: its own, else a wildcard's
+    /// (`*.b.example` covers `x.b.example`, one label deep).
     pub fn certificate(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         let certificates = self.certificates.load();
         if certificates.is_empty() {
             return None;
         }
-        lookup(&certificates, name)
+        let name = name.trim_end_matches('.');
+        if let Some(key) = lookup(&certificates, name) {
+            return Some(key);
+        }
+        // A wildcard certificate covers one label.
+        let (_, parent) = name.split_once('.')?;
+        lookup(&certificates, &format!("*.{parent}"))
     }
 
     /// Serves `key` for `name` from now on (a handshake under way keeps the one it chose).
@@ -177,8 +187,98 @@ pub struct AcmeSettings {
     pub ca: Option<PathBuf>,
     /// Where the account key and the certificates are kept.
     pub storage: AcmeStorage,
-    /// How names prove control.
+    /// The challenge for names that are not wildcards (`challenge`; HTTP-01 by default).
+    /// Wildcards always use DNS-01.
     pub challenge: AcmeChallenge,
+    /// `[acme.dns01]`: where DNS-01 answers are published; wildcards need it.
+    pub dns01: Option<Dns01Settings>,
+}
+
+/// How the CA checks that a name is ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AcmeChallenge {
+    /// A token served at `http://NAME/.well-known/acme-challenge/` by every HTTP listener.
+    #[default]
+    Http01,
+    /// `tls-alpn-01`: the CA connects to port 443 offering ALPN `acme-tls/1`.
+    TlsAlpn01,
+    /// A TXT record `_acme-challenge.NAME` published by a dynamic update (RFC 2136).
+    Dns01,
+}
+
+impl AcmeChallenge {
+    /// The challenge for `name`: DNS-01 for a wildcard, else this one.
+    pub fn for_name(self, name: &str) -> AcmeChallenge {
+        if name.starts_with("*.") {
+            AcmeChallenge::Dns01
+        } else {
+            self
+        }
+    }
+}
+
+/// `[acme.dns01]`: the DNS server that takes dynamic updates (RFC 2136) signed with TSIG
+/// (RFC 8945) for the `_acme-challenge` TXT records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dns01Settings {
+    /// The primary server of the zone (updates are sent there, and the record is checked there).
+    pub server: SocketAddr,
+    /// The zone to update (lowercase, no final dot); `None`: the zone the server's SOA answer
+    /// for the record's name names.
+    pub zone: Option<String>,
+    pub key: TsigKey,
+}
+
+/// A TSIG key as the DNS server knows it. Its `Debug` does not show the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TsigKey {
+    /// The key's name (`acme-key.` in BIND's `key "acme-key" { ... }`).
+    pub name: String,
+    pub algorithm: TsigAlgorithm,
+    /// The shared secret (decoded from base64).
+    pub secret: Vec<u8>,
+}
+
+impl fmt::Debug for TsigKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TsigKey")
+            .field("name", &self.name)
+            .field("algorithm", &self.algorithm)
+            .field("secret", &format_args!("({} bytes)", self.secret.len()))
+            .finish()
+    }
+}
+
+/// The HMACs a TSIG key may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TsigAlgorithm {
+    HmacSha256,
+    HmacSha384,
+    HmacSha512,
+}
+
+impl TsigAlgorithm {
+    /// The names accepted in the config (BIND's).
+    pub const NAMES: [&'static str; 3] = ["hmac-sha256", "hmac-sha384", "hmac-sha512"];
+
+    pub fn parse(name: &str) -> Option<TsigAlgorithm> {
+        match name.trim_end_matches('.').to_ascii_lowercase().as_str() {
+            "hmac-sha256" => Some(TsigAlgorithm::HmacSha256),
+            "hmac-sha384" => Some(TsigAlgorithm::HmacSha384),
+            "hmac-sha512" => Some(TsigAlgorithm::HmacSha512),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for TsigAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TsigAlgorithm::HmacSha256 => "hmac-sha256",
+            TsigAlgorithm::HmacSha384 => "hmac-sha384",
+            TsigAlgorithm::HmacSha512 => "hmac-sha512",
+        })
+    }
 }
 
 /// Where ACME keeps what it obtained.
@@ -224,15 +324,6 @@ impl OnDemand {
             None => a == name,
         })
     }
-}
-
-/// The challenge a name is validated by.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AcmeChallenge {
-    /// `http-01`: the CA fetches `/.well-known/acme-challenge/TOKEN` on port 80.
-    Http01,
-    /// `tls-alpn-01`: the CA connects to port 443 offering ALPN `acme-tls/1`.
-    TlsAlpn01,
 }
 
 #[cfg(test)]

@@ -64,11 +64,15 @@ impl ListenerTls {
         self.certificates.knows(name)
             || name.is_some_and(|n| {
                 let n = n.trim_end_matches('.');
-                self.acme_names.iter().any(|a| a.eq_ignore_ascii_case(n))
-                    || self
-                        .on_demand
-                        .as_ref()
-                        .is_some_and(|(_, acme)| acme.certificate(n).is_some())
+                let parent = n.split_once('.').map(|(_, p)| p);
+                self.acme_names.iter().any(|a| match a.strip_prefix("*.") {
+                    // A wildcard covers one label: `*.b.example` knows `x.b.example`.
+                    Some(suffix) => parent.is_some_and(|p| p.eq_ignore_ascii_case(suffix)),
+                    None => a.eq_ignore_ascii_case(n),
+                }) || self
+                    .on_demand
+                    .as_ref()
+                    .is_some_and(|(_, acme)| acme.certificate(n).is_some())
             })
     }
 }

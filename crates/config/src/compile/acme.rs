@@ -1,5 +1,8 @@
 //! `[acme]` and listeners' `acme` names: certificates obtained from an ACME CA by the control
 //! plane, and the route that answers the CA's HTTP-01 challenges on every HTTP listener.
+//! `[acme.dns01]` (DNS-01 through dynamic updates) is in [`dns01`].
+
+mod dns01;
 
 use std::path::PathBuf;
 
@@ -15,6 +18,14 @@ use crate::raw::{RawAcme, RawOnDemand};
 
 /// Where the account and certificates are kept when `[acme] storage` is not given.
 const DEFAULT_STORAGE: &str = "/var/lib/rampart/acme";
+
+/// What listeners' `acme` names are checked against when `[acme.dns01]` is given.
+pub(super) struct Dns01Scope {
+    /// The zone updated, when `zone` says it.
+    zone: Option<String>,
+    /// Whether every name uses DNS-01 (`challenge = "dns-01"`), not only wildcards.
+    every_name: bool,
+}
 
 /// The name of the route that answers HTTP-01 challenges.
 pub const HTTP01_ROUTE: &str = "acme-http-01";
@@ -59,28 +70,47 @@ impl Checker<'_> {
             Some(s) => AcmeStorage::Dir(self.path(s)),
             None => AcmeStorage::Dir(PathBuf::from(DEFAULT_STORAGE)),
         };
-        let challenge = match a.challenge.as_ref().map(|c| (c, c.get_ref().as_str())) {
-            None | Some((_, "http-01")) => AcmeChallenge::Http01,
-            Some((_, "tls-alpn-01")) => AcmeChallenge::TlsAlpn01,
-            Some((c, other)) => {
+        let dns01 = a.dns01.as_ref().and_then(|d| self.dns01(d));
+        let challenge = match a.challenge.as_ref().map(|c| (c, c.get_ref().to_ascii_lowercase())) {
+            None => AcmeChallenge::Http01,
+            Some((_, c)) if c == "http-01" => AcmeChallenge::Http01,
+            Some((_, c)) if c == "tls-alpn-01" => AcmeChallenge::TlsAlpn01,
+            Some((c, d)) if d == "dns-01" => {
+                if a.dns01.is_none() {
+                    self.error(
+                        c.span(),
+                        "challenge `dns-01` needs an [acme.dns01] table (server and TSIG key)",
+                    );
+                }
+                AcmeChallenge::Dns01
+            }
+            Some((c, _)) => {
                 self.error(
                     c.span(),
-                    format!("unknown challenge `{other}` (expected \"http-01\" or \"tls-alpn-01\")"),
+                    format!(
+                        "unknown challenge `{}` (expected \"http-01\", \"tls-alpn-01\" or \"dns-01\")",
+                        c.get_ref()
+                    ),
                 );
                 AcmeChallenge::Http01
             }
         };
+        self.acme_dns01 = a.dns01.as_ref().map(|d| Dns01Scope {
+            zone: d.get_ref().zone.as_ref().map(|z| dns01::zone_name(z.get_ref())),
+            every_name: challenge == AcmeChallenge::Dns01,
+        });
         AcmeSettings {
             directory,
             contact,
             ca,
             storage,
             challenge,
+            dns01,
         }
     }
 
-    /// A TLS listener's `acme` names, checked: DNS names, each once; wildcards need the DNS-01
-    /// challenge, which is not built yet.
+    /// A TLS listener's `acme` names, checked: DNS names, each once; wildcards (`*.b.example`)
+    /// need `[acme.dns01]`, and with a `zone` there, a wildcard's name must be in it.
     pub(super) fn acme_names(&mut self, listener: &str, raw: Option<&Spanned<Vec<Spanned<String>>>>) -> Vec<String> {
         let Some(list) = raw else { return Vec::new() };
         if !self.acme_configured {
@@ -92,18 +122,31 @@ impl Checker<'_> {
         let mut names: Vec<String> = Vec::new();
         for n in list.get_ref() {
             let name = n.get_ref().trim_end_matches('.').to_ascii_lowercase();
-            if name.starts_with("*.") {
+            let wildcard = name.strip_prefix("*.");
+            if wildcard.is_some() && self.acme_dns01.is_none() && self.acme_configured {
                 self.error(
                     n.span(),
                     format!(
-                        "`{}`: a wildcard needs the DNS-01 challenge, which Rampart does not do yet",
+                        "`{}`: a wildcard needs the DNS-01 challenge: add an [acme.dns01] table",
                         n.get_ref()
                     ),
                 );
                 continue;
             }
-            if let Err(e) = Query::host(&name, 1) {
+            if let Err(e) = Query::host(wildcard.unwrap_or(&name), 1) {
                 self.error(n.span(), e);
+                continue;
+            }
+            let in_zone = self.acme_dns01.as_ref().and_then(|scope| {
+                let zone = scope.zone.as_ref().filter(|_| wildcard.is_some() || scope.every_name)?;
+                let owner = wildcard.unwrap_or(&name);
+                Some((owner == zone || owner.ends_with(&format!(".{zone}")), zone.clone()))
+            });
+            if let Some((false, zone)) = in_zone {
+                self.error(
+                    n.span(),
+                    format!("`{}` is not in the [acme.dns01] zone `{zone}`", n.get_ref()),
+                );
                 continue;
             }
             if names.contains(&name) {

@@ -1,6 +1,8 @@
 //! ACME in the control plane: certificates for the names TLS listeners list in `acme = [...]`,
 //! obtained from the `[acme]` directory with the HTTP-01 challenge (answered by every HTTP
-//! listener's first route), kept under `[acme] storage`, and renewed at two thirds of their
+//! listener's first route), TLS-ALPN-01 (answered in the TLS listener's certificate choice) or
+//! DNS-01 (a TXT record put on a DNS server, [`dns01`]: wildcards, and every name with
+//! `challenge = "dns-01"`), kept under `[acme] storage`, and renewed at two thirds of their
 //! lifetime. Workers only read what this publishes in [`AcmeShared`]; nothing here is on a
 //! request's path.
 //!
@@ -8,6 +10,7 @@
 //! told to skip verification would take one). A certificate kept from an earlier run is served
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
+mod dns01;
 mod on_demand;
 mod order;
 mod redis;

@@ -9,6 +9,7 @@ use instant_acme::{
 };
 use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeShared};
 
+use super::dns01::Dns01;
 use super::store::{issued, Issued, Store};
 use super::tls_alpn;
 
@@ -54,9 +55,21 @@ pub(super) async fn obtain(
     shared: &AcmeShared,
     store: &mut Store,
 ) -> anyhow::Result<Issued> {
+    let challenge_kind = settings.challenge.for_name(name);
+    let dns01 = match (challenge_kind, &settings.dns01) {
+        (AcmeChallenge::Dns01, Some(d)) => Some(Dns01::new(d)?),
+        (AcmeChallenge::Dns01, None) => bail!("DNS-01 needs an [acme.dns01] table"),
+        _ => None,
+    };
+    let kind = match challenge_kind {
+        AcmeChallenge::Http01 => ChallengeType::Http01,
+        AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+        AcmeChallenge::Dns01 => ChallengeType::Dns01,
+    };
     let identifiers = [Identifier::Dns(name.to_string())];
     let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
     let mut answered = Vec::new();
+    let mut records = Vec::new();
     let ready = async {
         let mut authorizations = order.authorizations();
         while let Some(authorization) = authorizations.next().await {
@@ -66,15 +79,18 @@ pub(super) async fn obtain(
                 AuthorizationStatus::Valid => continue,
                 other => bail!("the CA says the authorization is {other:?}"),
             }
-            let kind = match settings.challenge {
-                AcmeChallenge::Http01 => ChallengeType::Http01,
-                AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
-            };
             let mut challenge = authorization
                 .challenge(kind.clone())
                 .ok_or_else(|| anyhow!("the CA offers no {kind:?} challenge"))?;
             let key_authorization = challenge.key_authorization();
-            match settings.challenge {
+            match challenge_kind {
+                AcmeChallenge::Dns01 => {
+                    // The DNS server is the fleet's already: nothing to share.
+                    let dns01 = dns01.as_ref().expect("made above for DNS-01");
+                    dns01.publish(&challenge, &mut records).await?;
+                    challenge.set_ready().await?;
+                    continue;
+                }
                 AcmeChallenge::Http01 => {
                     shared.set_http_answer(&challenge.token, Some(key_authorization.as_str()));
                     answered.push(Answer::Http01(challenge.token.clone()));
@@ -103,6 +119,9 @@ pub(super) async fn obtain(
         Ok(())
     }
     .await;
+    if let Some(dns01) = &dns01 {
+        dns01.withdraw(&records).await;
+    }
     for answer in &answered {
         // Taking an answer down from the shared store may fail (Redis gone): it is only stale.
         match answer {

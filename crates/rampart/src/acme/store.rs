@@ -2,7 +2,8 @@
 //! every instance gives and the lock that makes one instance order each name.
 //!
 //! - A directory (`[acme] storage = "/var/lib/rampart/acme"`): `account.json` (the directory URL
-//!   and its credentials) and `certs/NAME.pem` / `certs/NAME.key`, written aside and renamed
+//!   and its credentials) and `certs/NAME.pem` / `certs/NAME.key` (a wildcard's `*` written
+//!   `_wildcard`, as in `certs/_wildcard.b.example.pem`), written aside and renamed
 //!   over, secrets mode 0600. One instance: no lock, answers stay in the process.
 //! - A Redis (`storage = "redis://..."`), shared by a fleet: `rampart:acme:account:DIRECTORY`,
 //!   `rampart:acme:cert:NAME` (JSON: `chain`, `key`), the lock `rampart:acme:lock:NAME` (`SET NX
@@ -107,6 +108,7 @@ impl Store {
     pub async fn certificate(&mut self, name: &str) -> anyhow::Result<Option<Issued>> {
         let (chain, key) = match self {
             Store::Dir(dir) => {
+                let name = file_name(name);
                 let certs = dir.join("certs");
                 let (Ok(chain), Ok(key)) = (
                     std::fs::read(certs.join(format!("{name}.pem"))),
@@ -132,6 +134,7 @@ impl Store {
     pub async fn keep_certificate(&mut self, name: &str, chain_pem: &str, key_pem: &str) -> anyhow::Result<()> {
         match self {
             Store::Dir(dir) => {
+                let name = file_name(name);
                 // The key first: a chain never sits beside a key that is not its own for long.
                 write_file(dir, &format!("certs/{name}.key"), key_pem.as_bytes(), true)?;
                 write_file(dir, &format!("certs/{name}.pem"), chain_pem.as_bytes(), false)
@@ -226,6 +229,11 @@ impl Store {
         answers.alpn.sort();
         Ok(answers)
     }
+}
+
+/// The file name (less its extension) of `name`'s certificate: no `*` in file names.
+fn file_name(name: &str) -> String {
+    name.replace('*', "_wildcard")
 }
 
 fn unhex(s: &str) -> Option<Vec<u8>> {

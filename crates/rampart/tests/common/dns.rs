@@ -1,6 +1,7 @@
 //! A real DNS server for the tests of targets written by name: BIND 9's `named` (Debian
 //! `bind9`, installed by scripts/servers) serving one zone, `fleet.test`, on 127.0.0.1, its
-//! records changed while it runs with `nsupdate` (`bind9-dnsutils`).
+//! records changed while it runs with `nsupdate` (`bind9-dnsutils`). Started with a TSIG key
+//! ([`DnsServer::start_with_key`]), it takes dynamic updates signed with that key only.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -16,12 +17,24 @@ pub struct DnsServer {
     child: Option<Child>,
     pub port: u16,
     dir: tempfile::TempDir,
+    /// The hmac-sha256 key updates must be signed with (name, base64 secret), if any.
+    key: Option<(String, String)>,
 }
 
 impl DnsServer {
     /// Serves `fleet.test` with `records` (zone-file lines such as `api 1 IN A 127.0.0.2`, names
     /// relative to the zone) and waits until it says it is running.
     pub fn start(records: &str) -> DnsServer {
+        DnsServer::start_with(records, None)
+    }
+
+    /// [`DnsServer::start`], taking updates only when signed with the hmac-sha256 TSIG key
+    /// `name` whose base64 secret is `secret` (unsigned ones from 127.0.0.1 are refused).
+    pub fn start_with_key(records: &str, name: &str, secret: &str) -> DnsServer {
+        DnsServer::start_with(records, Some((name.to_string(), secret.to_string())))
+    }
+
+    fn start_with(records: &str, key: Option<(String, String)>) -> DnsServer {
         super::servers::installed();
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().display();
@@ -30,14 +43,26 @@ impl DnsServer {
         );
         std::fs::write(dir.path().join("zone"), zone).unwrap();
         let port = free_port();
+        let (key_clause, allow_update) = match &key {
+            Some((name, secret)) => (
+                format!("key \"{name}\" {{ algorithm hmac-sha256; secret \"{secret}\"; }};\n"),
+                format!("key \"{name}\";"),
+            ),
+            None => (String::new(), "127.0.0.1;".to_string()),
+        };
         let conf = format!(
-            "options {{\n  directory \"{d}\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
+            "{key_clause}options {{\n  directory \"{d}\";\n  listen-on port {port} {{ 127.0.0.1; }};\n  listen-on-v6 {{ none; }};\n  \
              pid-file \"{d}/named.pid\";\n  session-keyfile \"{d}/session.key\";\n  recursion no;\n  \
              dnssec-validation no;\n  allow-query {{ any; }};\n}};\ncontrols {{ }};\n\
-             zone \"{ZONE}\" {{ type primary; file \"{d}/zone\"; allow-update {{ 127.0.0.1; }}; }};\n"
+             zone \"{ZONE}\" {{ type primary; file \"{d}/zone\"; allow-update {{ {allow_update} }}; }};\n"
         );
         std::fs::write(dir.path().join("named.conf"), conf).unwrap();
-        let mut server = DnsServer { child: None, port, dir };
+        let mut server = DnsServer {
+            child: None,
+            port,
+            dir,
+            key,
+        };
         server.run();
         server
     }
@@ -78,7 +103,11 @@ impl DnsServer {
             script.push_str(&format!("update {u}\n"));
         }
         script.push_str("send\n");
-        let mut child = Command::new("nsupdate")
+        let mut nsupdate = Command::new("nsupdate");
+        if let Some((name, secret)) = &self.key {
+            nsupdate.arg("-y").arg(format!("hmac-sha256:{name}:{secret}"));
+        }
+        let mut child = nsupdate
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -93,6 +122,32 @@ impl DnsServer {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// The TXT strings the server has for `name` (a full name, such as
+    /// `_acme-challenge.w.fleet.test`), asked with `dig`.
+    pub fn txt(&self, name: &str) -> Vec<String> {
+        let out = Command::new("dig")
+            .args(["+short", "+norecurse", "+tries=3", "+time=2", "-p"])
+            .arg(self.port.to_string())
+            .args(["@127.0.0.1", name, "TXT"])
+            .output()
+            .expect("dig runs (scripts/servers installs bind9-dnsutils)");
+        assert!(
+            out.status.success(),
+            "dig failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(|l| l.trim().trim_matches('"').to_string())
+            .filter(|l| !l.is_empty())
+            .collect()
+    }
+
+    /// `named`'s log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("named.log")).unwrap_or_default()
     }
 
     /// Stops the server (its port then answers nothing).
