@@ -329,6 +329,7 @@ impl OnDemand {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::tests::key;
 
     #[test]
     fn on_demand_patterns_cover_names_below_them() {
@@ -339,13 +340,6 @@ mod tests {
         };
         assert!(od.allows("a.shops.example") && od.allows("a.b.shops.example") && od.allows("exact.example"));
         assert!(!od.allows("shops.example") && !od.allows("xshops.example") && !od.allows("b.exact.example"));
-    }
-
-    fn key() -> Arc<CertifiedKey> {
-        let pair = rcgen::KeyPair::generate().unwrap();
-        let der = rustls::pki_types::PrivateKeyDer::Pkcs8(pair.serialize_der().into());
-        let signing = rustls::crypto::aws_lc_rs::sign::any_supported_type(&der).unwrap();
-        Arc::new(CertifiedKey::new(vec![], signing))
     }
 
     #[test]

@@ -224,10 +224,10 @@ impl fmt::Debug for UpstreamTls {
 pub type TargetTlsName = ServerName<'static>;
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn key() -> Arc<CertifiedKey> {
+    pub(crate) fn key() -> Arc<CertifiedKey> {
         // A certificate-less key is enough to tell entries apart by pointer; never used to sign.
         let pair = rcgen::KeyPair::generate().unwrap();
         let der = rustls::pki_types::PrivateKeyDer::Pkcs8(pair.serialize_der().into());

@@ -8,7 +8,7 @@ mod common;
 use std::io::{Read, Write};
 
 use common::dns::DnsServer;
-use common::pebble::Pebble;
+use common::pebble::{get_verified, Pebble};
 use common::tls::{handshake, ClientOpts};
 use common::{free_port, write_file, Rampart};
 
@@ -31,16 +31,6 @@ fn config(pebble: &Pebble, http: u16, https: u16, acme_extra: &str) -> String {
         pebble.directory(),
         pebble.api_ca.display()
     )
-}
-
-/// `GET /` over TLS for `name`, verified against `root`: the body.
-fn get_verified(port: u16, root: &str, name: &str) -> String {
-    let client = ClientOpts::with_roots(root).build();
-    let mut tls = handshake(port, &client, name).expect("a verified handshake");
-    write!(tls, "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    let _ = tls.read_to_string(&mut answer);
-    answer.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
 }
 
 #[test]

@@ -6,10 +6,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-
 use common::dns::DnsServer;
-use common::pebble::Pebble;
+use common::pebble::{get_verified, Pebble};
 use common::tls::{handshake, ClientOpts};
 use common::{free_port, write_file, Rampart};
 
@@ -48,16 +46,6 @@ fn config(
         dns.port,
     );
     write_file(dir, "acme.toml", &config)
-}
-
-/// `GET /` over TLS for `name`, verified against `root`: the body.
-fn get_verified(port: u16, root: &str, name: &str) -> String {
-    let client = ClientOpts::with_roots(root).build();
-    let mut tls = handshake(port, &client, name).expect("a verified handshake");
-    write!(tls, "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").unwrap();
-    let mut answer = String::new();
-    let _ = tls.read_to_string(&mut answer);
-    answer.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
 }
 
 /// `GET /` over plain HTTP: the status.

@@ -133,3 +133,15 @@ impl Drop for Pebble {
         let _ = self.child.wait();
     }
 }
+
+/// `GET /` over TLS for `name` on 127.0.0.1:`port`, verified against `root` (Pebble's issuing
+/// root, [`Pebble::issuing_root`]): the body.
+pub fn get_verified(port: u16, root: &str, name: &str) -> String {
+    use std::io::{Read, Write};
+    let client = super::tls::ClientOpts::with_roots(root).build();
+    let mut tls = super::tls::handshake(port, &client, name).expect("a verified handshake");
+    write!(tls, "GET / HTTP/1.1\r\nHost: {name}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = tls.read_to_string(&mut answer);
+    answer.rsplit("\r\n\r\n").next().unwrap_or_default().to_string()
+}
