@@ -47,7 +47,8 @@ impl HttpBackend {
         HttpBackend::serve_on(TcpListener::bind(addr).unwrap(), reply)
     }
 
-    fn serve_on(listener: TcpListener, reply: Reply) -> HttpBackend {
+    /// A backend on a socket the caller bound.
+    pub fn serve_on(listener: TcpListener, reply: Reply) -> HttpBackend {
         let addr = listener.local_addr().unwrap();
         let (tx, rx) = channel();
         let connections = Arc::new(AtomicUsize::new(0));

@@ -2,7 +2,7 @@
 //! steady stream of keep-alive requests through several proxies that records what answered.
 
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::Arc;
@@ -115,26 +115,17 @@ pub fn assert_within_5_percent(t: &Tally, rate: f64, burst: f64) {
 /// its port), each answering with its own name.
 pub fn two_backends() -> (u16, HttpBackend, HttpBackend) {
     loop {
+        // The sockets probed are the ones served: no moment in which another test could take
+        // the port.
         let a = TcpListener::bind("127.0.0.2:0").unwrap();
         let port = a.local_addr().unwrap().port();
-        drop(a);
-        let (Ok(_), Ok(_)) = (
-            TcpListener::bind(("127.0.0.2", port)),
-            TcpListener::bind(("127.0.0.3", port)),
-        ) else {
+        let Ok(b) = TcpListener::bind(("127.0.0.3", port)) else {
             continue;
         };
-        let at = |ip: &str| SocketAddr::new(ip.parse().unwrap(), port);
         return (
             port,
-            HttpBackend::start_on(
-                at("127.0.0.2"),
-                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nA"),
-            ),
-            HttpBackend::start_on(
-                at("127.0.0.3"),
-                Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nB"),
-            ),
+            HttpBackend::serve_on(a, Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nA")),
+            HttpBackend::serve_on(b, Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 1\r\n\r\nB")),
         );
     }
 }
