@@ -71,19 +71,8 @@ impl Redis {
         let _ = stream.set_nodelay(true);
         self.conn = Some(stream);
         self.buf.clear();
-        let endpoint = self.endpoint.clone();
-        let mut out = Vec::new();
-        if let Some(password) = &endpoint.password {
-            match &endpoint.username {
-                Some(user) => encode_command(&mut out, &[b"AUTH", user.as_bytes(), password.as_bytes()]),
-                None => encode_command(&mut out, &[b"AUTH", password.as_bytes()]),
-            }
-            self.exchange(&out).await.context("AUTH")?;
-            out.clear();
-        }
-        if endpoint.db != 0 {
-            encode_command(&mut out, &[b"SELECT", endpoint.db.to_string().as_bytes()]);
-            self.exchange(&out).await.context("SELECT")?;
+        for (name, command) in self.endpoint.setup_commands() {
+            self.exchange(&command).await.context(name)?;
         }
         Ok(())
     }

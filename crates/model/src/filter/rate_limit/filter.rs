@@ -91,6 +91,27 @@ pub struct RedisEndpoint {
 }
 
 impl RedisEndpoint {
+    /// The commands a new connection sends before anything else, each with its name: `AUTH`
+    /// when the address has a password, `SELECT` when it names a database other than 0.
+    pub fn setup_commands(&self) -> Vec<(&'static str, Vec<u8>)> {
+        use rampart_proto::resp::encode_command;
+        let mut commands = Vec::new();
+        if let Some(password) = &self.password {
+            let mut out = Vec::new();
+            match &self.username {
+                Some(user) => encode_command(&mut out, &[b"AUTH", user.as_bytes(), password.as_bytes()]),
+                None => encode_command(&mut out, &[b"AUTH", password.as_bytes()]),
+            }
+            commands.push(("AUTH", out));
+        }
+        if self.db != 0 {
+            let mut out = Vec::new();
+            encode_command(&mut out, &[b"SELECT", self.db.to_string().as_bytes()]);
+            commands.push(("SELECT", out));
+        }
+        commands
+    }
+
     /// Reads `host:port` or a `redis://` URL (port 6379 by default).
     pub fn parse(s: &str) -> Result<RedisEndpoint, String> {
         let bad = |why: &str| {
@@ -200,11 +221,31 @@ mod tests {
             (e.host.as_str(), e.port, e.db, e.password.as_deref()),
             ("127.0.0.1", 6380, 0, None)
         );
+        assert!(RedisEndpoint::parse("127.0.0.1:6380")
+            .unwrap()
+            .setup_commands()
+            .is_empty());
         let e = RedisEndpoint::parse("redis://:s3cret@cache.internal/2").unwrap();
+        let setup: Vec<(&str, String)> = e
+            .setup_commands()
+            .into_iter()
+            .map(|(name, bytes)| (name, String::from_utf8(bytes).unwrap()))
+            .collect();
+        assert_eq!(
+            setup,
+            [
+                ("AUTH", "*2\r\n$4\r\nAUTH\r\n$6\r\ns3cret\r\n".to_string()),
+                ("SELECT", "*2\r\n$6\r\nSELECT\r\n$1\r\n2\r\n".to_string())
+            ]
+        );
         assert_eq!((e.host.as_str(), e.port, e.db), ("cache.internal", 6379, 2));
         assert_eq!(e.password.as_deref(), Some("s3cret"));
         assert_eq!(e.username, None);
         let e = RedisEndpoint::parse("redis://app:pw@[::1]:7000").unwrap();
+        assert_eq!(
+            e.setup_commands()[0].1,
+            b"*3\r\n$4\r\nAUTH\r\n$3\r\napp\r\n$2\r\npw\r\n"
+        );
         assert_eq!(
             (e.host.as_str(), e.port, e.username.as_deref()),
             ("::1", 7000, Some("app"))

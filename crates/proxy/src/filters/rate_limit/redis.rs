@@ -201,20 +201,10 @@ async fn connect(endpoint: &RedisEndpoint) -> Result<Connection, RedisError> {
         sha: Vec::new(),
         buf: Vec::with_capacity(4096),
     };
+    for (name, command) in endpoint.setup_commands() {
+        expect_ok(&mut conn, &command, name).await?;
+    }
     let mut out = Vec::new();
-    if let Some(password) = &endpoint.password {
-        match &endpoint.username {
-            Some(user) => encode_command(&mut out, &[b"AUTH", user.as_bytes(), password.as_bytes()]),
-            None => encode_command(&mut out, &[b"AUTH", password.as_bytes()]),
-        }
-        expect_ok(&mut conn, &out, "AUTH").await?;
-        out.clear();
-    }
-    if endpoint.db != 0 {
-        encode_command(&mut out, &[b"SELECT", endpoint.db.to_string().as_bytes()]);
-        expect_ok(&mut conn, &out, "SELECT").await?;
-        out.clear();
-    }
     encode_command(&mut out, &[b"SCRIPT", b"LOAD", GCRA_TAKE_SCRIPT.as_bytes()]);
     conn.stream.write_all(&out).await.map_err(io)?;
     conn.sha = read_reply(&mut conn, |r| match r {
