@@ -13,22 +13,44 @@ use super::dns01::Dns01;
 use super::store::{issued, Issued, Store};
 use super::tls_alpn;
 
+/// How many times a request the CA refused for its nonce is sent again (with the fresh nonce the
+/// refusal carried), as RFC 8555 section 6.5 asks of a client.
+const NONCE_RETRIES: usize = 8;
+
+/// `$call` (an ACME request, awaited), sent again while the CA refuses it as `badNonce`.
+macro_rules! again_on_bad_nonce {
+    ($call:expr) => {{
+        let mut tries = 0;
+        loop {
+            match $call {
+                Err(e) if is_bad_nonce(&e) && tries < NONCE_RETRIES => tries += 1,
+                other => break other,
+            }
+        }
+    }};
+}
+
+fn is_bad_nonce(e: &instant_acme::Error) -> bool {
+    matches!(e, instant_acme::Error::Api(p) if p.r#type.as_deref() == Some("urn:ietf:params:acme:error:badNonce"))
+}
+
 /// How long a fleet's instances are given to see an answer put up in the shared store before the
 /// CA is told to validate (they look every [`super::task::SYNC`]).
 const PROPAGATION: Duration = Duration::from_millis(1200);
 
 /// The account kept for the directory, or a new one (then kept).
 pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> anyhow::Result<Account> {
-    let builder = match &settings.ca {
-        Some(ca) => Account::builder_with_root(ca).with_context(|| format!("ca {}", ca.display()))?,
-        None => Account::builder().context("an HTTPS client for the ACME directory")?,
+    let builder = || match &settings.ca {
+        Some(ca) => Account::builder_with_root(ca).with_context(|| format!("ca {}", ca.display())),
+        None => Account::builder().context("an HTTPS client for the ACME directory"),
     };
     if let Some(kept) = store.account(&settings.directory).await? {
-        let credentials: AccountCredentials = serde_json::from_value(kept).context("the kept ACME account")?;
-        return builder
-            .from_credentials(credentials)
-            .await
-            .with_context(|| format!("ACME directory {}", settings.directory));
+        return again_on_bad_nonce!({
+            let credentials: AccountCredentials =
+                serde_json::from_value(kept.clone()).context("the kept ACME account")?;
+            builder()?.from_credentials(credentials).await
+        })
+        .with_context(|| format!("ACME directory {}", settings.directory));
     }
     let contact: Vec<&str> = settings.contact.iter().map(String::as_str).collect();
     let new = NewAccount {
@@ -36,9 +58,7 @@ pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> 
         terms_of_service_agreed: true,
         only_return_existing: false,
     };
-    let (account, credentials) = builder
-        .create(&new, settings.directory.clone(), None)
-        .await
+    let (account, credentials) = again_on_bad_nonce!(builder()?.create(&new, settings.directory.clone(), None).await)
         .with_context(|| format!("ACME directory {}", settings.directory))?;
     store
         .keep_account(&settings.directory, &serde_json::to_value(&credentials)?)
@@ -67,13 +87,25 @@ pub(super) async fn obtain(
         AcmeChallenge::Dns01 => ChallengeType::Dns01,
     };
     let identifiers = [Identifier::Dns(name.to_string())];
-    let mut order = account.new_order(&NewOrder::new(&identifiers)).await?;
+    let mut order = again_on_bad_nonce!(account.new_order(&NewOrder::new(&identifiers)).await)?;
     let mut answered = Vec::new();
     let mut records = Vec::new();
     let ready = async {
+        // One name per order: one authorization. A refused fetch is asked again through a new
+        // iterator (the one that failed has moved past it).
+        let mut tries = 0;
         let mut authorizations = order.authorizations();
-        while let Some(authorization) = authorizations.next().await {
-            let mut authorization = authorization?;
+        loop {
+            let mut authorization = match authorizations.next().await {
+                None => break,
+                Some(Ok(a)) => a,
+                Some(Err(e)) if is_bad_nonce(&e) && tries < NONCE_RETRIES => {
+                    tries += 1;
+                    authorizations = order.authorizations();
+                    continue;
+                }
+                Some(Err(e)) => return Err(e.into()),
+            };
             match authorization.status {
                 AuthorizationStatus::Pending => {}
                 AuthorizationStatus::Valid => continue,
@@ -88,7 +120,7 @@ pub(super) async fn obtain(
                     // The DNS server is the fleet's already: nothing to share.
                     let dns01 = dns01.as_ref().expect("made above for DNS-01");
                     dns01.publish(&challenge, &mut records).await?;
-                    challenge.set_ready().await?;
+                    again_on_bad_nonce!(challenge.set_ready().await)?;
                     continue;
                 }
                 AcmeChallenge::Http01 => {
@@ -110,9 +142,9 @@ pub(super) async fn obtain(
                 // Whichever instance the CA reaches must know the answer.
                 tokio::time::sleep(PROPAGATION).await;
             }
-            challenge.set_ready().await?;
+            again_on_bad_nonce!(challenge.set_ready().await)?;
         }
-        let status = order.poll_ready(&RetryPolicy::new()).await?;
+        let status = again_on_bad_nonce!(order.poll_ready(&RetryPolicy::new()).await)?;
         if status != OrderStatus::Ready {
             bail!("the order is {status:?}");
         }
@@ -136,8 +168,8 @@ pub(super) async fn obtain(
         }
     }
     ready?;
-    let key_pem = order.finalize().await?;
-    let chain_pem = order.poll_certificate(&RetryPolicy::new()).await?;
+    let key_pem = again_on_bad_nonce!(order.finalize().await)?;
+    let chain_pem = again_on_bad_nonce!(order.poll_certificate(&RetryPolicy::new()).await)?;
     store.keep_certificate(name, &chain_pem, &key_pem).await?;
     issued(chain_pem.as_bytes(), key_pem.as_bytes())
 }
