@@ -123,14 +123,17 @@ impl Acme {
 
 impl NameStatus {
     pub(crate) fn issued(&mut self, issued: &Issued) {
-        let unix = |t: SystemTime| t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-        let lifetime = issued.not_after.duration_since(issued.not_before).unwrap_or_default();
         *self = NameStatus {
             state: "valid",
-            not_after: Some(unix(issued.not_after)),
-            renew_at: Some(unix(issued.not_before + lifetime * 2 / 3)),
+            not_after: Some(unix_seconds(issued.not_after)),
+            renew_at: Some(unix_seconds(issued.renew_at())),
             error: None,
             failures: 0,
         };
     }
+}
+
+/// `t` in Unix seconds (0 before the epoch).
+pub(crate) fn unix_seconds(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }

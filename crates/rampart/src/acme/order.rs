@@ -182,9 +182,7 @@ enum Answer {
 
 /// When to renew: at two thirds of the certificate's lifetime.
 pub(super) fn renewal(issued: &Issued) -> Instant {
-    let lifetime = issued.not_after.duration_since(issued.not_before).unwrap_or_default();
-    let at = issued.not_before + lifetime * 2 / 3;
-    Instant::now() + at.duration_since(SystemTime::now()).unwrap_or_default()
+    Instant::now() + issued.renew_at().duration_since(SystemTime::now()).unwrap_or_default()
 }
 
 pub(super) fn humantime(t: SystemTime) -> String {

@@ -33,6 +33,14 @@ pub struct Issued {
     pub not_after: SystemTime,
 }
 
+impl Issued {
+    /// When it is due for renewal: at two thirds of its lifetime.
+    pub fn renew_at(&self) -> SystemTime {
+        let lifetime = self.not_after.duration_since(self.not_before).unwrap_or_default();
+        self.not_before + lifetime * 2 / 3
+    }
+}
+
 const PREFIX: &str = "rampart:acme:";
 /// How long an instance may hold a name's order lock (an order takes seconds).
 const LOCK_FOR: Duration = Duration::from_secs(120);

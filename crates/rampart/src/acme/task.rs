@@ -13,7 +13,7 @@ use rampart_model::acme::AcmeShared;
 use super::on_demand::{Gate, DENY_FOR};
 use super::order::{humantime, obtain, open_account, renewal};
 use super::store::{Issued, SharedAnswers, Store};
-use super::{tls_alpn, AcmeStatus, NameStatus, Wanted};
+use super::{tls_alpn, unix_seconds, AcmeStatus, NameStatus, Wanted};
 
 /// How often an instance of a fleet looks at the shared store.
 pub(super) const SYNC: Duration = Duration::from_millis(500);
@@ -135,7 +135,7 @@ impl Task {
         }
         // Another instance may have renewed it while this one waited for the lock.
         if let Ok(Some(kept)) = self.store.certificate(name).await {
-            if renewal(&kept) > Instant::now() && Some(unix(kept.not_after)) != self.served_until(name) {
+            if renewal(&kept) > Instant::now() && Some(unix_seconds(kept.not_after)) != self.served_until(name) {
                 let _ = self.store.unlock(name, &self.owner).await;
                 return self.serve(name, kept);
             }
@@ -246,7 +246,7 @@ impl Task {
             let Ok(Some(kept)) = self.store.certificate(&name).await else {
                 continue;
             };
-            if Some(unix(kept.not_after)) > self.served_until(&name) {
+            if Some(unix_seconds(kept.not_after)) > self.served_until(&name) {
                 tracing::info!(
                     name = name.as_str(),
                     "acme: {name}: serving the certificate another instance obtained"
@@ -278,10 +278,6 @@ impl Task {
         }
         self.mirrored = answers;
     }
-}
-
-fn unix(t: SystemTime) -> u64 {
-    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 fn nanos() -> u32 {
