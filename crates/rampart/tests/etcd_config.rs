@@ -196,11 +196,18 @@ fn an_instance_runs_from_etcd_and_follows_each_change() {
     assert_eq!(body_at(port), "two");
     let three = push("three");
     eventually_serves(port, "three");
-    // /api/status names the source and the revision applied.
-    let mut client = std::net::TcpStream::connect(&admin).unwrap();
-    let (status, _, body) = common::http::send(&mut client, &common::http::get("/api/status"));
-    assert_eq!(status, 200);
-    let status: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    // /api/status names the source and the revision applied (recorded just after the new
+    // config takes traffic: wait for it).
+    let status_now = || {
+        let mut client = std::net::TcpStream::connect(&admin).unwrap();
+        let (status, _, body) = common::http::send(&mut client, &common::http::get("/api/status"));
+        assert_eq!(status, 200);
+        serde_json::from_slice::<serde_json::Value>(&body).unwrap()
+    };
+    eventually("/api/status shows the revision applied", || {
+        status_now()["config"]["revision"] == serde_json::json!(three)
+    });
+    let status = status_now();
     assert_eq!(status["config"]["revision"], serde_json::json!(three), "{status}");
     let source = status["config"]["path"].as_str().unwrap_or_default();
     assert!(
