@@ -45,6 +45,19 @@ pub struct RawAcme {
     pub challenge: Option<Spanned<String>>,
     /// `[acme.dns01]`: the DNS server DNS-01 answers are published on.
     pub dns01: Option<Spanned<RawDns01>>,
+    /// `[acme.eab]`: the external account binding the CA gave.
+    pub eab: Option<Spanned<RawEab>>,
+    /// The certificate profile to ask for, when the CA offers it.
+    pub profile: Option<Spanned<String>>,
+}
+
+/// `[acme.eab]`: an external account binding's key identifier and HMAC key (base64url).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawEab {
+    pub kid: Spanned<String>,
+    pub hmac_key: Option<Spanned<String>>,
+    pub hmac_key_file: Option<Spanned<String>>,
 }
 
 /// `[acme.dns01]`: dynamic updates (RFC 2136) signed with a TSIG key.

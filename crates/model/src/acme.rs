@@ -192,6 +192,29 @@ pub struct AcmeSettings {
     pub challenge: AcmeChallenge,
     /// `[acme.dns01]`: where DNS-01 answers are published; wildcards need it.
     pub dns01: Option<Dns01Settings>,
+    /// `[acme.eab]`: the external account binding a CA may require to make an account (ZeroSSL,
+    /// Google Trust Services, a private CA).
+    pub eab: Option<ExternalAccount>,
+    /// `profile`: the certificate profile to ask for (`shortlived`, ...) when the CA offers it.
+    pub profile: Option<String>,
+}
+
+/// An external account binding (RFC 8555 section 7.3.4): the key identifier and the MAC key the
+/// CA gave. Its `Debug` does not show the key.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ExternalAccount {
+    pub kid: String,
+    /// The HMAC key, decoded (CAs hand it out in base64url).
+    pub hmac_key: Vec<u8>,
+}
+
+impl fmt::Debug for ExternalAccount {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExternalAccount")
+            .field("kid", &self.kid)
+            .field("hmac_key", &format_args!("({} bytes)", self.hmac_key.len()))
+            .finish()
+    }
 }
 
 /// How the CA checks that a name is ours.

@@ -6,7 +6,10 @@ mod dns01;
 
 use std::path::PathBuf;
 
-use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeStorage, OnDemand, HTTP01_PREFIX, LETS_ENCRYPT};
+use base64::Engine;
+use rampart_model::acme::{
+    AcmeChallenge, AcmeSettings, AcmeStorage, ExternalAccount, OnDemand, HTTP01_PREFIX, LETS_ENCRYPT,
+};
 use rampart_model::discovery::Query;
 use rampart_model::filter::rate_limit::RedisEndpoint;
 use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
@@ -14,7 +17,7 @@ use rampart_model::{Listener, ListenerProtocol};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
-use crate::raw::{RawAcme, RawOnDemand};
+use crate::raw::{RawAcme, RawEab, RawOnDemand};
 
 /// Where the account and certificates are kept when `[acme] storage` is not given.
 const DEFAULT_STORAGE: &str = "/var/lib/rampart/acme";
@@ -99,6 +102,14 @@ impl Checker<'_> {
             zone: d.get_ref().zone.as_ref().map(|z| dns01::zone_name(z.get_ref())),
             every_name: challenge == AcmeChallenge::Dns01,
         });
+        let eab = a.eab.as_ref().and_then(|e| self.eab(e));
+        let profile = a.profile.as_ref().map(|p| {
+            let name = p.get_ref().trim();
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_graphic()) {
+                self.error(p.span(), format!("profile `{}` is not a profile name", p.get_ref()));
+            }
+            name.to_string()
+        });
         AcmeSettings {
             directory,
             contact,
@@ -106,6 +117,46 @@ impl Checker<'_> {
             storage,
             challenge,
             dns01,
+            eab,
+            profile,
+        }
+    }
+
+    /// `[acme.eab]`; `None` after an error (reported).
+    fn eab(&mut self, raw: &Spanned<RawEab>) -> Option<ExternalAccount> {
+        let e = raw.get_ref();
+        let kid = e.kid.get_ref().trim().to_string();
+        if kid.is_empty() {
+            self.error(e.kid.span(), "kid is empty");
+        }
+        let (span, text) = match (&e.hmac_key, &e.hmac_key_file) {
+            (Some(_), Some(file)) => {
+                self.error(file.span(), "use either `hmac_key` or `hmac_key_file`, not both");
+                return None;
+            }
+            (Some(key), None) => (key.span(), key.get_ref().clone()),
+            (None, Some(file)) => match std::fs::read_to_string(self.path(file)) {
+                Ok(text) => (file.span(), text),
+                Err(e) => {
+                    self.error(file.span(), format!("hmac_key_file {}: cannot read: {e}", file.get_ref()));
+                    return None;
+                }
+            },
+            (None, None) => {
+                self.error(
+                    raw.span(),
+                    "[acme.eab] needs the HMAC key the CA gave: `hmac_key_file` (or `hmac_key`)",
+                );
+                return None;
+            }
+        };
+        match decode_mac_key(text.trim()) {
+            Some(hmac_key) if !kid.is_empty() => Some(ExternalAccount { kid, hmac_key }),
+            Some(_) => None,
+            None => {
+                self.error(span, "the HMAC key is not base64url (as the CA gives it)");
+                None
+            }
         }
     }
 
@@ -223,4 +274,15 @@ pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
             );
         }
     }
+}
+
+/// An EAB MAC key as CAs write it: base64url without padding; padded or standard base64 is
+/// taken too. `None`: not base64, or empty.
+fn decode_mac_key(text: &str) -> Option<Vec<u8>> {
+    use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+    let key = URL_SAFE_NO_PAD
+        .decode(text.trim_end_matches('='))
+        .or_else(|_| STANDARD.decode(text))
+        .ok()?;
+    (!key.is_empty()).then_some(key)
 }

@@ -14,6 +14,7 @@ mod dns01;
 mod on_demand;
 mod order;
 mod redis;
+mod renewal_info;
 mod store;
 mod task;
 mod tls_alpn;
@@ -58,6 +59,8 @@ pub struct NameStatus {
     pub not_after: Option<u64>,
     /// When it is (or was) due for renewal (Unix seconds).
     pub renew_at: Option<u64>,
+    /// The renewal window the CA suggested (renewal information), Unix seconds.
+    pub window: Option<(u64, u64)>,
     /// The last failure, with the CA's error; cleared by a success.
     pub error: Option<String>,
     pub failures: u32,
@@ -127,6 +130,7 @@ impl NameStatus {
             state: "valid",
             not_after: Some(unix_seconds(issued.not_after)),
             renew_at: Some(unix_seconds(issued.renew_at())),
+            window: None,
             error: None,
             failures: 0,
         };

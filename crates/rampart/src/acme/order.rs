@@ -4,8 +4,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{anyhow, bail, Context};
 use instant_acme::{
-    Account, AccountCredentials, AuthorizationStatus, ChallengeType, Identifier, NewAccount, NewOrder, OrderStatus,
-    RetryPolicy,
+    Account, AccountCredentials, AuthorizationStatus, CertificateIdentifier, ChallengeType, ExternalAccountKey,
+    Identifier, NewAccount, NewOrder, Order, OrderStatus, RetryPolicy,
 };
 use rampart_model::acme::{AcmeChallenge, AcmeSettings, AcmeShared};
 
@@ -58,8 +58,13 @@ pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> 
         terms_of_service_agreed: true,
         only_return_existing: false,
     };
-    let (account, credentials) = again_on_bad_nonce!(builder()?.create(&new, settings.directory.clone(), None).await)
-        .with_context(|| format!("ACME directory {}", settings.directory))?;
+    let binding = settings
+        .eab
+        .as_ref()
+        .map(|eab| ExternalAccountKey::new(eab.kid.clone(), &eab.hmac_key));
+    let (account, credentials) =
+        again_on_bad_nonce!(builder()?.create(&new, settings.directory.clone(), binding.as_ref()).await)
+            .with_context(|| format!("ACME directory {}", settings.directory))?;
     store
         .keep_account(&settings.directory, &serde_json::to_value(&credentials)?)
         .await?;
@@ -67,13 +72,15 @@ pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> 
     Ok(account)
 }
 
-/// One order for `name`, validated by the configured challenge.
+/// One order for `name`, validated by the configured challenge; `replaces` names the
+/// certificate it renews (to a CA that offers renewal information).
 pub(super) async fn obtain(
     account: &Account,
     name: &str,
     settings: &AcmeSettings,
     shared: &AcmeShared,
     store: &mut Store,
+    replaces: Option<CertificateIdentifier<'static>>,
 ) -> anyhow::Result<Issued> {
     let challenge_kind = settings.challenge.for_name(name);
     let dns01 = match (challenge_kind, &settings.dns01) {
@@ -87,7 +94,7 @@ pub(super) async fn obtain(
         AcmeChallenge::Dns01 => ChallengeType::Dns01,
     };
     let identifiers = [Identifier::Dns(name.to_string())];
-    let mut order = again_on_bad_nonce!(account.new_order(&NewOrder::new(&identifiers)).await)?;
+    let mut order = place(account, name, settings, &identifiers, replaces).await?;
     let mut answered = Vec::new();
     let mut records = Vec::new();
     let ready = async {
@@ -172,6 +179,45 @@ pub(super) async fn obtain(
     let chain_pem = again_on_bad_nonce!(order.poll_certificate(&RetryPolicy::new()).await)?;
     store.keep_certificate(name, &chain_pem, &key_pem).await?;
     issued(chain_pem.as_bytes(), key_pem.as_bytes())
+}
+
+/// The new order: with the configured profile when the CA offers it, and naming the certificate
+/// it replaces; a CA that refuses the replacement (one issued to another account, say) gets a
+/// plain order.
+async fn place(
+    account: &Account,
+    name: &str,
+    settings: &AcmeSettings,
+    identifiers: &[Identifier],
+    replaces: Option<CertificateIdentifier<'static>>,
+) -> anyhow::Result<Order> {
+    let profile = settings.profile.as_deref();
+    let offered = profile.filter(|wanted| account.profiles().any(|p| p.name == *wanted));
+    if let (Some(wanted), None) = (profile, offered) {
+        let names: Vec<&str> = account.profiles().map(|p| p.name).collect();
+        tracing::warn!(
+            name,
+            "acme: {name}: the CA offers no profile `{wanted}` (it offers: {}); ordering its default",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        );
+    }
+    let new = || {
+        let order = NewOrder::new(identifiers);
+        match offered {
+            Some(p) => order.profile(p),
+            None => order,
+        }
+    };
+    if let Some(id) = replaces {
+        match again_on_bad_nonce!(account.new_order(&new().replaces(id.clone())).await) {
+            Ok(order) => return Ok(order),
+            Err(e) => tracing::warn!(
+                name,
+                "acme: {name}: the CA refused the order as a replacement ({e}); ordering anew"
+            ),
+        }
+    }
+    Ok(again_on_bad_nonce!(account.new_order(&new()).await)?)
 }
 
 /// What was put up for a challenge, taken down once the order is decided.

@@ -12,6 +12,7 @@ use rampart_model::acme::AcmeShared;
 
 use super::on_demand::{Gate, DENY_FOR};
 use super::order::{humantime, obtain, open_account, renewal};
+use super::renewal_info::{self, Plan, RECHECK_AFTER_ERROR};
 use super::store::{Issued, SharedAnswers, Store};
 use super::{tls_alpn, unix_seconds, AcmeStatus, NameStatus, Wanted};
 
@@ -37,6 +38,8 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
         },
         mirrored: SharedAnswers::default(),
         account: None,
+        served: BTreeMap::new(),
+        renewal_info: None,
         shared,
         gate: Gate::default(),
         on_demand: BTreeSet::new(),
@@ -102,6 +105,10 @@ struct Task {
     /// The fleet's answers mirrored into `shared` so far.
     mirrored: SharedAnswers,
     account: Option<Account>,
+    /// The certificate each name is served with, as far as its renewal goes.
+    served: BTreeMap<String, Served>,
+    /// Whether the CA offers renewal information (ARI); `None` until its directory is read.
+    renewal_info: Option<bool>,
     shared: Arc<AcmeShared>,
     /// On-demand TLS: the rate and ask URL, the names obtained on demand, the names refused
     /// (until when).
@@ -110,12 +117,89 @@ struct Task {
     denied: BTreeMap<String, Instant>,
 }
 
+/// A name's certificate, as its renewal needs it.
+struct Served {
+    /// Two thirds of its lifetime: when it is renewed without renewal information.
+    two_thirds: Instant,
+    /// Its identifier for renewal information and `replaces`.
+    id: Option<instant_acme::CertificateIdentifier<'static>>,
+    /// What the CA last said about its renewal.
+    plan: Option<Plan>,
+}
+
 impl Task {
-    /// Serves `issued` for `name` and schedules its renewal.
+    /// Serves `issued` for `name` and schedules its renewal: the CA is asked about it at once
+    /// when it offers renewal information (or may), else it is due at two thirds of its life.
     fn serve(&mut self, name: &str, issued: Issued) {
         self.shared.install(name, issued.key.clone());
         self.shown.names.entry(name.to_string()).or_default().issued(&issued);
-        self.due.insert(name.to_string(), renewal(&issued));
+        let id = renewal_info::certificate_id(&issued)
+            .inspect_err(|e| tracing::debug!(name, "acme: {name}: {e:#}"))
+            .ok();
+        let ask = id.is_some() && self.renewal_info != Some(false);
+        let served = Served {
+            two_thirds: renewal(&issued),
+            id,
+            plan: None,
+        };
+        let due = if ask { Instant::now() } else { served.two_thirds };
+        self.served.insert(name.to_string(), served);
+        self.due.insert(name.to_string(), due);
+    }
+
+    /// For a name served: `Some(when to look again)` while its renewal is not due, asking the
+    /// CA's renewal information when it offers it. `None`: order it now.
+    async fn not_yet_due(&mut self, name: &str) -> Option<Instant> {
+        let served = self.served.get(name)?;
+        let two_thirds = served.two_thirds;
+        let asked = match served.id.clone().filter(|_| self.renewal_info != Some(false)) {
+            Some(id) => Some(self.ask_renewal_info(&id).await),
+            None => None,
+        };
+        let now = Instant::now();
+        let plan = match asked {
+            Some(Ok(Some(plan))) => plan,
+            Some(Err(e)) => {
+                tracing::warn!(name, "acme: {name}: {e:#}; asking again in {RECHECK_AFTER_ERROR:?}");
+                return (two_thirds > now).then(|| two_thirds.min(now + RECHECK_AFTER_ERROR));
+            }
+            Some(Ok(None)) | None => return (two_thirds > now).then_some(two_thirds),
+        };
+        let served = self.served.get_mut(name)?;
+        let plan = plan.keeping(served.plan.as_ref());
+        let state = self.shown.names.entry(name.to_string()).or_default();
+        state.renew_at = Some(unix_seconds(plan.at));
+        state.window = Some((unix_seconds(plan.start), unix_seconds(plan.end)));
+        let wait = plan.at.duration_since(SystemTime::now()).ok();
+        let next = wait.map(|w| now + w.min(plan.recheck));
+        if next.is_none() {
+            tracing::info!(
+                name,
+                "acme: {name}: the CA's renewal window opened at {}{}: renewing",
+                humantime(plan.start),
+                plan.explanation.as_ref().map(|u| format!(" (see {u})")).unwrap_or_default()
+            );
+        }
+        served.plan = Some(plan);
+        next
+    }
+
+    /// The CA's renewal window for a certificate (`None`: it offers none).
+    async fn ask_renewal_info(
+        &mut self,
+        id: &instant_acme::CertificateIdentifier<'_>,
+    ) -> anyhow::Result<Option<Plan>> {
+        let account = self.account().await?;
+        let plan = renewal_info::ask(account, id).await?;
+        self.renewal_info = Some(plan.is_some());
+        Ok(plan)
+    }
+
+    async fn account(&mut self) -> anyhow::Result<&Account> {
+        if self.account.is_none() {
+            self.account = Some(open_account(&self.wanted.settings, &mut self.store).await?);
+        }
+        Ok(self.account.as_ref().expect("opened above"))
     }
 
     /// The certificate `name` has now: its expiry, if it has one.
@@ -123,8 +207,13 @@ impl Task {
         self.shown.names.get(name).and_then(|s| s.not_after)
     }
 
-    /// `name` is due: order it, unless another instance is doing so or already has.
+    /// `name` is due: order it, unless its renewal is not due yet, or another instance is
+    /// ordering it or already has.
     async fn attend(&mut self, name: &str) {
+        if let Some(next) = self.not_yet_due(name).await {
+            self.due.insert(name.to_string(), next);
+            return;
+        }
         match self.store.lock(name, &self.owner).await {
             Ok(true) => {}
             Ok(false) => {
@@ -159,12 +248,14 @@ impl Task {
     }
 
     async fn order(&mut self, name: &str) -> anyhow::Result<Issued> {
-        let settings = &self.wanted.settings;
-        if self.account.is_none() {
-            self.account = Some(open_account(settings, &mut self.store).await?);
-        }
+        let replaces = match self.renewal_info {
+            Some(true) => self.served.get(name).and_then(|s| s.id.clone()),
+            _ => None,
+        };
+        self.account().await?;
         let account = self.account.as_ref().expect("opened above");
-        obtain(account, name, settings, &self.shared, &mut self.store).await
+        let settings = &self.wanted.settings;
+        obtain(account, name, settings, &self.shared, &mut self.store, replaces).await
     }
 
     /// On-demand TLS: decides on the names handshakes asked for since the last look.

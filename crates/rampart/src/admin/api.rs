@@ -147,6 +147,7 @@ fn status(shared: &AdminShared) -> Answer {
                         "state": s.state,
                         "not_after": s.not_after,
                         "renew_at": s.renew_at,
+                        "renewal_window": s.window.map(|(start, end)| json!({ "start": start, "end": end })),
                         "failures": s.failures,
                         "error": s.error,
                     })

@@ -37,7 +37,29 @@ impl Pebble {
         validity_seconds: Option<u64>,
         blocked: &[&str],
     ) -> Pebble {
-        super::servers::installed();
+        let options = Options {
+            nonce_reject,
+            validity_seconds,
+            blocked,
+            ..Options::default()
+        };
+        Pebble::launch(http_port, tls_port, dns, &options)
+    }
+
+    /// Pebble as `options` say.
+    pub fn launch(http_port: u16, tls_port: u16, dns: &DnsServer, options: &Options<'_>) -> Pebble {
+        let binary = if options.newer {
+            newer_pebble()
+        } else {
+            super::servers::installed();
+            PathBuf::from("pebble")
+        };
+        let Options {
+            nonce_reject,
+            validity_seconds,
+            blocked,
+            ..
+        } = *options;
         let dir = tempfile::tempdir().unwrap();
         let ca = Ca::new("pebble API test CA");
         let api_ca = PathBuf::from(ca.write(dir.path(), "api-ca.pem"));
@@ -62,11 +84,28 @@ impl Pebble {
         if !blocked.is_empty() {
             config["pebble"]["domainBlocklist"] = blocked.into();
         }
+        if !options.profiles.is_empty() {
+            let profiles: serde_json::Map<String, serde_json::Value> = options
+                .profiles
+                .iter()
+                .map(|(name, seconds)| {
+                    let profile = serde_json::json!({ "description": name, "validityPeriod": seconds });
+                    (name.to_string(), profile)
+                })
+                .collect();
+            config["pebble"]["profiles"] = profiles.into();
+        }
+        if !options.eab.is_empty() {
+            let keys: serde_json::Map<String, serde_json::Value> =
+                options.eab.iter().map(|(kid, key)| (kid.to_string(), (*key).into())).collect();
+            config["pebble"]["externalAccountBindingRequired"] = true.into();
+            config["pebble"]["externalAccountMACKeys"] = keys.into();
+        }
         let config_path = dir.path().join("pebble.json");
         std::fs::write(&config_path, config.to_string()).unwrap();
         let log_path = dir.path().join("pebble.log");
         let log = std::fs::File::create(&log_path).unwrap();
-        let child = Command::new("pebble")
+        let child = Command::new(&binary)
             .arg("-config")
             .arg(&config_path)
             .arg("-strict")
@@ -117,6 +156,28 @@ impl Pebble {
         String::from_utf8(out.stdout).unwrap()
     }
 
+    /// Makes Pebble answer renewal information for the certificate `chain_pem` (its leaf first)
+    /// with the window `start`..`end` (Unix seconds). Pebble 2.10 ([`Options::newer`]) only.
+    pub fn set_renewal_window(&self, chain_pem: &str, start: i64, end: i64) {
+        let rfc3339 = |t: i64| {
+            time::OffsetDateTime::from_unix_timestamp(t)
+                .unwrap()
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap()
+        };
+        let window = serde_json::json!({ "suggestedWindow": { "start": rfc3339(start), "end": rfc3339(end) } });
+        let body = serde_json::json!({ "Certificate": chain_pem, "ARIResponse": window.to_string() });
+        let out = Command::new("curl")
+            .args(["-sS", "--fail", "--cacert"])
+            .arg(&self.api_ca)
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(body.to_string())
+            .arg(format!("https://127.0.0.1:{}/set-renewal-info/", self.management))
+            .output()
+            .expect("curl runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
     /// Pebble's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("pebble.log")).unwrap_or_default()
@@ -132,6 +193,35 @@ impl Drop for Pebble {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// How a test's Pebble differs from the plain one.
+#[derive(Default, Clone, Copy)]
+pub struct Options<'a> {
+    /// The percentage of nonces it refuses (Pebble's own default: 5).
+    pub nonce_reject: u32,
+    /// How long its certificates are valid (Pebble's default: five years).
+    pub validity_seconds: Option<u64>,
+    /// Domains it refuses to issue for.
+    pub blocked: &'a [&'a str],
+    /// Pebble 2.10, built by scripts/pebble, instead of Debian's 2.4: renewal information and
+    /// profiles.
+    pub newer: bool,
+    /// Certificate profiles (name, validity in seconds), Pebble 2.10 only. An order that names
+    /// none gets one of them at random.
+    pub profiles: &'a [(&'a str, u64)],
+    /// External account bindings (key ID, HMAC key in base64url) it requires of new accounts.
+    pub eab: &'a [(&'a str, &'a str)],
+}
+
+/// The path of Pebble 2.10, built by scripts/pebble when missing.
+fn newer_pebble() -> PathBuf {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pebble"))
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scripts/pebble runs");
+    assert!(out.status.success(), "scripts/pebble failed");
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 
 /// `GET /` over TLS for `name` on 127.0.0.1:`port`, verified against `root` (Pebble's issuing
