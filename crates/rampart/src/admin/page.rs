@@ -18,12 +18,13 @@ pub const PATHS: &[&str] = &["/", "/index.html"];
 const HTML: &str = include_str!("page/index.html");
 const CSS: &str = include_str!("page/page.css");
 const CHART_JS: &str = include_str!("page/chart.js");
+const CERTIFICATES_JS: &str = include_str!("page/certificates.js");
 const JS: &str = include_str!("page/page.js");
 
 /// The document with its style sheet and script inlined where `index.html` marks them.
 static DOCUMENT: LazyLock<Vec<u8>> = LazyLock::new(|| {
     HTML.replacen("/*PAGE_CSS*/", CSS, 1)
-        .replacen("/*PAGE_JS*/", &format!("{CHART_JS}\n{JS}"), 1)
+        .replacen("/*PAGE_JS*/", &format!("{CHART_JS}\n{CERTIFICATES_JS}\n{JS}"), 1)
         .into_bytes()
 });
 

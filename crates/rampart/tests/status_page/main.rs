@@ -7,7 +7,9 @@
 //! With an admin token, the page loads without it, asks for it, and works once given it. With
 //! traffic that gets 404s and 503s (a route to an upstream whose only target is down), the page
 //! shows the 4xx rate, counts the 503s as the upstream's errors, calls the target down, and
-//! charts loopback latencies at the resolution the target table shows them.
+//! charts loopback latencies at the resolution the target table shows them. A listener's file
+//! certificate and an ACME name still being obtained appear in the certificate table with their
+//! state and, for the name, the CA's error (screenshot `status-page-certificates.png`).
 //!
 //! It lives with the other end-to-end tests (the binary is `CARGO_BIN_EXE_rampart`, always the
 //! one just built, and the backends and process harness are shared) because its WebDriver client
@@ -360,6 +362,65 @@ fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
         (p50 <= p99 && (p50, p99) != (0.25, 0.495)).then_some((p50, p99, ewma))
     });
     println!("backend p50 {p50} ms, p99 {p99} ms, latency (peak EWMA) {ewma} ms");
+    let errors: Vec<Value> = session
+        .browser_log()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:#?}");
+}
+
+#[test]
+fn the_status_page_lists_file_certificates_and_acme_names_with_their_state() {
+    let driver_path = chromedriver();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = common::tls::Ca::new("status page test CA");
+    let pair = ca
+        .issue(&common::tls::CertSpec::new(&["files.example.test"]))
+        .write(dir.path(), "files");
+    let (admin_port, port) = (free_port(), free_port());
+    // An ACME name whose CA nobody answers for: it stays `obtaining`, with the error.
+    let nowhere = format!("https://127.0.0.1:{}/dir", free_port());
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n\
+         [acme]\ndirectory = \"{nowhere}\"\nstorage = \"acme\"\n\n\
+         [listeners.secure]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [listeners.secure.tls]\n{}\nacme = [\"acme.example.test\"]\n\n\
+         [[listeners.secure.routes]]\nrespond = {{ status = 200 }}\n",
+        common::tls::certificates(&[pair])
+    );
+    let path = write_file(dir.path(), "rampart.toml", &config);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("acme: acme.example.test:");
+    let driver = ChromeDriver::start(&driver_path, WAIT);
+    let session = driver.session(CHROMIUM_ARGS);
+    session.goto(&format!("http://127.0.0.1:{admin_port}/"));
+
+    let row_text = |selector: &str| {
+        session.execute(&format!(
+            "const r = document.querySelector('{selector}'); return r ? r.textContent : null"
+        ))
+    };
+    let file = wait_until("the file certificate's row", || {
+        row_text("#certificates tr[data-cert^=\"file:secure:\"][data-state=\"valid\"]")
+            .as_str()
+            .map(str::to_string)
+    });
+    assert!(file.contains("files.example.test") && file.contains(" d left)"), "{file}");
+    let acme = wait_until("the ACME name's row with its error", || {
+        row_text("#certificates tr[data-cert=\"acme:acme.example.test\"][data-state=\"obtaining\"]")
+            .as_str()
+            .filter(|t| t.contains("failed:"))
+            .map(str::to_string)
+    });
+    assert!(acme.contains(&format!("ACME {nowhere}")), "{acme}");
+    assert!(acme.contains(&format!("ACME directory {nowhere}")), "the CA's error: {acme}");
+    assert_eq!(
+        session.execute("return document.getElementById('certificates-section').hidden"),
+        false
+    );
+    let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-certificates.png");
+    std::fs::write(&file, session.screenshot()).unwrap();
     let errors: Vec<Value> = session
         .browser_log()
         .into_iter()

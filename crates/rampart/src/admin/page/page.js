@@ -134,6 +134,7 @@
       parts.push(pre);
     }
     box.replaceChildren(...parts);
+    Certificates.show(s);
   }
 
   $("reload-button").addEventListener("click", async () => {
