@@ -66,9 +66,21 @@ impl AcmeShared {
 
     /// Serves `key` for `name` from now on (a handshake under way keeps the one it chose).
     pub fn install(&self, name: &str, key: Arc<CertifiedKey>) {
+        self.install_all(&[(name, key)]);
+    }
+
+    /// Serves each `(name, certificate)` at once: one copy of the table however many there are
+    /// (a start with thousands of kept certificates).
+    pub fn install_all(&self, entries: &[(&str, Arc<CertifiedKey>)]) {
+        if entries.is_empty() {
+            return;
+        }
         self.certificates.rcu(|current| {
             let mut next = HashMap::clone(current);
-            next.insert(name.to_ascii_lowercase(), key.clone());
+            next.reserve(entries.len());
+            for (name, key) in entries {
+                next.insert(name.to_ascii_lowercase(), key.clone());
+            }
             next
         });
     }

@@ -26,7 +26,8 @@ pub struct ListenerTls {
     pub forward_client_cert: Option<String>,
     /// What each certificate is, for the admin API and metrics (expiry above all).
     pub certificate_info: Vec<CertificateInfo>,
-    /// The names whose certificates ACME obtains (`acme = [...]`), served before `certificates`.
+    /// The names whose certificates ACME obtains (`acme = [...]`), served before `certificates`:
+    /// lowercase, sorted.
     pub acme_names: Vec<String>,
     /// On-demand TLS, with what ACME publishes (set when `acme_on_demand` is).
     pub on_demand: Option<(crate::acme::OnDemand, Arc<crate::acme::AcmeShared>)>,
@@ -64,17 +65,33 @@ impl ListenerTls {
         self.certificates.knows(name)
             || name.is_some_and(|n| {
                 let n = n.trim_end_matches('.');
-                let parent = n.split_once('.').map(|(_, p)| p);
-                self.acme_names.iter().any(|a| match a.strip_prefix("*.") {
-                    // A wildcard covers one label: `*.b.example` knows `x.b.example`.
-                    Some(suffix) => parent.is_some_and(|p| p.eq_ignore_ascii_case(suffix)),
-                    None => a.eq_ignore_ascii_case(n),
-                }) || self
-                    .on_demand
-                    .as_ref()
-                    .is_some_and(|(_, acme)| acme.certificate(n).is_some())
+                let lower;
+                let n = if n.bytes().any(|b| b.is_ascii_uppercase()) {
+                    lower = n.to_ascii_lowercase();
+                    &lower
+                } else {
+                    n
+                };
+                acme_names_cover(&self.acme_names, n)
+                    || self
+                        .on_demand
+                        .as_ref()
+                        .is_some_and(|(_, acme)| acme.certificate(n).is_some())
             })
     }
+}
+
+/// Whether `acme_names` (lowercase, sorted) cover `name` (lowercase): itself, or a wildcard one
+/// label up (`*.b.example` covers `x.b.example`). Two binary searches, no allocation.
+fn acme_names_cover(acme_names: &[String], name: &str) -> bool {
+    if acme_names.binary_search_by(|a| a.as_str().cmp(name)).is_ok() {
+        return true;
+    }
+    // `*` sorts before every letter, digit, `-` and `.`: the wildcards come first, in the order
+    // of what follows their `*.`.
+    let wildcards = &acme_names[..acme_names.partition_point(|a| a.starts_with("*."))];
+    name.split_once('.')
+        .is_some_and(|(_, parent)| wildcards.binary_search_by(|a| a[2..].cmp(parent)).is_ok())
 }
 
 impl fmt::Debug for ListenerTls {
@@ -252,5 +269,20 @@ pub(crate) mod tests {
         assert!(first(Some("other.org"), true).is_none());
         assert!(first(None, true).is_none());
         assert!(set.knows(Some("www.example.com")) && !set.knows(Some("other.org")) && !set.knows(None));
+    }
+
+    #[test]
+    fn acme_names_cover_themselves_and_one_label_under_a_wildcard() {
+        let mut names: Vec<String> = ["b.example", "*.b.example", "*.a-z.example", "a.example", "0.example"]
+            .map(String::from)
+            .to_vec();
+        names.sort();
+        for covered in ["b.example", "a.example", "0.example", "x.b.example", "b.b.example", "q.a-z.example"] {
+            assert!(acme_names_cover(&names, covered), "{covered}");
+        }
+        for not in ["c.example", "x.y.b.example", "example", "a-z.example", "", "*.c.example"] {
+            assert!(!acme_names_cover(&names, not), "{not}");
+        }
+        assert!(!acme_names_cover(&[], "a.example"));
     }
 }

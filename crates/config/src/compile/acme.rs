@@ -171,6 +171,7 @@ impl Checker<'_> {
             );
         }
         let mut names: Vec<String> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         for n in list.get_ref() {
             let name = n.get_ref().trim_end_matches('.').to_ascii_lowercase();
             let wildcard = name.strip_prefix("*.");
@@ -200,12 +201,14 @@ impl Checker<'_> {
                 );
                 continue;
             }
-            if names.contains(&name) {
+            if !seen.insert(name.clone()) {
                 self.error(n.span(), format!("`{}` is listed twice", n.get_ref()));
                 continue;
             }
             names.push(name);
         }
+        // Sorted: a handshake's name is looked up by binary search (`ListenerTls::knows`).
+        names.sort_unstable();
         names
     }
 }

@@ -46,6 +46,7 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
         denied: BTreeMap::new(),
         wanted,
     };
+    let mut kept_all = Vec::new();
     for name in task.wanted.names.clone() {
         task.shown.names.insert(
             name.clone(),
@@ -62,11 +63,17 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
                     "acme: {name}: serving the certificate kept in {}",
                     task.wanted.settings.storage
                 );
-                task.serve(&name, kept);
+                kept_all.push((name, kept));
             }
             Ok(None) => {}
             Err(e) => tracing::warn!(name = name.as_str(), "acme: {name}: {e:#}"),
         }
+    }
+    let entries: Vec<(&str, _)> = kept_all.iter().map(|(n, k)| (n.as_str(), k.key.clone())).collect();
+    task.shared.install_all(&entries);
+    drop(entries);
+    for (name, kept) in kept_all {
+        task.track(&name, kept);
     }
     status.store(Arc::new(task.shown.clone()));
     let mut sync = tokio::time::interval(SYNC);
@@ -128,10 +135,16 @@ struct Served {
 }
 
 impl Task {
-    /// Serves `issued` for `name` and schedules its renewal: the CA is asked about it at once
-    /// when it offers renewal information (or may), else it is due at two thirds of its life.
+    /// Serves `issued` for `name` and schedules its renewal ([`Task::track`]).
     fn serve(&mut self, name: &str, issued: Issued) {
         self.shared.install(name, issued.key.clone());
+        self.track(name, issued);
+    }
+
+    /// Records `issued` as `name`'s certificate (already served) and schedules its renewal: the
+    /// CA is asked about it at once when it offers renewal information (or may), else it is due
+    /// at two thirds of its life.
+    fn track(&mut self, name: &str, issued: Issued) {
         self.shown.names.entry(name.to_string()).or_default().issued(&issued);
         let id = renewal_info::certificate_id(&issued)
             .inspect_err(|e| tracing::debug!(name, "acme: {name}: {e:#}"))
