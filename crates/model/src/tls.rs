@@ -277,10 +277,24 @@ pub(crate) mod tests {
             .map(String::from)
             .to_vec();
         names.sort();
-        for covered in ["b.example", "a.example", "0.example", "x.b.example", "b.b.example", "q.a-z.example"] {
+        for covered in [
+            "b.example",
+            "a.example",
+            "0.example",
+            "x.b.example",
+            "b.b.example",
+            "q.a-z.example",
+        ] {
             assert!(acme_names_cover(&names, covered), "{covered}");
         }
-        for not in ["c.example", "x.y.b.example", "example", "a-z.example", "", "*.c.example"] {
+        for not in [
+            "c.example",
+            "x.y.b.example",
+            "example",
+            "a-z.example",
+            "",
+            "*.c.example",
+        ] {
             assert!(!acme_names_cover(&names, not), "{not}");
         }
         assert!(!acme_names_cover(&[], "a.example"));

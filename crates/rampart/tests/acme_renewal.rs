@@ -94,7 +94,9 @@ fn renewal_information_sets_the_renewal_time_and_a_window_moved_earlier_is_follo
     assert_ne!(renewed, kept);
     assert_eq!(get_verified(https, &root, "a.fleet.test"), "secure");
     // The new certificate has a window of its own again, months away.
-    let state = acme_state(admin, |s| s["renewal_window"]["start"].as_u64() > Some(now() + 58 * DAY));
+    let state = acme_state(admin, |s| {
+        s["renewal_window"]["start"].as_u64() > Some(now() + 58 * DAY)
+    });
     assert_eq!(state["state"], "valid", "{state}");
     again.stop();
     assert!(
@@ -178,8 +180,5 @@ fn an_external_account_binding_makes_the_account_and_its_absence_is_said_plainly
     let path = write_file(dir.path(), "bad.toml", &config(&pebble, http, https, admin, extra));
     let (code, _, err) = common::run_rampart(dir.path(), &["check", "-c", &path]);
     assert_eq!(code, 1);
-    assert!(
-        err.contains("bad.toml:8:12: the HMAC key is not base64url"),
-        "{err}"
-    );
+    assert!(err.contains("bad.toml:8:12: the HMAC key is not base64url"), "{err}");
 }

@@ -138,7 +138,10 @@ impl Checker<'_> {
             (None, Some(file)) => match std::fs::read_to_string(self.path(file)) {
                 Ok(text) => (file.span(), text),
                 Err(e) => {
-                    self.error(file.span(), format!("hmac_key_file {}: cannot read: {e}", file.get_ref()));
+                    self.error(
+                        file.span(),
+                        format!("hmac_key_file {}: cannot read: {e}", file.get_ref()),
+                    );
                     return None;
                 }
             },

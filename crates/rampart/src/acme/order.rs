@@ -62,9 +62,12 @@ pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> 
         .eab
         .as_ref()
         .map(|eab| ExternalAccountKey::new(eab.kid.clone(), &eab.hmac_key));
-    let (account, credentials) =
-        again_on_bad_nonce!(builder()?.create(&new, settings.directory.clone(), binding.as_ref()).await)
-            .with_context(|| format!("ACME directory {}", settings.directory))?;
+    let (account, credentials) = again_on_bad_nonce!(
+        builder()?
+            .create(&new, settings.directory.clone(), binding.as_ref())
+            .await
+    )
+    .with_context(|| format!("ACME directory {}", settings.directory))?;
     store
         .keep_account(&settings.directory, &serde_json::to_value(&credentials)?)
         .await?;
@@ -198,7 +201,11 @@ async fn place(
         tracing::warn!(
             name,
             "acme: {name}: the CA offers no profile `{wanted}` (it offers: {}); ordering its default",
-            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
         );
     }
     let new = || {

@@ -190,7 +190,10 @@ impl Task {
                 name,
                 "acme: {name}: the CA's renewal window opened at {}{}: renewing",
                 humantime(plan.start),
-                plan.explanation.as_ref().map(|u| format!(" (see {u})")).unwrap_or_default()
+                plan.explanation
+                    .as_ref()
+                    .map(|u| format!(" (see {u})"))
+                    .unwrap_or_default()
             );
         }
         served.plan = Some(plan);
@@ -198,10 +201,7 @@ impl Task {
     }
 
     /// The CA's renewal window for a certificate (`None`: it offers none).
-    async fn ask_renewal_info(
-        &mut self,
-        id: &instant_acme::CertificateIdentifier<'_>,
-    ) -> anyhow::Result<Option<Plan>> {
+    async fn ask_renewal_info(&mut self, id: &instant_acme::CertificateIdentifier<'_>) -> anyhow::Result<Option<Plan>> {
         let account = self.account().await?;
         let plan = renewal_info::ask(account, id).await?;
         self.renewal_info = Some(plan.is_some());

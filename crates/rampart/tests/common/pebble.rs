@@ -96,8 +96,11 @@ impl Pebble {
             config["pebble"]["profiles"] = profiles.into();
         }
         if !options.eab.is_empty() {
-            let keys: serde_json::Map<String, serde_json::Value> =
-                options.eab.iter().map(|(kid, key)| (kid.to_string(), (*key).into())).collect();
+            let keys: serde_json::Map<String, serde_json::Value> = options
+                .eab
+                .iter()
+                .map(|(kid, key)| (kid.to_string(), (*key).into()))
+                .collect();
             config["pebble"]["externalAccountBindingRequired"] = true.into();
             config["pebble"]["externalAccountMACKeys"] = keys.into();
         }

@@ -406,7 +406,10 @@ fn the_status_page_lists_file_certificates_and_acme_names_with_their_state() {
             .as_str()
             .map(str::to_string)
     });
-    assert!(file.contains("files.example.test") && file.contains(" d left)"), "{file}");
+    assert!(
+        file.contains("files.example.test") && file.contains(" d left)"),
+        "{file}"
+    );
     let acme = wait_until("the ACME name's row with its error", || {
         row_text("#certificates tr[data-cert=\"acme:acme.example.test\"][data-state=\"obtaining\"]")
             .as_str()
@@ -414,7 +417,10 @@ fn the_status_page_lists_file_certificates_and_acme_names_with_their_state() {
             .map(str::to_string)
     });
     assert!(acme.contains(&format!("ACME {nowhere}")), "{acme}");
-    assert!(acme.contains(&format!("ACME directory {nowhere}")), "the CA's error: {acme}");
+    assert!(
+        acme.contains(&format!("ACME directory {nowhere}")),
+        "the CA's error: {acme}"
+    );
     assert_eq!(
         session.execute("return document.getElementById('certificates-section').hidden"),
         false
