@@ -46,9 +46,28 @@ pub fn dead_target() -> String {
         .to_string()
 }
 
-/// A port that was free a moment ago (the proxy binds one socket per worker, so port 0 won't do).
+/// A port that was free a moment ago, for a server a test starts on it (the proxy binds one
+/// socket per worker, so port 0 won't do). Taken below the kernel's ephemeral range (32768 and
+/// up), so no socket the kernel numbers itself (an outgoing connection, a bind to port 0) can
+/// take it before the server binds it, and never the same twice in one test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const FIRST: u32 = 20_000;
+    const COUNT: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    // Each test process starts at a place of its own, so two running at once rarely meet.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(613) % COUNT,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    loop {
+        let port = (FIRST + NEXT.fetch_add(1, Ordering::Relaxed) % COUNT) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// A running `rampart` process whose stderr is watched line by line.
