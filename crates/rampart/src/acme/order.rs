@@ -197,7 +197,8 @@ async fn place(
     let profile = settings.profile.as_deref();
     let offered = profile.filter(|wanted| account.profiles().any(|p| p.name == *wanted));
     if let (Some(wanted), None) = (profile, offered) {
-        let names: Vec<&str> = account.profiles().map(|p| p.name).collect();
+        let mut names: Vec<&str> = account.profiles().map(|p| p.name).collect();
+        names.sort_unstable();
         tracing::warn!(
             name,
             "acme: {name}: the CA offers no profile `{wanted}` (it offers: {}); ordering its default",

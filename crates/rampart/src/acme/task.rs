@@ -57,14 +57,7 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
         );
         task.due.insert(name.clone(), Instant::now());
         match task.store.certificate(&name).await {
-            Ok(Some(kept)) => {
-                tracing::info!(
-                    name = name.as_str(),
-                    "acme: {name}: serving the certificate kept in {}",
-                    task.wanted.settings.storage
-                );
-                kept_all.push((name, kept));
-            }
+            Ok(Some(kept)) => kept_all.push((name, kept)),
             Ok(None) => {}
             Err(e) => tracing::warn!(name = name.as_str(), "acme: {name}: {e:#}"),
         }
@@ -73,6 +66,12 @@ pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<Arc
     task.shared.install_all(&entries);
     drop(entries);
     for (name, kept) in kept_all {
+        // Said once it is served: a test (or an operator) may connect at once.
+        tracing::info!(
+            name = name.as_str(),
+            "acme: {name}: serving the certificate kept in {}",
+            task.wanted.settings.storage
+        );
         task.track(&name, kept);
     }
     status.store(Arc::new(task.shown.clone()));
