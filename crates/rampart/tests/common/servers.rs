@@ -160,7 +160,9 @@ impl EtcdServer {
             // In memory where the machine has /dev/shm: etcd syncs its log to disk before it
             // answers a write, and on a CI disk busy with a build that took past etcd's own
             // 7-second request timeout (`etcdserver: request timed out`).
-            dir: tempfile::tempdir_in("/dev/shm").or_else(|_| tempfile::tempdir()).unwrap(),
+            dir: tempfile::tempdir_in("/dev/shm")
+                .or_else(|_| tempfile::tempdir())
+                .unwrap(),
             tls,
         };
         server.restart();
