@@ -324,6 +324,9 @@ pub enum AcmeStorage {
     /// A Redis that a fleet shares: one order per name for all of them (a lock), challenge
     /// answers and certificates seen by every instance.
     Redis(crate::filter::rate_limit::RedisEndpoint),
+    /// The etcd the config comes from (`rampart run --etcd`), shared the same way, under the
+    /// config's prefix + `acme/`.
+    Etcd,
 }
 
 impl std::fmt::Display for AcmeStorage {
@@ -331,6 +334,7 @@ impl std::fmt::Display for AcmeStorage {
         match self {
             AcmeStorage::Dir(dir) => write!(f, "{}", dir.display()),
             AcmeStorage::Redis(r) => write!(f, "Redis at {}:{}", r.host, r.port),
+            AcmeStorage::Etcd => f.write_str("etcd"),
         }
     }
 }

@@ -214,6 +214,14 @@ fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
     assert!(failed.contains(&format!("ACME directory {nowhere}")), "{failed}");
     proxy.stop();
 
+    // The config's etcd as the store, with a config that does not come from etcd.
+    let text = config(&pebble, http, https, "").replace("storage = \"acme\"", "storage = \"etcd\"");
+    let path = write_file(dir.path(), "etcd.toml", &text);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let failed = proxy.wait_for("acme: a.fleet.test:");
+    assert!(failed.contains("run with `rampart run --etcd URL`"), "{failed}");
+    proxy.stop();
+
     // A bad table is refused before anything starts.
     let text = config(&pebble, http, https, "challenge = \"carrier-pigeon-01\"");
     let path = write_file(dir.path(), "bad.toml", &text);

@@ -1,7 +1,7 @@
-//! ACME for a fleet: three Rampart processes share one Redis as their ACME store. Exactly one
-//! order is placed for the name, every instance serves the certificate, and a challenge answer
-//! put up by one is answered by all (the CA may reach any of them: the name's A records point at
-//! all three).
+//! ACME for a fleet: three Rampart processes share one store for ACME, a Redis, or the etcd
+//! their config comes from. Exactly one order is placed for the name, every instance serves the
+//! certificate, and a challenge answer put up by one is answered by all (the CA may reach any of
+//! them: the name's A records point at all three).
 
 mod common;
 
@@ -9,7 +9,7 @@ use std::net::{SocketAddr, TcpListener};
 
 use common::dns::DnsServer;
 use common::pebble::Pebble;
-use common::servers::RedisServer;
+use common::servers::{b64, EtcdServer, RedisServer};
 use common::tls::{eventually, handshake_at, ClientOpts};
 use common::{write_file, Rampart};
 
@@ -25,16 +25,57 @@ fn port_on_all() -> u16 {
     }
 }
 
+/// The store the fleet shares.
+enum Store {
+    Redis(RedisServer),
+    /// The config in etcd under `/fleet/`, ACME's keys under `/fleet/acme/`.
+    Etcd(EtcdServer),
+}
+
+const ETCD_PREFIX: &str = "/fleet/";
+
+impl Store {
+    fn storage(&self) -> String {
+        match self {
+            Store::Redis(redis) => format!("redis://{}", redis.addr()),
+            Store::Etcd(_) => "etcd".to_string(),
+        }
+    }
+
+    /// Puts up (or takes down) an HTTP-01 answer as an instance would.
+    fn http_answer(&self, token: &str, key_authorization: Option<&str>) {
+        match (self, key_authorization) {
+            (Store::Redis(redis), Some(k)) => drop(redis.cli(&["HSET", "rampart:acme:http-01", token, k])),
+            (Store::Redis(redis), None) => drop(redis.cli(&["HDEL", "rampart:acme:http-01", token])),
+            (Store::Etcd(etcd), Some(k)) => drop(etcd.put(&format!("{ETCD_PREFIX}acme/http-01/{token}"), k)),
+            (Store::Etcd(etcd), None) => {
+                let key = b64(&format!("{ETCD_PREFIX}acme/http-01/{token}"));
+                let (status, answer) = etcd.call("/v3/kv/deleterange", &serde_json::json!({ "key": key }), None);
+                assert_eq!(status, 200, "{answer}");
+            }
+        }
+    }
+}
+
 #[test]
 fn three_instances_sharing_redis_place_one_order_and_all_serve_it() {
+    fleet_places_one_order(Store::Redis(RedisServer::start()));
+}
+
+#[test]
+fn three_instances_sharing_the_etcd_of_their_config_place_one_order_and_all_serve_it() {
+    let store = Store::Etcd(EtcdServer::start());
+    fleet_places_one_order(store);
+}
+
+fn fleet_places_one_order(store: Store) {
     let records: Vec<String> = IPS.iter().map(|ip| format!("a 60 IN A {ip}")).collect();
     let dns = DnsServer::start(&records.join("\n"));
     let (http, https) = (port_on_all(), port_on_all());
     let pebble = Pebble::start(http, https, &dns, 0);
-    let redis = RedisServer::start();
     let dir = tempfile::tempdir().unwrap();
     let cfg = format!(
-        "[acme]\ndirectory = \"{}\"\nca = \"{}\"\nstorage = \"redis://{}\"\n\n\
+        "[acme]\ndirectory = \"{}\"\nca = \"{}\"\nstorage = \"{}\"\n\n\
          [listeners.plain]\nbind = \"${{HTTP}}\"\nprotocol = \"http\"\n\n\
          [[listeners.plain.routes]]\nrespond = {{ status = 200, body = \"plain\" }}\n\n\
          [listeners.secure]\nbind = \"${{HTTPS}}\"\nprotocol = \"http\"\n\n\
@@ -42,18 +83,25 @@ fn three_instances_sharing_redis_place_one_order_and_all_serve_it() {
          [[listeners.secure.routes]]\nrespond = {{ status = 200, body = \"secure\" }}\n",
         pebble.directory(),
         pebble.api_ca.display(),
-        redis.addr()
+        store.storage()
     );
     let path = write_file(dir.path(), "fleet.toml", &cfg);
+    let args: Vec<String> = match &store {
+        Store::Redis(_) => ["run", "-c", &path].map(String::from).to_vec(),
+        Store::Etcd(etcd) => {
+            etcd.put(&format!("{ETCD_PREFIX}config"), &cfg);
+            ["run", "--etcd", &etcd.url(), "--etcd-prefix", ETCD_PREFIX]
+                .map(String::from)
+                .to_vec()
+        }
+    };
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--workers", "1"]);
     let mut fleet: Vec<Rampart> = IPS
         .iter()
         .map(|ip| {
             let (h, s) = (format!("{ip}:{http}"), format!("{ip}:{https}"));
-            Rampart::start_with_env(
-                dir.path(),
-                &["run", "-c", &path, "--workers", "1"],
-                &[("HTTP", &h), ("HTTPS", &s)],
-            )
+            Rampart::start_with_env(dir.path(), &args, &[("HTTP", &h), ("HTTPS", &s)])
         })
         .collect();
 
@@ -74,7 +122,7 @@ fn three_instances_sharing_redis_place_one_order_and_all_serve_it() {
     );
 
     // An answer put up in the shared store is given by every instance.
-    redis.cli(&["HSET", "rampart:acme:http-01", "tok3n", "tok3n.thumbprint"]);
+    store.http_answer("tok3n", Some("tok3n.thumbprint"));
     for ip in IPS {
         eventually(&format!("{ip} answers the shared token"), || {
             let mut c = std::net::TcpStream::connect((ip, http)).unwrap();
@@ -85,7 +133,7 @@ fn three_instances_sharing_redis_place_one_order_and_all_serve_it() {
             status == 200 && body == b"tok3n.thumbprint"
         });
     }
-    redis.cli(&["HDEL", "rampart:acme:http-01", "tok3n"]);
+    store.http_answer("tok3n", None);
 
     let mut issued = 0;
     for proxy in &mut fleet {
@@ -94,4 +142,13 @@ fn three_instances_sharing_redis_place_one_order_and_all_serve_it() {
     }
     // Lines read while waiting are in `log`; stop() reads the rest.
     assert_eq!(issued, 1, "exactly one instance ordered");
+    if let Store::Etcd(etcd) = &store {
+        let key = b64(&format!("{ETCD_PREFIX}acme/cert/a.fleet.test"));
+        let (_, answer) = etcd.call(
+            "/v3/kv/range",
+            &serde_json::json!({ "key": key, "keys_only": true }),
+            None,
+        );
+        assert_eq!(answer["count"], "1", "the certificate is kept in etcd: {answer}");
+    }
 }

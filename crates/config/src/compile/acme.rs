@@ -70,6 +70,7 @@ impl Checker<'_> {
                     AcmeStorage::Dir(PathBuf::from(DEFAULT_STORAGE))
                 }
             },
+            Some(s) if s.get_ref() == "etcd" => AcmeStorage::Etcd,
             Some(s) => AcmeStorage::Dir(self.path(s)),
             None => AcmeStorage::Dir(PathBuf::from(DEFAULT_STORAGE)),
         };

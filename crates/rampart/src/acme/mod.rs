@@ -15,6 +15,7 @@ mod on_demand;
 mod order;
 mod redis;
 mod renewal_info;
+mod shared;
 mod store;
 mod task;
 mod tls_alpn;
@@ -40,6 +41,8 @@ pub(crate) struct Wanted {
 /// The ACME task of the config in force.
 pub struct Acme {
     shared: Arc<AcmeShared>,
+    /// The etcd the config comes from, for `storage = "etcd"`.
+    etcd: Option<Arc<crate::etcd::Etcd>>,
     running: Option<(Wanted, tokio::task::JoinHandle<()>)>,
     status: Arc<ArcSwap<AcmeStatus>>,
 }
@@ -67,9 +70,10 @@ pub struct NameStatus {
 }
 
 impl Acme {
-    pub fn new(shared: Arc<AcmeShared>) -> Acme {
+    pub fn new(shared: Arc<AcmeShared>, etcd: Option<Arc<crate::etcd::Etcd>>) -> Acme {
         Acme {
             shared,
+            etcd,
             running: None,
             status: Default::default(),
         }
@@ -118,7 +122,12 @@ impl Acme {
         }
         self.status.store(Default::default());
         if let Some(wanted) = wanted {
-            let task = tokio::spawn(task::run(wanted.clone(), self.shared.clone(), self.status.clone()));
+            let task = tokio::spawn(task::run(
+                wanted.clone(),
+                self.shared.clone(),
+                self.etcd.clone(),
+                self.status.clone(),
+            ));
             self.running = Some((wanted, task));
         }
     }

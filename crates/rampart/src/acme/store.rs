@@ -10,6 +10,8 @@
 //!   PX`, released only by its owner), and the answers in the hashes
 //!   `rampart:acme:http-01` (token → key authorization) and `rampart:acme:tls-alpn-01`
 //!   (name → SHA-256 of the key authorization, hex), which every instance mirrors.
+//! - The etcd the config comes from (`storage = "etcd"`), shared the same way: the same entries
+//!   as keys under `PREFIX` + `acme/` ([`Shared`]).
 
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
@@ -24,7 +26,9 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use super::redis::{Answer, Redis};
+use super::redis::Redis;
+use super::shared::Shared;
+use crate::etcd::Etcd;
 
 /// A certificate ready to serve, and when it stops being valid.
 pub struct Issued {
@@ -41,12 +45,8 @@ impl Issued {
     }
 }
 
-const PREFIX: &str = "rampart:acme:";
 /// How long an instance may hold a name's order lock (an order takes seconds).
 const LOCK_FOR: Duration = Duration::from_secs(120);
-/// Releases a lock only for its owner.
-const UNLOCK: &str =
-    "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end";
 
 /// What a fleet's instances answer the CA with, as the shared store holds it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -59,20 +59,29 @@ pub struct SharedAnswers {
 
 pub enum Store {
     Dir(PathBuf),
-    Redis(Redis),
+    Shared(Shared),
+    /// `storage = "etcd"` in a process whose config does not come from etcd.
+    Unavailable(&'static str),
 }
 
+/// Why `storage = "etcd"` cannot be used.
+const NO_ETCD: &str = "[acme] storage = \"etcd\" is the etcd the config comes from: run with `rampart run --etcd URL`";
+
 impl Store {
-    pub fn new(storage: &AcmeStorage) -> Store {
-        match storage {
-            AcmeStorage::Dir(dir) => Store::Dir(dir.clone()),
-            AcmeStorage::Redis(endpoint) => Store::Redis(Redis::new(endpoint.clone())),
+    /// The store `storage` names; `etcd` is the config's own etcd client, when the config comes
+    /// from etcd.
+    pub fn new(storage: &AcmeStorage, etcd: Option<&Arc<Etcd>>) -> Store {
+        match (storage, etcd) {
+            (AcmeStorage::Dir(dir), _) => Store::Dir(dir.clone()),
+            (AcmeStorage::Redis(endpoint), _) => Store::Shared(Shared::Redis(Redis::new(endpoint.clone()))),
+            (AcmeStorage::Etcd, Some(etcd)) => Store::Shared(Shared::Etcd(etcd.clone())),
+            (AcmeStorage::Etcd, None) => Store::Unavailable(NO_ETCD),
         }
     }
 
     /// Whether other instances share it (then answers and certificates go through it).
     pub fn shared(&self) -> bool {
-        matches!(self, Store::Redis(_))
+        matches!(self, Store::Shared(_))
     }
 
     /// The account credentials kept for `directory` (JSON), if any.
@@ -85,13 +94,15 @@ impl Store {
                 let kept: serde_json::Value = serde_json::from_str(&text).context("account.json")?;
                 Ok((kept["directory"] == directory).then(|| kept["credentials"].clone()))
             }
-            Store::Redis(redis) => {
-                let key = format!("{PREFIX}account:{directory}");
-                match redis.run(&[b"GET", key.as_bytes()]).await? {
-                    Answer::Bytes(Some(json)) => Ok(Some(serde_json::from_slice(&json).context(key)?)),
-                    _ => Ok(None),
+            Store::Shared(shared) => match shared.get(&["account", directory]).await? {
+                Some(json) => {
+                    Ok(Some(serde_json::from_slice(&json).with_context(|| {
+                        format!("the account kept in {}", shared.describe())
+                    })?))
                 }
-            }
+                None => Ok(None),
+            },
+            Store::Unavailable(why) => Err(anyhow!(*why)),
         }
     }
 
@@ -101,14 +112,13 @@ impl Store {
                 let kept = serde_json::json!({ "directory": directory, "credentials": credentials });
                 write_file(dir, "account.json", kept.to_string().as_bytes(), true)
             }
-            Store::Redis(redis) => {
-                let key = format!("{PREFIX}account:{directory}");
-                // Another instance may have made one meanwhile: the first kept wins.
-                redis
-                    .run(&[b"SET", key.as_bytes(), credentials.to_string().as_bytes(), b"NX"])
-                    .await?;
-                Ok(())
+            // Another instance may have made one meanwhile: the first kept wins.
+            Store::Shared(shared) => {
+                shared
+                    .set_first(&["account", directory], credentials.to_string().as_bytes())
+                    .await
             }
+            Store::Unavailable(why) => Err(anyhow!(*why)),
         }
     }
 
@@ -126,15 +136,16 @@ impl Store {
                 };
                 (chain, key)
             }
-            Store::Redis(redis) => {
-                let key = format!("{PREFIX}cert:{name}");
-                let Answer::Bytes(Some(json)) = redis.run(&[b"GET", key.as_bytes()]).await? else {
+            Store::Shared(shared) => {
+                let Some(json) = shared.get(&["cert", name]).await? else {
                     return Ok(None);
                 };
-                let kept: serde_json::Value = serde_json::from_slice(&json).context(key)?;
+                let kept: serde_json::Value = serde_json::from_slice(&json)
+                    .with_context(|| format!("{name}'s certificate kept in {}", shared.describe()))?;
                 let field = |f: &str| kept[f].as_str().unwrap_or_default().as_bytes().to_vec();
                 (field("chain"), field("key"))
             }
+            Store::Unavailable(why) => return Err(anyhow!(*why)),
         };
         Ok(issued(&chain, &key).ok())
     }
@@ -147,90 +158,57 @@ impl Store {
                 write_file(dir, &format!("certs/{name}.key"), key_pem.as_bytes(), true)?;
                 write_file(dir, &format!("certs/{name}.pem"), chain_pem.as_bytes(), false)
             }
-            Store::Redis(redis) => {
-                let key = format!("{PREFIX}cert:{name}");
+            Store::Shared(shared) => {
                 let value = serde_json::json!({ "chain": chain_pem, "key": key_pem }).to_string();
-                redis.run(&[b"SET", key.as_bytes(), value.as_bytes()]).await?;
-                Ok(())
+                shared.set(&["cert", name], value.as_bytes()).await
             }
+            Store::Unavailable(why) => Err(anyhow!(*why)),
         }
     }
 
     /// Takes the lock on ordering `name` for `owner`; `false` when another instance holds it.
     pub async fn lock(&mut self, name: &str, owner: &str) -> anyhow::Result<bool> {
-        let Store::Redis(redis) = self else { return Ok(true) };
-        let key = format!("{PREFIX}lock:{name}");
-        let ms = LOCK_FOR.as_millis().to_string();
-        let answer = redis
-            .run(&[b"SET", key.as_bytes(), owner.as_bytes(), b"NX", b"PX", ms.as_bytes()])
-            .await?;
-        Ok(answer == Answer::Ok)
+        match self {
+            Store::Shared(shared) => shared.lock(&["lock", name], owner, LOCK_FOR).await,
+            Store::Dir(_) => Ok(true),
+            Store::Unavailable(why) => Err(anyhow!(*why)),
+        }
     }
 
     pub async fn unlock(&mut self, name: &str, owner: &str) -> anyhow::Result<()> {
-        let Store::Redis(redis) = self else { return Ok(()) };
-        let key = format!("{PREFIX}lock:{name}");
-        redis
-            .run(&[b"EVAL", UNLOCK.as_bytes(), b"1", key.as_bytes(), owner.as_bytes()])
-            .await?;
-        Ok(())
+        let Store::Shared(shared) = self else { return Ok(()) };
+        shared.unlock(&["lock", name], owner).await
     }
 
     /// Puts up (or, with `None`, takes down) an HTTP-01 answer for every instance.
     pub async fn http_answer(&mut self, token: &str, key_authorization: Option<&str>) -> anyhow::Result<()> {
-        let Store::Redis(redis) = self else { return Ok(()) };
-        let hash = format!("{PREFIX}http-01");
-        match key_authorization {
-            Some(k) => {
-                redis
-                    .run(&[b"HSET", hash.as_bytes(), token.as_bytes(), k.as_bytes()])
-                    .await?
-            }
-            None => redis.run(&[b"HDEL", hash.as_bytes(), token.as_bytes()]).await?,
-        };
-        Ok(())
+        let Store::Shared(shared) = self else { return Ok(()) };
+        shared
+            .set_entry("http-01", token, key_authorization.map(str::as_bytes))
+            .await
     }
 
     /// Puts up (or takes down) a TLS-ALPN-01 answer for every instance.
     pub async fn alpn_answer(&mut self, name: &str, digest: Option<&[u8]>) -> anyhow::Result<()> {
-        let Store::Redis(redis) = self else { return Ok(()) };
-        let hash = format!("{PREFIX}tls-alpn-01");
-        match digest {
-            Some(d) => {
-                let hex: String = d.iter().map(|b| format!("{b:02x}")).collect();
-                redis
-                    .run(&[b"HSET", hash.as_bytes(), name.as_bytes(), hex.as_bytes()])
-                    .await?
-            }
-            None => redis.run(&[b"HDEL", hash.as_bytes(), name.as_bytes()]).await?,
-        };
-        Ok(())
+        let Store::Shared(shared) = self else { return Ok(()) };
+        let hex = digest.map(|d| d.iter().map(|b| format!("{b:02x}")).collect::<String>());
+        shared
+            .set_entry("tls-alpn-01", name, hex.as_deref().map(str::as_bytes))
+            .await
     }
 
     /// Every answer the fleet has up now (none for a directory).
     pub async fn answers(&mut self) -> anyhow::Result<SharedAnswers> {
-        let Store::Redis(redis) = self else {
+        let Store::Shared(shared) = self else {
             return Ok(SharedAnswers::default());
         };
-        let mut answers = SharedAnswers::default();
-        for (kind, list) in [("http-01", 0), ("tls-alpn-01", 1)] {
-            let hash = format!("{PREFIX}{kind}");
-            let Answer::List(items) = redis.run(&[b"HGETALL", hash.as_bytes()]).await? else {
-                continue;
-            };
-            for pair in items.chunks(2) {
-                let [Answer::Bytes(Some(k)), Answer::Bytes(Some(v))] = pair else {
-                    continue;
-                };
-                let (k, v) = (
-                    String::from_utf8_lossy(k).into_owned(),
-                    String::from_utf8_lossy(v).into_owned(),
-                );
-                if list == 0 {
-                    answers.http.push((k, v));
-                } else if let Some(digest) = unhex(&v) {
-                    answers.alpn.push((k, digest));
-                }
+        let mut answers = SharedAnswers {
+            http: shared.entries("http-01").await?,
+            alpn: Vec::new(),
+        };
+        for (name, hex) in shared.entries("tls-alpn-01").await? {
+            if let Some(digest) = unhex(&hex) {
+                answers.alpn.push((name, digest));
             }
         }
         answers.http.sort();

@@ -27,9 +27,14 @@ const LOCKED_ELSEWHERE: Duration = Duration::from_secs(1);
 const REQUESTS: Duration = Duration::from_millis(50);
 
 /// Serves the certificates kept, then obtains each missing or due one, for ever.
-pub(super) async fn run(wanted: Wanted, shared: Arc<AcmeShared>, status: Arc<ArcSwap<AcmeStatus>>) {
+pub(super) async fn run(
+    wanted: Wanted,
+    shared: Arc<AcmeShared>,
+    etcd: Option<Arc<crate::etcd::Etcd>>,
+    status: Arc<ArcSwap<AcmeStatus>>,
+) {
     let mut task = Task {
-        store: Store::new(&wanted.settings.storage),
+        store: Store::new(&wanted.settings.storage, etcd.as_ref()),
         owner: format!("{}-{}", std::process::id(), nanos()),
         due: BTreeMap::new(),
         shown: AcmeStatus {

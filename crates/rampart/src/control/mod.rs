@@ -114,7 +114,11 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let first_round = FirstRound::default();
     let mut checks = spawn_checks(&engine.current(), Some(&first_round));
     let mut jwks_fetches = spawn_jwks_fetches(&engine.current());
-    let mut acme = Acme::new(live.acme());
+    let config_etcd = match &source {
+        Source::Etcd { store, .. } => Some(store.clone()),
+        _ => None,
+    };
+    let mut acme = Acme::new(live.acme(), config_etcd);
     acme.follow(&engine.current());
     let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
     let watching = match &source {

@@ -19,6 +19,7 @@
 
 mod client;
 mod follow;
+mod kv;
 mod stream;
 mod tls;
 
