@@ -111,6 +111,16 @@ fn wait_until<T>(what: &str, mut probe: impl FnMut() -> Option<T>) -> T {
     }
 }
 
+/// Fails the test, saying `what`, if the page logged an error (a script error, a failed request).
+fn assert_no_console_error(session: &Session, what: &str) {
+    let errors: Vec<Value> = session
+        .browser_log()
+        .into_iter()
+        .filter(|e| e["level"] == "SEVERE")
+        .collect();
+    assert!(errors.is_empty(), "{what}: {errors:#?}");
+}
+
 /// A card's number as the page shows it (`data-value`), once it has one.
 fn card(session: &Session, id: &str) -> Option<f64> {
     let value = session.execute(&format!("return document.getElementById('{id}').dataset.value"));
@@ -217,12 +227,7 @@ fn the_status_page_shows_live_traffic_and_its_drain_button_stops_a_targets_traff
     println!("screenshot: {}", file.display());
 
     // No console error at any point (script errors, failed requests).
-    let errors: Vec<Value> = session
-        .browser_log()
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    assert_no_console_error(&session, "console errors");
 }
 
 #[test]
@@ -270,12 +275,7 @@ fn with_a_token_the_page_loads_without_it_and_asks_for_it() {
         session.execute("return document.getElementById('token-form').hidden"),
         true
     );
-    let errors: Vec<Value> = session
-        .browser_log()
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors once the token is given: {errors:#?}");
+    assert_no_console_error(&session, "console errors once the token is given");
 }
 
 /// A series block's newest figure (`data-FIELD`), once it has one.
@@ -362,12 +362,7 @@ fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
         (p50 <= p99 && (p50, p99) != (0.25, 0.495)).then_some((p50, p99, ewma))
     });
     println!("backend p50 {p50} ms, p99 {p99} ms, latency (peak EWMA) {ewma} ms");
-    let errors: Vec<Value> = session
-        .browser_log()
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    assert_no_console_error(&session, "console errors");
 }
 
 #[test]
@@ -427,10 +422,5 @@ fn the_status_page_lists_file_certificates_and_acme_names_with_their_state() {
     );
     let file = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("status-page-certificates.png");
     std::fs::write(&file, session.screenshot()).unwrap();
-    let errors: Vec<Value> = session
-        .browser_log()
-        .into_iter()
-        .filter(|e| e["level"] == "SEVERE")
-        .collect();
-    assert!(errors.is_empty(), "console errors: {errors:#?}");
+    assert_no_console_error(&session, "console errors");
 }
