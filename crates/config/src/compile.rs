@@ -147,7 +147,7 @@ impl Checker<'_> {
             .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
         let dns = self.dns_settings(global);
         self.acme_configured = raw.acme.is_some();
-        let acme = raw.acme.as_ref().map(|a| self.acme(a));
+        let mut acme = raw.acme.as_ref().map(|a| self.acme(a));
 
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         // Upstreams that hash on a request header or cookie, which TCP listeners do not have.
@@ -185,7 +185,10 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
-        if acme.is_some() {
+        if let Some(settings) = acme.as_mut() {
+            if raw.acme.as_ref().is_some_and(|a| a.get_ref().challenge.is_none()) {
+                settings.challenge = acme::challenge_that_can_work(&listeners);
+            }
             acme::answer_http01(&mut listeners, live);
         }
         let admin = raw.admin.as_ref().and_then(|a| self.admin(a));

@@ -259,6 +259,20 @@ impl Checker<'_> {
     }
 }
 
+/// The challenge when `challenge` is not given: HTTP-01 when a plain HTTP listener can answer
+/// it (the CA connects to port 80, which may be forwarded to any port here), else TLS-ALPN-01,
+/// which the TLS listeners answer themselves. Wildcards use DNS-01 either way.
+pub(super) fn challenge_that_can_work(listeners: &[Listener]) -> AcmeChallenge {
+    let plain_http = listeners
+        .iter()
+        .any(|l| l.tls.is_none() && matches!(l.protocol, ListenerProtocol::Http(_)));
+    if plain_http {
+        AcmeChallenge::Http01
+    } else {
+        AcmeChallenge::TlsAlpn01
+    }
+}
+
 /// Puts the HTTP-01 route first on every HTTP listener, so that the CA's validation reaches
 /// whichever listener on port 80 it connects to.
 pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {

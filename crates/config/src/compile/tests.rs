@@ -522,3 +522,35 @@ fn backup_targets_compile_and_cannot_be_all() {
         ["test.toml:5:11: every target of upstream `app` is a backup: backups stand in for primary targets, so at least one must not be"]
     );
 }
+
+#[test]
+fn acme_picks_http_01_with_a_plain_http_listener_and_tls_alpn_01_without() {
+    const TLS_ONLY: &str = r#"
+[acme]
+storage = "acme"
+
+[listeners.secure]
+bind = "127.0.0.1:8443"
+protocol = "http"
+
+[listeners.secure.tls]
+acme = ["a.example"]
+
+[[listeners.secure.routes]]
+respond = { status = 200 }
+"#;
+    const PLAIN: &str = r#"
+[listeners.plain]
+bind = "127.0.0.1:8080"
+protocol = "http"
+
+[[listeners.plain.routes]]
+respond = { status = 200 }
+"#;
+    let challenge = |src: &str| compile(src).unwrap().snapshot.acme.unwrap().challenge;
+    use rampart_model::acme::AcmeChallenge;
+    assert_eq!(challenge(TLS_ONLY), AcmeChallenge::TlsAlpn01);
+    assert_eq!(challenge(&format!("{TLS_ONLY}{PLAIN}")), AcmeChallenge::Http01);
+    let chosen = TLS_ONLY.replace("storage = \"acme\"", "storage = \"acme\"\nchallenge = \"http-01\"");
+    assert_eq!(challenge(&chosen), AcmeChallenge::Http01, "a challenge given is kept");
+}

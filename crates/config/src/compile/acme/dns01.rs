@@ -151,7 +151,8 @@ mod tests {
     #[test]
     fn dns01_allows_wildcards_and_compiles_the_key() {
         let a = acme(DNS01, "\"*.b.example\", \"b.example\"").unwrap();
-        assert_eq!(a.challenge, AcmeChallenge::Http01);
+        // No plain HTTP listener: the plain name is validated on the TLS listener.
+        assert_eq!(a.challenge, AcmeChallenge::TlsAlpn01);
         let d = a.dns01.unwrap();
         assert_eq!(d.server, "127.0.0.1:5353".parse().unwrap());
         assert_eq!(d.zone, None);
