@@ -419,6 +419,7 @@ pub(crate) mod suggest;
 mod tcp;
 mod tls;
 pub use tls::files::Leaf;
+mod retry;
 mod upstream;
 mod wire;
 

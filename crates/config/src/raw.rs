@@ -434,6 +434,11 @@ pub struct RawUpstream {
     #[serde(default, deserialize_with = "described::duration")]
     pub pool_idle_timeout: Option<Spanned<String>>,
     pub retries: Option<Spanned<i64>>,
+    /// `["reset", "timeout", "503", "5xx", "gateway-error"]`: what besides connect failures is
+    /// tried again.
+    pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `{ percent = 20, min_retrying = 3 }`.
+    pub retry_budget: Option<Spanned<RawRetryBudget>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
     /// `http1`, `h2c`, `h2` or `auto`.
@@ -487,4 +492,12 @@ impl RawHeaderOps {
     pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.add.is_empty() && self.remove.is_empty()
     }
+}
+
+/// An upstream's `retry_budget`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRetryBudget {
+    pub percent: Option<Spanned<i64>>,
+    pub min_retrying: Option<Spanned<i64>>,
 }

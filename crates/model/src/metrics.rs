@@ -338,6 +338,13 @@ pub struct UpstreamCells {
     pub response_duration: LatencyHistogram,
     /// Attempts made again after a failure.
     pub retries: Count,
+    /// Retries not made because the retry budget was spent.
+    pub retries_over_budget: Count,
+    /// Requests in flight to the upstream, and among them those retrying (the retry budget's
+    /// measure).
+    pub requests_active: Level,
+    pub retrying: Level,
+
     /// Requests (answered 503) and TCP connections (closed) that found no available target to
     /// try: every target down, drained or in its passive backoff.
     pub no_target: Count,

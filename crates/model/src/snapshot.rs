@@ -268,6 +268,10 @@ pub struct HttpUpstream {
     /// response byte: connect failures always, resets only for idempotent requests whose
     /// body was not streamed.
     pub retries: usize,
+    /// What besides connect failures is tried again (`retry_on`).
+    pub retry_on: crate::retry::RetryOn,
+    /// How many retries the upstream's requests may add (`retry_budget`).
+    pub retry_budget: crate::retry::RetryBudget,
     /// Longest time for a whole exchange, from choosing a target to the end of the response.
     pub request_timeout: Option<Duration>,
     pub protocol: UpstreamProtocol,
@@ -283,6 +287,8 @@ impl Default for HttpUpstream {
             pool_max_idle: defaults::POOL_MAX_IDLE,
             pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
             retries: defaults::RETRIES,
+            retry_on: Default::default(),
+            retry_budget: Default::default(),
             request_timeout: None,
             protocol: UpstreamProtocol::Http1,
         }

@@ -90,7 +90,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 8] = [
+            let keys: [(&str, Option<Range<usize>>); 10] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -100,6 +100,8 @@ impl Checker<'_> {
                 ("pool_max_idle", up.pool_max_idle.as_ref().map(Spanned::span)),
                 ("pool_idle_timeout", up.pool_idle_timeout.as_ref().map(Spanned::span)),
                 ("retries", up.retries.as_ref().map(Spanned::span)),
+                ("retry_on", up.retry_on.as_ref().map(Spanned::span)),
+                ("retry_budget", up.retry_budget.as_ref().map(Spanned::span)),
                 ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
                 ("protocol", up.protocol.as_ref().map(Spanned::span)),
             ];

@@ -554,3 +554,39 @@ respond = { status = 200 }
     let chosen = TLS_ONLY.replace("storage = \"acme\"", "storage = \"acme\"\nchallenge = \"http-01\"");
     assert_eq!(challenge(&chosen), AcmeChallenge::Http01, "a challenge given is kept");
 }
+
+#[test]
+fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_are() {
+    let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
+    let src = http_good.replace(
+        "[upstreams.app]\n",
+        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\n",
+    );
+    let c = compile(&src).unwrap();
+    let http = c.snapshot.upstreams[0].http;
+    assert!(http.retry_on.timeout && !http.retry_on.reset);
+    assert!(http.retry_on.status(429) && http.retry_on.status(503) && !http.retry_on.status(500));
+    assert_eq!((http.retry_budget.percent, http.retry_budget.min_retrying), (50, 3));
+
+    let bad = http_good.replace(
+        "[upstreams.app]\n",
+        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150 }\n",
+    );
+    let errors = errors(&bad);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:8:20: retry_on: `teapot` is not one of")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("test.toml:8:30: retry_on: `200`")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:9:28: retry_budget percent = 150 is out of range (0 to 100)")),
+        "{errors:?}"
+    );
+}

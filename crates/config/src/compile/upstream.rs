@@ -126,6 +126,11 @@ impl Checker<'_> {
                 .as_ref()
                 .map_or(Some(d.retries), |r| self.count(r, "retries", 0, 8))
                 .unwrap_or(d.retries),
+            retry_on: up.retry_on.as_ref().map_or(d.retry_on, |r| self.retry_on(r)),
+            retry_budget: up
+                .retry_budget
+                .as_ref()
+                .map_or(d.retry_budget, |b| self.retry_budget(b.get_ref())),
             request_timeout: up
                 .request_timeout
                 .is_some()

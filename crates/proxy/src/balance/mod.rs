@@ -57,8 +57,9 @@ impl Tried {
         self.indices[..self.len].contains(&index)
     }
 
+    /// Adds `index` (once: a target tried twice is one target).
     pub fn push(&mut self, index: usize) {
-        if self.len < Self::CAPACITY {
+        if self.len < Self::CAPACITY && !self.contains(index) {
             self.indices[self.len] = index;
             self.len += 1;
         }

@@ -56,6 +56,8 @@ pub enum HttpError {
     UpstreamBadResponse,
     #[error("no response head in time")]
     UpstreamTimeout,
+    #[error("the upstream answered {status}, which `retry_on` tries again")]
+    UpstreamStatus { status: u16 },
     #[error("malformed response body")]
     UpstreamBadBody,
     #[error("response body stalled")]
@@ -96,6 +98,7 @@ impl HttpError {
             Filtered { status, .. } => status,
             FileRead => 500,
             NoHealthyTarget => 503,
+            UpstreamStatus { status } => status,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
             | ConnectFailed
@@ -134,23 +137,13 @@ impl HttpError {
             UpstreamClosedEarly => "upstream_closed_early",
             UpstreamBadResponse => "upstream_bad_response",
             UpstreamTimeout => "upstream_timeout",
+            UpstreamStatus { .. } => "upstream_status_retried",
             UpstreamBadBody => "upstream_bad_body",
             UpstreamReadTimeout => "upstream_read_timeout",
             RequestTimeout => "request_timeout",
             FileRead => "file_read_failed",
             Filtered { reason, .. } => reason,
         }
-    }
-
-    /// Whether the request may go again on another connection: the upstream failed before it can
-    /// have acted on the request (a reset before any response byte, a write that failed before
-    /// any body byte left). The request itself must also be safe to repeat, which the exchange
-    /// decides.
-    pub fn retryable(self) -> bool {
-        matches!(
-            self,
-            HttpError::UpstreamReset | HttpError::UpstreamRefused | HttpError::UpstreamWriteFailed { body_sent: false }
-        )
     }
 
     /// How a failure of a chosen target counts in its error metrics; `None` for failures that are
@@ -192,10 +185,7 @@ mod tests {
         assert_eq!(HttpError::NoHealthyTarget.status(), 503);
         assert_eq!(HttpError::ConnectTimeout.status(), 504);
         assert_eq!(HttpError::UpstreamReset.source(), ErrorSource::Upstream);
-        assert!(HttpError::UpstreamReset.retryable());
-        assert!(HttpError::UpstreamWriteFailed { body_sent: false }.retryable());
-        assert!(!HttpError::UpstreamWriteFailed { body_sent: true }.retryable());
-        assert!(!HttpError::UpstreamTimeout.retryable());
+        assert_eq!(HttpError::UpstreamStatus { status: 503 }.status(), 503);
         assert!(!HttpError::ClientGone.answerable());
         assert_eq!(
             HttpError::UpstreamClosedEarly.target_error(),

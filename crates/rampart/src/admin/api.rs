@@ -253,6 +253,7 @@ fn upstreams(shared: &AdminShared) -> Answer {
                 "balance": u.policy.name(),
                 "tls": u.tls.is_some(),
                 "retries_total": totals.retries,
+                "retries_over_budget_total": totals.retries_over_budget,
                 "no_target_total": totals.no_target,
                 "targets": targets,
                 "dns": lookups,

@@ -403,6 +403,15 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_upstream_retries_over_budget",
+            "Retries not made because the upstream's retry budget was spent (the failure or response went to the client)",
+            Counter,
+            t.upstreams
+                .iter()
+                .map(|u| (labels([("upstream", &u.name)]), Value::Counter(u.retries_over_budget))),
+        )?;
+        family(
+            &mut e,
             "rampart_upstream_no_target",
             "Requests (answered 503) and TCP connections (closed) that found no available target",
             Counter,

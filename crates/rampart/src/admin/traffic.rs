@@ -71,6 +71,8 @@ pub struct RouteTotals {
 pub struct UpstreamTotals {
     pub name: String,
     pub retries: u64,
+    /// Retries not made: the retry budget was spent.
+    pub retries_over_budget: u64,
     /// Requests (503) and TCP connections that found no available target.
     pub no_target: u64,
     #[serde(skip)]
@@ -175,6 +177,7 @@ impl TrafficTotals {
             totals.upstreams.push(UpstreamTotals {
                 name: upstream.name.clone(),
                 retries: sum(cells, |c| &c.retries),
+                retries_over_budget: sum(cells, |c| &c.retries_over_budget),
                 no_target: sum(cells, |c| &c.no_target),
                 response_duration,
                 targets,

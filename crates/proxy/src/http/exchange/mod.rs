@@ -6,6 +6,8 @@
 
 use std::net::SocketAddr;
 
+use rampart_model::metrics::UpstreamCells;
+use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
@@ -99,6 +101,8 @@ async fn exchange<D: Downstream>(
     head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
+    let cells = req.upstream().metrics.worker(ctx.id);
+    cells.requests_active.up();
     let mut exchange = Exchange {
         ctx,
         req,
@@ -108,8 +112,25 @@ async fn exchange<D: Downstream>(
         tried: Tried::default(),
         retries_left: req.upstream().http.retries,
         sent_continue: false,
+        active: Active { cells, retrying: false },
     };
     exchange.run().await
+}
+
+/// This request among the upstream's requests in flight (and retrying ones), for the retry
+/// budget; counted down when the exchange ends, however it ends.
+struct Active<'a> {
+    cells: &'a UpstreamCells,
+    retrying: bool,
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.cells.requests_active.down();
+        if self.retrying {
+            self.cells.retrying.down();
+        }
+    }
 }
 
 /// One proxied request's attempts: where they went, how many retries are left.
@@ -124,6 +145,7 @@ struct Exchange<'e, 'r, D> {
     retries_left: usize,
     /// Rampart answered `100 Continue` itself.
     sent_continue: bool,
+    active: Active<'e>,
 }
 
 /// How one attempt ended.
@@ -204,7 +226,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
             count_target_error(self.ctx, up, target, error);
-            if !(retry_allowed(self.req, error) && self.retries_left > 0) {
+            if !(retry_allowed(self.req, error) && self.retries_left > 0 && self.take_budget()) {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             }
@@ -212,10 +234,46 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             up.metrics.worker(self.ctx.id).retries.add(1);
             if error == HttpError::UpstreamRefused {
                 again = Some(target);
-            } else if !reused {
+            } else if !reused || matches!(error, HttpError::UpstreamStatus { .. } | HttpError::UpstreamTimeout) {
+                // (A reset on a pooled connection may be that connection's, not the target's.)
                 self.tried.push(target);
             }
         }
+    }
+
+    /// The statuses whose response this attempt may drop for a retry (`retry_on`): only while a
+    /// retry would be made, so that the last try's response goes to the client as it is.
+    fn status_retry(&self) -> Option<RetryOn> {
+        let up = self.req.upstream();
+        let on = up.http.retry_on;
+        // Targets this request has been to, this attempt's included.
+        let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
+        let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
+        (on.any_status() && self.retries_left > 0 && self.req.repeatable() && another_target && self.budget_has_room())
+            .then_some(on)
+    }
+
+    /// Whether the retry budget has room for this request to retry now.
+    fn budget_has_room(&self) -> bool {
+        let cells = self.active.cells;
+        // A request already retrying holds its place: it is not counted against itself.
+        let others = cells.retrying.get() - i64::from(self.active.retrying);
+        let budget = self.req.upstream().http.retry_budget;
+        budget.allows(others, cells.requests_active.get())
+    }
+
+    /// Takes a place among the requests retrying; `false` (counted) when the budget has none.
+    fn take_budget(&mut self) -> bool {
+        let cells = self.active.cells;
+        if !self.budget_has_room() {
+            cells.retries_over_budget.add(1);
+            return false;
+        }
+        if !self.active.retrying {
+            self.active.retrying = true;
+            cells.retrying.up();
+        }
+        true
     }
 
     /// The error when the balancer has no target to give: none healthy (503, counted as an
@@ -239,11 +297,19 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     }
 }
 
-/// Whether a request that failed with `error` may go again: a failure before the upstream can
-/// have acted on it, for a request safe to repeat (any bodiless one when the upstream said it
-/// left the request unprocessed).
+/// Whether a request that failed with `error` may go again: an outcome `retry_on` names (a
+/// reset before any response byte, a timeout waiting for the head, a status), for a request safe
+/// to repeat; or a stream the upstream refused unprocessed, for any bodiless request.
 fn retry_allowed(req: &ProxyRequest<'_>, error: HttpError) -> bool {
-    error.retryable() && (req.repeatable() || (error == HttpError::UpstreamRefused && req.body == BodyLength::None))
+    let on = req.upstream().http.retry_on;
+    match error {
+        HttpError::UpstreamRefused => req.body == BodyLength::None,
+        HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { body_sent: false } => on.reset && req.repeatable(),
+        HttpError::UpstreamTimeout => on.timeout && req.repeatable(),
+        // Raised only when a retry may follow ([`Exchange::status_retry`]).
+        HttpError::UpstreamStatus { .. } => req.repeatable(),
+        _ => false,
+    }
 }
 
 /// The pool key of a connection to `target` for this request.

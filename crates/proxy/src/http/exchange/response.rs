@@ -5,6 +5,7 @@
 use std::borrow::Cow;
 
 use rampart_model::metrics::code_class;
+use rampart_model::retry::RetryOn;
 use rampart_proto::h1::{parse_response, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
 use rampart_proto::message::{BodyLength, FieldsRef};
@@ -35,6 +36,9 @@ pub(super) enum Responded {
 pub(super) struct Sent {
     /// Rampart answered `100 Continue` itself (the upstream's own 100 is not relayed then).
     pub continued: bool,
+    /// The statuses a retry may follow now (`retry_on`, when retries, the budget and another
+    /// target allow one): such a response is dropped, not relayed.
+    pub retry: Option<RetryOn>,
 }
 
 /// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
@@ -59,7 +63,7 @@ async fn read_response<D: Downstream>(
     conn: &mut Stream,
     down: &mut D,
     upbuf: &mut IoBuf,
-    Sent { continued }: Sent,
+    Sent { continued, retry }: Sent,
     rctx: &mut RequestContext,
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
@@ -116,6 +120,11 @@ async fn read_response<D: Downstream>(
         }
     };
     record_response_head(ctx, req, rctx, head.status, sent_at.elapsed());
+    if retry.is_some_and(|on| on.status(head.status)) && !(head.status == 101 && req.upgrade) {
+        // Dropped with its connection: the next try goes elsewhere.
+        ctx.http.give_field_list(fields);
+        return Err(HttpError::UpstreamStatus { status: head.status });
+    }
 
     let tunnel = head.status == 101 && req.upgrade;
     let mut body = BodyFraming::new(head.framing);

@@ -24,6 +24,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         target: usize,
         mut conn: Stream,
     ) -> Result<Option<Stream>, HttpError> {
+        let retry = self.status_retry();
         let (ctx, req) = (self.ctx, self.req);
         let (down, rctx) = (&mut *self.down, &mut *self.rctx);
         let sent_continue = &mut self.sent_continue;
@@ -44,6 +45,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         down.release_read_buffer();
         let sent = Sent {
             continued: *sent_continue,
+            retry,
         };
         let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
         if let Some(started) = started {

@@ -14,6 +14,8 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
+use rampart_model::retry::RetryOn;
+
 use super::response::record_response_head;
 use super::{Exchange, ProxyRequest};
 use crate::http::context::RequestContext;
@@ -31,7 +33,8 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     /// from the pool, so new streams go elsewhere.
     pub(super) async fn over_http2(&mut self, head: UpstreamHead<'_>, conn: &H2Conn) -> Result<(), HttpError> {
         let _stream = conn.open_stream();
-        let result = exchange_on(self.ctx, self.req, self.down, head, self.rctx, conn).await;
+        let retry = self.status_retry();
+        let result = exchange_on(self.ctx, self.req, self.down, head, self.rctx, conn, retry).await;
         if matches!(result, Err(HttpError::UpstreamRefused | HttpError::UpstreamReset)) {
             conn.retire();
         }
@@ -125,6 +128,7 @@ async fn exchange_on<D: Downstream>(
     head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
     conn: &H2Conn,
+    retry: Option<RetryOn>,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
     let target = rctx.target.unwrap_or_default();
@@ -142,7 +146,7 @@ async fn exchange_on<D: Downstream>(
             // Full duplex: the body flows up while the response flows back (a gRPC stream may
             // answer before the client is done, and the client may wait for that answer).
             let pump = source.pump(&mut body, settings.write_timeout);
-            let respond = receive(ctx, req, down, rctx, response);
+            let respond = receive(ctx, req, down, rctx, response, retry);
             tokio::pin!(pump);
             tokio::pin!(respond);
             let mut pumped = None;
@@ -164,7 +168,7 @@ async fn exchange_on<D: Downstream>(
     if !end {
         send_body(req, down, &mut body, settings.write_timeout).await?;
     }
-    receive(ctx, req, down, rctx, response).await
+    receive(ctx, req, down, rctx, response, retry).await
 }
 
 /// Waits for the response and sends it to the client: its head, its DATA, its trailers.
@@ -174,6 +178,7 @@ async fn receive<D: Downstream>(
     down: &mut D,
     rctx: &mut RequestContext,
     response: h2::client::ResponseFuture,
+    retry: Option<RetryOn>,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
     down.release_read_buffer();
@@ -185,6 +190,10 @@ async fn receive<D: Downstream>(
     };
     let status = response.status().as_u16();
     record_response_head(ctx, req, rctx, status, sent_at.elapsed());
+    if retry.is_some_and(|on| on.status(status)) {
+        // Dropping the stream resets it: the next try goes elsewhere.
+        return Err(HttpError::UpstreamStatus { status });
+    }
     let (parts, mut recv) = response.into_parts();
     let header = ResponseHeader {
         status,

@@ -1,0 +1,51 @@
+//! An upstream's `retry_on` and `retry_budget`.
+
+use rampart_model::retry::{RetryBudget, RetryOn};
+use toml::Spanned;
+
+use super::Checker;
+use crate::raw::RawRetryBudget;
+
+/// What `retry_on` takes, for the error that lists it.
+const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504) or a status from 400 to 599";
+
+impl Checker<'_> {
+    /// `retry_on = [...]`: the outcomes tried again besides connect failures (the list replaces
+    /// the default, `["reset"]`).
+    pub(super) fn retry_on(&mut self, raw: &Spanned<Vec<Spanned<String>>>) -> RetryOn {
+        let mut on = RetryOn::none();
+        for item in raw.get_ref() {
+            match item.get_ref().trim().to_ascii_lowercase().as_str() {
+                "reset" => on.reset = true,
+                "timeout" => on.timeout = true,
+                "5xx" => (500..=599).for_each(|s| on.add_status(s)),
+                "gateway-error" => [502, 503, 504].into_iter().for_each(|s| on.add_status(s)),
+                other => match other.parse::<u16>() {
+                    Ok(status) if (400..=599).contains(&status) => on.add_status(status),
+                    _ => self.error(
+                        item.span(),
+                        format!("retry_on: `{}` is not one of {KINDS}", item.get_ref()),
+                    ),
+                },
+            }
+        }
+        on
+    }
+
+    /// `retry_budget = { percent = 20, min_retrying = 3 }`.
+    pub(super) fn retry_budget(&mut self, raw: &RawRetryBudget) -> RetryBudget {
+        let d = RetryBudget::default();
+        let percent = raw
+            .percent
+            .as_ref()
+            .and_then(|p| self.count(p, "retry_budget percent", 0, 100));
+        let floor = raw
+            .min_retrying
+            .as_ref()
+            .and_then(|m| self.count(m, "retry_budget min_retrying", 0, 100_000));
+        RetryBudget {
+            percent: percent.map_or(d.percent, |p| p as u32),
+            min_retrying: floor.map_or(d.min_retrying, |m| m as u32),
+        }
+    }
+}
