@@ -422,6 +422,8 @@ pub struct RawUpstream {
     pub passive_backoff: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub passive_backoff_max: Option<Spanned<String>>,
+    /// Ejection of targets whose real traffic goes bad (HTTP only).
+    pub outlier_detection: Option<Spanned<RawOutlierDetection>>,
     pub health_check: Option<RawHealthCheck>,
     // HTTP only.
     #[serde(default, deserialize_with = "described::duration")]
@@ -500,4 +502,18 @@ impl RawHeaderOps {
 pub struct RawRetryBudget {
     pub percent: Option<Spanned<i64>>,
     pub min_retrying: Option<Spanned<i64>>,
+}
+
+/// An upstream's `outlier_detection`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOutlierDetection {
+    pub consecutive_5xx: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub slow_response: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub base_ejection_time: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub max_ejection_time: Option<Spanned<String>>,
+    pub max_ejection_percent: Option<Spanned<i64>>,
 }

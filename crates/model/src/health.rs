@@ -30,6 +30,11 @@ pub struct TargetHealth {
     passive_down_until: AtomicU64,
     /// Consecutive failed connects seen by workers.
     passive_failures: AtomicU32,
+    /// Outlier detection ([`crate::outlier`]): bad outcomes in a row, the [`now_ms`] value the
+    /// target is ejected until (0: never ejected), and ejections so far.
+    pub(crate) outlier_streak: AtomicU32,
+    pub(crate) ejected_until: AtomicU64,
+    pub(crate) ejections: AtomicU32,
 }
 
 /// [`TargetHealth`] flag: the active checker says down.
@@ -43,6 +48,9 @@ impl Default for TargetHealth {
             out: AtomicU8::new(0),
             passive_down_until: AtomicU64::new(0),
             passive_failures: AtomicU32::new(0),
+            outlier_streak: AtomicU32::new(0),
+            ejected_until: AtomicU64::new(0),
+            ejections: AtomicU32::new(0),
         }
     }
 }
@@ -55,7 +63,12 @@ impl TargetHealth {
             return false;
         }
         let until = self.passive_down_until.load(Relaxed);
-        until == 0 || now_ms() >= until
+        let ejected = self.ejected_until.load(Relaxed);
+        if until == 0 && ejected == 0 {
+            return true;
+        }
+        let now = now_ms();
+        now >= until && now >= ejected
     }
 
     /// How much longer passive health keeps the target out (after failed connects).

@@ -29,6 +29,7 @@ pub mod filter;
 pub mod health;
 pub mod metrics;
 pub mod net;
+pub mod outlier;
 pub mod retry;
 pub mod route;
 pub mod snapshot;

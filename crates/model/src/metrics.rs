@@ -363,6 +363,8 @@ pub struct TargetCells {
     pub reused: Count,
     /// HTTP requests in flight to it, or TCP sessions relayed to it.
     pub active: Level,
+    /// Times outlier detection ejected it (counted by the worker that saw the last bad outcome).
+    pub ejections: Count,
     /// Response times (HTTP) as this worker saw them.
     pub latency: PeakEwma,
 }

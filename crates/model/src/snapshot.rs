@@ -314,6 +314,8 @@ pub struct Upstream {
     /// Send a PROXY protocol header of this version first on every upstream connection.
     pub send_proxy_protocol: Option<ProxyVersion>,
     pub passive_health: PassiveHealth,
+    /// `outlier_detection`: targets ejected for bad outcomes on real traffic (off when `None`).
+    pub outlier: Option<crate::outlier::OutlierDetection>,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
     /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).

@@ -90,7 +90,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 10] = [
+            let keys: [(&str, Option<Range<usize>>); 11] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -102,6 +102,7 @@ impl Checker<'_> {
                 ("retries", up.retries.as_ref().map(Spanned::span)),
                 ("retry_on", up.retry_on.as_ref().map(Spanned::span)),
                 ("retry_budget", up.retry_budget.as_ref().map(Spanned::span)),
+                ("outlier_detection", up.outlier_detection.as_ref().map(Spanned::span)),
                 ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
                 ("protocol", up.protocol.as_ref().map(Spanned::span)),
             ];

@@ -1,10 +1,12 @@
-//! An upstream's `retry_on` and `retry_budget`.
+//! An upstream's `retry_on`, `retry_budget` and `outlier_detection`: what it does with failures
+//! of its real traffic.
 
+use rampart_model::outlier::OutlierDetection;
 use rampart_model::retry::{RetryBudget, RetryOn};
 use toml::Spanned;
 
 use super::Checker;
-use crate::raw::RawRetryBudget;
+use crate::raw::{RawOutlierDetection, RawRetryBudget};
 
 /// What `retry_on` takes, for the error that lists it.
 const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504) or a status from 400 to 599";
@@ -46,6 +48,37 @@ impl Checker<'_> {
         RetryBudget {
             percent: percent.map_or(d.percent, |p| p as u32),
             min_retrying: floor.map_or(d.min_retrying, |m| m as u32),
+        }
+    }
+
+    /// `outlier_detection = { consecutive_5xx = 5, ... }`.
+    pub(super) fn outlier_detection(&mut self, raw: &RawOutlierDetection) -> OutlierDetection {
+        let d = OutlierDetection::default();
+        let consecutive = raw
+            .consecutive_5xx
+            .as_ref()
+            .and_then(|c| self.count(c, "consecutive_5xx", 1, 1000));
+        let percent = raw
+            .max_ejection_percent
+            .as_ref()
+            .and_then(|p| self.count(p, "max_ejection_percent", 1, 100));
+        let base_ejection = self.duration(&raw.base_ejection_time, d.base_ejection);
+        let max_ejection = self.duration(&raw.max_ejection_time, d.max_ejection);
+        if let (Some(span), true) = (
+            raw.max_ejection_time.as_ref().map(Spanned::span),
+            max_ejection < base_ejection,
+        ) {
+            self.error(span, "max_ejection_time is shorter than base_ejection_time");
+        }
+        OutlierDetection {
+            consecutive: consecutive.map_or(d.consecutive, |c| c as u32),
+            slow_response: raw
+                .slow_response
+                .is_some()
+                .then(|| self.duration(&raw.slow_response, std::time::Duration::ZERO)),
+            base_ejection,
+            max_ejection: max_ejection.max(base_ejection),
+            max_ejection_percent: percent.map_or(d.max_ejection_percent, |p| p as u32),
         }
     }
 }

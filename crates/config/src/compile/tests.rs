@@ -590,3 +590,34 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
         "{errors:?}"
     );
 }
+
+#[test]
+fn outlier_detection_compiles_and_bad_values_are_refused_where_they_are() {
+    let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
+    let src = http_good.replace(
+        "[upstreams.app]\n",
+        "[upstreams.app]\noutlier_detection = { consecutive_5xx = 3, slow_response = \"250ms\" }\n",
+    );
+    let o = compile(&src).unwrap().snapshot.upstreams[0].outlier.unwrap();
+    assert_eq!((o.consecutive, o.slow_response), (3, Some(Duration::from_millis(250))));
+    assert_eq!((o.base_ejection, o.max_ejection_percent), (Duration::from_secs(10), 50));
+    assert!(compile(&http_good).unwrap().snapshot.upstreams[0].outlier.is_none());
+
+    let bad = http_good.replace(
+        "[upstreams.app]\n",
+        "[upstreams.app]\noutlier_detection = { consecutive_5xx = 0, base_ejection_time = \"1m\", max_ejection_time = \"10s\" }\n",
+    );
+    let errors = errors(&bad);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:8:41: consecutive_5xx = 0 is out of range")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("max_ejection_time is shorter than base_ejection_time")),
+        "{errors:?}"
+    );
+}

@@ -162,6 +162,10 @@ impl Checker<'_> {
             connect_attempts: connect_attempts?,
             send_proxy_protocol,
             passive_health,
+            outlier: up
+                .outlier_detection
+                .as_ref()
+                .map(|o| self.outlier_detection(o.get_ref())),
             health_check,
             http,
             tls,

@@ -239,6 +239,8 @@ fn upstreams(shared: &AdminShared) -> Answer {
                             "consecutive_failures": h.consecutive_failures(),
                             "down_for_ms": h.passive_down_for().as_millis() as u64,
                         },
+                        "ejected_for_ms": h.ejected_for().as_millis() as u64,
+                        "ejections": traffic.ejections,
                         "active": traffic.active,
                         "latency_ewma_ms": traffic.latency_ewma.map(|d| d.as_secs_f64() * 1000.0),
                         "responses": by_name(&CODE_CLASSES, &traffic.responses),

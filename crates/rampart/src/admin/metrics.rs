@@ -462,6 +462,16 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_target_ejections",
+            "Times outlier detection ejected the target",
+            Counter,
+            targets().map(|(u, target)| {
+                let labels = labels([("upstream", u), ("target", &target.name)]);
+                (labels, Value::Counter(target.ejections))
+            }),
+        )?;
+        family(
+            &mut e,
             "rampart_target_active",
             "HTTP requests in flight to the target, or TCP sessions relayed to it, now",
             Gauge,

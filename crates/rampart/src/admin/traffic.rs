@@ -89,6 +89,8 @@ pub struct TargetTotals {
     pub errors: [u64; 5],
     pub opened: u64,
     pub reused: u64,
+    /// Times outlier detection ejected it.
+    pub ejections: u64,
     /// HTTP requests in flight, or TCP sessions relayed, now.
     pub active: u64,
     /// The highest of the workers' peak-EWMA response times.
@@ -169,6 +171,7 @@ impl TrafficTotals {
                         errors: std::array::from_fn(|i| sum(cells, |c| &c.errors[i])),
                         opened: sum(cells, |c| &c.opened),
                         reused: sum(cells, |c| &c.reused),
+                        ejections: sum(cells, |c| &c.ejections),
                         active: cells.iter().fold(0i64, |s, c| s.wrapping_add(c.active.get())).max(0) as u64,
                         latency_ewma: cells.iter().filter_map(|c| c.latency.get()).max(),
                     }

@@ -332,6 +332,37 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
 fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: HttpError) {
     if let Some(kind) = error.target_error() {
         up.targets[target].metrics.worker(ctx.id).error(kind).add(1);
+        // A gateway failure (reset, timeout, bad response) is a bad outcome for outlier
+        // detection.
+        observe_outcome(ctx, up, target, true);
+    }
+}
+
+/// Outlier detection's view of one attempt at `target`: `bad` (a 5xx, a gateway failure, a slow
+/// response) or good. A bad one that completes a streak ejects the target (logged, counted).
+pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: bool) {
+    let Some(policy) = &up.outlier else { return };
+    let Some(t) = up.targets.get(target) else { return };
+    if !bad {
+        t.health.outlier_success();
+        return;
+    }
+    let ejected = || up.targets.iter().filter(|t| t.health.is_ejected()).count();
+    if let Some(time) = t.health.outlier_failure(policy, up.targets.len(), ejected) {
+        t.metrics.worker(ctx.id).ejections.add(1);
+        tracing::warn!(
+            upstream = up.name.as_str(),
+            target = t.name.as_str(),
+            "upstream {}: target {} ejected for {time:?} after {} bad outcomes in a row (5xx, gateway failures{})",
+            up.name,
+            t.name,
+            policy.consecutive,
+            if policy.slow_response.is_some() {
+                ", slow responses"
+            } else {
+                ""
+            }
+        );
     }
 }
 

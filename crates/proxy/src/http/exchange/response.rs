@@ -196,10 +196,16 @@ pub(super) fn record_response_head(
     rctx.upstream_time = Some(took);
     let up = req.upstream();
     up.metrics.worker(ctx.id).response_duration.observe(took);
-    if let Some(target) = rctx.target.and_then(|t| up.targets.get(t)) {
-        let cells = target.metrics.worker(ctx.id);
-        cells.responses[code_class(status)].add(1);
-        cells.latency.observe(took);
+    if let Some(index) = rctx.target {
+        if let Some(target) = up.targets.get(index) {
+            let cells = target.metrics.worker(ctx.id);
+            cells.responses[code_class(status)].add(1);
+            cells.latency.observe(took);
+        }
+        if let Some(policy) = &up.outlier {
+            let slow = policy.slow_response.is_some_and(|limit| took > limit);
+            super::observe_outcome(ctx, up, index, status >= 500 || slow);
+        }
     }
 }
 
