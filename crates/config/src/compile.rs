@@ -420,6 +420,7 @@ mod tcp;
 mod tls;
 pub use tls::files::Leaf;
 mod retry;
+mod split;
 mod upstream;
 mod wire;
 

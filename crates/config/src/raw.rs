@@ -279,6 +279,8 @@ pub struct RawRoute {
     pub redirect: Option<Spanned<RawRedirect>>,
     #[serde(rename = "static")]
     pub static_files: Option<Spanned<RawStatic>>,
+    /// `[{ upstream = "stable", weight = 95 }, { upstream = "canary", weight = 5, header = "x-canary" }]`.
+    pub split: Option<Spanned<Vec<Spanned<RawSplitWay>>>>,
     // TCP routes: actions and payload filters.
     pub listener: Option<Spanned<String>>,
     pub reject: Option<Spanned<bool>>,
@@ -516,4 +518,14 @@ pub struct RawOutlierDetection {
     #[serde(default, deserialize_with = "described::duration")]
     pub max_ejection_time: Option<Spanned<String>>,
     pub max_ejection_percent: Option<Spanned<i64>>,
+}
+
+/// One way of a route's `split`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSplitWay {
+    pub upstream: Spanned<String>,
+    pub weight: Option<Spanned<i64>>,
+    pub header: Option<Spanned<String>>,
+    pub cookie: Option<Spanned<String>>,
 }

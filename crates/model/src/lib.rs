@@ -33,6 +33,7 @@ pub mod outlier;
 pub mod retry;
 pub mod route;
 pub mod snapshot;
+pub mod split;
 pub mod tcp_route;
 pub mod tls;
 

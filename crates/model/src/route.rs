@@ -82,6 +82,8 @@ pub struct QueryMatch {
 pub enum RouteAction {
     /// Proxy to the upstream with this index in the snapshot.
     Proxy { upstream: usize },
+    /// Proxy to one of several upstreams, by weight or by what the request carries.
+    Split(std::sync::Arc<crate::split::Split>),
     /// Answer from Rampart itself.
     Respond {
         status: u16,

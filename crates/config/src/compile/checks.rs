@@ -79,10 +79,7 @@ impl Checker<'_> {
                 match is_http(l) {
                     Some(false) if uses => tcp_users.push(format!("`{}`", listener.get_ref())),
                     Some(true) => {
-                        http_used |= uses
-                            || l.routes
-                                .iter()
-                                .any(|r| r.get_ref().upstream.as_ref().is_some_and(|u| u.get_ref() == name));
+                        http_used |= uses || l.routes.iter().any(|r| route_uses(r.get_ref(), name));
                     }
                     _ => {}
                 }
@@ -160,3 +157,12 @@ impl Checker<'_> {
 
 #[cfg(test)]
 mod tests;
+
+/// Whether an HTTP route sends requests to the upstream `name` (its `upstream`, or a way of its
+/// `split`).
+fn route_uses(r: &crate::raw::RawRoute, name: &str) -> bool {
+    r.upstream.as_ref().is_some_and(|u| u.get_ref() == name)
+        || r.split
+            .as_ref()
+            .is_some_and(|ways| ways.get_ref().iter().any(|w| w.get_ref().upstream.get_ref() == name))
+}

@@ -181,6 +181,7 @@ impl Checker<'_> {
             r.respond.is_some(),
             r.redirect.is_some(),
             r.static_files.is_some(),
+            r.split.is_some(),
         ]
         .iter()
         .filter(|a| **a)
@@ -188,11 +189,18 @@ impl Checker<'_> {
         if actions != 1 {
             self.error(
                 span.clone(),
-                format!("route `{name}` needs exactly one of `upstream`, `respond`, `redirect` or `static`"),
+                format!("route `{name}` needs exactly one of `upstream`, `split`, `respond`, `redirect` or `static`"),
             );
             return None;
         }
-        let action = if let Some(files) = &r.static_files {
+        let action = if let Some(split) = &r.split {
+            RouteAction::Split(std::sync::Arc::new(self.split(
+                &name,
+                split,
+                upstream_index,
+                upstream_names,
+            )?))
+        } else if let Some(files) = &r.static_files {
             RouteAction::Static(self.static_files(files.get_ref())?)
         } else if let Some(up) = &r.upstream {
             match upstream_index(up.get_ref()) {

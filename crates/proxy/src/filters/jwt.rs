@@ -120,7 +120,7 @@ fn find_token<'a>(f: &Jwt, req: &RequestParts<'a>) -> Option<(&'a [u8], bool)> {
         }
     }
     if let Some(name) = &f.token.cookie {
-        if let Some(token) = cookie(req, name) {
+        if let Some(token) = req.cookie(name) {
             return Some((token, false));
         }
     }
@@ -141,18 +141,6 @@ fn trim(mut v: &[u8]) -> &[u8] {
         v = rest;
     }
     v
-}
-
-/// The value of cookie `name` (the first one of that name, in any `Cookie` field).
-fn cookie<'a>(req: &RequestParts<'a>, name: &str) -> Option<&'a [u8]> {
-    req.header_values("cookie")
-        .flat_map(|v| v.split(|&b| b == b';'))
-        .find_map(|pair| {
-            let pair = trim(pair);
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            (&pair[..eq] == name.as_bytes()).then(|| trim(&pair[eq + 1..]))
-        })
-        .filter(|v| !v.is_empty())
 }
 
 fn unix_now() -> u64 {

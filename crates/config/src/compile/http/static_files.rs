@@ -159,7 +159,7 @@ mod tests {
             ),
             (
                 config(root, "").replace("static =", "upstream = \"x\"\nstatic ="),
-                "needs exactly one of `upstream`, `respond`, `redirect` or `static`".to_string(),
+                "needs exactly one of `upstream`, `split`, `respond`, `redirect` or `static`".to_string(),
             ),
         ];
         for (src, want) in cases {

@@ -82,6 +82,19 @@ impl<'a> RequestParts<'a> {
             .map(move |f| f.value(buf))
     }
 
+    /// The value of cookie `name` (the first one of that name, in any `Cookie` field); `None`
+    /// when it is missing or empty.
+    pub fn cookie(&self, name: &str) -> Option<&'a [u8]> {
+        self.header_values("cookie")
+            .flat_map(|v| v.split(|&b| b == b';'))
+            .find_map(|pair| {
+                let pair = pair.trim_ascii();
+                let eq = pair.iter().position(|&b| b == b'=')?;
+                (&pair[..eq] == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
+            })
+            .filter(|v| !v.is_empty())
+    }
+
     /// Every header field as the client sent it: `(name, value)`.
     pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
         let buf = self.buf;

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use rampart_model::error_pages::MediaWeights;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
+use rampart_model::split::SplitWay;
 use rampart_model::HttpListener;
 use rampart_proto::h1::{Field, Framing, RequestHead, Version};
 use rampart_proto::message::BodyLength;
@@ -114,6 +115,14 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 _ => None,
             },
         );
+        if let RouteAction::Split(split) = &route.action {
+            let draw = self.ctx.http.filters.random() as u32;
+            let carries = |way: &SplitWay| {
+                way.header.as_deref().is_some_and(|h| parts.header(h).is_some())
+                    || way.cookie.as_deref().is_some_and(|c| parts.cookie(c).is_some())
+            };
+            parts.upstream = Some(split.choose(carries, draw));
+        }
         if !chain.is_empty() {
             let client = client_ip(self.client.ip(), &http.trusted_proxies, &parts);
             run.start(self.ctx, chain, client);
@@ -204,7 +213,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 self.head_out = out;
                 self.ctx.http.give_field_list(fields);
             }
-            RouteAction::Proxy { .. } => {
+            RouteAction::Proxy { .. } | RouteAction::Split(_) => {
                 // A filter may have picked another upstream.
                 let upstream = parts.upstream.unwrap_or_default();
                 rctx.upstream = Some(upstream);

@@ -1,0 +1,68 @@
+//! A route's `split`: its requests shared among upstreams.
+
+use rampart_model::split::{Split, SplitWay};
+use toml::Spanned;
+
+use super::Checker;
+use crate::raw::RawSplitWay;
+
+impl Checker<'_> {
+    /// `split = [{ upstream = "stable", weight = 95 }, ...]`: every upstream known, weights 0 to
+    /// 10,000 (1 when left out), not all 0; `None` after an error (reported).
+    pub(super) fn split(
+        &mut self,
+        route: &str,
+        raw: &Spanned<Vec<Spanned<RawSplitWay>>>,
+        upstream_index: &dyn Fn(&str) -> Option<usize>,
+        upstream_names: &str,
+    ) -> Option<Split> {
+        let errors = self.errors.len();
+        let mut ways = Vec::new();
+        for way in raw.get_ref() {
+            let w = way.get_ref();
+            let Some(upstream) = upstream_index(w.upstream.get_ref()) else {
+                self.error(
+                    w.upstream.span(),
+                    format!(
+                        "route `{route}`: split to unknown upstream `{}` {}",
+                        w.upstream.get_ref(),
+                        super::suggest::defined(w.upstream.get_ref(), upstream_names)
+                    ),
+                );
+                continue;
+            };
+            let weight = match &w.weight {
+                Some(n) => self.count(n, "weight", 0, 10_000).unwrap_or(0) as u32,
+                None => 1,
+            };
+            let header = w.header.as_ref().map(|h| {
+                let name = h.get_ref().trim().to_ascii_lowercase();
+                if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b)) {
+                    self.error(h.span(), format!("`{}` is not a header name", h.get_ref()));
+                }
+                name
+            });
+            let cookie = w.cookie.as_ref().map(|c| {
+                let name = c.get_ref().trim().to_string();
+                if name.is_empty() || name.contains(['=', ';', ' ']) {
+                    self.error(c.span(), format!("`{}` is not a cookie name", c.get_ref()));
+                }
+                name
+            });
+            ways.push(SplitWay {
+                upstream,
+                weight,
+                header,
+                cookie,
+            });
+        }
+        let total_weight: u32 = ways.iter().map(|w| w.weight).sum();
+        if ways.is_empty() || total_weight == 0 {
+            self.error(
+                raw.span(),
+                format!("route `{route}`: split needs at least one upstream with a weight above 0"),
+            );
+        }
+        (self.errors.len() == errors).then_some(Split { ways, total_weight })
+    }
+}
