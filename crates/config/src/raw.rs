@@ -426,6 +426,8 @@ pub struct RawUpstream {
     pub passive_backoff_max: Option<Spanned<String>>,
     /// Ejection of targets whose real traffic goes bad (HTTP only).
     pub outlier_detection: Option<Spanned<RawOutlierDetection>>,
+    /// Sticky sessions by an inserted cookie (HTTP only).
+    pub sticky_cookie: Option<Spanned<RawStickyCookie>>,
     pub health_check: Option<RawHealthCheck>,
     // HTTP only.
     #[serde(default, deserialize_with = "described::duration")]
@@ -528,4 +530,14 @@ pub struct RawSplitWay {
     pub weight: Option<Spanned<i64>>,
     pub header: Option<Spanned<String>>,
     pub cookie: Option<Spanned<String>>,
+}
+
+/// An upstream's `sticky_cookie`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawStickyCookie {
+    pub name: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub max_age: Option<Spanned<String>>,
+    pub secure: Option<bool>,
 }

@@ -34,6 +34,7 @@ pub mod retry;
 pub mod route;
 pub mod snapshot;
 pub mod split;
+pub mod sticky;
 pub mod tcp_route;
 pub mod tls;
 

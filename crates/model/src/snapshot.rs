@@ -316,6 +316,8 @@ pub struct Upstream {
     pub passive_health: PassiveHealth,
     /// `outlier_detection`: targets ejected for bad outcomes on real traffic (off when `None`).
     pub outlier: Option<crate::outlier::OutlierDetection>,
+    /// `sticky_cookie`: a client's requests kept on the target that answered its first.
+    pub sticky: Option<crate::sticky::StickyCookie>,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
     /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).

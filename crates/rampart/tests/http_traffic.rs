@@ -1,6 +1,7 @@
 //! Traffic control on real backends: a route's `split` shares its requests among upstreams by
 //! weight (a canary), and a request carrying the canary's header or cookie goes to it whatever
-//! the weights.
+//! the weights; an upstream's `sticky_cookie` keeps a client on the target that answered it
+//! first, until that target is out.
 
 mod common;
 
@@ -62,4 +63,62 @@ fn a_bad_split_is_refused_where_it_is() {
         err.contains("bad.toml:6:60: route `web#1`: split to unknown upstream `canry`"),
         "{err}"
     );
+}
+
+/// The `Set-Cookie` value of a response head, if it has one.
+fn set_cookie(head: &str) -> Option<String> {
+    common::http::header(head, "set-cookie").map(str::to_string)
+}
+
+#[test]
+fn a_sticky_cookie_keeps_a_client_on_its_target_until_that_target_is_out() {
+    let backends = [
+        HttpBackend::start(Reply::Echo),
+        HttpBackend::start(Reply::Echo),
+        HttpBackend::start(Reply::Echo),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let targets: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.target())).collect();
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [{}]\nsticky_cookie = {{ name = \"srv\", max_age = \"1h\" }}\n",
+        targets.join(", ")
+    );
+    let path = write_file(dir.path(), "sticky.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut conn = common::connect(port);
+
+    // The first answer names its target; the address is not in the cookie.
+    let (status, head, _) = send(&mut conn, b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(status, 200);
+    let cookie = set_cookie(&head).expect("a sticky cookie");
+    assert!(
+        cookie.starts_with("srv=") && cookie.contains("; Max-Age=3600"),
+        "{cookie}"
+    );
+    let value = cookie.split(';').next().unwrap().to_string();
+    let first = backends
+        .iter()
+        .position(|b| seen(b) == 1)
+        .expect("one backend answered");
+
+    // With it, every request goes there, and the cookie is not set again.
+    let with_cookie = format!("GET / HTTP/1.1\r\nHost: app.test\r\nCookie: a=b; {value}\r\n\r\n");
+    for _ in 0..30 {
+        let (status, head, _) = send(&mut conn, with_cookie.as_bytes());
+        assert_eq!((status, set_cookie(&head)), (200, None));
+    }
+    let counts: Vec<usize> = backends.iter().map(seen).collect();
+    assert_eq!((counts[first], counts.iter().sum::<usize>()), (30, 30), "{counts:?}");
+
+    // Its target drained: the request goes elsewhere and the answer names the new target.
+    let drain = format!("/api/upstreams/app/targets/{}/drain", backends[first].target());
+    assert_eq!(common::admin(admin, "POST", &drain, None).0, 200);
+    let (status, head, _) = send(&mut conn, with_cookie.as_bytes());
+    assert_eq!(status, 200);
+    let moved = set_cookie(&head).expect("a new sticky cookie");
+    assert_ne!(moved.split(';').next().unwrap(), value);
+    assert_eq!(seen(&backends[first]), 0);
 }

@@ -87,7 +87,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 11] = [
+            let keys: [(&str, Option<Range<usize>>); 12] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -100,6 +100,7 @@ impl Checker<'_> {
                 ("retry_on", up.retry_on.as_ref().map(Spanned::span)),
                 ("retry_budget", up.retry_budget.as_ref().map(Spanned::span)),
                 ("outlier_detection", up.outlier_detection.as_ref().map(Spanned::span)),
+                ("sticky_cookie", up.sticky_cookie.as_ref().map(Spanned::span)),
                 ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
                 ("protocol", up.protocol.as_ref().map(Spanned::span)),
             ];

@@ -1,10 +1,12 @@
-//! A route's `split`: its requests shared among upstreams.
+//! A route's `split` (its requests shared among upstreams) and an upstream's `sticky_cookie` (a
+//! client's requests kept on one target).
 
 use rampart_model::split::{Split, SplitWay};
+use rampart_model::sticky::StickyCookie;
 use toml::Spanned;
 
 use super::Checker;
-use crate::raw::RawSplitWay;
+use crate::raw::{RawSplitWay, RawStickyCookie};
 
 impl Checker<'_> {
     /// `split = [{ upstream = "stable", weight = 95 }, ...]`: every upstream known, weights 0 to
@@ -64,5 +66,31 @@ impl Checker<'_> {
             );
         }
         (self.errors.len() == errors).then_some(Split { ways, total_weight })
+    }
+
+    /// `sticky_cookie = { name = "rampart_sticky", max_age = "1h", secure = true }`.
+    pub(super) fn sticky_cookie(&mut self, raw: &RawStickyCookie) -> StickyCookie {
+        let name = match &raw.name {
+            Some(n) => {
+                let name = n.get_ref().trim();
+                let token = !name.is_empty()
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                if !token {
+                    self.error(n.span(), format!("`{}` is not a cookie name", n.get_ref()));
+                }
+                name.to_string()
+            }
+            None => "rampart_sticky".to_string(),
+        };
+        StickyCookie {
+            name,
+            max_age: raw
+                .max_age
+                .is_some()
+                .then(|| self.duration(&raw.max_age, std::time::Duration::ZERO)),
+            secure: raw.secure.unwrap_or(false),
+        }
     }
 }

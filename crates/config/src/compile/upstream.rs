@@ -166,6 +166,7 @@ impl Checker<'_> {
                 .outlier_detection
                 .as_ref()
                 .map(|o| self.outlier_detection(o.get_ref())),
+            sticky: up.sticky_cookie.as_ref().map(|c| self.sticky_cookie(c.get_ref())),
             health_check,
             http,
             tls,

@@ -4,11 +4,13 @@
 //! [`HttpError`]s; the ones that allow it are retried on another connection before any response
 //! byte, by `Exchange`, which holds what the attempts share.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 
 use rampart_model::metrics::UpstreamCells;
 use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
+use rampart_model::sticky::StickyCookie;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
@@ -49,6 +51,9 @@ pub struct ProxyRequest<'a> {
     pub upgrade: bool,
     /// The response header edits every response starts with (the route's static edits).
     pub response_ops: &'a HeaderOps,
+    /// The target the request's sticky cookie names, when the upstream has `sticky_cookie` and
+    /// the cookie names one of its targets.
+    pub sticky_target: Option<usize>,
 }
 
 impl ProxyRequest<'_> {
@@ -170,7 +175,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         // A target that refused a stream unprocessed (HTTP/2) is tried again on another connection.
         let mut again = None;
         loop {
-            let picked = again.take().or_else(|| {
+            let picked = again.take().or_else(|| self.sticky_pick()).or_else(|| {
                 self.ctx
                     .pick(self.req.snapshot, self.req.upstream, self.req.hash_key, &self.tried)
             });
@@ -241,6 +246,14 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         }
     }
 
+    /// The target the sticky cookie names, for the first attempt, while it is available (else the
+    /// balancer picks, and the response names the new target).
+    fn sticky_pick(&self) -> Option<usize> {
+        let target = self.req.sticky_target.filter(|_| self.tried.is_empty())?;
+        let up = self.req.upstream();
+        up.targets.get(target)?.health.is_available().then_some(target)
+    }
+
     /// The statuses whose response this attempt may drop for a retry (`retry_on`): only while a
     /// retry would be made, so that the last try's response goes to the client as it is.
     fn status_retry(&self) -> Option<RetryOn> {
@@ -294,6 +307,29 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                 ),
             });
         HttpError::NoHealthyTarget
+    }
+}
+
+/// The target of `up` that the request's sticky cookie names (`cookie` reads a cookie of the
+/// request by name), when the upstream has `sticky_cookie`.
+pub fn sticky_target<'a>(up: &Upstream, cookie: impl FnOnce(&str) -> Option<&'a [u8]>) -> Option<usize> {
+    let sticky = up.sticky.as_ref()?;
+    let id = StickyCookie::parse(cookie(&sticky.name)?)?;
+    up.targets.iter().position(|t| StickyCookie::id(&up.name, t.addr) == id)
+}
+
+/// The response's header edits: the route's, and a sticky cookie naming the target that
+/// answered when the request's cookie did not already name it.
+pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>) -> Cow<'a, HeaderOps> {
+    let up = req.upstream();
+    match (&up.sticky, target) {
+        (Some(sticky), Some(t)) if req.sticky_target != Some(t) => {
+            let mut ops = req.response_ops.clone();
+            let id = StickyCookie::id(&up.name, up.targets[t].addr);
+            ops.add.push(("set-cookie".to_string(), sticky.set_cookie(id)));
+            Cow::Owned(ops)
+        }
+        _ => Cow::Borrowed(req.response_ops),
     }
 }
 

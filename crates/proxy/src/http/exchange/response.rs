@@ -155,7 +155,7 @@ async fn read_response<D: Downstream>(
         } else {
             BodyLength::of_framing(head.framing)
         },
-        edits: Cow::Borrowed(req.response_ops),
+        edits: super::response_edits(req, rctx.target),
         upgrade: tunnel,
     };
     rctx.status = head.status;

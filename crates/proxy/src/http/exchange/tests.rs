@@ -48,6 +48,7 @@ fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a HeaderOps, body: BodyLengt
         expect_continue: false,
         upgrade: false,
         response_ops: ops,
+        sticky_target: None,
     }
 }
 

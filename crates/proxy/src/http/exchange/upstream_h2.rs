@@ -5,7 +5,6 @@
 //! crosses the seam as the neutral message: its head's fields as the `h2` crate decoded them,
 //! DATA as shared bytes, trailers as fields. No HTTP/1 text either way.
 
-use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -200,7 +199,7 @@ async fn receive<D: Downstream>(
         reason: b"",
         fields: FieldsRef::Map(&parts.headers),
         length: response_length(status, req.head_method, recv.is_end_stream(), &parts.headers),
-        edits: Cow::Borrowed(req.response_ops),
+        edits: super::response_edits(req, rctx.target),
         upgrade: false,
     };
     rctx.status = status;

@@ -217,6 +217,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 // A filter may have picked another upstream.
                 let upstream = parts.upstream.unwrap_or_default();
                 rctx.upstream = Some(upstream);
+                let sticky_target =
+                    crate::http::exchange::sticky_target(&snapshot.upstreams[upstream], |name| parts.cookie(name));
                 // An absolute-form request names its host in the target, which wins over `Host`.
                 let host = match target.from_authority {
                     true => Some(target.authority),
@@ -257,6 +259,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     expect_continue: head.expect_continue,
                     upgrade: head.upgrade,
                     response_ops: &chain.response_edits,
+                    sticky_target,
                 };
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
