@@ -428,6 +428,9 @@ pub struct RawUpstream {
     pub outlier_detection: Option<Spanned<RawOutlierDetection>>,
     /// Sticky sessions by an inserted cookie (HTTP only).
     pub sticky_cookie: Option<Spanned<RawStickyCookie>>,
+    /// Requests at once per target (HTTP only), and the queue for those over it.
+    pub max_requests_per_target: Option<Spanned<i64>>,
+    pub queue: Option<Spanned<RawQueue>>,
     pub health_check: Option<RawHealthCheck>,
     // HTTP only.
     #[serde(default, deserialize_with = "described::duration")]
@@ -540,4 +543,13 @@ pub struct RawStickyCookie {
     #[serde(default, deserialize_with = "described::duration")]
     pub max_age: Option<Spanned<String>>,
     pub secure: Option<bool>,
+}
+
+/// An upstream's `queue`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawQueue {
+    pub size: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub timeout: Option<Spanned<String>>,
 }

@@ -35,6 +35,9 @@ pub struct TargetHealth {
     pub(crate) outlier_streak: AtomicU32,
     pub(crate) ejected_until: AtomicU64,
     pub(crate) ejections: AtomicU32,
+    /// Requests in flight to it, counted only when its upstream limits them
+    /// (`max_requests_per_target`), across workers.
+    in_flight: AtomicU32,
 }
 
 /// [`TargetHealth`] flag: the active checker says down.
@@ -51,6 +54,7 @@ impl Default for TargetHealth {
             outlier_streak: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
+            in_flight: AtomicU32::new(0),
         }
     }
 }
@@ -117,6 +121,23 @@ impl TargetHealth {
             self.passive_down_until.store(0, Relaxed);
         }
         changed
+    }
+
+    /// Takes one of `max` request slots; `false` when all are taken.
+    pub fn try_acquire(&self, max: u32) -> bool {
+        self.in_flight
+            .fetch_update(Relaxed, Relaxed, |n| (n < max).then_some(n + 1))
+            .is_ok()
+    }
+
+    /// Gives back a slot [`TargetHealth::try_acquire`] took.
+    pub fn release(&self) {
+        self.in_flight.fetch_sub(1, Relaxed);
+    }
+
+    /// Requests in flight, as counted for a limit.
+    pub fn in_flight(&self) -> u32 {
+        self.in_flight.load(Relaxed)
     }
 
     /// A worker could not connect: mark the target down for an exponential, capped backoff.

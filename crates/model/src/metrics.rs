@@ -340,6 +340,11 @@ pub struct UpstreamCells {
     pub retries: Count,
     /// Retries not made because the retry budget was spent.
     pub retries_over_budget: Count,
+    /// Requests that waited in the upstream's queue, and those answered 503 because it was full
+    /// or their wait ran out.
+    pub queued: Count,
+    pub queue_full: Count,
+    pub queue_timeout: Count,
     /// Requests in flight to the upstream, and among them those retrying (the retry budget's
     /// measure).
     pub requests_active: Level,

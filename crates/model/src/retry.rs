@@ -132,3 +132,23 @@ mod tests {
         assert!(all.allows(0, 1) && all.allows(9, 10) && !all.allows(10, 10));
     }
 }
+
+/// An upstream's `max_requests_per_target` and `queue` (HAProxy's server `maxconn` and its
+/// queue): a target takes at most `per_target` requests at once, across workers; a request that
+/// finds every target full waits in the upstream's queue, at most `queue_size` of them, each for
+/// up to `queue_timeout`, and is answered 503 when the queue is full or its wait runs out.
+#[derive(Debug, Clone)]
+pub struct RequestLimits {
+    pub per_target: u32,
+    pub queue_size: u32,
+    pub queue_timeout: std::time::Duration,
+    /// Requests waiting now, across workers.
+    pub queued: std::sync::Arc<std::sync::atomic::AtomicU32>,
+}
+
+impl PartialEq for RequestLimits {
+    fn eq(&self, other: &Self) -> bool {
+        (self.per_target, self.queue_size, self.queue_timeout)
+            == (other.per_target, other.queue_size, other.queue_timeout)
+    }
+}

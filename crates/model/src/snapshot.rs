@@ -318,6 +318,8 @@ pub struct Upstream {
     pub outlier: Option<crate::outlier::OutlierDetection>,
     /// `sticky_cookie`: a client's requests kept on the target that answered its first.
     pub sticky: Option<crate::sticky::StickyCookie>,
+    /// `max_requests_per_target` and its `queue`.
+    pub limits: Option<crate::retry::RequestLimits>,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
     /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).

@@ -87,7 +87,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 12] = [
+            let keys: [(&str, Option<Range<usize>>); 14] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -101,6 +101,11 @@ impl Checker<'_> {
                 ("retry_budget", up.retry_budget.as_ref().map(Spanned::span)),
                 ("outlier_detection", up.outlier_detection.as_ref().map(Spanned::span)),
                 ("sticky_cookie", up.sticky_cookie.as_ref().map(Spanned::span)),
+                (
+                    "max_requests_per_target",
+                    up.max_requests_per_target.as_ref().map(Spanned::span),
+                ),
+                ("queue", up.queue.as_ref().map(Spanned::span)),
                 ("request_timeout", up.request_timeout.as_ref().map(Spanned::span)),
                 ("protocol", up.protocol.as_ref().map(Spanned::span)),
             ];

@@ -2,11 +2,11 @@
 //! of its real traffic.
 
 use rampart_model::outlier::OutlierDetection;
-use rampart_model::retry::{RetryBudget, RetryOn};
+use rampart_model::retry::{RequestLimits, RetryBudget, RetryOn};
 use toml::Spanned;
 
 use super::Checker;
-use crate::raw::{RawOutlierDetection, RawRetryBudget};
+use crate::raw::{RawOutlierDetection, RawRetryBudget, RawUpstream};
 
 /// What `retry_on` takes, for the error that lists it.
 const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504) or a status from 400 to 599";
@@ -80,5 +80,33 @@ impl Checker<'_> {
             max_ejection: max_ejection.max(base_ejection),
             max_ejection_percent: percent.map_or(d.max_ejection_percent, |p| p as u32),
         }
+    }
+
+    /// `max_requests_per_target` and `queue = { size = 1000, timeout = "5s" }` (the queue's
+    /// defaults; a queue without a limit is an error at it).
+    pub(super) fn request_limits(&mut self, up: &RawUpstream) -> Option<RequestLimits> {
+        let Some(max) = &up.max_requests_per_target else {
+            if let Some(queue) = &up.queue {
+                self.error(
+                    queue.span(),
+                    "`queue` needs `max_requests_per_target`: the queue holds requests over it",
+                );
+            }
+            return None;
+        };
+        let per_target = self.count(max, "max_requests_per_target", 1, 1_000_000)? as u32;
+        let queue = up.queue.as_ref().map(Spanned::get_ref);
+        let size = queue
+            .and_then(|q| q.size.as_ref())
+            .map_or(Some(1000), |s| self.count(s, "queue size", 0, 1_000_000))?;
+        let timeout = queue.map_or(std::time::Duration::from_secs(5), |q| {
+            self.duration(&q.timeout, std::time::Duration::from_secs(5))
+        });
+        Some(RequestLimits {
+            per_target,
+            queue_size: size as u32,
+            queue_timeout: timeout,
+            queued: Default::default(),
+        })
     }
 }

@@ -167,6 +167,7 @@ impl Checker<'_> {
                 .as_ref()
                 .map(|o| self.outlier_detection(o.get_ref())),
             sticky: up.sticky_cookie.as_ref().map(|c| self.sticky_cookie(c.get_ref())),
+            limits: self.request_limits(up),
             health_check,
             http,
             tls,

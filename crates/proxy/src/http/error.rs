@@ -58,6 +58,10 @@ pub enum HttpError {
     UpstreamTimeout,
     #[error("the upstream answered {status}, which `retry_on` tries again")]
     UpstreamStatus { status: u16 },
+    #[error("every target at its request limit and the upstream's queue full")]
+    QueueFull,
+    #[error("every target at its request limit for the whole queue timeout")]
+    QueueTimeout,
     #[error("malformed response body")]
     UpstreamBadBody,
     #[error("response body stalled")]
@@ -97,7 +101,7 @@ impl HttpError {
             BadRequestBody | ClientGone => 400,
             Filtered { status, .. } => status,
             FileRead => 500,
-            NoHealthyTarget => 503,
+            NoHealthyTarget | QueueFull | QueueTimeout => 503,
             UpstreamStatus { status } => status,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
@@ -138,6 +142,8 @@ impl HttpError {
             UpstreamBadResponse => "upstream_bad_response",
             UpstreamTimeout => "upstream_timeout",
             UpstreamStatus { .. } => "upstream_status_retried",
+            QueueFull => "queue_full",
+            QueueTimeout => "queue_timeout",
             UpstreamBadBody => "upstream_bad_body",
             UpstreamReadTimeout => "upstream_read_timeout",
             RequestTimeout => "request_timeout",

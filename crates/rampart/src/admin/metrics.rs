@@ -412,6 +412,25 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_upstream_queued",
+            "Requests that waited in the upstream's queue (every target at max_requests_per_target)",
+            Counter,
+            t.upstreams
+                .iter()
+                .map(|u| (labels([("upstream", &u.name)]), Value::Counter(u.queued))),
+        )?;
+        family(
+            &mut e,
+            "rampart_upstream_queue_refused",
+            "Requests answered 503 by the upstream's queue: full, or their wait ran out",
+            Counter,
+            t.upstreams.iter().flat_map(|u| {
+                [("full", u.queue_full), ("timeout", u.queue_timeout)]
+                    .map(|(reason, n)| (labels([("upstream", &u.name), ("reason", reason)]), Value::Counter(n)))
+            }),
+        )?;
+        family(
+            &mut e,
             "rampart_upstream_no_target",
             "Requests (answered 503) and TCP connections (closed) that found no available target",
             Counter,

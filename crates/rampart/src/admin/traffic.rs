@@ -73,6 +73,10 @@ pub struct UpstreamTotals {
     pub retries: u64,
     /// Retries not made: the retry budget was spent.
     pub retries_over_budget: u64,
+    /// Requests that waited in the queue; answered 503 because it was full, or their wait ran out.
+    pub queued: u64,
+    pub queue_full: u64,
+    pub queue_timeout: u64,
     /// Requests (503) and TCP connections that found no available target.
     pub no_target: u64,
     #[serde(skip)]
@@ -181,6 +185,9 @@ impl TrafficTotals {
                 name: upstream.name.clone(),
                 retries: sum(cells, |c| &c.retries),
                 retries_over_budget: sum(cells, |c| &c.retries_over_budget),
+                queued: sum(cells, |c| &c.queued),
+                queue_full: sum(cells, |c| &c.queue_full),
+                queue_timeout: sum(cells, |c| &c.queue_timeout),
                 no_target: sum(cells, |c| &c.no_target),
                 response_duration,
                 targets,

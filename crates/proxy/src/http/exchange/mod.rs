@@ -7,6 +7,9 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+
+use rampart_model::health::TargetHealth;
 use rampart_model::metrics::UpstreamCells;
 use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
@@ -122,6 +125,28 @@ async fn exchange<D: Downstream>(
     exchange.run().await
 }
 
+/// How often a request waiting in an upstream's queue looks for a target with room.
+const QUEUE_LOOK: std::time::Duration = std::time::Duration::from_millis(1);
+
+/// A request slot at a target whose upstream limits requests per target, given back when the
+/// attempt ends.
+struct Slot<'a>(&'a TargetHealth);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.release();
+    }
+}
+
+/// A place in an upstream's queue, given back when the request leaves it.
+struct Queued<'a>(&'a AtomicU32);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
 /// This request among the upstream's requests in flight (and retrying ones), for the retry
 /// budget; counted down when the exchange ends, however it ends.
 struct Active<'a> {
@@ -167,7 +192,7 @@ enum Attempted {
     },
 }
 
-impl<D: Downstream> Exchange<'_, '_, D> {
+impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// Attempts the request until one attempt answers it, or none may follow: then the error's
     /// answer goes to the client.
     async fn run(&mut self) -> Option<Stream> {
@@ -175,14 +200,17 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         // A target that refused a stream unprocessed (HTTP/2) is tried again on another connection.
         let mut again = None;
         loop {
-            let picked = again.take().or_else(|| self.sticky_pick()).or_else(|| {
-                self.ctx
-                    .pick(self.req.snapshot, self.req.upstream, self.req.hash_key, &self.tried)
-            });
-            let Some(choice) = picked else {
-                let error = self.nothing_to_pick();
-                answer_error(self.down, self.rctx, error).await;
-                return None;
+            let (choice, _slot) = match self.next_target(again.take()).await {
+                Ok(Some(picked)) => picked,
+                Ok(None) => {
+                    let error = self.nothing_to_pick();
+                    answer_error(self.down, self.rctx, error).await;
+                    return None;
+                }
+                Err(error) => {
+                    answer_error(self.down, self.rctx, error).await;
+                    return None;
+                }
             };
             let session = match session::pooled(self.ctx, self.req, choice) {
                 Some(session) => Ok(session),
@@ -243,6 +271,63 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                 // (A reset on a pooled connection may be that connection's, not the target's.)
                 self.tried.push(target);
             }
+        }
+    }
+
+    /// The target of the next attempt (`again`, else the sticky cookie's, else the balancer's),
+    /// with its request slot when the upstream limits requests per target: a full target is
+    /// passed over, and when every target is full the request waits in the upstream's queue
+    /// (looking again every millisecond) until one has room, or fails with 503 when the queue
+    /// is full or the wait runs out. `Ok(None)`: no target to pick at all.
+    async fn next_target(&self, again: Option<usize>) -> Result<Option<(usize, Option<Slot<'e>>)>, HttpError> {
+        let req: &'e ProxyRequest<'_> = self.req;
+        let up: &'e Upstream = &req.snapshot.upstreams[req.upstream];
+        let first = again.or_else(|| self.sticky_pick());
+        let pick = |excluded: &Tried| self.ctx.pick(req.snapshot, req.upstream, req.hash_key, excluded);
+        let Some(limits) = &up.limits else {
+            return Ok(first.or_else(|| pick(&self.tried)).map(|t| (t, None)));
+        };
+        let mut queued: Option<(Queued<'e>, tokio::time::Instant)> = None;
+        loop {
+            let mut full = self.tried;
+            let mut next = first;
+            loop {
+                let Some(t) = next.take().or_else(|| pick(&full)) else {
+                    break;
+                };
+                let health = &up.targets[t].health;
+                if health.try_acquire(limits.per_target) {
+                    return Ok(Some((t, Some(Slot(health)))));
+                }
+                if full.contains(t) || full.len() == Tried::CAPACITY {
+                    break;
+                }
+                full.push(t);
+            }
+            if full.len() == self.tried.len() && first.is_none() {
+                // Nothing available at all: not a matter of limits.
+                return Ok(None);
+            }
+            let cells = self.active.cells;
+            let deadline = match &queued {
+                Some((_, deadline)) => *deadline,
+                None => {
+                    if limits.queued.fetch_add(1, Relaxed) >= limits.queue_size {
+                        limits.queued.fetch_sub(1, Relaxed);
+                        cells.queue_full.add(1);
+                        return Err(HttpError::QueueFull);
+                    }
+                    cells.queued.add(1);
+                    let deadline = tokio::time::Instant::now() + limits.queue_timeout;
+                    queued = Some((Queued(&limits.queued), deadline));
+                    deadline
+                }
+            };
+            if tokio::time::Instant::now() >= deadline {
+                cells.queue_timeout.add(1);
+                return Err(HttpError::QueueTimeout);
+            }
+            tokio::time::sleep(QUEUE_LOOK).await;
         }
     }
 
