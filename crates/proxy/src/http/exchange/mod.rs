@@ -291,10 +291,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         loop {
             let mut full = self.tried;
             let mut next = first;
-            loop {
-                let Some(t) = next.take().or_else(|| pick(&full)) else {
-                    break;
-                };
+            while let Some(t) = next.take().or_else(|| pick(&full)) {
                 let health = &up.targets[t].health;
                 if health.try_acquire(limits.per_target) {
                     return Ok(Some((t, Some(Slot(health)))));
