@@ -48,7 +48,14 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (free_port(), free_port());
     let backends = [&good[0], &bad, &good[1]];
-    let text = config(port, admin, &backends, "retries = 2\nretry_on = [\"reset\", \"503\"]");
+    let log = dir.path().join("access.log");
+    let text = config(port, admin, &backends, "retries = 2\nretry_on = [\"reset\", \"503\"]").replace(
+        "upstream = \"app\"\n\n",
+        &format!(
+            "upstream = \"app\"\naccess_log = {{ path = \"{}\", format = \"json\" }}\n\n",
+            log.display()
+        ),
+    );
     let path = write_file(dir.path(), "retry.toml", &text);
     let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
 
@@ -59,6 +66,24 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
     let samples = common::scrape::scrape(admin);
     let retries = common::scrape::value(&samples, "rampart_upstream_retries_total", &[("upstream", "app")]);
     assert_eq!(retries as usize, retried, "one retry for each 503 dropped");
+    // The access log says which requests were retried, and why.
+    let mut retried_lines = Vec::new();
+    common::tls::eventually("60 access log lines", || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        retried_lines = text
+            .lines()
+            .filter(|l| l.contains("\"attempts\":2"))
+            .map(String::from)
+            .collect();
+        text.lines().count() >= 60
+    });
+    assert_eq!(retried_lines.len(), retried, "{retried_lines:?}");
+    assert!(
+        retried_lines
+            .iter()
+            .all(|l| l.contains("\"retry_reason\":\"upstream_status_retried\"") && l.contains("\"status\":200")),
+        "{retried_lines:?}"
+    );
 
     // A POST is not safe to repeat: the 503 reaches the client as the target sent it.
     let post = b"POST / HTTP/1.1\r\nHost: app.test\r\ncontent-length: 2\r\n\r\nhi";

@@ -28,6 +28,9 @@ pub struct AccessRecord<'a> {
     pub route: &'a str,
     pub upstream_target: Option<&'a str>,
     pub upstream_time: Option<Duration>,
+    /// Attempts at the upstream (0: none made), and why the last retry was made.
+    pub attempts: u8,
+    pub retry_reason: Option<&'a str>,
     pub total_time: Duration,
     pub error: Option<&'a str>,
     /// What the client connection's TLS handshake negotiated, on a TLS listener.
@@ -79,6 +82,13 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
             let _ = write!(out, ",\"upstream_time_ms\":{:.3}", t.as_secs_f64() * 1000.0);
         }
         None => out.extend_from_slice(b",\"upstream_time_ms\":null"),
+    }
+    if r.attempts > 1 {
+        let _ = write!(out, ",\"attempts\":{}", r.attempts);
+    }
+    if let Some(why) = r.retry_reason {
+        out.extend_from_slice(b",\"retry_reason\":");
+        write_json_str(out, why);
     }
     let _ = write!(
         out,

@@ -26,6 +26,10 @@ pub struct RequestContext {
     pub body_bytes_out: u64,
     /// From sending the request to having the response head.
     pub upstream_time: Option<Duration>,
+    /// Attempts at the upstream (1 plus the retries).
+    pub attempts: u8,
+    /// Why the last retry was made (the failure's access-log name), when there was one.
+    pub retry_reason: Option<&'static str>,
     /// What went wrong, if anything.
     pub error: Option<HttpError>,
     /// Why a filter answered in place of the route (the access log's `error` when nothing
@@ -53,6 +57,8 @@ impl RequestContext {
             bytes_out: 0,
             body_bytes_out: 0,
             upstream_time: None,
+            attempts: 0,
+            retry_reason: None,
             error: None,
             filter_reason: None,
             keep_client: true,

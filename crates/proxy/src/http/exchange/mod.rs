@@ -212,6 +212,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     return None;
                 }
             };
+            self.rctx.attempts = self.rctx.attempts.saturating_add(1);
             let session = match session::pooled(self.ctx, self.req, choice) {
                 Some(session) => Ok(session),
                 None => session::open(self.ctx, self.req, choice, &mut self.tried).await,
@@ -264,6 +265,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 return None;
             }
             self.retries_left -= 1;
+            self.rctx.retry_reason = Some(error.reason());
             up.metrics.worker(self.ctx.id).retries.add(1);
             if error == HttpError::UpstreamRefused {
                 again = Some(target);

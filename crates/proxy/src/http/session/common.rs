@@ -208,6 +208,8 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             route: route.map_or("", |r| r.name.as_str()),
             upstream_target,
             upstream_time: rctx.upstream_time,
+            attempts: rctx.attempts,
+            retry_reason: rctx.retry_reason,
             total_time: took,
             error: rctx.error.map(HttpError::reason).or(rctx.filter_reason),
             tls: self.stream.tls_info(),
