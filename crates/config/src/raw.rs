@@ -431,6 +431,9 @@ pub struct RawUpstream {
     /// Requests at once per target (HTTP only), and the queue for those over it.
     pub max_requests_per_target: Option<Spanned<i64>>,
     pub queue: Option<Spanned<RawQueue>>,
+    /// The ramp of a target that joins or comes back.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub slow_start: Option<Spanned<String>>,
     pub health_check: Option<RawHealthCheck>,
     // HTTP only.
     #[serde(default, deserialize_with = "described::duration")]

@@ -38,6 +38,13 @@ pub struct TargetHealth {
     /// Requests in flight to it, counted only when its upstream limits them
     /// (`max_requests_per_target`), across workers.
     in_flight: AtomicU32,
+    /// When it appeared (this process's first config with it, a reload, a DNS answer), when the
+    /// active check last brought it back up, and when it was last taken back from a drain
+    /// ([`now_ms`] values): with the ends of its passive backoff and ejection, where slow start
+    /// counts from.
+    created_at: AtomicU64,
+    active_up_at: AtomicU64,
+    undrained_at: AtomicU64,
 }
 
 /// [`TargetHealth`] flag: the active checker says down.
@@ -55,11 +62,22 @@ impl Default for TargetHealth {
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
             in_flight: AtomicU32::new(0),
+            created_at: AtomicU64::new(now_ms()),
+            active_up_at: AtomicU64::new(0),
+            undrained_at: AtomicU64::new(0),
         }
     }
 }
 
 impl TargetHealth {
+    /// The health of a target there since the process started: slow start does not ramp it
+    /// (every target would ramp alike).
+    pub fn from_start() -> TargetHealth {
+        let health = TargetHealth::default();
+        health.created_at.store(0, Relaxed);
+        health
+    }
+
     /// Whether workers may send new connections to this target now.
     #[inline]
     pub fn is_available(&self) -> bool {
@@ -104,7 +122,11 @@ impl TargetHealth {
         } else {
             self.out.fetch_and(!DRAINED, Relaxed)
         };
-        (before & DRAINED != 0) != drained
+        let changed = (before & DRAINED != 0) != drained;
+        if changed && !drained {
+            self.undrained_at.store(now_ms(), Relaxed);
+        }
+        changed
     }
 
     /// Records the active checker's verdict; returns whether it changed.
@@ -116,11 +138,34 @@ impl TargetHealth {
         };
         let changed = (before & ACTIVE_DOWN == 0) != up;
         if changed && up {
+            self.active_up_at.store(now_ms(), Relaxed);
             // A target the checker sees come back gets a fresh start.
             self.passive_failures.store(0, Relaxed);
             self.passive_down_until.store(0, Relaxed);
         }
         changed
+    }
+
+    /// The share of its traffic a target in slow start takes now: from near 0 when it joined or
+    /// came back (appeared, active check up, drain lifted, passive backoff or ejection over) to
+    /// 1 after `window`.
+    pub fn slow_start_share(&self, window: Duration) -> f64 {
+        let since = [
+            self.created_at.load(Relaxed),
+            self.active_up_at.load(Relaxed),
+            self.undrained_at.load(Relaxed),
+            self.passive_down_until.load(Relaxed),
+            self.ejected_until.load(Relaxed),
+        ]
+        .into_iter()
+        .max()
+        .unwrap_or(0);
+        if since == 0 {
+            // There from the start, and never out since.
+            return 1.0;
+        }
+        let elapsed = now_ms().saturating_sub(since) as f64;
+        (elapsed / window.as_millis().max(1) as f64).min(1.0)
     }
 
     /// Takes one of `max` request slots; `false` when all are taken.

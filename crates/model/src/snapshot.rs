@@ -320,6 +320,8 @@ pub struct Upstream {
     pub sticky: Option<crate::sticky::StickyCookie>,
     /// `max_requests_per_target` and its `queue`.
     pub limits: Option<crate::retry::RequestLimits>,
+    /// `slow_start`: how long a target that joins or comes back takes to reach its full share.
+    pub slow_start: Option<Duration>,
     pub health_check: Option<HealthCheck>,
     pub http: HttpUpstream,
     /// TLS to the targets, if configured (then every target has a [`Target::tls_name`]).

@@ -1,7 +1,7 @@
 //! Traffic control on real backends: a route's `split` shares its requests among upstreams by
 //! weight (a canary), and a request carrying the canary's header or cookie goes to it whatever
 //! the weights; an upstream's `sticky_cookie` keeps a client on the target that answered it
-//! first, until that target is out.
+//! first, until that target is out; a target a reload adds ramps up under `slow_start`.
 
 mod common;
 
@@ -121,4 +121,41 @@ fn a_sticky_cookie_keeps_a_client_on_its_target_until_that_target_is_out() {
     let moved = set_cookie(&head).expect("a new sticky cookie");
     assert_ne!(moved.split(';').next().unwrap(), value);
     assert_eq!(seen(&backends[first]), 0);
+}
+
+#[test]
+fn a_target_added_by_a_reload_ramps_up_under_slow_start() {
+    let (old, new) = (HttpBackend::start(Reply::Echo), HttpBackend::start(Reply::Echo));
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let text = |targets: &str| {
+        format!(
+            "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+             [upstreams.app]\ntargets = [{targets}]\nslow_start = \"3s\"\n"
+        )
+    };
+    let path = write_file(dir.path(), "slow.toml", &text(&format!("\"{}\"", old.target())));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let both = format!("\"{}\", \"{}\"", old.target(), new.target());
+    write_file(dir.path(), "slow.toml", &text(&both));
+    assert!(proxy.reload().contains("reloaded"));
+
+    // Just added: a small share (round robin would give it half).
+    let mut conn = common::connect(port);
+    let plain = b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n";
+    for _ in 0..200 {
+        assert_eq!(send(&mut conn, plain).0, 200);
+    }
+    let (to_old, to_new) = (seen(&old), seen(&new));
+    assert_eq!(to_old + to_new, 200);
+    assert!(to_new < 60, "ramping up: {to_new} of 200");
+
+    // Three seconds on, its full half.
+    common::tls::eventually("the new target takes its full share", || {
+        for _ in 0..100 {
+            send(&mut conn, plain);
+        }
+        let (to_old, to_new) = (seen(&old), seen(&new));
+        to_new >= 45 && to_old <= 55
+    });
 }

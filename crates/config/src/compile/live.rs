@@ -117,7 +117,18 @@ impl LiveState {
     }
 
     pub(super) fn target_health(&mut self, upstream: &str, addr: SocketAddr) -> Arc<TargetHealth> {
-        self.health.entry((upstream.to_string(), addr)).or_default().clone()
+        // The first load's targets were there from the start: slow start does not ramp them.
+        let first_load = self.generation == 0;
+        self.health
+            .entry((upstream.to_string(), addr))
+            .or_insert_with(|| {
+                Arc::new(if first_load {
+                    TargetHealth::from_start()
+                } else {
+                    TargetHealth::default()
+                })
+            })
+            .clone()
     }
 
     /// What the ACME client publishes and listeners read: the same for every load.

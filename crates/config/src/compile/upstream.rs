@@ -168,6 +168,10 @@ impl Checker<'_> {
                 .map(|o| self.outlier_detection(o.get_ref())),
             sticky: up.sticky_cookie.as_ref().map(|c| self.sticky_cookie(c.get_ref())),
             limits: self.request_limits(up),
+            slow_start: up
+                .slow_start
+                .is_some()
+                .then(|| self.duration(&up.slow_start, Duration::ZERO)),
             health_check,
             http,
             tls,

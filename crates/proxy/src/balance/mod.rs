@@ -43,6 +43,9 @@ impl Latency {
     }
 }
 
+/// How many times a pick that landed on a target in slow start is made again, at most.
+const SLOW_START_PICKS: usize = 4;
+
 /// Targets already tried for one client connection (at most [`Tried::CAPACITY`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tried {
@@ -99,6 +102,25 @@ impl BalancerState {
     /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies). Backup targets
     /// are chosen from only when no primary target is available (down, drained, or tried).
     pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
+        let mut picked = self.pick_once(upstream, key, tried)?;
+        let Some(window) = upstream.slow_start else {
+            return Some(picked);
+        };
+        // Slow start: a target still ramping up is kept with the chance of its share, else the
+        // balancer picks again (a few times; then the last pick stands), so its traffic rises
+        // with its share while targets ramping together share alike.
+        for _ in 0..SLOW_START_PICKS {
+            let share = upstream.targets[picked].health.slow_start_share(window);
+            let draw = (self.next_random() >> 11) as f64 / (1u64 << 53) as f64;
+            if share >= 1.0 || draw < share {
+                break;
+            }
+            picked = self.pick_once(upstream, key, tried).unwrap_or(picked);
+        }
+        Some(picked)
+    }
+
+    fn pick_once(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
         self.pick_among(upstream, key, tried, false)
             .or_else(|| self.pick_among(upstream, key, tried, true))
     }

@@ -219,3 +219,23 @@ fn peak_ewma_jumps_up_and_eases_down() {
     // Without samples the figure decays, so an unused target gets tried again.
     assert!(l.current(start + Duration::from_secs(60)) < l.current(start + Duration::from_secs(10)) / 50.0);
 }
+
+#[test]
+fn slow_start_keeps_a_new_target_to_a_small_share_and_targets_from_the_start_alike() {
+    let mut up = upstream(BalancePolicy::RoundRobin, &[1, 1, 1]);
+    up.slow_start = Some(std::time::Duration::from_secs(60));
+    let mut b = BalancerState::new(3, 7);
+    let mut counts = [0usize; 3];
+    for _ in 0..300 {
+        counts[b.pick(&up, 0, &Tried::default()).unwrap()] += 1;
+    }
+    assert_eq!(counts, [100, 100, 100], "targets there from the start do not ramp");
+
+    // A target that just joined (a reload, a DNS answer).
+    up.targets[2].health = std::sync::Arc::new(rampart_model::health::TargetHealth::default());
+    let mut counts = [0usize; 3];
+    for _ in 0..300 {
+        counts[b.pick(&up, 0, &Tried::default()).unwrap()] += 1;
+    }
+    assert!(counts[2] < 10, "{counts:?}");
+}
