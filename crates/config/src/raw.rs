@@ -281,6 +281,8 @@ pub struct RawRoute {
     pub static_files: Option<Spanned<RawStatic>>,
     /// `[{ upstream = "stable", weight = 95 }, { upstream = "canary", weight = 5, header = "x-canary" }]`.
     pub split: Option<Spanned<Vec<Spanned<RawSplitWay>>>>,
+    /// `{ upstream = "shadow", percent = 10 }`.
+    pub mirror: Option<Spanned<RawMirror>>,
     // TCP routes: actions and payload filters.
     pub listener: Option<Spanned<String>>,
     pub reject: Option<Spanned<bool>>,
@@ -555,4 +557,12 @@ pub struct RawQueue {
     pub size: Option<Spanned<i64>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub timeout: Option<Spanned<String>>,
+}
+
+/// A route's `mirror`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMirror {
+    pub upstream: Spanned<String>,
+    pub percent: Option<Spanned<i64>>,
 }

@@ -345,6 +345,9 @@ pub struct UpstreamCells {
     pub queued: Count,
     pub queue_full: Count,
     pub queue_timeout: Count,
+    /// Copies of requests sent to it as a route's mirror, and those that got no response head.
+    pub mirrored: Count,
+    pub mirror_failed: Count,
     /// Requests in flight to the upstream, and among them those retrying (the retry budget's
     /// measure).
     pub requests_active: Level,

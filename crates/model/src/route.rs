@@ -14,6 +14,8 @@ pub struct Route {
     pub filters: crate::filter::FilterChain,
     /// Pages for this route's answers of Rampart's own (its own over the listener's).
     pub error_pages: Option<std::sync::Arc<crate::error_pages::ErrorPages>>,
+    /// `mirror`: a copy of a share of the route's requests to a shadow upstream.
+    pub mirror: Option<crate::split::Mirror>,
     /// Traffic counters, kept across reloads for the same listener and route name.
     pub metrics: std::sync::Arc<crate::metrics::PerWorker<crate::metrics::RouteCells>>,
 }

@@ -1,6 +1,6 @@
 //! A route's requests shared among upstreams by weight (`split`: a canary taking 5%), a request
 //! that carries a way's header or cookie going to that way whatever the weights (the tester sent
-//! to the canary).
+//! to the canary); and a copy of a share of them sent to a shadow upstream (`mirror`).
 
 /// The ways of a `split` route.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +42,15 @@ impl Split {
         }
         self.ways.last().map_or(0, |w| w.upstream)
     }
+}
+
+/// A route's `mirror`: a copy of `percent` of its requests (those without a body) goes to the
+/// upstream `upstream` (plain HTTP/1.1); its answers are dropped, and it never delays or fails
+/// the request itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mirror {
+    pub upstream: usize,
+    pub percent: u32,
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
 //! Traffic control on real backends: a route's `split` shares its requests among upstreams by
 //! weight (a canary), and a request carrying the canary's header or cookie goes to it whatever
 //! the weights; an upstream's `sticky_cookie` keeps a client on the target that answered it
-//! first, until that target is out; a target a reload adds ramps up under `slow_start`.
+//! first, until that target is out; a target a reload adds ramps up under `slow_start`; a
+//! route's `mirror` copies its bodiless requests to a shadow upstream, a dead one disturbing
+//! nothing.
 
 mod common;
 
@@ -158,4 +160,57 @@ fn a_target_added_by_a_reload_ramps_up_under_slow_start() {
         let (to_old, to_new) = (seen(&old), seen(&new));
         to_new >= 45 && to_old <= 55
     });
+}
+
+#[test]
+fn a_mirror_gets_a_copy_of_each_request_and_a_dead_one_disturbs_nothing() {
+    let (real, shadow) = (HttpBackend::start(Reply::Echo), HttpBackend::start(Reply::Echo));
+    let dead = common::dead_target();
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nmatch = {{ path_prefix = \"/dead\" }}\nupstream = \"real\"\n\
+         mirror = {{ upstream = \"dead\" }}\n\n\
+         [[listeners.web.routes]]\nupstream = \"real\"\nmirror = {{ upstream = \"shadow\", percent = 100 }}\n\n\
+         [upstreams.real]\ntargets = [\"{}\"]\n\n[upstreams.shadow]\ntargets = [\"{}\"]\n\n\
+         [upstreams.dead]\ntargets = [\"{dead}\"]\n",
+        real.target(),
+        shadow.target()
+    );
+    let path = write_file(dir.path(), "mirror.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut conn = common::connect(port);
+    for i in 0..20 {
+        let request = format!("GET /item/{i} HTTP/1.1\r\nHost: app.test\r\n\r\n");
+        assert_eq!(send(&mut conn, request.as_bytes()).0, 200);
+    }
+    // A request with a body is not copied.
+    let post = b"POST /item HTTP/1.1\r\nHost: app.test\r\ncontent-length: 2\r\n\r\nhi";
+    assert_eq!(send(&mut conn, post).0, 200);
+    assert_eq!(seen(&real), 21);
+    let mut copies = Vec::new();
+    common::tls::eventually("the shadow has its 20 copies", || {
+        copies.extend(shadow.heads.try_iter());
+        copies.len() >= 20
+    });
+    assert!(copies.iter().all(|h| h.starts_with("GET /item/")), "{copies:?}");
+
+    // A shadow nobody answers at: every request is answered all the same, the copies counted
+    // as failed.
+    for _ in 0..10 {
+        assert_eq!(send(&mut conn, b"GET /dead HTTP/1.1\r\nHost: app.test\r\n\r\n").0, 200);
+    }
+    common::tls::eventually("the failed copies are counted", || {
+        let samples = common::scrape::scrape(admin);
+        let failed = [("upstream", "dead"), ("result", "failed")];
+        common::scrape::value(&samples, "rampart_upstream_mirrored_total", &failed) == 10.0
+    });
+    let samples = common::scrape::scrape(admin);
+    let answered = [("upstream", "shadow"), ("result", "answered")];
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_upstream_mirrored_total", &answered),
+        20.0
+    );
 }

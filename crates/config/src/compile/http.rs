@@ -73,6 +73,7 @@ impl Checker<'_> {
                     matcher: RouteMatcher::default(),
                     action: RouteAction::Proxy { upstream },
                     filters: self.route_chain(&format!("{name}/default"), &listener_filters, None, live),
+                    mirror: None,
                     error_pages: error_pages.clone(),
                     metrics: live.route_metrics(name, "default"),
                 }),
@@ -266,11 +267,20 @@ impl Checker<'_> {
             RouteAction::Redirect { status, to }
         };
         let matcher = self.matcher(&r.matcher)?;
+        let mirror = match &r.mirror {
+            Some(m) if !matches!(action, RouteAction::Proxy { .. } | RouteAction::Split(_)) => {
+                self.error(m.span(), format!("route `{name}`: `mirror` is for routes that proxy"));
+                return None;
+            }
+            Some(m) => Some(self.mirror(&name, m.get_ref(), upstream_index, upstream_names)?),
+            None => None,
+        };
         let filters = self.route_chain(&format!("{listener}/{name}"), listener_filters, Some(r), live);
         Some(Route {
             matcher,
             action,
             filters,
+            mirror,
             error_pages: self.error_pages(&r.error_pages).map(Arc::new),
             metrics: live.route_metrics(listener, &name),
             name,

@@ -1,12 +1,12 @@
 //! A route's `split` (its requests shared among upstreams) and an upstream's `sticky_cookie` (a
 //! client's requests kept on one target).
 
-use rampart_model::split::{Split, SplitWay};
+use rampart_model::split::{Mirror, Split, SplitWay};
 use rampart_model::sticky::StickyCookie;
 use toml::Spanned;
 
 use super::Checker;
-use crate::raw::{RawSplitWay, RawStickyCookie};
+use crate::raw::{RawMirror, RawSplitWay, RawStickyCookie};
 
 impl Checker<'_> {
     /// `split = [{ upstream = "stable", weight = 95 }, ...]`: every upstream known, weights 0 to
@@ -92,5 +92,31 @@ impl Checker<'_> {
                 .then(|| self.duration(&raw.max_age, std::time::Duration::ZERO)),
             secure: raw.secure.unwrap_or(false),
         }
+    }
+
+    /// A route's `mirror = { upstream = "shadow", percent = 100 }`; `None` after an error.
+    pub(super) fn mirror(
+        &mut self,
+        route: &str,
+        raw: &RawMirror,
+        upstream_index: &dyn Fn(&str) -> Option<usize>,
+        upstream_names: &str,
+    ) -> Option<Mirror> {
+        let Some(upstream) = upstream_index(raw.upstream.get_ref()) else {
+            self.error(
+                raw.upstream.span(),
+                format!(
+                    "route `{route}`: mirror to unknown upstream `{}` {}",
+                    raw.upstream.get_ref(),
+                    super::suggest::defined(raw.upstream.get_ref(), upstream_names)
+                ),
+            );
+            return None;
+        };
+        let percent = match &raw.percent {
+            Some(p) => self.count(p, "percent", 0, 100)? as u32,
+            None => 100,
+        };
+        Some(Mirror { upstream, percent })
     }
 }

@@ -324,7 +324,7 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 18] = [
+        let keys: [(&str, bool, Range<usize>); 19] = [
             (
                 "filters",
                 !r.filters.is_empty(),
@@ -351,6 +351,7 @@ impl Checker<'_> {
                 at(r.static_files.as_ref().map(Spanned::span)),
             ),
             ("split", r.split.is_some(), at(r.split.as_ref().map(Spanned::span))),
+            ("mirror", r.mirror.is_some(), at(r.mirror.as_ref().map(Spanned::span))),
             (
                 "strip_prefix",
                 r.strip_prefix.is_some(),

@@ -621,3 +621,36 @@ fn outlier_detection_compiles_and_bad_values_are_refused_where_they_are() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn a_mirror_needs_a_proxying_route_and_a_known_upstream() {
+    let route = |extra: &str| {
+        format!(
+            "[listeners.web]\nbind = \"127.0.0.1:7777\"\nprotocol = \"http\"\n\n\
+             [[listeners.web.routes]]\n{extra}\n\n[upstreams.app]\ntargets = [\"127.0.0.1:9001\"]\n"
+        )
+    };
+    let c = compile(&route(
+        "upstream = \"app\"\nmirror = { upstream = \"app\", percent = 10 }",
+    ))
+    .unwrap();
+    let m = c.snapshot.listeners[0].http().unwrap().routes[0]
+        .mirror
+        .clone()
+        .unwrap();
+    assert_eq!((m.upstream, m.percent), (0, 10));
+    let refused = errors(&route("respond = { status = 200 }\nmirror = { upstream = \"app\" }"));
+    assert!(
+        refused
+            .iter()
+            .any(|e| e.contains("test.toml:7:10: route `web#1`: `mirror` is for routes that proxy")),
+        "{refused:?}"
+    );
+    let unknown = errors(&route("upstream = \"app\"\nmirror = { upstream = \"ap\" }"));
+    assert!(
+        unknown
+            .iter()
+            .any(|e| e.contains("test.toml:7:23: route `web#1`: mirror to unknown upstream `ap`")),
+        "{unknown:?}"
+    );
+}

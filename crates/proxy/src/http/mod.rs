@@ -55,6 +55,7 @@ pub mod head_out;
 pub mod iobuf;
 pub mod local;
 pub mod message;
+mod mirror;
 pub mod park;
 pub mod pool;
 pub mod session;

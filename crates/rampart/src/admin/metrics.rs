@@ -431,6 +431,16 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_upstream_mirrored",
+            "Copies of requests sent to the upstream as a route's mirror, by result: answered (a response head came), failed (none did)",
+            Counter,
+            t.upstreams.iter().flat_map(|u| {
+                [("answered", u.mirrored.saturating_sub(u.mirror_failed)), ("failed", u.mirror_failed)]
+                    .map(|(result, n)| (labels([("upstream", &u.name), ("result", result)]), Value::Counter(n)))
+            }),
+        )?;
+        family(
+            &mut e,
             "rampart_upstream_no_target",
             "Requests (answered 503) and TCP connections (closed) that found no available target",
             Counter,

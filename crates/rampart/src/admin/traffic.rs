@@ -77,6 +77,9 @@ pub struct UpstreamTotals {
     pub queued: u64,
     pub queue_full: u64,
     pub queue_timeout: u64,
+    /// Copies sent to it as a route's mirror, and those that got no response head.
+    pub mirrored: u64,
+    pub mirror_failed: u64,
     /// Requests (503) and TCP connections that found no available target.
     pub no_target: u64,
     #[serde(skip)]
@@ -188,6 +191,8 @@ impl TrafficTotals {
                 queued: sum(cells, |c| &c.queued),
                 queue_full: sum(cells, |c| &c.queue_full),
                 queue_timeout: sum(cells, |c| &c.queue_timeout),
+                mirrored: sum(cells, |c| &c.mirrored),
+                mirror_failed: sum(cells, |c| &c.mirror_failed),
                 no_target: sum(cells, |c| &c.no_target),
                 response_duration,
                 targets,

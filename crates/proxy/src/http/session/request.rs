@@ -261,6 +261,11 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     response_ops: &chain.response_edits,
                     sticky_target,
                 };
+                if let Some(mirror) = &route.mirror {
+                    let bodiless = head.framing == Framing::None && !head.upgrade;
+                    let head = text.then_some(&self.head_out[..]);
+                    crate::http::mirror::copy(self.ctx, &snapshot, mirror, head, bodiless);
+                }
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
                 rctx.bodyless = head.framing == Framing::None && !head.upgrade;
