@@ -5,23 +5,11 @@
 
 mod common;
 
-use common::http::{get, send, HttpBackend, Reply};
+use common::http::{get, send, HttpBackend, Reply, UNAVAILABLE};
 use common::{free_port, write_file, Rampart};
 
-const UNAVAILABLE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown";
-
 fn config(port: u16, admin: u16, backends: &[&HttpBackend], upstream_extra: &str) -> String {
-    let targets: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.target())).collect();
-    format!(
-        "[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
-         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
-         [upstreams.app]\ntargets = [{}]\nretries = 0\n{upstream_extra}\n",
-        targets.join(", ")
-    )
-}
-
-fn seen(backend: &HttpBackend) -> usize {
-    backend.heads.try_iter().count()
+    common::http::one_upstream_config(port, admin, backends, &format!("retries = 0\n{upstream_extra}"))
 }
 
 /// `n` GETs on one keep-alive connection: how many were answered 503.
@@ -53,7 +41,7 @@ fn a_target_answering_503_is_ejected_and_no_more_than_the_share_is_out() {
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let answered_503 = unavailable(port, 60);
     assert_eq!(answered_503, 3, "three 503s, then the target is out");
-    assert_eq!(seen(&bad[0]), 3);
+    assert_eq!(bad[0].seen(), 3);
     let line = proxy.wait_for("ejected for");
     assert!(
         line.contains(&format!("target {}", bad[0].target())) && line.contains("3 bad outcomes"),
@@ -79,12 +67,12 @@ fn a_target_answering_503_is_ejected_and_no_more_than_the_share_is_out() {
     proxy.stop();
 
     // Two bad targets of three with 34%: one is ejected, the other keeps getting its share.
-    let _ = (seen(&bad[0]), seen(&bad[1]));
+    let _ = (bad[0].seen(), bad[1].seen());
     let text = config(port, admin, &[&good, &bad[0], &bad[1]], outlier);
     let path = write_file(dir.path(), "two.toml", &text);
     let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let answered_503 = unavailable(port, 90);
-    let (first, second) = (seen(&bad[0]), seen(&bad[1]));
+    let (first, second) = (bad[0].seen(), bad[1].seen());
     assert!(
         first.min(second) == 3 && first.max(second) >= 20,
         "{first} and {second}"
@@ -102,7 +90,7 @@ fn a_target_turning_slow_is_ejected() {
     let path = write_file(dir.path(), "slow.toml", &config(port, admin, &[&fast, &slow], outlier));
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     assert_eq!(unavailable(port, 30), 0);
-    assert_eq!(seen(&slow), 2, "two slow responses, then out");
+    assert_eq!(slow.seen(), 2, "two slow responses, then out");
     let line = proxy.wait_for("ejected for");
     assert!(line.contains("slow responses"), "{line}");
 }

@@ -8,27 +8,8 @@ mod common;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use common::http::{get, send, HttpBackend, Reply};
+use common::http::{get, one_upstream_config, send, HttpBackend, Reply, UNAVAILABLE};
 use common::{free_port, write_file, Rampart};
-
-const UNAVAILABLE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown";
-
-/// A config with `backends` behind one round-robin upstream with `upstream_extra` keys, an HTTP
-/// listener on `port` and an admin listener on `admin`.
-fn config(port: u16, admin: u16, backends: &[&HttpBackend], upstream_extra: &str) -> String {
-    let targets: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.target())).collect();
-    format!(
-        "[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
-         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
-         [upstreams.app]\ntargets = [{}]\n{upstream_extra}\n",
-        targets.join(", ")
-    )
-}
-
-/// Request heads a backend has read so far (it reports each one).
-fn seen(backend: &HttpBackend) -> usize {
-    backend.heads.try_iter().count()
-}
 
 /// `n` requests on one keep-alive connection: how many got each status.
 fn statuses(port: u16, n: usize, request: &[u8]) -> std::collections::BTreeMap<u16, usize> {
@@ -49,7 +30,7 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
     let (port, admin) = (free_port(), free_port());
     let backends = [&good[0], &bad, &good[1]];
     let log = dir.path().join("access.log");
-    let text = config(port, admin, &backends, "retries = 2\nretry_on = [\"reset\", \"503\"]").replace(
+    let text = one_upstream_config(port, admin, &backends, "retries = 2\nretry_on = [\"reset\", \"503\"]").replace(
         "upstream = \"app\"\n\n",
         &format!(
             "upstream = \"app\"\naccess_log = {{ path = \"{}\", format = \"json\" }}\n\n",
@@ -61,7 +42,7 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
 
     let got = statuses(port, 60, &get("/"));
     assert_eq!(got.get(&200), Some(&60), "every GET answered by a good target: {got:?}");
-    let retried = seen(&bad);
+    let retried = bad.seen();
     assert!(retried >= 15, "round robin reached the bad target: {retried}");
     let samples = common::scrape::scrape(admin);
     let retries = common::scrape::value(&samples, "rampart_upstream_retries_total", &[("upstream", "app")]);
@@ -92,7 +73,7 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
     drop(proxy);
 
     // Without `retry_on` naming it, a 503 goes to the client too (the test above would fail).
-    let text = config(port, admin, &backends, "retries = 2");
+    let text = one_upstream_config(port, admin, &backends, "retries = 2");
     let path = write_file(dir.path(), "plain.toml", &text);
     let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let got = statuses(port, 30, &get("/"));
@@ -110,7 +91,7 @@ fn attempts_per_request(budget: &str) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (free_port(), free_port());
     let extra = format!("retries = 2\nretry_on = [\"503\"]\nretry_budget = {budget}");
-    let text = config(port, admin, &[&bad[0], &bad[1], &bad[2]], &extra);
+    let text = one_upstream_config(port, admin, &[&bad[0], &bad[1], &bad[2]], &extra);
     let path = write_file(dir.path(), "budget.toml", &text);
     let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let requests = Arc::new(AtomicUsize::new(0));
@@ -127,7 +108,7 @@ fn attempts_per_request(budget: &str) -> f64 {
     for c in clients {
         c.join().unwrap();
     }
-    let attempts: usize = bad.iter().map(seen).sum();
+    let attempts: usize = bad.iter().map(HttpBackend::seen).sum();
     let samples = common::scrape::scrape(admin);
     let over = common::scrape::value(
         &samples,

@@ -10,10 +10,6 @@ mod common;
 use common::http::{send, HttpBackend, Reply};
 use common::{free_port, write_file, Rampart};
 
-fn seen(backend: &HttpBackend) -> usize {
-    backend.heads.try_iter().count()
-}
-
 #[test]
 fn a_split_route_sends_its_share_to_the_canary_and_the_tester_always_there() {
     let (stable, canary) = (HttpBackend::start(Reply::Echo), HttpBackend::start(Reply::Echo));
@@ -36,7 +32,7 @@ fn a_split_route_sends_its_share_to_the_canary_and_the_tester_always_there() {
     for _ in 0..1000 {
         assert_eq!(send(&mut conn, plain).0, 200);
     }
-    let (to_stable, to_canary) = (seen(&stable), seen(&canary));
+    let (to_stable, to_canary) = (stable.seen(), canary.seen());
     assert_eq!(to_stable + to_canary, 1000);
     assert!((140..=260).contains(&to_canary), "about 20% to the canary: {to_canary}");
 
@@ -47,7 +43,7 @@ fn a_split_route_sends_its_share_to_the_canary_and_the_tester_always_there() {
         for _ in 0..50 {
             assert_eq!(send(&mut conn, request).0, 200);
         }
-        assert_eq!((seen(&stable), seen(&canary)), (0, 50));
+        assert_eq!((stable.seen(), canary.seen()), (0, 50));
     }
 }
 
@@ -103,7 +99,7 @@ fn a_sticky_cookie_keeps_a_client_on_its_target_until_that_target_is_out() {
     let value = cookie.split(';').next().unwrap().to_string();
     let first = backends
         .iter()
-        .position(|b| seen(b) == 1)
+        .position(|b| b.seen() == 1)
         .expect("one backend answered");
 
     // With it, every request goes there, and the cookie is not set again.
@@ -112,7 +108,7 @@ fn a_sticky_cookie_keeps_a_client_on_its_target_until_that_target_is_out() {
         let (status, head, _) = send(&mut conn, with_cookie.as_bytes());
         assert_eq!((status, set_cookie(&head)), (200, None));
     }
-    let counts: Vec<usize> = backends.iter().map(seen).collect();
+    let counts: Vec<usize> = backends.iter().map(HttpBackend::seen).collect();
     assert_eq!((counts[first], counts.iter().sum::<usize>()), (30, 30), "{counts:?}");
 
     // Its target drained: the request goes elsewhere and the answer names the new target.
@@ -122,7 +118,7 @@ fn a_sticky_cookie_keeps_a_client_on_its_target_until_that_target_is_out() {
     assert_eq!(status, 200);
     let moved = set_cookie(&head).expect("a new sticky cookie");
     assert_ne!(moved.split(';').next().unwrap(), value);
-    assert_eq!(seen(&backends[first]), 0);
+    assert_eq!(backends[first].seen(), 0);
 }
 
 #[test]
@@ -148,7 +144,7 @@ fn a_target_added_by_a_reload_ramps_up_under_slow_start() {
     for _ in 0..200 {
         assert_eq!(send(&mut conn, plain).0, 200);
     }
-    let (to_old, to_new) = (seen(&old), seen(&new));
+    let (to_old, to_new) = (old.seen(), new.seen());
     assert_eq!(to_old + to_new, 200);
     assert!(to_new < 60, "ramping up: {to_new} of 200");
 
@@ -157,7 +153,7 @@ fn a_target_added_by_a_reload_ramps_up_under_slow_start() {
         for _ in 0..100 {
             send(&mut conn, plain);
         }
-        let (to_old, to_new) = (seen(&old), seen(&new));
+        let (to_old, to_new) = (old.seen(), new.seen());
         to_new >= 45 && to_old <= 55
     });
 }
@@ -189,7 +185,7 @@ fn a_mirror_gets_a_copy_of_each_request_and_a_dead_one_disturbs_nothing() {
     // A request with a body is not copied.
     let post = b"POST /item HTTP/1.1\r\nHost: app.test\r\ncontent-length: 2\r\n\r\nhi";
     assert_eq!(send(&mut conn, post).0, 200);
-    assert_eq!(seen(&real), 21);
+    assert_eq!(real.seen(), 21);
     let mut copies = Vec::new();
     common::tls::eventually("the shadow has its 20 copies", || {
         copies.extend(shadow.heads.try_iter());

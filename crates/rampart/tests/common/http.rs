@@ -37,7 +37,27 @@ pub struct HttpBackend {
     pub closed: Arc<AtomicUsize>,
 }
 
+/// A 503 for [`Reply::Raw`]: a backend that fails every request.
+pub const UNAVAILABLE: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\ncontent-length: 4\r\n\r\ndown";
+
+/// A config with an admin listener on `admin` and an HTTP listener on `port` whose requests go
+/// to the upstream `app` of `backends` (round robin), with `upstream_extra` keys.
+pub fn one_upstream_config(port: u16, admin: u16, backends: &[&HttpBackend], upstream_extra: &str) -> String {
+    let targets: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.target())).collect();
+    format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin}\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [{}]\n{upstream_extra}\n",
+        targets.join(", ")
+    )
+}
+
 impl HttpBackend {
+    /// Request heads it has read since the last call (it reports each one).
+    pub fn seen(&self) -> usize {
+        self.heads.try_iter().count()
+    }
+
     pub fn start(reply: Reply) -> HttpBackend {
         HttpBackend::serve_on(TcpListener::bind("127.0.0.1:0").unwrap(), reply)
     }
