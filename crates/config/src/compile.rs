@@ -431,4 +431,6 @@ pub use live::LiveState;
 pub use log::{LogFormat, LogLevel, LogSettings};
 
 #[cfg(test)]
+mod settings_tests;
+#[cfg(test)]
 mod tests;

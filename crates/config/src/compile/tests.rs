@@ -2,15 +2,15 @@ use super::*;
 use rampart_model::balance::HashKey;
 use rampart_proto::proxy_protocol::ProxyVersion;
 
-fn compile(src: &str) -> Result<Compiled, ConfigErrors> {
+pub(super) fn compile(src: &str) -> Result<Compiled, ConfigErrors> {
     compile_toml("test.toml", src, &mut LiveState::default())
 }
 
-fn errors(src: &str) -> Vec<String> {
+pub(super) fn errors(src: &str) -> Vec<String> {
     compile(src).unwrap_err().0.iter().map(|e| e.to_string()).collect()
 }
 
-const GOOD: &str = r#"
+pub(super) const GOOD: &str = r#"
 [listeners.web]
 bind = "127.0.0.1:7777"
 upstream = "app"
@@ -520,137 +520,5 @@ fn backup_targets_compile_and_cannot_be_all() {
     assert_eq!(
         got,
         ["test.toml:5:11: every target of upstream `app` is a backup: backups stand in for primary targets, so at least one must not be"]
-    );
-}
-
-#[test]
-fn acme_picks_http_01_with_a_plain_http_listener_and_tls_alpn_01_without() {
-    const TLS_ONLY: &str = r#"
-[acme]
-storage = "acme"
-
-[listeners.secure]
-bind = "127.0.0.1:8443"
-protocol = "http"
-
-[listeners.secure.tls]
-acme = ["a.example"]
-
-[[listeners.secure.routes]]
-respond = { status = 200 }
-"#;
-    const PLAIN: &str = r#"
-[listeners.plain]
-bind = "127.0.0.1:8080"
-protocol = "http"
-
-[[listeners.plain.routes]]
-respond = { status = 200 }
-"#;
-    let challenge = |src: &str| compile(src).unwrap().snapshot.acme.unwrap().challenge;
-    use rampart_model::acme::AcmeChallenge;
-    assert_eq!(challenge(TLS_ONLY), AcmeChallenge::TlsAlpn01);
-    assert_eq!(challenge(&format!("{TLS_ONLY}{PLAIN}")), AcmeChallenge::Http01);
-    let chosen = TLS_ONLY.replace("storage = \"acme\"", "storage = \"acme\"\nchallenge = \"http-01\"");
-    assert_eq!(challenge(&chosen), AcmeChallenge::Http01, "a challenge given is kept");
-}
-
-#[test]
-fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_are() {
-    let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
-    let src = http_good.replace(
-        "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\n",
-    );
-    let c = compile(&src).unwrap();
-    let http = c.snapshot.upstreams[0].http;
-    assert!(http.retry_on.timeout && !http.retry_on.reset);
-    assert!(http.retry_on.status(429) && http.retry_on.status(503) && !http.retry_on.status(500));
-    assert_eq!((http.retry_budget.percent, http.retry_budget.min_retrying), (50, 3));
-
-    let bad = http_good.replace(
-        "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150 }\n",
-    );
-    let errors = errors(&bad);
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("test.toml:8:20: retry_on: `teapot` is not one of")),
-        "{errors:?}"
-    );
-    assert!(
-        errors.iter().any(|e| e.contains("test.toml:8:30: retry_on: `200`")),
-        "{errors:?}"
-    );
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("test.toml:9:28: retry_budget percent = 150 is out of range (0 to 100)")),
-        "{errors:?}"
-    );
-}
-
-#[test]
-fn outlier_detection_compiles_and_bad_values_are_refused_where_they_are() {
-    let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
-    let src = http_good.replace(
-        "[upstreams.app]\n",
-        "[upstreams.app]\noutlier_detection = { consecutive_5xx = 3, slow_response = \"250ms\" }\n",
-    );
-    let o = compile(&src).unwrap().snapshot.upstreams[0].outlier.unwrap();
-    assert_eq!((o.consecutive, o.slow_response), (3, Some(Duration::from_millis(250))));
-    assert_eq!((o.base_ejection, o.max_ejection_percent), (Duration::from_secs(10), 50));
-    assert!(compile(&http_good).unwrap().snapshot.upstreams[0].outlier.is_none());
-
-    let bad = http_good.replace(
-        "[upstreams.app]\n",
-        "[upstreams.app]\noutlier_detection = { consecutive_5xx = 0, base_ejection_time = \"1m\", max_ejection_time = \"10s\" }\n",
-    );
-    let errors = errors(&bad);
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("test.toml:8:41: consecutive_5xx = 0 is out of range")),
-        "{errors:?}"
-    );
-    assert!(
-        errors
-            .iter()
-            .any(|e| e.contains("max_ejection_time is shorter than base_ejection_time")),
-        "{errors:?}"
-    );
-}
-
-#[test]
-fn a_mirror_needs_a_proxying_route_and_a_known_upstream() {
-    let route = |extra: &str| {
-        format!(
-            "[listeners.web]\nbind = \"127.0.0.1:7777\"\nprotocol = \"http\"\n\n\
-             [[listeners.web.routes]]\n{extra}\n\n[upstreams.app]\ntargets = [\"127.0.0.1:9001\"]\n"
-        )
-    };
-    let c = compile(&route(
-        "upstream = \"app\"\nmirror = { upstream = \"app\", percent = 10 }",
-    ))
-    .unwrap();
-    let m = c.snapshot.listeners[0].http().unwrap().routes[0]
-        .mirror
-        .clone()
-        .unwrap();
-    assert_eq!((m.upstream, m.percent), (0, 10));
-    let refused = errors(&route("respond = { status = 200 }\nmirror = { upstream = \"app\" }"));
-    assert!(
-        refused
-            .iter()
-            .any(|e| e.contains("test.toml:7:10: route `web#1`: `mirror` is for routes that proxy")),
-        "{refused:?}"
-    );
-    let unknown = errors(&route("upstream = \"app\"\nmirror = { upstream = \"ap\" }"));
-    assert!(
-        unknown
-            .iter()
-            .any(|e| e.contains("test.toml:7:23: route `web#1`: mirror to unknown upstream `ap`")),
-        "{unknown:?}"
     );
 }

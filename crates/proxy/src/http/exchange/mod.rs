@@ -4,16 +4,10 @@
 //! [`HttpError`]s; the ones that allow it are retried on another connection before any response
 //! byte, by `Exchange`, which holds what the attempts share.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
-
-use rampart_model::health::TargetHealth;
 use rampart_model::metrics::UpstreamCells;
-use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
-use rampart_model::sticky::StickyCookie;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
@@ -28,11 +22,14 @@ use crate::connect::no_target_key;
 use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
+mod choice;
 mod response;
 mod session;
 mod upstream_h1;
 mod upstream_h2;
 
+pub use choice::sticky_target;
+use choice::{observe_outcome, response_edits, retry_allowed};
 use session::{NoSession, Session, UpstreamSession};
 
 /// What the session knows about the request being proxied.
@@ -123,28 +120,6 @@ async fn exchange<D: Downstream>(
         active: Active { cells, retrying: false },
     };
     exchange.run().await
-}
-
-/// How often a request waiting in an upstream's queue looks for a target with room.
-const QUEUE_LOOK: std::time::Duration = std::time::Duration::from_millis(1);
-
-/// A request slot at a target whose upstream limits requests per target, given back when the
-/// attempt ends.
-struct Slot<'a>(&'a TargetHealth);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.release();
-    }
-}
-
-/// A place in an upstream's queue, given back when the request leaves it.
-struct Queued<'a>(&'a AtomicU32);
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
 }
 
 /// This request among the upstream's requests in flight (and retrying ones), for the retry
@@ -276,103 +251,6 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         }
     }
 
-    /// The target of the next attempt (`again`, else the sticky cookie's, else the balancer's),
-    /// with its request slot when the upstream limits requests per target: a full target is
-    /// passed over, and when every target is full the request waits in the upstream's queue
-    /// (looking again every millisecond) until one has room, or fails with 503 when the queue
-    /// is full or the wait runs out. `Ok(None)`: no target to pick at all.
-    async fn next_target(&self, again: Option<usize>) -> Result<Option<(usize, Option<Slot<'e>>)>, HttpError> {
-        let req: &'e ProxyRequest<'_> = self.req;
-        let up: &'e Upstream = &req.snapshot.upstreams[req.upstream];
-        let first = again.or_else(|| self.sticky_pick());
-        let pick = |excluded: &Tried| self.ctx.pick(req.snapshot, req.upstream, req.hash_key, excluded);
-        let Some(limits) = &up.limits else {
-            return Ok(first.or_else(|| pick(&self.tried)).map(|t| (t, None)));
-        };
-        let mut queued: Option<(Queued<'e>, tokio::time::Instant)> = None;
-        loop {
-            let mut full = self.tried;
-            let mut next = first;
-            while let Some(t) = next.take().or_else(|| pick(&full)) {
-                let health = &up.targets[t].health;
-                if health.try_acquire(limits.per_target) {
-                    return Ok(Some((t, Some(Slot(health)))));
-                }
-                if full.contains(t) || full.len() == Tried::CAPACITY {
-                    break;
-                }
-                full.push(t);
-            }
-            if full.len() == self.tried.len() && first.is_none() {
-                // Nothing available at all: not a matter of limits.
-                return Ok(None);
-            }
-            let cells = self.active.cells;
-            let deadline = match &queued {
-                Some((_, deadline)) => *deadline,
-                None => {
-                    if limits.queued.fetch_add(1, Relaxed) >= limits.queue_size {
-                        limits.queued.fetch_sub(1, Relaxed);
-                        cells.queue_full.add(1);
-                        return Err(HttpError::QueueFull);
-                    }
-                    cells.queued.add(1);
-                    let deadline = tokio::time::Instant::now() + limits.queue_timeout;
-                    queued = Some((Queued(&limits.queued), deadline));
-                    deadline
-                }
-            };
-            if tokio::time::Instant::now() >= deadline {
-                cells.queue_timeout.add(1);
-                return Err(HttpError::QueueTimeout);
-            }
-            tokio::time::sleep(QUEUE_LOOK).await;
-        }
-    }
-
-    /// The target the sticky cookie names, for the first attempt, while it is available (else the
-    /// balancer picks, and the response names the new target).
-    fn sticky_pick(&self) -> Option<usize> {
-        let target = self.req.sticky_target.filter(|_| self.tried.is_empty())?;
-        let up = self.req.upstream();
-        up.targets.get(target)?.health.is_available().then_some(target)
-    }
-
-    /// The statuses whose response this attempt may drop for a retry (`retry_on`): only while a
-    /// retry would be made, so that the last try's response goes to the client as it is.
-    fn status_retry(&self) -> Option<RetryOn> {
-        let up = self.req.upstream();
-        let on = up.http.retry_on;
-        // Targets this request has been to, this attempt's included.
-        let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
-        let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
-        (on.any_status() && self.retries_left > 0 && self.req.repeatable() && another_target && self.budget_has_room())
-            .then_some(on)
-    }
-
-    /// Whether the retry budget has room for this request to retry now.
-    fn budget_has_room(&self) -> bool {
-        let cells = self.active.cells;
-        // A request already retrying holds its place: it is not counted against itself.
-        let others = cells.retrying.get() - i64::from(self.active.retrying);
-        let budget = self.req.upstream().http.retry_budget;
-        budget.allows(others, cells.requests_active.get())
-    }
-
-    /// Takes a place among the requests retrying; `false` (counted) when the budget has none.
-    fn take_budget(&mut self) -> bool {
-        let cells = self.active.cells;
-        if !self.budget_has_room() {
-            cells.retries_over_budget.add(1);
-            return false;
-        }
-        if !self.active.retrying {
-            self.active.retrying = true;
-            cells.retrying.up();
-        }
-        true
-    }
-
     /// The error when the balancer has no target to give: none healthy (503, counted as an
     /// outage of the upstream), or every one already failed this request (502).
     fn nothing_to_pick(&self) -> HttpError {
@@ -391,44 +269,6 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 ),
             });
         HttpError::NoHealthyTarget
-    }
-}
-
-/// The target of `up` that the request's sticky cookie names (`cookie` reads a cookie of the
-/// request by name), when the upstream has `sticky_cookie`.
-pub fn sticky_target<'a>(up: &Upstream, cookie: impl FnOnce(&str) -> Option<&'a [u8]>) -> Option<usize> {
-    let sticky = up.sticky.as_ref()?;
-    let id = StickyCookie::parse(cookie(&sticky.name)?)?;
-    up.targets.iter().position(|t| StickyCookie::id(&up.name, t.addr) == id)
-}
-
-/// The response's header edits: the route's, and a sticky cookie naming the target that
-/// answered when the request's cookie did not already name it.
-pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>) -> Cow<'a, HeaderOps> {
-    let up = req.upstream();
-    match (&up.sticky, target) {
-        (Some(sticky), Some(t)) if req.sticky_target != Some(t) => {
-            let mut ops = req.response_ops.clone();
-            let id = StickyCookie::id(&up.name, up.targets[t].addr);
-            ops.add.push(("set-cookie".to_string(), sticky.set_cookie(id)));
-            Cow::Owned(ops)
-        }
-        _ => Cow::Borrowed(req.response_ops),
-    }
-}
-
-/// Whether a request that failed with `error` may go again: an outcome `retry_on` names (a
-/// reset before any response byte, a timeout waiting for the head, a status), for a request safe
-/// to repeat; or a stream the upstream refused unprocessed, for any bodiless request.
-fn retry_allowed(req: &ProxyRequest<'_>, error: HttpError) -> bool {
-    let on = req.upstream().http.retry_on;
-    match error {
-        HttpError::UpstreamRefused => req.body == BodyLength::None,
-        HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { body_sent: false } => on.reset && req.repeatable(),
-        HttpError::UpstreamTimeout => on.timeout && req.repeatable(),
-        // Raised only when a retry may follow ([`Exchange::status_retry`]).
-        HttpError::UpstreamStatus { .. } => req.repeatable(),
-        _ => false,
     }
 }
 
@@ -455,34 +295,6 @@ fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: 
         // A gateway failure (reset, timeout, bad response) is a bad outcome for outlier
         // detection.
         observe_outcome(ctx, up, target, true);
-    }
-}
-
-/// Outlier detection's view of one attempt at `target`: `bad` (a 5xx, a gateway failure, a slow
-/// response) or good. A bad one that completes a streak ejects the target (logged, counted).
-pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: bool) {
-    let Some(policy) = &up.outlier else { return };
-    let Some(t) = up.targets.get(target) else { return };
-    if !bad {
-        t.health.outlier_success();
-        return;
-    }
-    let ejected = || up.targets.iter().filter(|t| t.health.is_ejected()).count();
-    if let Some(time) = t.health.outlier_failure(policy, up.targets.len(), ejected) {
-        t.metrics.worker(ctx.id).ejections.add(1);
-        tracing::warn!(
-            upstream = up.name.as_str(),
-            target = t.name.as_str(),
-            "upstream {}: target {} ejected for {time:?} after {} bad outcomes in a row (5xx, gateway failures{})",
-            up.name,
-            t.name,
-            policy.consecutive,
-            if policy.slow_response.is_some() {
-                ", slow responses"
-            } else {
-                ""
-            }
-        );
     }
 }
 
