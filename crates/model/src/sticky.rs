@@ -4,6 +4,7 @@
 //! upstream's name and the target's address, so it stays valid across reloads, restarts and the
 //! instances of a fleet.
 
+use std::fmt::Write;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -18,20 +19,15 @@ pub struct StickyCookie {
 }
 
 impl StickyCookie {
-    /// The id a cookie names `addr` of `upstream` by.
+    /// The id a cookie names `addr` of `upstream` by. Computed for each target a request's
+    /// cookie is checked against, so it writes the address into the hash without a `String`.
     pub fn id(upstream: &str, addr: SocketAddr) -> u64 {
-        // FNV-1a: stable across builds and machines, unlike std's keyed hasher.
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for b in bytes {
-                hash ^= u64::from(*b);
-                hash = hash.wrapping_mul(0x0100_0000_01b3);
-            }
-        };
-        eat(upstream.as_bytes());
-        eat(&[0]);
-        eat(addr.to_string().as_bytes());
-        hash
+        let mut hash = Fnv1a::default();
+        hash.eat(upstream.as_bytes());
+        hash.eat(&[0]);
+        // Writing to the hash cannot fail.
+        let _ = write!(hash, "{addr}");
+        hash.0
     }
 
     /// The id a cookie value names (16 hex digits), if it is one.
@@ -55,6 +51,31 @@ impl StickyCookie {
     }
 }
 
+/// FNV-1a: stable across builds and machines, unlike std's keyed hasher.
+struct Fnv1a(u64);
+
+impl Default for Fnv1a {
+    fn default() -> Self {
+        Fnv1a(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv1a {
+    fn eat(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+}
+
+impl Write for Fnv1a {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.eat(s.as_bytes());
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -62,6 +83,10 @@ mod tests {
     #[test]
     fn ids_are_stable_opaque_and_round_trip_through_the_cookie() {
         let addr: SocketAddr = "10.0.0.1:8080".parse().unwrap();
+        // The same hash as over the text `app\0 10.0.0.1:8080`, written out.
+        let mut text = Fnv1a::default();
+        text.eat(b"app\x0010.0.0.1:8080");
+        assert_eq!(StickyCookie::id("app", addr), text.0);
         let id = StickyCookie::id("app", addr);
         assert_eq!(id, StickyCookie::id("app", addr));
         assert_ne!(id, StickyCookie::id("other", addr));

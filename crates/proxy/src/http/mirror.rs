@@ -36,8 +36,7 @@ pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, head: Opt
         .then(|| ctx.pick(snapshot, mirror.upstream, 0, &Tried::default()))
         .flatten();
     let Some(target) = target else {
-        cells.worker(worker).mirror_failed.add(1);
-        return;
+        return failed(&cells, worker);
     };
     let addr = up.targets[target].addr;
     let (connect, answer) = (up.connect_timeout, up.http.response_header_timeout);
