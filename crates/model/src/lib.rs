@@ -30,6 +30,7 @@ pub mod health;
 pub mod metrics;
 pub mod net;
 pub mod outlier;
+pub mod queue;
 pub mod retry;
 pub mod route;
 pub mod snapshot;

@@ -142,8 +142,8 @@ pub struct RequestLimits {
     pub per_target: u32,
     pub queue_size: u32,
     pub queue_timeout: std::time::Duration,
-    /// Requests waiting now, across workers.
-    pub queued: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// The requests waiting now, across workers, in their order.
+    pub queue: std::sync::Arc<crate::queue::RequestQueue>,
 }
 
 impl PartialEq for RequestLimits {

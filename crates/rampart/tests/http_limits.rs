@@ -74,3 +74,45 @@ fn a_full_queue_or_a_wait_too_long_is_503_at_once() {
     assert_eq!(statuses, [200, 200, 503, 503]);
     assert_eq!(refused, 2.0);
 }
+
+#[test]
+fn waiting_requests_are_served_first_come_first_served() {
+    // One request at a time to a target that takes 150 ms: the first is sent, then five more,
+    // each only once the one before it is seen waiting in the queue. The backend must get them
+    // in that order (waiting requests that each looked for room on their own would come in any
+    // order). Two workers: a slot given back on one wakes a request waiting on the other.
+    let backend = HttpBackend::start(Reply::Slow(Duration::from_millis(150)));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let text = common::http::one_upstream_config(port, admin, &[&backend], "max_requests_per_target = 1");
+    let path = write_file(dir.path(), "fifo.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "2"]);
+    let queued = || {
+        common::scrape::value(
+            &common::scrape::scrape(admin),
+            "rampart_upstream_queued_total",
+            &[("upstream", "app")],
+        )
+    };
+    let client = |n: usize| {
+        std::thread::spawn(move || {
+            let mut conn = common::connect(port);
+            send(&mut conn, &get(&format!("/{n}"))).0
+        })
+    };
+    let mut clients = vec![client(0)];
+    let first = backend.heads.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.starts_with("GET /0 "), "{first}");
+    for n in 1..=5 {
+        clients.push(client(n));
+        common::tls::eventually(&format!("request {n} waits"), || queued() >= n as f64);
+    }
+    let statuses: Vec<u16> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(statuses, [200; 6]);
+    let order: Vec<String> = backend
+        .heads
+        .try_iter()
+        .map(|head| head.split(' ').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(order, ["/1", "/2", "/3", "/4", "/5"]);
+}

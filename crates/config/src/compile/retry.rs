@@ -106,7 +106,7 @@ impl Checker<'_> {
             per_target,
             queue_size: size as u32,
             queue_timeout: timeout,
-            queued: Default::default(),
+            queue: Default::default(),
         })
     }
 }

@@ -4,9 +4,9 @@
 //! makes of an attempt's outcome.
 
 use std::borrow::Cow;
-use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 
 use rampart_model::health::TargetHealth;
+use rampart_model::queue::RequestQueue;
 use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
 use rampart_model::sticky::StickyCookie;
@@ -19,34 +19,40 @@ use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 use crate::worker::WorkerContext;
 
-/// How often a request waiting in an upstream's queue looks for a target with room.
-const QUEUE_LOOK: std::time::Duration = std::time::Duration::from_millis(1);
+/// How often the request at the front of an upstream's queue looks for room without being woken
+/// (a target's room can come back without a slot given back: its ejection ends, a reload).
+const QUEUE_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
 
 /// A request slot at a target whose upstream limits requests per target, given back when the
-/// attempt ends.
-pub(super) struct Slot<'a>(&'a TargetHealth);
+/// attempt ends (waking the request first in the upstream's queue).
+pub(super) struct Slot<'a> {
+    health: &'a TargetHealth,
+    queue: &'a RequestQueue,
+}
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.release();
+        self.health.release();
+        self.queue.wake_front();
     }
 }
 
-/// A place in an upstream's queue, given back when the request leaves it.
-struct Queued<'a>(&'a AtomicU32);
-
-impl Drop for Queued<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
+/// What one look for a target under `max_requests_per_target` found.
+enum Look<'a> {
+    Slot(usize, Slot<'a>),
+    /// Every target there is is full.
+    Full,
+    /// No target to pick at all: not a matter of limits.
+    NoTarget,
 }
 
 impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// The target of the next attempt (`again`, else the sticky cookie's, else the balancer's),
     /// with its request slot when the upstream limits requests per target: a full target is
-    /// passed over, and when every target is full the request waits in the upstream's queue
-    /// (looking again every millisecond) until one has room, or fails with 503 when the queue
-    /// is full or the wait runs out. `Ok(None)`: no target to pick at all.
+    /// passed over, and when every target is full (or others wait already) the request waits in
+    /// the upstream's queue, first come first served (a retry at the front), until a slot given
+    /// back wakes it, or fails
+    /// with 503 when the queue is full or the wait runs out. `Ok(None)`: no target to pick at all.
     pub(super) async fn next_target(
         &self,
         again: Option<usize>,
@@ -58,14 +64,14 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         let Some(limits) = &up.limits else {
             return Ok(first.or_else(|| pick(&self.tried)).map(|t| (t, None)));
         };
-        let mut queued: Option<(Queued<'e>, tokio::time::Instant)> = None;
-        loop {
+        let queue: &'e RequestQueue = &limits.queue;
+        let look = || {
             let mut full = self.tried;
             let mut next = first;
             while let Some(t) = next.take().or_else(|| pick(&full)) {
                 let health = &up.targets[t].health;
                 if health.try_acquire(limits.per_target) {
-                    return Ok(Some((t, Some(Slot(health)))));
+                    return Look::Slot(t, Slot { health, queue });
                 }
                 if full.contains(t) || full.len() == Tried::CAPACITY {
                     break;
@@ -73,29 +79,52 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 full.push(t);
             }
             if full.len() == self.tried.len() && first.is_none() {
-                // Nothing available at all: not a matter of limits.
+                Look::NoTarget
+            } else {
+                Look::Full
+            }
+        };
+        // A retry waited its turn once already: it looks at once and, when every target is full,
+        // lines up at the front.
+        let retry = !self.tried.is_empty();
+        if retry || queue.is_empty() {
+            match look() {
+                Look::Slot(t, slot) => return Ok(Some((t, Some(slot)))),
+                Look::NoTarget => return Ok(None),
+                Look::Full => {}
+            }
+        }
+        let cells = self.active.cells;
+        let Some(place) = queue.join(limits.queue_size, retry) else {
+            cells.queue_full.add(1);
+            return Err(HttpError::QueueFull);
+        };
+        cells.queued.add(1);
+        let deadline = tokio::time::Instant::now() + limits.queue_timeout;
+        let mut only_if_first = false;
+        loop {
+            let mut no_target = false;
+            let taken = place.take_or_line_up(only_if_first, || match look() {
+                Look::Slot(t, slot) => Some((t, slot)),
+                Look::Full => None,
+                Look::NoTarget => {
+                    no_target = true;
+                    None
+                }
+            });
+            if let Some((t, slot)) = taken {
+                return Ok(Some((t, Some(slot))));
+            }
+            if no_target {
                 return Ok(None);
             }
-            let cells = self.active.cells;
-            let deadline = match &queued {
-                Some((_, deadline)) => *deadline,
-                None => {
-                    if limits.queued.fetch_add(1, Relaxed) >= limits.queue_size {
-                        limits.queued.fetch_sub(1, Relaxed);
-                        cells.queue_full.add(1);
-                        return Err(HttpError::QueueFull);
-                    }
-                    cells.queued.add(1);
-                    let deadline = tokio::time::Instant::now() + limits.queue_timeout;
-                    queued = Some((Queued(&limits.queued), deadline));
-                    deadline
-                }
-            };
-            if tokio::time::Instant::now() >= deadline {
+            let now = tokio::time::Instant::now();
+            if now >= deadline {
                 cells.queue_timeout.add(1);
                 return Err(HttpError::QueueTimeout);
             }
-            tokio::time::sleep(QUEUE_LOOK).await;
+            let wait = (deadline - now).min(QUEUE_LOOK);
+            only_if_first = tokio::time::timeout(wait, place.woken()).await.is_err();
         }
     }
 
