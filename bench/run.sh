@@ -52,6 +52,13 @@
 # requests/s, p50/p99, CPU µs per request user and kernel apart, Rampart's CPU over nginx's):
 #   bench/run.sh static                                  # static-1k-c64 and static-1m-c16, 5 rounds of 10 s
 #   bench/run.sh static --scenarios static-1k-c64 --rounds 7 --duration 15
+# The bad day (issue 29, bench/badday.py; three fault backends from bench/out/fault-backend; Rampart
+# beside HAProxy `retry-on`/`observe layer7`/`maxconn` + queue and nginx `proxy_next_upstream`/
+# `max_fails`/`max_conns`): one of three backends answering 503, all answering 503, one turning
+# slow (+200 ms), a burst of twice what the backends take; success rate, attempts per request,
+# p99, when the slow backend stopped getting requests:
+#   bench/run.sh badday                                  # 3 rounds of 10 s
+#   bench/run.sh badday --scenarios one-slow --rounds 1
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -84,11 +91,12 @@ build() {
     python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])'
 }
 rampart=$(build)
-# The Go tools: the resumed-handshake load generator and the h2c gRPC backend, each rebuilt only
+# The Go tools: the resumed-handshake load generator, the h2c gRPC backend and the fault backends,
+# each rebuilt only
 # when its sources are newer than its binary.
 mkdir -p bench/out
 go=$(command -v go || echo /usr/local/go/bin/go)
-for tool in resume-client:https-resume,l4-reset-c64,sni-passthrough grpc-backend:grpc-unary-h2c; do
+for tool in resume-client:https-resume,l4-reset-c64,sni-passthrough grpc-backend:grpc-unary-h2c fault-backend:badday; do
   name=${tool%%:*}
   if [ ! -x "bench/out/$name" ] || [ -n "$(find "bench/$name" -type f -newer "bench/out/$name")" ]; then
     if [ -x "$go" ] || command -v "$go" >/dev/null; then
@@ -113,6 +121,9 @@ if [ -n "$rev" ]; then
 fi
 if [ "${args[0]:-}" = filters ]; then
   exec python3 bench/filters.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = badday ]; then
+  exec python3 bench/badday.py --rampart "$rampart" "${args[@]:1}"
 fi
 if [ "${args[0]:-}" = static ]; then
   exec python3 bench/static.py --rampart "$rampart" "${args[@]:1}"

@@ -1,0 +1,3 @@
+module rampart/bench/fault-backend
+
+go 1.26.0
