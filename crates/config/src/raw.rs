@@ -453,6 +453,9 @@ pub struct RawUpstream {
     pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,
     /// `{ percent = 20, min_retrying = 3 }`.
     pub retry_budget: Option<Spanned<RawRetryBudget>>,
+    /// `"64KiB"`: request bodies kept for a retry.
+    #[serde(default, deserialize_with = "described::size")]
+    pub retry_max_body_size: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
     /// `http1`, `h2c`, `h2` or `auto`.

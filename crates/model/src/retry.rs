@@ -3,13 +3,17 @@
 //! sent); these settings govern the rest.
 
 /// The outcomes, besides a connect failure, that send a request to another target: for requests
-/// safe to repeat (idempotent, no body), while `retries` and the budget allow.
+/// safe to repeat (idempotent unless `non_idempotent`, with no body or a body kept whole), while
+/// `retries` and the budget allow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryOn {
     /// The upstream closed or reset the connection before any response byte (`reset`).
     pub reset: bool,
     /// No response head within `response_header_timeout` (`timeout`).
     pub timeout: bool,
+    /// Requests whose method is not idempotent (POST, PATCH, ...) are tried again too
+    /// (`non-idempotent`, nginx's `proxy_next_upstream non_idempotent`).
+    pub non_idempotent: bool,
     /// Response statuses 400 to 599 that are tried again (`503`, `5xx`, `gateway-error`), one
     /// bit each: bit `status - 400`. The last try's response goes to the client as it is.
     statuses: [u64; 4],
@@ -21,6 +25,7 @@ impl Default for RetryOn {
         RetryOn {
             reset: true,
             timeout: false,
+            non_idempotent: false,
             statuses: [0; 4],
         }
     }

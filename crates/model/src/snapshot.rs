@@ -270,6 +270,9 @@ pub struct HttpUpstream {
     pub retries: usize,
     /// What besides connect failures is tried again (`retry_on`).
     pub retry_on: crate::retry::RetryOn,
+    /// Request bodies up to this many bytes are kept as they go to a target, so that a retry can
+    /// send them again (`retry_max_body_size`; 0: none kept, a request with a body is not retried).
+    pub retry_body_max: usize,
     /// How many retries the upstream's requests may add (`retry_budget`).
     pub retry_budget: crate::retry::RetryBudget,
     /// Longest time for a whole exchange, from choosing a target to the end of the response.
@@ -288,6 +291,7 @@ impl Default for HttpUpstream {
             pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
             retries: defaults::RETRIES,
             retry_on: Default::default(),
+            retry_body_max: defaults::RETRY_BODY_MAX,
             retry_budget: Default::default(),
             request_timeout: None,
             protocol: UpstreamProtocol::Http1,

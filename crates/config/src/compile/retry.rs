@@ -9,7 +9,7 @@ use super::Checker;
 use crate::raw::{RawOutlierDetection, RawRetryBudget, RawUpstream};
 
 /// What `retry_on` takes, for the error that lists it.
-const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504) or a status from 400 to 599";
+const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504), a status from 400 to 599, or \"non-idempotent\"";
 
 impl Checker<'_> {
     /// `retry_on = [...]`: the outcomes tried again besides connect failures (the list replaces
@@ -20,6 +20,7 @@ impl Checker<'_> {
             match item.get_ref().trim().to_ascii_lowercase().as_str() {
                 "reset" => on.reset = true,
                 "timeout" => on.timeout = true,
+                "non-idempotent" => on.non_idempotent = true,
                 "5xx" => (500..=599).for_each(|s| on.add_status(s)),
                 "gateway-error" => [502, 503, 504].into_iter().for_each(|s| on.add_status(s)),
                 other => match other.parse::<u16>() {

@@ -1,6 +1,6 @@
 //! The upstream and route settings of issues 28 and 29 as the compiler takes and refuses them:
-//! the ACME challenge picked to work, `retry_on` and `retry_budget`, `outlier_detection`, a
-//! route's `mirror`.
+//! the ACME challenge picked to work, `retry_on`, `retry_max_body_size` and `retry_budget`,
+//! `outlier_detection`, a route's `mirror`.
 
 use std::time::Duration;
 
@@ -72,6 +72,25 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
             .any(|e| e.contains("test.toml:9:28: retry_budget percent = 150 is out of range (0 to 100)")),
         "{errors:?}"
     );
+}
+
+#[test]
+fn kept_bodies_and_non_idempotent_retries_compile_and_a_bad_size_is_refused_where_it_is() {
+    let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
+    let c = compile(&http_good).unwrap();
+    let http = c.snapshot.upstreams[0].http;
+    assert_eq!(http.retry_body_max, 64 * 1024);
+    assert!(!http.retry_on.non_idempotent);
+    let src = http_good.replace(
+        "[upstreams.app]\n",
+        "[upstreams.app]\nretry_on = [\"non-idempotent\", \"503\"]\nretry_max_body_size = \"1MiB\"\n",
+    );
+    let http = compile(&src).unwrap().snapshot.upstreams[0].http;
+    assert!(http.retry_on.non_idempotent && http.retry_on.status(503));
+    assert_eq!(http.retry_body_max, 1 << 20);
+    let bad = http_good.replace("[upstreams.app]\n", "[upstreams.app]\nretry_max_body_size = \"lots\"\n");
+    let errors = errors(&bad);
+    assert!(errors.iter().any(|e| e.contains("test.toml:8:23: ")), "{errors:?}");
 }
 
 #[test]

@@ -127,6 +127,7 @@ impl Checker<'_> {
                 .map_or(Some(d.retries), |r| self.count(r, "retries", 0, 8))
                 .unwrap_or(d.retries),
             retry_on: up.retry_on.as_ref().map_or(d.retry_on, |r| self.retry_on(r)),
+            retry_body_max: self.size(&up.retry_max_body_size, d.retry_body_max, 0, 1 << 30),
             retry_budget: up
                 .retry_budget
                 .as_ref()

@@ -57,7 +57,12 @@ pub enum HttpError {
     #[error("no response head in time")]
     UpstreamTimeout,
     #[error("the upstream answered {status}, which `retry_on` tries again")]
-    UpstreamStatus { status: u16 },
+    UpstreamStatus {
+        status: u16,
+        /// The response (head and body) was read whole and its connection can carry another
+        /// request: it goes back to the pool rather than closed.
+        reusable: bool,
+    },
     #[error("every target at its request limit and the upstream's queue full")]
     QueueFull,
     #[error("every target at its request limit for the whole queue timeout")]
@@ -102,7 +107,7 @@ impl HttpError {
             Filtered { status, .. } => status,
             FileRead => 500,
             NoHealthyTarget | QueueFull | QueueTimeout => 503,
-            UpstreamStatus { status } => status,
+            UpstreamStatus { status, .. } => status,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
             UpstreamUnavailable
             | ConnectFailed
@@ -191,7 +196,14 @@ mod tests {
         assert_eq!(HttpError::NoHealthyTarget.status(), 503);
         assert_eq!(HttpError::ConnectTimeout.status(), 504);
         assert_eq!(HttpError::UpstreamReset.source(), ErrorSource::Upstream);
-        assert_eq!(HttpError::UpstreamStatus { status: 503 }.status(), 503);
+        assert_eq!(
+            HttpError::UpstreamStatus {
+                status: 503,
+                reusable: false
+            }
+            .status(),
+            503
+        );
         assert!(!HttpError::ClientGone.answerable());
         assert_eq!(
             HttpError::UpstreamClosedEarly.target_error(),

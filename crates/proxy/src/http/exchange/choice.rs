@@ -11,7 +11,6 @@ use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
 use rampart_model::sticky::StickyCookie;
 use rampart_model::Upstream;
-use rampart_proto::message::BodyLength;
 
 use super::{Exchange, ProxyRequest};
 use crate::balance::Tried;
@@ -137,15 +136,42 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     }
 
     /// The statuses whose response this attempt may drop for a retry (`retry_on`): only while a
-    /// retry would be made, so that the last try's response goes to the client as it is.
+    /// retry would be made, so that the last try's response goes to the client as it is (and
+    /// only if the request's body is still kept once it is sent: the attempt checks).
     pub(super) fn status_retry(&self) -> Option<RetryOn> {
         let up = self.req.upstream();
         let on = up.http.retry_on;
         // Targets this request has been to, this attempt's included.
         let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
         let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
-        (on.any_status() && self.retries_left > 0 && self.req.repeatable() && another_target && self.budget_has_room())
+        // The body may still be lost past the limit as it is sent: the attempt asks again then.
+        let repeatable = self.method_repeatable() && self.kept.replayable(self.req);
+        (on.any_status() && self.retries_left > 0 && repeatable && another_target && self.budget_has_room())
             .then_some(on)
+    }
+
+    /// Whether the request's method lets it go again after a failure `retry_on` names:
+    /// idempotent, or any with `non-idempotent`.
+    fn method_repeatable(&self) -> bool {
+        self.req.idempotent || self.req.upstream().http.retry_on.non_idempotent
+    }
+
+    /// Whether a request that failed with `error` may go again: an outcome `retry_on` names (a
+    /// reset or a failed write before any response byte, a timeout waiting for the head, a
+    /// status) for a request safe to repeat (its method, and its body: none, or kept whole so
+    /// far); or a stream the upstream refused unprocessed, for any request whose body is kept.
+    pub(super) fn retry_allowed(&self, error: HttpError) -> bool {
+        let on = self.req.upstream().http.retry_on;
+        let replayable = self.kept.replayable(self.req);
+        let repeatable = self.method_repeatable() && replayable;
+        match error {
+            HttpError::UpstreamRefused => replayable,
+            HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { .. } => on.reset && repeatable,
+            HttpError::UpstreamTimeout => on.timeout && repeatable,
+            // Raised only when a retry may follow ([`Exchange::status_retry`]).
+            HttpError::UpstreamStatus { .. } => repeatable,
+            _ => false,
+        }
     }
 
     /// Whether the retry budget has room for this request to retry now.
@@ -192,21 +218,6 @@ pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>) 
             Cow::Owned(ops)
         }
         _ => Cow::Borrowed(req.response_ops),
-    }
-}
-
-/// Whether a request that failed with `error` may go again: an outcome `retry_on` names (a
-/// reset before any response byte, a timeout waiting for the head, a status), for a request safe
-/// to repeat; or a stream the upstream refused unprocessed, for any bodiless request.
-pub(super) fn retry_allowed(req: &ProxyRequest<'_>, error: HttpError) -> bool {
-    let on = req.upstream().http.retry_on;
-    match error {
-        HttpError::UpstreamRefused => req.body == BodyLength::None,
-        HttpError::UpstreamReset | HttpError::UpstreamWriteFailed { body_sent: false } => on.reset && req.repeatable(),
-        HttpError::UpstreamTimeout => on.timeout && req.repeatable(),
-        // Raised only when a retry may follow ([`Exchange::status_retry`]).
-        HttpError::UpstreamStatus { .. } => req.repeatable(),
-        _ => false,
     }
 }
 

@@ -23,13 +23,15 @@ use crate::stream::Stream;
 use crate::worker::WorkerContext;
 
 mod choice;
+mod kept_body;
 mod response;
 mod session;
 mod upstream_h1;
 mod upstream_h2;
 
 pub use choice::sticky_target;
-use choice::{observe_outcome, response_edits, retry_allowed};
+use choice::{observe_outcome, response_edits};
+use kept_body::KeptBody;
 use session::{NoSession, Session, UpstreamSession};
 
 /// What the session knows about the request being proxied.
@@ -57,12 +59,6 @@ pub struct ProxyRequest<'a> {
 }
 
 impl ProxyRequest<'_> {
-    /// Whether the request may be sent again after a failure that allows it: an idempotent
-    /// request without a body.
-    fn repeatable(&self) -> bool {
-        self.idempotent && self.body == BodyLength::None
-    }
-
     fn upstream(&self) -> &Upstream {
         &self.snapshot.upstreams[self.upstream]
     }
@@ -118,6 +114,7 @@ async fn exchange<D: Downstream>(
         retries_left: req.upstream().http.retries,
         sent_continue: false,
         active: Active { cells, retrying: false },
+        kept: KeptBody::new(req),
     };
     exchange.run().await
 }
@@ -151,6 +148,8 @@ struct Exchange<'e, 'r, D> {
     /// Rampart answered `100 Continue` itself.
     sent_continue: bool,
     active: Active<'e>,
+    /// The request body as far as it was sent, kept for a retry.
+    kept: KeptBody,
 }
 
 /// How one attempt ended.
@@ -235,7 +234,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
             count_target_error(self.ctx, up, target, error);
-            if !(retry_allowed(self.req, error) && self.retries_left > 0 && self.take_budget()) {
+            if !(self.retry_allowed(error) && self.retries_left > 0 && self.take_budget()) {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             }

@@ -121,9 +121,23 @@ async fn read_response<D: Downstream>(
     };
     record_response_head(ctx, req, rctx, head.status, sent_at.elapsed());
     if retry.is_some_and(|on| on.status(head.status)) && !(head.status == 101 && req.upgrade) {
-        // Dropped with its connection: the next try goes elsewhere.
+        // Dropped: the next try goes elsewhere. A response that came whole (a short error
+        // page) leaves its connection fit for the pool; any other is closed with it.
         ctx.http.give_field_list(fields);
-        return Err(HttpError::UpstreamStatus { status: head.status });
+        let body = upbuf.filled().len() - head.len;
+        let whole = match head.framing {
+            Framing::Length(n) => n == body as u64,
+            Framing::None => body == 0,
+            _ => false,
+        };
+        let reusable = whole && head.keep_alive;
+        if reusable {
+            upbuf.consume(head.len + body);
+        }
+        return Err(HttpError::UpstreamStatus {
+            status: head.status,
+            reusable,
+        });
     }
 
     let tunnel = head.status == 101 && req.upgrade;

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use rampart_proto::h1::chunk_size_line;
 use rampart_proto::message::BodyLength;
 
+use super::kept_body::KeptBody;
 use super::response::{respond, Responded, Sent};
 use super::{count_target_error, pool_key, Exchange, ProxyRequest};
 use crate::balance::BalancePolicy;
@@ -39,7 +40,10 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         }
         // Only a latency-aware balancer needs the time of an attempt that failed.
         let started = (up.policy == BalancePolicy::P2cEwma).then(Instant::now);
-        send_request(req, &mut conn, down, head_out, settings.write_timeout).await?;
+        let kept = &mut self.kept;
+        send_request(req, &mut conn, down, kept, head_out, settings.write_timeout).await?;
+        // A body lost past its limit as it went: no response is dropped for a retry then.
+        let retry = retry.filter(|_| kept.replayable(req));
         // Nothing of the client's is needed while the upstream thinks: its buffer goes back now
         // (unless a pipelined request is waiting in it).
         down.release_read_buffer();
@@ -52,7 +56,16 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
             ctx.observe_latency(req.snapshot, req.upstream, target, took);
         }
-        match responded? {
+        let responded = match responded {
+            Err(error @ HttpError::UpstreamStatus { reusable: true, .. }) => {
+                // A response dropped for a retry, read whole: its connection carries on.
+                let max = settings.pool_max_idle;
+                ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
+                return Err(error);
+            }
+            other => other?,
+        };
+        match responded {
             Responded::Tunnel => Ok(Some(conn)),
             Responded::Complete { reusable } => {
                 // A failure after the head reached the client is in the context.
@@ -69,11 +82,12 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     }
 }
 
-/// Writes the head and streams the body to the upstream.
+/// Writes the head and streams the body to the upstream (what is kept of it first, on a retry).
 async fn send_request<D: Downstream>(
     req: &ProxyRequest<'_>,
     conn: &mut Stream,
     down: &mut D,
+    kept: &mut KeptBody,
     head_out: &[u8],
     write_timeout: Duration,
 ) -> Result<(), HttpError> {
@@ -97,8 +111,9 @@ async fn send_request<D: Downstream>(
         BodyLength::Exact(n) => n,
         _ => 0,
     };
+    let mut at = 0;
     loop {
-        let frame = down.body_frame().await?;
+        let frame = kept.frame(down, &mut at).await?;
         match (frame, frame.data()) {
             (_, Some(data)) if chunked => {
                 framing.clear();

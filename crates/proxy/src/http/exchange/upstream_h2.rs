@@ -15,6 +15,7 @@ use rampart_proto::message::{BodyLength, FieldsRef};
 
 use rampart_model::retry::RetryOn;
 
+use super::kept_body::KeptBody;
 use super::response::record_response_head;
 use super::{Exchange, ProxyRequest};
 use crate::http::context::RequestContext;
@@ -33,11 +34,65 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     pub(super) async fn over_http2(&mut self, head: UpstreamHead<'_>, conn: &H2Conn) -> Result<(), HttpError> {
         let _stream = conn.open_stream();
         let retry = self.status_retry();
-        let result = exchange_on(self.ctx, self.req, self.down, head, self.rctx, conn, retry).await;
+        let result = self.exchange_on(head, conn, retry).await;
         if matches!(result, Err(HttpError::UpstreamRefused | HttpError::UpstreamReset)) {
             conn.retire();
         }
         result
+    }
+
+    /// The request on a new stream of `conn`, and its response back.
+    async fn exchange_on(
+        &mut self,
+        head: UpstreamHead<'_>,
+        conn: &H2Conn,
+        retry: Option<RetryOn>,
+    ) -> Result<(), HttpError> {
+        let (ctx, req) = (self.ctx, self.req);
+        let (down, rctx, kept) = (&mut *self.down, &mut *self.rctx, &mut self.kept);
+        let settings = req.upstream().http;
+        let target = rctx.target.unwrap_or_default();
+        let request = h2_request(req, target, head, req.upstream().tls.is_some())?;
+        let ready = tokio::time::timeout(settings.write_timeout, conn.send.clone().ready()).await;
+        let mut send = match ready {
+            Ok(Ok(send)) => send,
+            Ok(Err(e)) => return Err(stream_error(&e)),
+            Err(_) => return Err(HttpError::UpstreamWriteTimeout),
+        };
+        let end = req.body == BodyLength::None;
+        let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
+        if req.body == BodyLength::Unknown {
+            if let Some(source) = down.take_body_source() {
+                // Full duplex: the body flows up while the response flows back (a gRPC stream may
+                // answer before the client is done, and the client may wait for that answer). It
+                // is not kept for a retry.
+                kept.lose();
+                let pump = source.pump(&mut body, settings.write_timeout);
+                let respond = receive(ctx, req, down, rctx, response, None);
+                tokio::pin!(pump);
+                tokio::pin!(respond);
+                let mut pumped = None;
+                loop {
+                    tokio::select! {
+                        done = &mut pump, if pumped.is_none() => pumped = Some(done),
+                        responded = &mut respond => {
+                            // The response is over: nothing more of the body is needed.
+                            return match (responded, pumped) {
+                                // No answer because the client went away first: say so.
+                                (Err(_), Some(Err(client))) if client.source() == ErrorSource::Downstream => Err(client),
+                                (result, _) => result,
+                            };
+                        }
+                    }
+                }
+            }
+        }
+        if !end {
+            send_body(req, down, kept, &mut body, settings.write_timeout).await?;
+        }
+        // A body lost past its limit as it went: no response is dropped for a retry then.
+        let retry = retry.filter(|_| kept.replayable(req));
+        receive(ctx, req, down, rctx, response, retry).await
     }
 }
 
@@ -120,56 +175,6 @@ fn build_request<'a>(
     Ok(request)
 }
 
-async fn exchange_on<D: Downstream>(
-    ctx: &WorkerContext,
-    req: &ProxyRequest<'_>,
-    down: &mut D,
-    head: UpstreamHead<'_>,
-    rctx: &mut RequestContext,
-    conn: &H2Conn,
-    retry: Option<RetryOn>,
-) -> Result<(), HttpError> {
-    let settings = req.upstream().http;
-    let target = rctx.target.unwrap_or_default();
-    let request = h2_request(req, target, head, req.upstream().tls.is_some())?;
-    let ready = tokio::time::timeout(settings.write_timeout, conn.send.clone().ready()).await;
-    let mut send = match ready {
-        Ok(Ok(send)) => send,
-        Ok(Err(e)) => return Err(stream_error(&e)),
-        Err(_) => return Err(HttpError::UpstreamWriteTimeout),
-    };
-    let end = req.body == BodyLength::None;
-    let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
-    if req.body == BodyLength::Unknown {
-        if let Some(source) = down.take_body_source() {
-            // Full duplex: the body flows up while the response flows back (a gRPC stream may
-            // answer before the client is done, and the client may wait for that answer).
-            let pump = source.pump(&mut body, settings.write_timeout);
-            let respond = receive(ctx, req, down, rctx, response, retry);
-            tokio::pin!(pump);
-            tokio::pin!(respond);
-            let mut pumped = None;
-            loop {
-                tokio::select! {
-                    done = &mut pump, if pumped.is_none() => pumped = Some(done),
-                    responded = &mut respond => {
-                        // The response is over: nothing more of the body is needed.
-                        return match (responded, pumped) {
-                            // No answer because the client went away first: say so.
-                            (Err(_), Some(Err(client))) if client.source() == ErrorSource::Downstream => Err(client),
-                            (result, _) => result,
-                        };
-                    }
-                }
-            }
-        }
-    }
-    if !end {
-        send_body(req, down, &mut body, settings.write_timeout).await?;
-    }
-    receive(ctx, req, down, rctx, response, retry).await
-}
-
 /// Waits for the response and sends it to the client: its head, its DATA, its trailers.
 async fn receive<D: Downstream>(
     ctx: &WorkerContext,
@@ -191,7 +196,10 @@ async fn receive<D: Downstream>(
     record_response_head(ctx, req, rctx, status, sent_at.elapsed());
     if retry.is_some_and(|on| on.status(status)) {
         // Dropping the stream resets it: the next try goes elsewhere.
-        return Err(HttpError::UpstreamStatus { status });
+        return Err(HttpError::UpstreamStatus {
+            status,
+            reusable: false,
+        });
     }
     let (parts, mut recv) = response.into_parts();
     let header = ResponseHeader {
@@ -232,11 +240,13 @@ fn response_length(status: u16, head_request: bool, ended: bool, headers: &Heade
         .map_or(BodyLength::Unknown, BodyLength::Exact)
 }
 
-/// Streams the request body from the client as DATA, its trailers as trailers. A body of known
-/// length ends with its last data (END_STREAM on that DATA frame).
+/// Streams the request body from the client as DATA (what is kept of it first, on a retry), its
+/// trailers as trailers. A body of known length ends with its last data (END_STREAM on that DATA
+/// frame).
 async fn send_body<D: Downstream>(
     req: &ProxyRequest<'_>,
     down: &mut D,
+    kept: &mut KeptBody,
     body: &mut SendStream<Bytes>,
     write_timeout: Duration,
 ) -> Result<(), HttpError> {
@@ -247,8 +257,9 @@ async fn send_body<D: Downstream>(
         _ => None,
     };
     let mut ended = false;
+    let mut at = 0;
     loop {
-        match down.body_frame().await? {
+        match kept.frame(down, &mut at).await? {
             frame @ (BodyFrame::Data(_) | BodyFrame::Shared(_)) => {
                 let data = frame.data().unwrap_or_default();
                 let end = length == Some(sent + data.len() as u64);
