@@ -31,9 +31,9 @@ enum State {
 }
 
 impl KeptBody {
-    /// Keeps the body of a request that a retry could send again: one with a body and retries
-    /// left, idempotent (or `retry_on` names `non-idempotent`), whose length (when known) is
-    /// within the upstream's `retry_max_body_size`.
+    /// Keeps the body of a request that a retry could send again (one with a body and retries
+    /// left, idempotent or `retry_on` names `non-idempotent`) or that a mirror copies, when its
+    /// length (if known) is within the upstream's `retry_max_body_size`.
     pub(super) fn new(req: &ProxyRequest<'_>) -> KeptBody {
         let settings = req.upstream().http;
         let max = settings.retry_body_max;
@@ -42,11 +42,8 @@ impl KeptBody {
             BodyLength::Exact(n) => n <= max as u64,
             BodyLength::Unknown => true,
         };
-        let keep = fits
-            && max > 0
-            && settings.retries > 0
-            && (req.idempotent || settings.retry_on.non_idempotent)
-            && !req.upgrade;
+        let retried = settings.retries > 0 && (req.idempotent || settings.retry_on.non_idempotent);
+        let keep = fits && max > 0 && (retried || req.mirror.is_some()) && !req.upgrade;
         KeptBody {
             data: Vec::new(),
             max,
@@ -58,6 +55,11 @@ impl KeptBody {
     /// whole, for good).
     pub(super) fn replayable(&self, req: &ProxyRequest<'_>) -> bool {
         req.body == BodyLength::None || matches!(self.state, State::Keeping | State::Ended)
+    }
+
+    /// The whole body, when it was kept to its end.
+    pub(super) fn whole(&self) -> Option<&[u8]> {
+        (self.state == State::Ended).then_some(&self.data[..])
     }
 
     /// The body goes to an HTTP/2 stream on its own: it is not kept.

@@ -56,6 +56,9 @@ pub struct ProxyRequest<'a> {
     /// The target the request's sticky cookie names, when the upstream has `sticky_cookie` and
     /// the cookie names one of its targets.
     pub sticky_target: Option<usize>,
+    /// The route's mirror, when it copies this request and its body (sent once the exchange has
+    /// sent the body; a bodiless request is copied before the exchange).
+    pub mirror: Option<&'a rampart_model::split::Mirror>,
 }
 
 impl ProxyRequest<'_> {
@@ -116,7 +119,15 @@ async fn exchange<D: Downstream>(
         active: Active { cells, retrying: false },
         kept: KeptBody::new(req),
     };
-    exchange.run().await
+    let tunnel = exchange.run().await;
+    if let Some(mirror) = req.mirror {
+        let body = crate::http::mirror::CopyBody::Kept {
+            data: exchange.kept.whole(),
+            chunked: req.body == BodyLength::Unknown,
+        };
+        crate::http::mirror::copy(ctx, req.snapshot, mirror, exchange.head.text, body);
+    }
+    tunnel
 }
 
 /// This request among the upstream's requests in flight (and retrying ones), for the retry

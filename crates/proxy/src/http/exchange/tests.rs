@@ -49,6 +49,7 @@ fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a HeaderOps, body: BodyLengt
         upgrade: false,
         response_ops: ops,
         sticky_target: None,
+        mirror: None,
     }
 }
 

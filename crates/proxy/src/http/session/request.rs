@@ -28,6 +28,7 @@ use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::exchange::ProxyRequest;
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
 use crate::http::head_out::RequestHeader;
+use crate::http::mirror;
 use crate::http::static_files::{self, StaticRequest};
 use crate::http::target::{request_target, split_target, RequestTarget};
 
@@ -246,7 +247,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let protocol = snapshot.upstreams[upstream].http.protocol;
                 let (text, fields_head) = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
                 let up = &snapshot.upstreams[upstream];
-                let req = ProxyRequest {
+                let mut req = ProxyRequest {
                     snapshot: &snapshot,
                     listener_name: &listener.name,
                     upstream,
@@ -260,11 +261,20 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     upgrade: head.upgrade,
                     response_ops: &chain.response_edits,
                     sticky_target,
+                    mirror: None,
                 };
-                if let Some(mirror) = &route.mirror {
-                    let bodiless = head.framing == Framing::None && !head.upgrade;
-                    let head = text.then_some(&self.head_out[..]);
-                    crate::http::mirror::copy(self.ctx, &snapshot, mirror, head, bodiless);
+                if let Some(mirror) = route
+                    .mirror
+                    .as_ref()
+                    .filter(|m| !head.upgrade && mirror::drawn(self.ctx, m))
+                {
+                    if head.framing == Framing::None {
+                        let head = text.then_some(&self.head_out[..]);
+                        mirror::copy(self.ctx, &snapshot, mirror, head, mirror::CopyBody::None);
+                    } else {
+                        // Copied once the exchange has sent the body (and kept it).
+                        req.mirror = Some(mirror);
+                    }
                 }
                 self.inbuf.consume(head.len);
                 delivery.keep = keep;
