@@ -283,6 +283,9 @@ pub struct RawRoute {
     pub split: Option<Spanned<Vec<Spanned<RawSplitWay>>>>,
     /// `{ upstream = "shadow", percent = 10 }`.
     pub mirror: Option<Spanned<RawMirror>>,
+    /// The route's own `retries` and `retry_on`, over its upstream's.
+    pub retries: Option<Spanned<i64>>,
+    pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,
     // TCP routes: actions and payload filters.
     pub listener: Option<Spanned<String>>,
     pub reject: Option<Spanned<bool>>,

@@ -62,6 +62,14 @@ impl RetryOn {
     }
 }
 
+/// A route's own `retries` and `retry_on`, in place of its upstream's (Envoy's route retry
+/// policy): each set one replaces the upstream's for the route's requests.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RouteRetry {
+    pub retries: Option<usize>,
+    pub retry_on: Option<RetryOn>,
+}
+
 /// How many retries an upstream's requests may add, per worker (Envoy's retry budget): the
 /// requests retrying at once may be at most `percent` of the requests in flight to the upstream,
 /// or `min_retrying`, whichever is more (so a quiet upstream still gets its few retries). A retry

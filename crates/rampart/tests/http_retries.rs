@@ -128,3 +128,23 @@ fn the_retry_budget_keeps_retries_to_its_share_when_every_target_fails() {
     let unlimited = attempts_per_request("{ percent = 100, min_retrying = 0 }");
     assert!(unlimited >= 2.5, "{unlimited:.2}");
 }
+
+#[test]
+fn a_route_retries_as_its_own_retry_on_says_over_its_upstreams() {
+    // The upstream retries resets only (the default); the `/api/` route names 503 as well.
+    let good = [HttpBackend::start(Reply::Echo), HttpBackend::start(Reply::Echo)];
+    let bad = HttpBackend::start(Reply::Raw(UNAVAILABLE));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let text = one_upstream_config(port, admin, &[&good[0], &bad, &good[1]], "").replace(
+        "upstream = \"app\"\n\n",
+        "\n[[listeners.web.routes]]\nmatch = { path_prefix = \"/api/\" }\nupstream = \"app\"\n\
+         retries = 2\nretry_on = [\"503\"]\n\n[[listeners.web.routes]]\nupstream = \"app\"\n\n",
+    );
+    let path = write_file(dir.path(), "routes.toml", &text);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let got = statuses(port, 30, &get("/api/items"));
+    assert_eq!(got.get(&200), Some(&30), "{got:?}");
+    let got = statuses(port, 30, &get("/other"));
+    assert!(got.get(&503).is_some_and(|n| *n >= 5), "{got:?}");
+}

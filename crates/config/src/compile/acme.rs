@@ -290,6 +290,7 @@ pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
                     action: RouteAction::AcmeChallenge(live.acme()),
                     filters: Default::default(),
                     mirror: None,
+                    retry: Default::default(),
                     error_pages: None,
                     metrics: live.route_metrics(&name, HTTP01_ROUTE),
                 },

@@ -74,6 +74,7 @@ impl Checker<'_> {
                     action: RouteAction::Proxy { upstream },
                     filters: self.route_chain(&format!("{name}/default"), &listener_filters, None, live),
                     mirror: None,
+                    retry: Default::default(),
                     error_pages: error_pages.clone(),
                     metrics: live.route_metrics(name, "default"),
                 }),
@@ -275,12 +276,15 @@ impl Checker<'_> {
             Some(m) => Some(self.mirror(&name, m.get_ref(), upstream_index, upstream_names)?),
             None => None,
         };
+        let proxies = matches!(action, RouteAction::Proxy { .. } | RouteAction::Split(_));
+        let retry = self.route_retry(&name, r, proxies)?;
         let filters = self.route_chain(&format!("{listener}/{name}"), listener_filters, Some(r), live);
         Some(Route {
             matcher,
             action,
             filters,
             mirror,
+            retry,
             error_pages: self.error_pages(&r.error_pages).map(Arc::new),
             metrics: live.route_metrics(listener, &name),
             name,

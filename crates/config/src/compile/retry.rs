@@ -2,11 +2,11 @@
 //! of its real traffic.
 
 use rampart_model::outlier::OutlierDetection;
-use rampart_model::retry::{RequestLimits, RetryBudget, RetryOn};
+use rampart_model::retry::{RequestLimits, RetryBudget, RetryOn, RouteRetry};
 use toml::Spanned;
 
 use super::Checker;
-use crate::raw::{RawOutlierDetection, RawRetryBudget, RawUpstream};
+use crate::raw::{RawOutlierDetection, RawRetryBudget, RawRoute, RawUpstream};
 
 /// What `retry_on` takes, for the error that lists it.
 const KINDS: &str = "\"reset\", \"timeout\", \"5xx\", \"gateway-error\" (502, 503, 504), a status from 400 to 599, or \"non-idempotent\"";
@@ -33,6 +33,25 @@ impl Checker<'_> {
             }
         }
         on
+    }
+
+    /// A route's own `retries` and `retry_on` (for routes that proxy); `None` after an error.
+    pub(super) fn route_retry(&mut self, route: &str, r: &RawRoute, proxies: bool) -> Option<RouteRetry> {
+        let spans = [
+            r.retries.as_ref().map(Spanned::span),
+            r.retry_on.as_ref().map(Spanned::span),
+        ];
+        if let (false, Some(span)) = (proxies, spans.into_iter().flatten().next()) {
+            self.error(
+                span,
+                format!("route `{route}`: `retries` and `retry_on` are for routes that proxy"),
+            );
+            return None;
+        }
+        Some(RouteRetry {
+            retries: r.retries.as_ref().and_then(|n| self.count(n, "retries", 0, 8)),
+            retry_on: r.retry_on.as_ref().map(|on| self.retry_on(on)),
+        })
     }
 
     /// `retry_budget = { percent = 20, min_retrying = 3 }`.

@@ -156,3 +156,57 @@ fn a_mirror_needs_a_proxying_route_and_a_known_upstream() {
         "{unknown:?}"
     );
 }
+
+#[test]
+fn a_route_has_its_own_retries_and_retry_on_and_they_are_refused_where_they_cannot_apply() {
+    const ROUTES: &str = r#"
+[listeners.web]
+bind = "127.0.0.1:8080"
+protocol = "http"
+
+[[listeners.web.routes]]
+match = { path_prefix = "/api/" }
+upstream = "app"
+retries = 3
+retry_on = ["503", "timeout"]
+
+[[listeners.web.routes]]
+upstream = "app"
+
+[upstreams.app]
+targets = ["127.0.0.1:9001"]
+"#;
+    let c = compile(ROUTES).unwrap();
+    let http = c.snapshot.listeners[0].http().unwrap();
+    let api = http.routes[0].retry;
+    assert_eq!(api.retries, Some(3));
+    let on = api.retry_on.unwrap();
+    assert!(on.status(503) && on.timeout && !on.reset);
+    assert_eq!(
+        http.routes[1].retry,
+        Default::default(),
+        "the other route keeps the upstream's"
+    );
+
+    let answering = ROUTES.replace(
+        "upstream = \"app\"\nretries = 3",
+        "respond = { status = 200 }\nretries = 3",
+    );
+    let errors = errors(&answering);
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:9:11: route `") && e.contains("are for routes that proxy")),
+        "{errors:?}"
+    );
+    let bad = ROUTES.replace("retries = 3", "retries = 30");
+    assert!(
+        errors_of(&bad, "test.toml:9:11: retries = 30 is out of range"),
+        "{:?}",
+        super::tests::errors(&bad)
+    );
+}
+
+fn errors_of(src: &str, what: &str) -> bool {
+    errors(src).iter().any(|e| e.contains(what))
+}

@@ -324,7 +324,7 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 19] = [
+        let keys: [(&str, bool, Range<usize>); 21] = [
             (
                 "filters",
                 !r.filters.is_empty(),
@@ -352,6 +352,16 @@ impl Checker<'_> {
             ),
             ("split", r.split.is_some(), at(r.split.as_ref().map(Spanned::span))),
             ("mirror", r.mirror.is_some(), at(r.mirror.as_ref().map(Spanned::span))),
+            (
+                "retries",
+                r.retries.is_some(),
+                at(r.retries.as_ref().map(Spanned::span)),
+            ),
+            (
+                "retry_on",
+                r.retry_on.is_some(),
+                at(r.retry_on.as_ref().map(Spanned::span)),
+            ),
             (
                 "strip_prefix",
                 r.strip_prefix.is_some(),

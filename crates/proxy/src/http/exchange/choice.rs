@@ -140,7 +140,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// only if the request's body is still kept once it is sent: the attempt checks).
     pub(super) fn status_retry(&self) -> Option<RetryOn> {
         let up = self.req.upstream();
-        let on = up.http.retry_on;
+        let on = self.req.retry_on;
         // Targets this request has been to, this attempt's included.
         let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
         let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
@@ -153,7 +153,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// Whether the request's method lets it go again after a failure `retry_on` names:
     /// idempotent, or any with `non-idempotent`.
     fn method_repeatable(&self) -> bool {
-        self.req.idempotent || self.req.upstream().http.retry_on.non_idempotent
+        self.req.idempotent || self.req.retry_on.non_idempotent
     }
 
     /// Whether a request that failed with `error` may go again: an outcome `retry_on` names (a
@@ -161,7 +161,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// status) for a request safe to repeat (its method, and its body: none, or kept whole so
     /// far); or a stream the upstream refused unprocessed, for any request whose body is kept.
     pub(super) fn retry_allowed(&self, error: HttpError) -> bool {
-        let on = self.req.upstream().http.retry_on;
+        let on = self.req.retry_on;
         let replayable = self.kept.replayable(self.req);
         let repeatable = self.method_repeatable() && replayable;
         match error {

@@ -42,7 +42,7 @@ impl KeptBody {
             BodyLength::Exact(n) => n <= max as u64,
             BodyLength::Unknown => true,
         };
-        let retried = settings.retries > 0 && (req.idempotent || settings.retry_on.non_idempotent);
+        let retried = req.retries > 0 && (req.idempotent || req.retry_on.non_idempotent);
         let keep = fits && max > 0 && (retried || req.mirror.is_some()) && !req.upgrade;
         KeptBody {
             data: Vec::new(),

@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 
 use rampart_model::metrics::UpstreamCells;
+use rampart_model::retry::{RetryOn, RouteRetry};
 use rampart_model::route::HeaderOps;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
@@ -56,12 +57,24 @@ pub struct ProxyRequest<'a> {
     /// The target the request's sticky cookie names, when the upstream has `sticky_cookie` and
     /// the cookie names one of its targets.
     pub sticky_target: Option<usize>,
+    /// Extra attempts and what they are made for: the route's `retries` and `retry_on`, else
+    /// the upstream's.
+    pub retries: usize,
+    pub retry_on: RetryOn,
     /// The route's mirror, when it copies this request and its body (sent once the exchange has
     /// sent the body; a bodiless request is copied before the exchange).
     pub mirror: Option<&'a rampart_model::split::Mirror>,
 }
 
 impl ProxyRequest<'_> {
+    /// The retries of a request to `up` on a route with `route`'s retry settings.
+    pub fn retry_settings(up: &Upstream, route: RouteRetry) -> (usize, RetryOn) {
+        (
+            route.retries.unwrap_or(up.http.retries),
+            route.retry_on.unwrap_or(up.http.retry_on),
+        )
+    }
+
     fn upstream(&self) -> &Upstream {
         &self.snapshot.upstreams[self.upstream]
     }
@@ -114,7 +127,7 @@ async fn exchange<D: Downstream>(
         head,
         rctx,
         tried: Tried::default(),
-        retries_left: req.upstream().http.retries,
+        retries_left: req.retries,
         sent_continue: false,
         active: Active { cells, retrying: false },
         kept: KeptBody::new(req),

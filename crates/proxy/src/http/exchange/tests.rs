@@ -49,6 +49,8 @@ fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a HeaderOps, body: BodyLengt
         upgrade: false,
         response_ops: ops,
         sticky_target: None,
+        retries: snapshot.upstreams[0].http.retries,
+        retry_on: snapshot.upstreams[0].http.retry_on,
         mirror: None,
     }
 }

@@ -247,6 +247,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let protocol = snapshot.upstreams[upstream].http.protocol;
                 let (text, fields_head) = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
                 let up = &snapshot.upstreams[upstream];
+                let (retries, retry_on) = ProxyRequest::retry_settings(up, route.retry);
                 let mut req = ProxyRequest {
                     snapshot: &snapshot,
                     listener_name: &listener.name,
@@ -261,6 +262,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     upgrade: head.upgrade,
                     response_ops: &chain.response_edits,
                     sticky_target,
+                    retries,
+                    retry_on,
                     mirror: None,
                 };
                 if let Some(mirror) = route
