@@ -57,6 +57,7 @@ impl RetryOn {
     }
 
     /// Whether any response status is tried again.
+    #[inline]
     pub fn any_status(&self) -> bool {
         self.statuses.iter().any(|w| *w != 0)
     }

@@ -139,15 +139,17 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// retry would be made, so that the last try's response goes to the client as it is (and
     /// only if the request's body is still kept once it is sent: the attempt checks).
     pub(super) fn status_retry(&self) -> Option<RetryOn> {
-        let up = self.req.upstream();
         let on = self.req.retry_on;
+        if !on.any_status() {
+            return None;
+        }
+        let up = self.req.upstream();
         // Targets this request has been to, this attempt's included.
         let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
         let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
         // The body may still be lost past the limit as it is sent: the attempt asks again then.
         let repeatable = self.method_repeatable() && self.kept.replayable(self.req);
-        (on.any_status() && self.retries_left > 0 && repeatable && another_target && self.budget_has_room())
-            .then_some(on)
+        (self.retries_left > 0 && repeatable && another_target && self.budget_has_room()).then_some(on)
     }
 
     /// Whether the request's method lets it go again after a failure `retry_on` names:

@@ -35,10 +35,10 @@ impl KeptBody {
     /// left, idempotent or `retry_on` names `non-idempotent`) or that a mirror copies, when its
     /// length (if known) is within the upstream's `retry_max_body_size`.
     pub(super) fn new(req: &ProxyRequest<'_>) -> KeptBody {
-        let settings = req.upstream().http;
-        let max = settings.retry_body_max;
+        let max = req.upstream().http.retry_body_max;
         let fits = match req.body {
-            BodyLength::None => false,
+            // Most requests: nothing to look at.
+            BodyLength::None => return KeptBody::off(),
             BodyLength::Exact(n) => n <= max as u64,
             BodyLength::Unknown => true,
         };
@@ -48,6 +48,14 @@ impl KeptBody {
             data: Vec::new(),
             max,
             state: if keep { State::Keeping } else { State::Off },
+        }
+    }
+
+    fn off() -> KeptBody {
+        KeptBody {
+            data: Vec::new(),
+            max: 0,
+            state: State::Off,
         }
     }
 
