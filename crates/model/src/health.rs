@@ -139,9 +139,15 @@ impl TargetHealth {
         let changed = (before & ACTIVE_DOWN == 0) != up;
         if changed && up {
             self.active_up_at.store(now_ms(), Relaxed);
-            // A target the checker sees come back gets a fresh start.
+            // A target the checker sees come back gets a fresh start: its passive backoff and
+            // an outlier ejection end (the ejection count, which lengthens the next one, stays).
             self.passive_failures.store(0, Relaxed);
             self.passive_down_until.store(0, Relaxed);
+            self.outlier_streak.store(0, Relaxed);
+            let now = now_ms();
+            let _ = self
+                .ejected_until
+                .fetch_update(Relaxed, Relaxed, |until| (until > now).then_some(now));
         }
         changed
     }
@@ -239,6 +245,18 @@ mod tests {
         assert!(h.set_active_up(true));
         assert!(h.is_available());
         assert!(!h.set_active_up(true));
+
+        // An outlier ejection ends when the checker sees the target come back, not on a check
+        // that only confirms it is up.
+        let outliers = crate::outlier::OutlierDetection {
+            consecutive: 1,
+            ..Default::default()
+        };
+        assert!(h.outlier_failure(&outliers, 2, || 0).is_some());
+        assert!(!h.is_available());
+        assert!(!h.set_active_up(true) && !h.is_available());
+        assert!(h.set_active_up(false) && h.set_active_up(true));
+        assert!(h.is_available() && !h.is_ejected());
     }
 
     #[test]
