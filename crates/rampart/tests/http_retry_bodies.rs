@@ -111,3 +111,39 @@ fn a_body_sent_to_a_target_that_closes_goes_whole_to_the_next() {
     assert_eq!(lengths.get("body-length: 5000"), Some(&30), "{lengths:?}");
     assert!(closing.seen() >= 8, "round robin reached the closing target");
 }
+
+#[test]
+fn an_http2_clients_body_is_kept_and_sent_whole_to_the_next_target_too() {
+    // The client speaks HTTP/2 (curl, prior knowledge): its body arrives as DATA frames and is
+    // kept all the same. One of three targets answers 503.
+    let good = [HttpBackend::start(Reply::Echo), HttpBackend::start(Reply::Echo)];
+    let bad = HttpBackend::start(Reply::Raw(UNAVAILABLE));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let backends = [&good[0], &bad, &good[1]];
+    let extra = "retries = 2\nretry_on = [\"503\"]";
+    let path = write_file(
+        dir.path(),
+        "h2.toml",
+        &one_upstream_config(port, admin, &backends, extra),
+    );
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let body = write_file(dir.path(), "body.bin", &"b".repeat(3000));
+    for _ in 0..9 {
+        let out = std::process::Command::new("curl")
+            .args(["-sS", "--max-time", "10", "--http2-prior-knowledge", "-X", "PUT"])
+            .args([
+                "--data-binary",
+                &format!("@{body}"),
+                "-w",
+                "\n%{http_code} %{http_version}",
+            ])
+            .arg(format!("http://127.0.0.1:{port}/upload"))
+            .output()
+            .expect("curl runs");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.ends_with("\n200 2"), "{text}");
+        assert!(text.contains("body-length: 3000"), "{text}");
+    }
+    assert!(bad.seen() >= 2, "round robin reached the bad target");
+}
