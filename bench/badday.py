@@ -52,7 +52,7 @@ import threading
 import time
 import urllib.request
 
-from common import cpu_seconds, start, wait_port, write
+from common import cpu_seconds, nginx_main, start, wait_port, write
 from static import parse_wrk
 
 PORTS = {"rampart": 18101, "haproxy": 18102, "nginx": 18103}
@@ -125,15 +125,7 @@ backend app
 
 def nginx(workdir):
     servers = "\n".join(f"        server {t} max_fails=3 fail_timeout=10s max_conns={LIMIT};" for t in TARGETS)
-    conf = write(os.path.join(workdir, "nginx.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 01;
-worker_rlimit_nofile 19000;
-daemon off;
-master_process off;
-pid {workdir}/nginx.pid;
-error_log {workdir}/nginx.err warn;
-events {{ worker_connections 12000; }}
+    conf = write(os.path.join(workdir, "nginx.conf"), nginx_main(workdir, "nginx") + f"""
 http {{
     access_log off;
     keepalive_timeout 60s;

@@ -33,7 +33,7 @@ import tempfile
 import time
 
 from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, SNI_PORTS,
-                    TLS_HOST, cpu_seconds, rss_kib, start, tail_log, wait_port, write)
+                    TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
 from h2 import H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, h2_report, h2_starters, run_h2
@@ -48,14 +48,7 @@ def backend(workdir, servers=""):
         f.write(os.urandom(1 << 20) * 64)
     with open(os.path.join(bulk, "16k.bin"), "wb") as f:
         f.write(os.urandom(16 * 1024))
-    conf = write(os.path.join(workdir, "backend.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 10;
-daemon off;
-master_process off;
-pid {workdir}/backend.pid;
-error_log {workdir}/backend.err warn;
-events {{ worker_connections 12000; }}
+    conf = write(os.path.join(workdir, "backend.conf"), nginx_main(workdir, "backend", "10") + f"""
 http {{
     access_log off;
     keepalive_requests 10000000;
@@ -124,15 +117,7 @@ def http_nginx(workdir, tls=None):
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_session_cache shared:SSL:10m;
         ssl_session_tickets on"""
-    conf = write(os.path.join(workdir, f"nginx-{kind}.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 01;
-worker_rlimit_nofile 19000;
-daemon off;
-master_process off;
-pid {workdir}/nginx-{kind}.pid;
-error_log {workdir}/nginx-{kind}.err warn;
-events {{ worker_connections 12000; }}
+    conf = write(os.path.join(workdir, f"nginx-{kind}.conf"), nginx_main(workdir, f"nginx-{kind}") + f"""
 http {{
     access_log off;
     keepalive_timeout 60s;

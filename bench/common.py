@@ -24,6 +24,21 @@ TLS_HOST = "localhost"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
+def nginx_main(workdir, name, cpu_mask="01", connections=12000):
+    """The main context of an nginx config: one worker pinned by `cpu_mask`, in the foreground,
+    its pid and error log in `workdir` under `name`. The `http` or `stream` block follows."""
+    return f"""
+worker_processes 1;
+worker_cpu_affinity {cpu_mask};
+worker_rlimit_nofile 19000;
+daemon off;
+master_process off;
+pid {workdir}/{name}.pid;
+error_log {workdir}/{name}.err warn;
+events {{ worker_connections {connections}; }}
+"""
+
+
 def wait_port(port, timeout=10.0):
     deadline = time.time() + timeout
     while time.time() < deadline:

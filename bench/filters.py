@@ -49,7 +49,7 @@ import sys
 import tempfile
 import time
 
-from common import BACKEND_PORT, cpu_seconds, start, wait_port, write
+from common import BACKEND_PORT, cpu_seconds, nginx_main, start, wait_port, write
 
 VARIANTS = ["bare", "request_id", "jwt", "rate_limit", "all3", "global"]
 PORT_BASE = 18100
@@ -68,14 +68,7 @@ FILTERS = {
 
 
 def backend(workdir):
-    conf = write(os.path.join(workdir, "backend.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 10;
-daemon off;
-master_process off;
-pid {workdir}/backend.pid;
-error_log {workdir}/backend.err warn;
-events {{ worker_connections 4096; }}
+    conf = write(os.path.join(workdir, "backend.conf"), nginx_main(workdir, "backend", "10", 4096) + f"""
 http {{
     access_log off;
     keepalive_requests 10000000;

@@ -22,7 +22,7 @@ import statistics
 import subprocess
 
 from common import (BACKEND_PORT, GRPC_BACKEND_PORT, GRPC_PORTS, H2_PORTS, H2C_PORTS, TLS_HOST, cpu_seconds,
-                    start, write)
+                    nginx_main, start, write)
 
 GRPC_PATH = "/bench.Bench/Unary"
 H2_PORTS_BY_MODE = {"h2c": H2C_PORTS, "h2": H2_PORTS, "grpc": GRPC_PORTS}
@@ -133,15 +133,7 @@ def h2_nginx(workdir, mode, tls):
             proxy_http_version 1.1;
             proxy_set_header Connection "";
             proxy_buffering on;"""
-    conf = write(os.path.join(workdir, f"nginx-{mode}.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 01;
-worker_rlimit_nofile 19000;
-daemon off;
-master_process off;
-pid {workdir}/nginx-{mode}.pid;
-error_log {workdir}/nginx-{mode}.err warn;
-events {{ worker_connections 9000; }}
+    conf = write(os.path.join(workdir, f"nginx-{mode}.conf"), nginx_main(workdir, f"nginx-{mode}", "01", 9000) + f"""
 http {{
     access_log off;
     keepalive_timeout 60s;

@@ -30,7 +30,7 @@ import sys
 import tempfile
 import urllib.request
 
-from common import cpu_seconds, start, wait_port, write
+from common import cpu_seconds, nginx_main, start, wait_port, write
 
 PORTS = {"rampart": 18071, "nginx": 18073}
 SCENARIOS = {
@@ -64,15 +64,7 @@ static = {{ root = "{root}" }}
 
 
 def nginx(workdir, root):
-    conf = write(os.path.join(workdir, "nginx.conf"), f"""
-worker_processes 1;
-worker_cpu_affinity 01;
-worker_rlimit_nofile 19000;
-daemon off;
-master_process off;
-pid {workdir}/nginx.pid;
-error_log {workdir}/nginx.err warn;
-events {{ worker_connections 12000; }}
+    conf = write(os.path.join(workdir, "nginx.conf"), nginx_main(workdir, "nginx") + f"""
 http {{
     access_log off;
     default_type application/octet-stream;
