@@ -51,9 +51,8 @@ pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, head: Opt
     };
     let addr = up.targets[target].addr;
     let (connect, answer) = (up.connect_timeout, up.http.response_header_timeout);
-    let head = request;
     tokio::task::spawn_local(async move {
-        if !answered(addr, &head, connect, answer).await {
+        if !answered(addr, &request, connect, answer).await {
             failed(&cells, worker);
         }
     });
@@ -88,12 +87,12 @@ fn failed(cells: &Arc<PerWorker<UpstreamCells>>, worker: usize) {
     cells.worker(worker).mirror_failed.add(1);
 }
 
-/// Whether the shadow at `addr` took the request and answered with a head in time.
-async fn answered(addr: SocketAddr, head: &[u8], connect: Duration, answer: Duration) -> bool {
+/// Whether the shadow at `addr` took the request (head and body) and answered with a head in time.
+async fn answered(addr: SocketAddr, request: &[u8], connect: Duration, answer: Duration) -> bool {
     let Ok(Ok(mut conn)) = tokio::time::timeout(connect, TcpStream::connect(addr)).await else {
         return false;
     };
-    if conn.write_all(head).await.is_err() {
+    if conn.write_all(request).await.is_err() {
         return false;
     }
     let mut got = Vec::new();

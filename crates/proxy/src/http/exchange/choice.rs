@@ -50,8 +50,8 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// with its request slot when the upstream limits requests per target: a full target is
     /// passed over, and when every target is full (or others wait already) the request waits in
     /// the upstream's queue, first come first served (a retry at the front), until a slot given
-    /// back wakes it, or fails
-    /// with 503 when the queue is full or the wait runs out. `Ok(None)`: no target to pick at all.
+    /// back wakes it, or fails with 503 when the queue is full or the wait runs out. `Ok(None)`:
+    /// no target to pick at all.
     pub(super) async fn next_target(
         &self,
         again: Option<usize>,
