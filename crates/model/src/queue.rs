@@ -113,16 +113,26 @@ impl Waiter {
 impl Place<'_> {
     /// Runs `take` (the look for a free slot) under the queue's lock and, when it finds none,
     /// puts this request in line: at the back on its first look (at the front when it came
-    /// `ahead`), at the front after it was woken (it was first in line). With `only_if_first` (a look not prompted by a wake), a
-    /// request in line looks only when no one is before it, woken or in line.
-    pub fn take_or_line_up<T>(&self, only_if_first: bool, take: impl FnOnce() -> Option<T>) -> Option<T> {
+    /// `ahead`), at the front after it was woken (it was first in line). A request that was not
+    /// woken looks only when no one is before it, woken or in line (a retry that came `ahead`
+    /// looks at once): a newcomer never takes the slot a woken request is on its way to.
+    pub fn take_or_line_up<T>(&self, take: impl FnOnce() -> Option<T>) -> Option<T> {
         let mut line = self.queue.lock();
         let position = line.order.iter().position(|w| Arc::ptr_eq(w, &self.waiter));
         let woken = self.waiter.woken.swap(false, Relaxed);
         if woken {
             line.woken -= 1;
-        } else if only_if_first && position.is_some() && (position != Some(0) || line.woken > 0) {
-            return None;
+        } else {
+            let someone_before = match position {
+                Some(p) => p > 0 || line.woken > 0,
+                None => !self.ahead && (!line.order.is_empty() || line.woken > 0),
+            };
+            if someone_before {
+                if position.is_none() {
+                    line.order.push_back(self.waiter.clone());
+                }
+                return None;
+            }
         }
         let taken = take();
         match (taken.is_some(), position) {
@@ -185,20 +195,40 @@ mod tests {
         let take = || (free.get() > 0).then(|| free.set(free.get() - 1));
         let a = queue.join(10, false).unwrap();
         let b = queue.join(10, false).unwrap();
-        assert!(a.take_or_line_up(false, take).is_none());
-        assert!(b.take_or_line_up(false, take).is_none());
+        assert!(a.take_or_line_up(take).is_none());
+        assert!(b.take_or_line_up(take).is_none());
         assert_eq!(queue.waiting(), 2);
         // A slot comes back: `a` is woken, not `b`; `b` may not look while `a` is ahead.
         free.set(1);
         queue.wake_front();
         assert!(a.waiter.woken.load(Relaxed) && !b.waiter.woken.load(Relaxed));
-        assert!(b.take_or_line_up(true, take).is_none());
-        assert!(a.take_or_line_up(false, take).is_some());
+        assert!(b.take_or_line_up(take).is_none());
+        assert!(a.take_or_line_up(take).is_some());
         drop(a);
         assert_eq!(queue.waiting(), 1);
         // `b` is first now and may look on its own.
         free.set(1);
-        assert!(b.take_or_line_up(true, take).is_some());
+        assert!(b.take_or_line_up(take).is_some());
+    }
+
+    #[test]
+    fn a_newcomer_queues_behind_a_woken_request_instead_of_taking_its_slot() {
+        let queue = RequestQueue::default();
+        let free = Cell::new(0);
+        let take = || (free.get() > 0).then(|| free.set(free.get() - 1));
+        let a = queue.join(10, false).unwrap();
+        assert!(a.take_or_line_up(take).is_none());
+        // A slot comes back and wakes `a`; before `a` runs, a newcomer joins: it does not look.
+        free.set(1);
+        queue.wake_front();
+        let newcomer = queue.join(10, false).unwrap();
+        assert!(newcomer.take_or_line_up(take).is_none());
+        assert_eq!(free.get(), 1, "the slot is still there for `a`");
+        assert!(a.take_or_line_up(take).is_some());
+        // With no one woken or in line before it, a request looks on its own (the first in
+        // line, after its wait for a wake ran out).
+        free.set(1);
+        assert!(newcomer.take_or_line_up(take).is_some());
     }
 
     #[test]
@@ -207,21 +237,21 @@ mod tests {
         let a = queue.join(2, false).unwrap();
         let b = queue.join(2, false).unwrap();
         assert!(queue.join(2, false).is_none());
-        assert!(a.take_or_line_up(false, || None::<()>).is_none());
-        assert!(b.take_or_line_up(false, || None::<()>).is_none());
+        assert!(a.take_or_line_up(|| None::<()>).is_none());
+        assert!(b.take_or_line_up(|| None::<()>).is_none());
         queue.wake_front();
         // `a` leaves (its wait ran out) without a slot: `b` gets the wake.
         drop(a);
         assert!(b.waiter.woken.load(Relaxed));
         // Woken and still without room: back to the front.
         let c = queue.join(2, false).unwrap();
-        assert!(c.take_or_line_up(false, || None::<()>).is_none());
-        assert!(b.take_or_line_up(false, || None::<()>).is_none());
+        assert!(c.take_or_line_up(|| None::<()>).is_none());
+        assert!(b.take_or_line_up(|| None::<()>).is_none());
         assert!(Arc::ptr_eq(queue.lock().order.front().unwrap(), &b.waiter));
         // A retry lines up ahead of everyone.
         drop(c);
         let retry = queue.join(2, true).unwrap();
-        assert!(retry.take_or_line_up(false, || None::<()>).is_none());
+        assert!(retry.take_or_line_up(|| None::<()>).is_none());
         assert!(Arc::ptr_eq(queue.lock().order.front().unwrap(), &retry.waiter));
     }
 }

@@ -100,10 +100,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         };
         cells.queued.add(1);
         let deadline = tokio::time::Instant::now() + limits.queue_timeout;
-        let mut only_if_first = false;
         loop {
             let mut no_target = false;
-            let taken = place.take_or_line_up(only_if_first, || match look() {
+            let taken = place.take_or_line_up(|| match look() {
                 Look::Slot(t, slot) => Some((t, slot)),
                 Look::Full => None,
                 Look::NoTarget => {
@@ -123,7 +122,8 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 return Err(HttpError::QueueTimeout);
             }
             let wait = (deadline - now).min(QUEUE_LOOK);
-            only_if_first = tokio::time::timeout(wait, place.woken()).await.is_err();
+            // Woken, or the wait for a wake is over: look again (unless others are before it).
+            let _ = tokio::time::timeout(wait, place.woken()).await;
         }
     }
 
