@@ -53,6 +53,8 @@ pub struct Place<'q> {
     waiter: Arc<Waiter>,
     /// Lines up at the front (a retry: it waited once already).
     ahead: bool,
+    /// At its last look it was first in line, with no one woken before it.
+    first: std::cell::Cell<bool>,
 }
 
 impl RequestQueue {
@@ -79,6 +81,7 @@ impl RequestQueue {
             queue: self,
             waiter: Arc::default(),
             ahead,
+            first: std::cell::Cell::new(false),
         })
     }
 
@@ -131,6 +134,7 @@ impl Place<'_> {
                 if position.is_none() {
                     line.order.push_back(self.waiter.clone());
                 }
+                self.first.set(false);
                 return None;
             }
         }
@@ -143,7 +147,16 @@ impl Place<'_> {
             (false, None) => line.order.push_back(self.waiter.clone()),
             _ => {}
         }
+        let front = line.order.front().is_some_and(|w| Arc::ptr_eq(w, &self.waiter));
+        self.first.set(front && line.woken == 0);
         taken
+    }
+
+    /// Whether, at its last look, this request was first in line with no one woken before it:
+    /// the one that should look again now and then for room that came back without a slot given
+    /// back (the others wait for their wake).
+    pub fn is_first(&self) -> bool {
+        self.first.get()
     }
 
     /// Waits until a slot given back wakes this request (the caller bounds the wait).
@@ -197,6 +210,7 @@ mod tests {
         let b = queue.join(10, false).unwrap();
         assert!(a.take_or_line_up(take).is_none());
         assert!(b.take_or_line_up(take).is_none());
+        assert!(a.is_first() && !b.is_first());
         assert_eq!(queue.waiting(), 2);
         // A slot comes back: `a` is woken, not `b`; `b` may not look while `a` is ahead.
         free.set(1);

@@ -121,7 +121,12 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 cells.queue_timeout.add(1);
                 return Err(HttpError::QueueTimeout);
             }
-            let wait = (deadline - now).min(QUEUE_LOOK);
+            // Only the first in line looks again now and then; the others wait for their wake.
+            let wait = if place.is_first() {
+                (deadline - now).min(QUEUE_LOOK)
+            } else {
+                deadline - now
+            };
             // Woken, or the wait for a wake is over: look again (unless others are before it).
             let _ = tokio::time::timeout(wait, place.woken()).await;
         }
