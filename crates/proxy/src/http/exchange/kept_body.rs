@@ -1,9 +1,9 @@
-//! The request body kept for a retry (`retry_max_body_size`): as the first attempt sends the
-//! client's body on, its bytes are copied aside, up to the limit; a later attempt sends the
-//! copy first and then reads on from the client (keeping what it reads), so a body whose sending
-//! failed half way is sent whole to the next target. A body past the limit, one with trailers,
-//! or one that went to an HTTP/2 stream on its own (full duplex) is not kept, and its request is
-//! not retried.
+//! The request body kept for a retry and for a mirror's copy (`retry_max_body_size`): as the
+//! first attempt sends the client's body on, its bytes are copied aside, up to the limit; a
+//! later attempt sends the copy first and then reads on from the client (keeping what it reads),
+//! so a body whose sending failed half way is sent whole to the next target. A body past the
+//! limit, one with trailers, or one that went to an HTTP/2 stream on its own (full duplex) is
+//! not kept: its request is not retried, and its mirror's copy fails.
 
 use rampart_proto::message::{BodyLength, FieldsRef};
 
@@ -11,7 +11,7 @@ use super::ProxyRequest;
 use crate::http::downstream::{BodyFrame, Downstream};
 use crate::http::error::HttpError;
 
-/// A request body's bytes as far as the client sent them, kept for a retry.
+/// A request body's bytes as far as the client sent them, kept for a retry or a mirror.
 pub(super) struct KeptBody {
     data: Vec<u8>,
     max: usize,
