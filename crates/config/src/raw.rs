@@ -120,6 +120,9 @@ pub struct RawGlobal {
     /// called degraded.
     #[serde(default, deserialize_with = "described::duration")]
     pub dns_grace: Option<Spanned<String>>,
+    /// How long a name that answers "no address" after it had some keeps its last answer.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub dns_hold: Option<Spanned<String>>,
 }
 
 /// `[listeners.NAME]`.

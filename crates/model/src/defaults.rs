@@ -23,6 +23,9 @@ pub const DNS_TTL_MAX: Duration = Duration::from_secs(300);
 /// How long a name that cannot be resolved keeps its last answer before its upstream is
 /// called degraded.
 pub const DNS_GRACE: Duration = Duration::from_secs(30);
+/// How long a name that answers "no address" (NXDOMAIN, or no record of the type) after it had
+/// addresses keeps its last answer before its targets go (HAProxy's `hold nx` default).
+pub const DNS_HOLD: Duration = Duration::from_secs(30);
 pub const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 pub const CHECK_RISE: u32 = 2;
 pub const CHECK_FALL: u32 = 3;

@@ -109,7 +109,8 @@ pub struct Found {
     pub weight: u16,
 }
 
-/// How names are resolved: `[global] resolvers`, `dns_ttl_min`, `dns_ttl_max`, `dns_grace`.
+/// How names are resolved: `[global] resolvers`, `dns_ttl_min`, `dns_ttl_max`, `dns_grace`,
+/// `dns_hold`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DnsSettings {
     /// The servers to ask; `None`: those of `/etc/resolv.conf`.
@@ -121,6 +122,10 @@ pub struct DnsSettings {
     /// How long a name that cannot be resolved keeps its last answer before its upstream is
     /// called degraded (it keeps serving that answer after too).
     pub grace: Duration,
+    /// How long a name that answers "no address" (NXDOMAIN, or no record of the type asked)
+    /// after it had addresses keeps them before its targets go: a zone pushed half-written, or
+    /// a record deleted and added back, does not empty an upstream at once.
+    pub hold: Duration,
 }
 
 impl Default for DnsSettings {
@@ -130,6 +135,7 @@ impl Default for DnsSettings {
             ttl_min: defaults::DNS_TTL_MIN,
             ttl_max: defaults::DNS_TTL_MAX,
             grace: defaults::DNS_GRACE,
+            hold: defaults::DNS_HOLD,
         }
     }
 }

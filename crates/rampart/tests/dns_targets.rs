@@ -215,6 +215,98 @@ fn no_address_is_503_and_a_silent_server_leaves_the_last_answer_degraded() {
     proxy.stop();
 }
 
+/// A server that answers REFUSED or SERVFAIL says nothing about the name: every request is
+/// still served from the last answer, and the name is shown failing, not empty.
+#[test]
+fn refused_and_servfail_keep_the_last_answer() {
+    let backend = HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+    let mut dns = DnsServer::start("api 1 IN A 127.0.0.1");
+    let dir = tempfile::tempdir().unwrap();
+    let port = backend.addr.port();
+    let (mut proxy, web, admin) = gateway(dir.path(), &dns, "", &format!("\"dns+api.fleet.test:{port}\""));
+    assert_eq!(get(web), 200);
+    for (rcode, break_it) in [
+        ("REFUSED", DnsServer::refuse_queries as fn(&mut DnsServer)),
+        ("SERVFAIL", DnsServer::break_zone),
+    ] {
+        break_it(&mut dns);
+        let line = proxy.wait_for("cannot resolve dns+api.fleet.test");
+        assert!(
+            line.contains("keeping its last answer (1 address(es))"),
+            "{rcode}: {line}"
+        );
+        let app = upstream_when(admin, |app| app["dns"][0]["state"] == "failing");
+        assert_eq!(
+            app["dns"][0]["addresses"].as_array().unwrap().len(),
+            1,
+            "{rcode}: {app}"
+        );
+        let error = app["dns"][0]["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains(rcode), "{rcode}: {error}");
+        // Asked again meanwhile (every 2 to 5 s): no request fails while the server is broken.
+        let statuses: Vec<u16> = (0..50).map(|_| get(web)).collect();
+        assert!(statuses.iter().all(|s| *s == 200), "{rcode}: {statuses:?}");
+        assert!(
+            !proxy.log.iter().any(|l| l.contains("no address")),
+            "{rcode}: {:?}",
+            proxy.log
+        );
+        dns.restore();
+        proxy.wait_for("answers again");
+        assert_eq!(get(web), 200);
+    }
+    proxy.stop();
+}
+
+/// A server that answers NXDOMAIN, or NOERROR without the record, says the name has no address:
+/// its last addresses are kept for `dns_hold`, then its targets go (503), and they come back with
+/// the record.
+#[test]
+fn nxdomain_and_nodata_remove_targets_after_the_hold() {
+    let backend = HttpBackend::start(Reply::Raw(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"));
+    let dns = DnsServer::start("api 1 IN A 127.0.0.1\napi 1 IN TXT \"kept\"");
+    let dir = tempfile::tempdir().unwrap();
+    let port = backend.addr.port();
+    let (mut proxy, web, admin) = gateway(
+        dir.path(),
+        &dns,
+        "dns_hold = \"3s\"",
+        &format!("\"dns+api.fleet.test:{port}\""),
+    );
+    assert_eq!(get(web), 200);
+    for (what, delete) in [
+        ("NOERROR without A", "delete api.fleet.test. A"),
+        ("NXDOMAIN", "delete api.fleet.test."),
+    ] {
+        dns.update(&[delete]);
+        proxy.wait_for("answers no address; keeping its last answer for 3s");
+        // The admin API shows the state once the control plane stored it, after the log line.
+        upstream_when(admin, |app| app["dns"][0]["state"] == "holding");
+        assert_eq!(get(web), 200, "{what}: held");
+        proxy.wait_for("no address (its upstream answers 503)");
+        upstream_when(admin, |app| app["dns"][0]["addresses"] == serde_json::json!([]));
+        assert_eq!(get(web), 503, "{what}: gone after the hold");
+        dns.update(&[
+            "add api.fleet.test. 1 A 127.0.0.1",
+            "add api.fleet.test. 1 TXT \"kept\"",
+        ]);
+        proxy.wait_for(&format!("dns+api.fleet.test:{port}: 127.0.0.1:{port}"));
+        upstream_when(admin, |app| {
+            app["dns"][0]["state"] == "resolved" && app["dns"][0]["addresses"].as_array().is_some_and(|a| !a.is_empty())
+        });
+        assert_eq!(get(web), 200, "{what}: back");
+    }
+    proxy.stop();
+}
+
+/// One request on a new connection: its status.
+fn get(web: u16) -> u16 {
+    let mut s = TcpStream::connect(("127.0.0.1", web)).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: app\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    read_response(&mut s).0
+}
+
 #[test]
 fn a_tcp_listener_follows_its_names_too() {
     let one = common::Backend::start("one", common::Behavior::TagEcho);

@@ -1,4 +1,5 @@
-//! `[global]` settings of DNS discovery: `resolvers`, `dns_ttl_min`, `dns_ttl_max`, `dns_grace`.
+//! `[global]` settings of DNS discovery: `resolvers`, `dns_ttl_min`, `dns_ttl_max`, `dns_grace`,
+//! `dns_hold`.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -52,6 +53,7 @@ impl Checker<'_> {
             ttl_min,
             ttl_max,
             grace: self.duration(&global.dns_grace, defaults::DNS_GRACE),
+            hold: self.duration(&global.dns_hold, defaults::DNS_HOLD),
         }
     }
 }

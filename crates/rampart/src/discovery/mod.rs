@@ -5,7 +5,9 @@
 //!
 //! A question that fails keeps its last answer; after `dns_grace` of failing, the upstreams that
 //! ask it are called degraded (logged once, in `/api/upstreams` and `rampart_upstream_dns_degraded`)
-//! and still use that last answer. A name with no address is an answer: no targets, so 503.
+//! and still use that last answer. Only a server that answered NXDOMAIN or an empty NOERROR says
+//! a name has no address (SERVFAIL and REFUSED are failures); a name that had addresses keeps
+//! them for `dns_hold` after that before its targets go, and one with none at all answers 503.
 
 mod resolve;
 
@@ -50,17 +52,21 @@ pub struct Entry {
     pub error: Option<String>,
     /// Failing for longer than the grace period.
     pub degraded: bool,
+    /// Since when it answers "no address" while its last addresses are held (`dns_hold`).
+    empty_since: Option<Instant>,
     /// Upstreams that ask it.
     pub upstreams: Vec<String>,
 }
 
 impl Entry {
-    /// `resolved`, `pending` (never answered yet), `failing` (keeping its last answer) or
-    /// `degraded` (failing for longer than the grace period).
+    /// `resolved`, `pending` (never answered yet), `failing` (keeping its last answer),
+    /// `degraded` (failing for longer than the grace period) or `holding` (answers "no address"
+    /// and keeps its last addresses until `dns_hold` runs out).
     pub fn state(&self) -> &'static str {
         match (self.degraded, self.error.is_some(), self.found.is_some()) {
             (true, _, _) => "degraded",
             (false, true, _) => "failing",
+            (false, false, true) if self.empty_since.is_some() => "holding",
             (false, false, true) => "resolved",
             (false, false, false) => "pending",
         }
@@ -272,6 +278,26 @@ impl Discovery {
                 entry.failures = 0;
                 entry.error = None;
                 entry.degraded = false;
+                let had_addresses = entry.found.as_ref().is_some_and(|f| !f.is_empty());
+                if answer.found.is_empty() && had_addresses {
+                    let since = *entry.empty_since.get_or_insert(now);
+                    let until = since + settings.hold;
+                    if now < until {
+                        if since == now {
+                            tracing::warn!(
+                                query = %query,
+                                upstreams = %entry.upstreams.join(","),
+                                "dns: {query} answers no address; keeping its last answer for {:?} (dns_hold)",
+                                settings.hold
+                            );
+                        }
+                        entry.next = Some((now + ttl).min(until));
+                        return false;
+                    }
+                } else if entry.empty_since.take().is_some() {
+                    tracing::info!(query = %query, "dns: {query} has addresses again");
+                }
+                entry.empty_since = None;
                 if entry.found.as_ref() == Some(&answer.found) {
                     return false;
                 }

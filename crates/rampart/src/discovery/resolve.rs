@@ -52,7 +52,8 @@ pub fn resolver(settings: &DnsSettings) -> Result<TokioResolver, String> {
 }
 
 /// Asks `query`. A name that does not exist, or has no record of the type asked, answers with
-/// no address: that is an answer (an empty upstream), not a failure.
+/// no address: that is an answer, not a failure. A server that fails (SERVFAIL, REFUSED, a
+/// timeout) is a failure: the caller keeps the last answer.
 pub async fn ask(resolver: &TokioResolver, query: &Query) -> Result<Answer, String> {
     match query {
         Query::Host { name, port } => {
@@ -107,18 +108,41 @@ async fn addresses(
     }
 }
 
-/// An empty answer for "no such name" and "no such record", else the failure.
+/// An empty answer when a server answered that the name does not exist (NXDOMAIN) or has no
+/// record of the type asked (NOERROR with no answer), else the failure. Any other response code
+/// (SERVFAIL, REFUSED, NOTIMP, ...) says the server could not answer, not that there is no
+/// address: a recursive resolver answers SERVFAIL whenever the authoritative server is out of
+/// reach, so taking it as "no address" would empty the upstream on every DNS outage.
 fn nothing(e: ResolveError) -> Result<Answer, String> {
-    if e.is_nx_domain() || e.is_no_records_found() {
-        let ttl = e.proto().and_then(|p| match p.kind() {
-            hickory_resolver::proto::ProtoErrorKind::NoRecordsFound { negative_ttl, .. } => {
-                negative_ttl.map(|s| Duration::from_secs(u64::from(s)))
-            }
-            _ => None,
-        });
-        return Ok(Answer { found: Vec::new(), ttl });
+    use hickory_resolver::proto::op::ResponseCode;
+    use hickory_resolver::proto::ProtoErrorKind;
+    if let Some(ProtoErrorKind::NoRecordsFound {
+        response_code,
+        negative_ttl,
+        ..
+    }) = e.proto().map(|p| p.kind())
+    {
+        return match *response_code {
+            ResponseCode::NXDomain | ResponseCode::NoError => Ok(Answer {
+                found: Vec::new(),
+                ttl: negative_ttl.map(|s| Duration::from_secs(u64::from(s))),
+            }),
+            code => Err(format!("the server answered {}", rcode_name(code))),
+        };
     }
     Err(e.to_string())
+}
+
+/// A response code as DNS tools print it (`SERVFAIL`, `REFUSED`).
+fn rcode_name(code: hickory_resolver::proto::op::ResponseCode) -> String {
+    use hickory_resolver::proto::op::ResponseCode;
+    match code {
+        ResponseCode::ServFail => "SERVFAIL".to_string(),
+        ResponseCode::Refused => "REFUSED".to_string(),
+        ResponseCode::NotImp => "NOTIMP".to_string(),
+        ResponseCode::FormErr => "FORMERR".to_string(),
+        other => format!("response code {}", u16::from(other)),
+    }
 }
 
 /// The name with a final dot: asked as written, never under a search domain.

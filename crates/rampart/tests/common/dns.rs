@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
-use super::{free_port, WAIT};
+use super::{free_port, wait_bounded, Bounded, WAIT};
 
 /// The zone every test server serves.
 pub const ZONE: &str = "fleet.test";
@@ -115,6 +115,7 @@ impl DnsServer {
             .expect("nsupdate runs (scripts/servers installs bind9-dnsutils)");
         use std::io::Write;
         child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+        wait_bounded(&mut child, WAIT, "nsupdate");
         let out = child.wait_with_output().unwrap();
         assert!(
             out.status.success(),
@@ -131,7 +132,7 @@ impl DnsServer {
             .args(["+short", "+norecurse", "+tries=3", "+time=2", "-p"])
             .arg(self.port.to_string())
             .args(["@127.0.0.1", name, "TXT"])
-            .output()
+            .output_within(WAIT)
             .expect("dig runs (scripts/servers installs bind9-dnsutils)");
         assert!(
             out.status.success(),
@@ -156,6 +157,42 @@ impl DnsServer {
             let _ = child.kill();
             let _ = child.wait();
         }
+    }
+
+    /// Restarts the server refusing every query (`allow-query { none; }`): it answers REFUSED.
+    pub fn refuse_queries(&mut self) {
+        self.restart_with(|conf, zone| (conf.replace("allow-query { any; }", "allow-query { none; }"), zone));
+    }
+
+    /// Restarts the server with a zone file that does not load: it answers SERVFAIL for names
+    /// of the zone.
+    pub fn break_zone(&mut self) {
+        self.restart_with(|conf, _| (conf, "this is not a zone file\n".to_string()));
+    }
+
+    /// Restarts the server with the configuration and records it was started with (updates
+    /// made since are lost).
+    pub fn restore(&mut self) {
+        self.restart_with(|conf, zone| (conf, zone));
+    }
+
+    /// Stops the server, writes the configuration and zone `change` makes of the ones it was
+    /// started with, and starts it again on the same port.
+    fn restart_with(&mut self, change: impl FnOnce(String, String) -> (String, String)) {
+        self.stop();
+        let dir = self.dir.path();
+        for name in ["named.conf", "zone"] {
+            let first = dir.join(format!("{name}.first"));
+            if !first.exists() {
+                std::fs::copy(dir.join(name), first).unwrap();
+            }
+        }
+        let read = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.first"))).unwrap();
+        let (conf, zone) = change(read("named.conf"), read("zone"));
+        std::fs::write(dir.join("named.conf"), conf).unwrap();
+        std::fs::write(dir.join("zone"), zone).unwrap();
+        let _ = std::fs::remove_file(dir.join("zone.jnl"));
+        self.run();
     }
 
     /// `resolvers = [...]` for a `[global]` table.
