@@ -19,6 +19,8 @@ use crate::units::{parse_duration, parse_size};
 #[derive(Debug)]
 pub struct Compiled {
     pub snapshot: Snapshot,
+    /// `[global] workers` as written (`None`: left out).
+    pub workers: Option<usize>,
     pub pin: bool,
     /// Problems that do not stop the load (a certificate close to expiry, `verify = false`).
     pub warnings: Vec<ConfigError>,
@@ -208,6 +210,7 @@ impl Checker<'_> {
                 drain_timeout,
                 upgrade_timeout,
             },
+            workers,
             pin: global.pin.unwrap_or(false),
             warnings: Vec::new(),
             admin,

@@ -101,15 +101,8 @@ impl Logger {
         self.set_level(settings.level);
     }
 
-    /// Takes a reloaded config's settings: its level follows; a new format waits for a restart.
+    /// Takes a reloaded config's level (a reload that changes the format is refused before).
     pub fn reload(&self, settings: LogSettings) {
-        if self.cli_format.is_none() && settings.format != self.format.get() {
-            tracing::warn!(
-                log_format = settings.format.name(),
-                running = self.format.get().name(),
-                "log_format changed; it takes effect at the next restart"
-            );
-        }
         let before = self.level.get();
         if self.from_env.is_some() || settings.level == before {
             return;

@@ -51,6 +51,8 @@ pub enum Source {
 /// A loaded config.
 pub struct Loaded {
     pub snapshot: Snapshot,
+    /// `[global] workers` as written.
+    pub workers: Option<usize>,
     pub pin: bool,
     /// `file:line:col: message` lines that do not stop the load (a certificate near expiry).
     pub warnings: Vec<String>,
@@ -73,6 +75,7 @@ impl Loaded {
     fn from(compiled: Compiled) -> Loaded {
         Loaded {
             snapshot: compiled.snapshot,
+            workers: compiled.workers,
             pin: compiled.pin,
             warnings: compiled.warnings.iter().map(ToString::to_string).collect(),
             admin: compiled.admin,

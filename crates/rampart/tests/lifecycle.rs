@@ -222,3 +222,138 @@ fn the_drain_deadline_cuts_connections_that_do_not_finish() {
     let mut rest = Vec::new();
     let _ = open.read_to_end(&mut rest);
 }
+
+/// A reload that changes a setting read at start only is refused, naming it, and the config in
+/// force stays (so `/api/config` never shows a setting that is not applied); the admin token is
+/// applied by a reload, at once.
+#[test]
+fn a_reload_refuses_start_only_settings_and_applies_the_admin_token() {
+    let backend = Backend::start("one", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let with = |global: &str, admin_table: &str| {
+        format!(
+            "[global]\n{global}\n[admin]\nlisten = \"127.0.0.1:{admin}\"\n{admin_table}\n{}",
+            config(port, &[backend.target()], "", "")
+        )
+    };
+    let path = write_file(dir.path(), "r.toml", &with("workers = 2", ""));
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path]);
+    assert_eq!(common::admin(admin, "GET", "/api/status", None).0, 200);
+
+    // The token: required from the reload on, and removed by the next.
+    write_file(dir.path(), "r.toml", &with("workers = 2", "token = \"s3cret\""));
+    assert!(proxy.reload().contains("reloaded"));
+    assert_eq!(common::admin(admin, "GET", "/api/status", None).0, 401);
+    assert_eq!(common::admin(admin, "GET", "/api/status", Some("s3cret")).0, 200);
+    let (_, config) = common::admin(admin, "GET", "/api/config", Some("s3cret"));
+    assert!(config["text"].as_str().unwrap().contains("<redacted>"), "{config}");
+
+    // Start-only settings: each refused with what to do, the token kept.
+    for (global, admin_table, named) in [
+        (
+            "workers = 4",
+            "token = \"s3cret\"",
+            "[global] workers changed from 2 to 4",
+        ),
+        (
+            "workers = 2\nlog_format = \"json\"",
+            "token = \"s3cret\"",
+            "[global] log_format changed from text to json",
+        ),
+        (
+            "workers = 2\npin = true",
+            "token = \"s3cret\"",
+            "[global] pin changed to true",
+        ),
+    ] {
+        write_file(dir.path(), "r.toml", &with(global, admin_table));
+        let outcome = proxy.reload();
+        assert!(outcome.contains("reload failed"), "{outcome}");
+        assert!(
+            outcome.contains(named) && outcome.contains("binary upgrade (SIGUSR2)"),
+            "{outcome}"
+        );
+        assert_eq!(common::admin(admin, "GET", "/api/status", None).0, 401);
+        let (_, status) = common::admin(admin, "GET", "/api/status", Some("s3cret"));
+        assert_eq!(status["workers"], 2);
+        let (_, config) = common::admin(admin, "GET", "/api/config", Some("s3cret"));
+        assert!(
+            !config["text"]
+                .as_str()
+                .unwrap()
+                .contains(global.lines().last().unwrap()),
+            "{config}"
+        );
+    }
+    let moved = format!("listen = \"127.0.0.1:{}\"", free_port());
+    let text = with("workers = 2", "token = \"s3cret\"").replace(&format!("listen = \"127.0.0.1:{admin}\""), &moved);
+    write_file(dir.path(), "r.toml", &text);
+    let outcome = proxy.reload();
+    assert!(outcome.contains("[admin] listen changed from 127.0.0.1:"), "{outcome}");
+
+    write_file(dir.path(), "r.toml", &with("workers = 2", ""));
+    assert!(proxy.reload().contains("reloaded"));
+    assert_eq!(common::admin(admin, "GET", "/api/status", None).0, 200);
+    proxy.stop();
+}
+
+/// A second SIGINT while a long connection drains quits at once, saying so.
+#[test]
+fn a_second_sigint_during_the_drain_quits_at_once() {
+    let backend = Backend::start("echo", Behavior::TagEcho);
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[global]\ndrain_timeout = \"5m\"\n{}",
+        config(port, &[backend.target()], "", "")
+    );
+    let path = write_file(dir.path(), "r.toml", &cfg);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut open = connect(port);
+    assert_eq!(read_line(&mut open), "echo");
+    proxy.signal(libc::SIGINT);
+    proxy.wait_for("no longer accepting");
+    proxy.signal(libc::SIGINT);
+    let line = proxy.wait_for("force quit");
+    assert!(
+        line.contains("SIGINT during the drain: force quit, cutting 1 open connection"),
+        "{line}"
+    );
+    assert_eq!(proxy.wait_exit(), 1);
+    let mut rest = Vec::new();
+    let _ = open.read_to_end(&mut rest);
+}
+
+/// SIGINT while the first DNS answers are awaited stops at once, before binding the port.
+#[test]
+fn sigint_while_waiting_for_dns_at_start_stops_before_listening() {
+    // A resolver that never answers: the start waits up to 5 s for the first answers.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[global]\nresolvers = [\"{}\"]\n{}",
+        silent.local_addr().unwrap(),
+        config(port, &["dns+api.example.test:80".to_string()], "", "")
+    );
+    let path = write_file(dir.path(), "r.toml", &cfg);
+    let mut proxy = Rampart::spawn(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // The query reaching the resolver says the start is waiting on it.
+    let mut buf = [0u8; 512];
+    silent.set_read_timeout(Some(WAIT)).unwrap();
+    silent.recv_from(&mut buf).expect("the start asks the resolver");
+    proxy.signal(libc::SIGINT);
+    assert_eq!(proxy.wait_exit(), 0);
+    // Without the signal, the start would have bound the port after its 5 s wait.
+    assert!(
+        proxy
+            .log
+            .iter()
+            .any(|l| l.contains("SIGINT while waiting for the first DNS answers")),
+        "{:?}",
+        proxy.log
+    );
+    assert!(!proxy.log.iter().any(|l| l.contains("listening:")), "{:?}", proxy.log);
+    assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+}

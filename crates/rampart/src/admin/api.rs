@@ -119,7 +119,8 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
 
 /// Whether the request carries the token (compared in constant time), or none is needed.
 fn authorized(shared: &AdminShared, request: &Request) -> bool {
-    let Some(token) = &shared.token else { return true };
+    let token = shared.token.load();
+    let Some(token) = token.as_deref() else { return true };
     let Some(given) = request.authorization.as_deref().and_then(|a| a.strip_prefix("Bearer ")) else {
         return false;
     };

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use rampart_model::Snapshot;
 use rampart_proxy::checker::FirstRound;
 use serde::Serialize;
@@ -24,7 +24,7 @@ pub struct AdminShared {
     pub draining: AtomicBool,
     pub commands: mpsc::UnboundedSender<Command>,
     /// `Authorization: Bearer` value every request needs, if set.
-    pub token: Option<String>,
+    pub token: ArcSwapOption<String>,
     pub started: Instant,
     /// The last 15 minutes of traffic readings.
     pub history: super::history::History,

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use rampart_config::{AdminAddress, AdminSettings};
 use rampart_proxy::checker::FirstRound;
 
@@ -35,6 +35,7 @@ use crate::watch::Watching;
 
 mod bind_failure;
 mod reload;
+mod start_only;
 
 pub use bind_failure::log_fatal;
 use bind_failure::{listener_names, BindFailure};
@@ -74,7 +75,25 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let mut loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
     // Targets written by name are asked before the first request can need them.
     let mut discovery = Discovery::new();
-    loaded.snapshot = runtime.block_on(discovery.complete(loaded.snapshot, &mut live));
+    // A stop signal during that wait stops here, before anything is bound.
+    let first = runtime.block_on(async {
+        tokio::select! {
+            snapshot = discovery.complete(loaded.snapshot, &mut live) => Ok(snapshot),
+            _ = terminate.recv() => Err("SIGTERM"),
+            _ = interrupt.recv() => Err("SIGINT"),
+        }
+    });
+    loaded.snapshot = match first {
+        Ok(snapshot) => snapshot,
+        Err(signal) => {
+            logger.start(loaded.log);
+            tracing::info!(
+                signal,
+                "{signal} while waiting for the first DNS answers: stopped before listening"
+            );
+            return Ok(());
+        }
+    };
     logger.start(loaded.log);
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -95,6 +114,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
     let line = summary(&loaded.snapshot);
     let running_config = RunningConfig::redacted(source.name(), &loaded.text);
     let listeners = listener_names(&loaded.snapshot);
+    let start_only = start_only::StartOnly::of(&loaded, args);
     let watch_list = loaded.watch.clone();
     let etcd_revision = loaded.revision;
     // A TCP admin listener's socket is not a listener's: set it aside before the engine starts.
@@ -152,7 +172,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         first_round,
         draining: AtomicBool::new(false),
         commands,
-        token: admin_settings.as_ref().and_then(|a| a.token.clone()),
+        token: ArcSwapOption::from(admin_settings.as_ref().and_then(|a| a.token.clone()).map(Arc::new)),
         started: Instant::now(),
         history: Default::default(),
         handed_over: Default::default(),
@@ -169,7 +189,7 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         admin_copy = Some(admin::start(&settings.listen, admin.clone(), &mut handover)?);
         tracing::info!("admin API on {}", settings.listen);
     }
-    let pid_file = match &args.pid_file {
+    let mut pid_file = match &args.pid_file {
         Some(path) => Some(
             crate::pid_file::PidFile::write(path)
                 .map_err(|e| anyhow::anyhow!("--pid-file {}: cannot write: {e}", path.display()))?,
@@ -232,6 +252,8 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
                         &admin,
                         logger,
                         watching.as_ref(),
+                        &start_only,
+                        args,
                     )
                     .await;
                     admin.dns.store(Arc::new(discovery.status()));
@@ -300,7 +322,33 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         timeout_ms = drain_timeout.as_millis() as u64,
         "{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}"
     );
-    let cut = engine.shutdown(drain_timeout);
+    // The drain runs on a thread of its own; a second SIGINT or SIGTERM meanwhile quits at once.
+    let draining = std::thread::spawn(move || engine.shutdown(drain_timeout));
+    runtime.block_on(async {
+        let mut ticks = tokio::time::interval(std::time::Duration::from_millis(20));
+        while !draining.is_finished() {
+            let again = tokio::select! {
+                _ = interrupt.recv() => "SIGINT",
+                _ = terminate.recv() => "SIGTERM",
+                _ = ticks.tick() => continue,
+            };
+            let open = counters
+                .iter()
+                .map(|c| c.open.load(std::sync::atomic::Ordering::Relaxed))
+                .sum::<u64>();
+            tracing::warn!(
+                signal = again,
+                elapsed_ms = drain_started.elapsed().as_millis() as u64,
+                cut = open,
+                "{again} during the drain: force quit, cutting {}",
+                rampart_proxy::log_summary::count_of(open, "open connection")
+            );
+            session_log.flush();
+            drop(pid_file.take());
+            std::process::exit(1);
+        }
+    });
+    let cut = draining.join().unwrap_or(0);
     let elapsed_ms = drain_started.elapsed().as_millis() as u64;
     if cut > 0 {
         tracing::warn!(

@@ -8,15 +8,19 @@ use rampart_proxy::session_log::SessionLogWriter;
 use rampart_runtime::Engine;
 
 use super::bind_failure::{listener_names, BindFailure};
+use super::start_only::StartOnly;
 use crate::admin::state::{ConfigFile, RunningConfig};
 use crate::admin::{AdminShared, ReloadOutcome};
+use crate::cli::EngineArgs;
 use crate::discovery::Discovery;
 use crate::logger::Logger;
 use crate::source::{summary, Source};
 use crate::watch::Watching;
 
 /// Loads the source again and applies it (SIGHUP, `POST /api/reload`, or a change `--watch`
-/// saw); a load that succeeds gives the watcher its new list of files.
+/// saw); a load that succeeds gives the watcher its new list of files. A load that changes a
+/// setting read at start only (`start_only`, the one in force) is refused, naming it; the admin
+/// token is applied.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn reload(
     source: &Source,
@@ -27,6 +31,8 @@ pub(super) async fn reload(
     admin: &AdminShared,
     logger: &Logger,
     watching: Option<&Watching>,
+    start_only: &StartOnly,
+    args: &EngineArgs,
 ) -> ReloadOutcome {
     if !source.reloadable() {
         tracing::info!(
@@ -44,6 +50,12 @@ pub(super) async fn reload(
             };
         }
     };
+    let changed = start_only.changes(&StartOnly::of(&loaded, args));
+    if !changed.is_empty() {
+        let errors = changed.join("\n");
+        tracing::error!(result = "refused", errors = %errors, "reload failed; the running config stays in force");
+        return ReloadOutcome::Refused { errors: changed };
+    }
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
@@ -57,6 +69,11 @@ pub(super) async fn reload(
     let text = loaded.text;
     let log = loaded.log;
     let listeners = listener_names(&loaded.snapshot);
+    // `--admin` (no token) wins over the config's `[admin]`.
+    let token = match args.admin {
+        Some(_) => None,
+        None => loaded.admin.as_ref().and_then(|a| a.token.clone()),
+    };
     let snapshot = discovery.complete(loaded.snapshot, live).await;
     if let Err(e) = engine.apply(snapshot) {
         // The questions stay those of the config in force.
@@ -75,6 +92,17 @@ pub(super) async fn reload(
     }
     // The new level is in force from the "reloaded" line on.
     logger.reload(log);
+    if admin.token.load().as_deref() != token.as_ref() {
+        tracing::info!(
+            "admin: {}",
+            if token.is_some() {
+                "the token is now required (changed by this reload)"
+            } else {
+                "the token was removed: the admin API asks for none"
+            }
+        );
+        admin.token.store(token.map(Arc::new));
+    }
     tracing::info!(
         result = "applied",
         summary = line.as_str(),
