@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use common::http::{HttpBackend, Reply};
 use common::scrape::{scrape, value};
+use common::Bounded;
 use common::*;
 
 fn config(admin_port: u16, port: u16, backend: &str, extra_admin: &str) -> String {
@@ -44,7 +45,10 @@ fn the_token_guards_every_endpoint_and_status_describes_the_process() {
     assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
     assert_eq!(body["config"]["path"], path.as_str());
     // The hash is of the file's text (sha256sum's answer).
-    let sum = std::process::Command::new("sha256sum").arg(&path).output().unwrap();
+    let sum = std::process::Command::new("sha256sum")
+        .arg(&path)
+        .output_within(common::TOOL_WAIT)
+        .unwrap();
     let sum = String::from_utf8(sum.stdout).unwrap();
     assert_eq!(body["config"]["sha256"], sum.split_whitespace().next().unwrap());
     assert_eq!(body["listeners"][0]["name"], "web");

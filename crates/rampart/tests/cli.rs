@@ -494,11 +494,16 @@ fn the_quickstart_stops_everything_it_started() {
             .env("QUICKSTART_SKIP_BUILD", "1")
             .env("CARGO_TARGET_DIR", dir.path())
             .stdout(std::process::Stdio::null());
-        // SAFETY: setsid is async-signal-safe; the child gets its own process group, as a
-        // terminal's foreground job has.
+        // SAFETY: setsid and signal are async-signal-safe; the child gets its own process group,
+        // as a terminal's foreground job has, and the default action for the signals the script
+        // traps: a test run as a background job of a script inherits SIGINT ignored, and a shell
+        // cannot trap a signal ignored at its start (the script would never stop).
         unsafe {
             cmd.pre_exec(|| {
                 libc::setsid();
+                for s in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                    libc::signal(s, libc::SIG_DFL);
+                }
                 Ok(())
             });
         }
@@ -511,7 +516,7 @@ fn the_quickstart_stops_everything_it_started() {
         // The whole process group, as the terminal sends it.
         // SAFETY: plain kill(2) on the group this test created.
         unsafe { libc::kill(-(script.id() as i32), signal) };
-        let status = script.wait().unwrap();
+        let status = common::wait_bounded(&mut script, WAIT, "scripts/quickstart");
         assert!(!status.success(), "signal {signal}: {status:?}");
         for pid in &pids {
             wait_until(|| {

@@ -11,6 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 
 use common::http::{read_response, send};
+use common::Bounded;
 use common::*;
 use rampart_proto::h1::{ChunkedDecoder, ChunkedPart};
 
@@ -424,7 +425,7 @@ fn curl_compressed(dir: &Path, args: &[&str]) -> (String, Vec<u8>) {
         .arg("-o")
         .arg(&body_file)
         .args(args)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("curl runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     (

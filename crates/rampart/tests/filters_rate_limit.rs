@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use common::http::{header, HttpBackend, Reply};
 use common::load::{assert_within_5_percent, exchange, paced};
 use common::servers::RedisServer;
+use common::Bounded;
 use common::*;
 
 struct Site {
@@ -313,7 +314,7 @@ fn curl_h2(url: &str, args: &[&str]) -> (u16, String) {
         ])
         .args(args)
         .arg(url)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("curl runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let head = String::from_utf8_lossy(&out.stdout).into_owned();

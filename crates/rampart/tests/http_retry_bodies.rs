@@ -9,6 +9,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::http::{one_upstream_config, send, HttpBackend, Reply, UNAVAILABLE};
+use common::Bounded;
 use common::{free_port, write_file, Rampart};
 
 /// `n` requests on one keep-alive connection: how many got each status, and the body lengths
@@ -139,7 +140,7 @@ fn an_http2_clients_body_is_kept_and_sent_whole_to_the_next_target_too() {
                 "\n%{http_code} %{http_version}",
             ])
             .arg(format!("http://127.0.0.1:{port}/upload"))
-            .output()
+            .output_within(common::TOOL_WAIT)
             .expect("curl runs");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(text.ends_with("\n200 2"), "{text}");

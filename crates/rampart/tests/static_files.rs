@@ -11,6 +11,7 @@ use std::process::Command;
 
 use common::http::{header, is_closed, send};
 use common::tls::{Ca, CertSpec, ClientOpts};
+use common::Bounded;
 use common::*;
 
 /// A root with the files the tests ask for, beside a secret the root links to.
@@ -383,7 +384,7 @@ fn curl_h2(dir: &Path, args: &[&str], url: &str) -> (String, Vec<u8>) {
         .arg(&body)
         .args(args)
         .arg(url)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("curl runs");
     assert!(out.status.success(), "{}", text(&out.stderr));
     (

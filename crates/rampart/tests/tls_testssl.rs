@@ -10,6 +10,7 @@ use std::process::Command;
 
 use common::http::{HttpBackend, Reply};
 use common::tls::*;
+use common::Bounded;
 use common::*;
 
 /// Every `{ "id": ..., "finding": ... }` in the scan result, whatever section it is in (section
@@ -116,7 +117,7 @@ fn testssl_finds_only_modern_protocols_and_forward_secret_aead_suites() {
     let run = Command::new(script)
         .arg(format!("127.0.0.1:{port}"))
         .arg(&out)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("run scripts/testssl");
     assert!(
         run.status.success(),

@@ -9,6 +9,10 @@ pub mod pebble;
 pub mod scrape;
 pub mod servers;
 pub mod tls;
+mod wait;
+
+#[allow(unused_imports)]
+pub use wait::{wait_bounded, Bounded, INSTALL_WAIT, TOOL_WAIT};
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
@@ -28,7 +32,7 @@ pub fn run_rampart(dir: &Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_rampart"))
         .args(args)
         .current_dir(dir)
-        .output()
+        .output_within(WAIT)
         .unwrap();
     (
         out.status.code().unwrap_or(-1),

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use super::{free_port, WAIT};
+use super::{free_port, Bounded, INSTALL_WAIT, WAIT};
 
 /// The directory holding PostgreSQL's `initdb` and `postgres`, once `scripts/servers` has
 /// installed whatever is missing (run once per test binary: concurrent apt-get runs would fight
@@ -18,7 +18,7 @@ pub fn installed() -> PathBuf {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/servers");
         let out = Command::new(script)
             .stdin(Stdio::null())
-            .output()
+            .output_within(INSTALL_WAIT)
             .map_err(|e| format!("cannot run {script}: {e}"))?;
         let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
         if !out.status.success() || stdout.is_empty() {
@@ -101,7 +101,7 @@ impl RedisServer {
         let out = Command::new("redis-cli")
             .args(["-p", &self.port.to_string()])
             .args(args)
-            .output()
+            .output_within(WAIT)
             .expect("redis-cli runs");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }

@@ -14,6 +14,7 @@ use std::process::Command;
 
 use common::http::{HttpBackend, Reply};
 use common::tls::{Ca, CertSpec};
+use common::Bounded;
 use common::{free_port, write_file, Rampart};
 
 /// A one-worker HTTP gateway from a config file: listener `web` on a free port with `listener`
@@ -56,7 +57,7 @@ pub fn curl(args: &[&str]) -> (String, String) {
             "\n%{http_version} %{http_code}",
         ])
         .args(args)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("curl runs");
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     let (body, status) = text.rsplit_once('\n').unwrap_or(("", &text));
@@ -122,14 +123,14 @@ fn http2_false_turns_both_ways_off() {
 /// Runs h2spec against `port` (with `extra` arguments) and returns its report.
 fn h2spec(port: u16, extra: &[&str]) -> (bool, String) {
     let bin = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/h2spec"))
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("scripts/h2spec runs");
     assert!(bin.status.success(), "{}", String::from_utf8_lossy(&bin.stderr));
     let bin = String::from_utf8_lossy(&bin.stdout).trim().to_string();
     let out = Command::new(bin)
         .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-o", "5"])
         .args(extra)
-        .output()
+        .output_within(common::TOOL_WAIT)
         .expect("h2spec runs");
     let report = String::from_utf8_lossy(&out.stdout).into_owned();
     (out.status.success(), report)

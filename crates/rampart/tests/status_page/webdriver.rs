@@ -6,6 +6,7 @@
 // Each browser test uses a part of it.
 #![allow(dead_code)]
 
+use crate::common::Bounded;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -39,7 +40,9 @@ pub fn chromedriver() -> PathBuf {
             return path.into();
         }
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/browser");
-        let out = Command::new(&script).output().expect("run scripts/browser");
+        let out = Command::new(&script)
+            .output_within(crate::common::INSTALL_WAIT)
+            .expect("run scripts/browser");
         assert!(
             out.status.success(),
             "scripts/browser failed:\n{}",
