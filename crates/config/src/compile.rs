@@ -115,6 +115,12 @@ impl Checker<'_> {
         self.path_at(file.get_ref(), file.span())
     }
 
+    /// A path named at `file`, relative to the directory of the config file it is written in
+    /// (a file the config writes or serves from: not recorded as one it reads).
+    fn relative_path(&self, file: &Spanned<String>) -> std::path::PathBuf {
+        self.map.dir_at(file.span().start).join(file.get_ref())
+    }
+
     /// [`Checker::path`] for a name written at `span`.
     fn path_at(&mut self, file: &str, span: Range<usize>) -> std::path::PathBuf {
         let path = self.map.dir_at(span.start).join(file);
@@ -140,13 +146,10 @@ impl Checker<'_> {
         let drain_timeout = self.duration(&global.drain_timeout, defaults::DRAIN_TIMEOUT);
         let upgrade_timeout = self.duration(&global.upgrade_timeout, defaults::UPGRADE_TIMEOUT);
         let log = self.log_settings(global);
-        if let Some(path) = &global.session_log {
-            self.log_file("session log", path);
-        }
         let session_log = global
             .session_log
             .as_ref()
-            .map(|p| Arc::from(std::path::Path::new(p.get_ref())));
+            .map(|path| Arc::from(self.log_file("session log", path)));
         let dns = self.dns_settings(global);
         self.acme_configured = raw.acme.is_some();
         let mut acme = raw.acme.as_ref().map(|a| self.acme(a));

@@ -78,6 +78,15 @@ struct MappedFile {
     offsets: OffsetMap,
 }
 
+/// The directory the paths a config file names are relative to: the file's own; for a config
+/// from etcd (`etcd:KEY`), which has none, the working directory.
+fn file_dir(file: &str) -> std::path::PathBuf {
+    if file.starts_with("etcd:") {
+        return std::path::PathBuf::new();
+    }
+    Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default()
+}
+
 impl SourceMap {
     /// The map of one text, at offset 0, as written.
     pub fn new(file: &str, src: &str) -> Self {
@@ -93,7 +102,7 @@ impl SourceMap {
         self.files.push(MappedFile {
             name: file.to_string(),
             text,
-            dir: Path::new(file).parent().map(Path::to_path_buf).unwrap_or_default(),
+            dir: file_dir(file),
             base,
             len,
             offsets,
@@ -163,7 +172,11 @@ pub(crate) fn toml_error(map: &SourceMap, e: &toml::de::Error) -> ConfigError {
 /// Says serde's messages in the config's own terms: `invalid type: string "2", expected i64`
 /// becomes `expected a whole number, not the string "2"`.
 fn friendly_toml_message(message: &str) -> String {
-    let message = message.trim();
+    // A syntax error can come on two lines ("invalid table header\nexpected `.`, `]`"): one
+    // error is one line, so that every line of a list of errors starts with its place.
+    let one_line: Vec<&str> = message.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+    let one_line = one_line.join(": ");
+    let message = one_line.as_str();
     if let Some(friendly) = crate::compile::suggest::unknown_name_message(message) {
         return friendly;
     }
@@ -208,6 +221,15 @@ fn friendly_toml_message(message: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_syntax_error_is_one_line_with_its_place() {
+        let map = super::SourceMap::new("r.toml", "[global\nworkers = 2\n");
+        let e = toml::from_str::<toml::Table>("[global\nworkers = 2\n").unwrap_err();
+        let text = super::toml_error(&map, &e).to_string();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.starts_with("r.toml:1:"), "{text}");
+    }
+
     use super::*;
 
     #[test]

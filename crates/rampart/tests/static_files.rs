@@ -516,3 +516,33 @@ fn a_swapped_current_link_is_served_without_a_reload() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Every path a config names is relative to the config file's directory, whatever the working
+/// directory (as under systemd): a `static` root and an access log written relative to it.
+#[test]
+fn relative_paths_are_taken_from_the_config_files_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("etc");
+    std::fs::create_dir_all(conf.join("site")).unwrap();
+    std::fs::create_dir_all(conf.join("logs")).unwrap();
+    std::fs::write(conf.join("site/index.html"), b"<h1>beside the config</h1>\n").unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+         access_log = {{ path = \"logs/access.log\", format = \"json\" }}\n\n\
+         [[listeners.web.routes]]\nstatic = {{ root = \"site\" }}\n"
+    );
+    let path = write_file(&conf, "rampart.toml", &cfg);
+    // Run from the directory above: neither `site` nor `logs` is there.
+    let (code, _, stderr) = run_rampart(dir.path(), &["check", &path]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut conn = connect(port);
+    let (status, _, body) = send(&mut conn, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_eq!((status, body.as_slice()), (200, &b"<h1>beside the config</h1>\n"[..]));
+    drop(conn);
+    proxy.stop();
+    let lines = json_log_lines(&conf.join("logs/access.log"), 1);
+    assert_eq!(lines[0]["status"], 200);
+    assert!(!dir.path().join("logs").exists());
+}

@@ -155,13 +155,17 @@ impl Checker<'_> {
 
     /// Opens a log file the way the writer will (append, create), so that a path that cannot be
     /// opened is an error of the config rather than of its first line.
-    pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) {
+    /// The log file named at `path` (relative to the config file's directory, standard output
+    /// as it is), once it opens: else an error at `path`.
+    pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) -> std::path::PathBuf {
         if rampart_model::is_stdout_path(std::path::Path::new(path.get_ref())) {
-            return; // standard output: nothing to open
+            return path.get_ref().into(); // standard output: nothing to open
         }
-        if let Err(e) = OpenOptions::new().create(true).append(true).open(path.get_ref()) {
-            self.error(path.span(), format!("cannot open {what} {}: {e}", path.get_ref()));
+        let file = self.relative_path(path);
+        if let Err(e) = OpenOptions::new().create(true).append(true).open(&file) {
+            self.error(path.span(), format!("cannot open {what} {}: {e}", file.display()));
         }
+        file
     }
 }
 

@@ -38,7 +38,7 @@ impl Checker<'_> {
             }
         };
         let access_log = l.access_log.as_ref().map(Spanned::get_ref).and_then(|a| {
-            self.log_file("access log", &a.path);
+            let path: Arc<std::path::Path> = Arc::from(self.log_file("access log", &a.path));
             let format = match a.format.as_ref().map(|f| (f.get_ref().as_str(), f.span())) {
                 None | Some(("json", _)) => AccessLogFormat::Json,
                 Some(("combined", _)) => AccessLogFormat::Combined,
@@ -50,7 +50,6 @@ impl Checker<'_> {
                     return None;
                 }
             };
-            let path: Arc<std::path::Path> = Arc::from(std::path::Path::new(a.path.get_ref()));
             Some((path, format))
         });
         let listener_filters = self.filter_list(name, &l.filters, live);

@@ -12,21 +12,25 @@ const DEFAULT_INDEX: &str = "index.html";
 impl Checker<'_> {
     /// The `static` action, or `None` after reporting what is wrong (each error at its value).
     pub(super) fn static_files(&mut self, s: &RawStatic) -> Option<StaticFiles> {
-        let root = s.root.get_ref();
+        // Relative to the config file's directory, as every path a config names.
+        let root = self.relative_path(&s.root);
         let mut ok = true;
-        match std::fs::metadata(root) {
+        match std::fs::metadata(&root) {
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => {
-                self.error(s.root.span(), format!("static root `{root}` is not a directory"));
+                self.error(
+                    s.root.span(),
+                    format!("static root `{}` is not a directory", root.display()),
+                );
                 ok = false;
             }
             Err(e) => {
-                self.error(s.root.span(), format!("static root `{root}`: {e}"));
+                self.error(s.root.span(), format!("static root `{}`: {e}", root.display()));
                 ok = false;
             }
         }
         // Absolute, but with its symbolic links kept: they are followed on every request.
-        let root = std::path::absolute(root).unwrap_or_else(|_| root.into());
+        let root = std::path::absolute(&root).unwrap_or(root);
         let mut index = Vec::new();
         match &s.index {
             None => index.push(DEFAULT_INDEX.to_string()),
