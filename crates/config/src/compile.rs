@@ -394,6 +394,18 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
     if let Ok(a) = address.parse::<SocketAddr>() {
         return Ok(a);
     }
+    // nginx's `server http://...` habit: the upstream's `protocol` says how to speak to it.
+    if let Some((scheme, rest)) = address.split_once("://").filter(|(scheme, _)| !scheme.is_empty()) {
+        let host = rest.split('/').next().unwrap_or(rest);
+        let port = match (host.contains(':'), scheme.eq_ignore_ascii_case("https")) {
+            (true, _) => "",
+            (false, true) => ":443",
+            (false, false) => ":80",
+        };
+        return Err(format!(
+            "`{address}`: a target has no scheme; write `{host}{port}` (an upstream's `protocol` and `tls` say how to speak to it)"
+        ));
+    }
     let Some((host, port)) = address.rsplit_once(':') else {
         return Err(format!("`{address}` is not host:port"));
     };

@@ -43,9 +43,10 @@ pub struct Cli {
 }
 
 impl Cli {
-    /// Parses the command line. A mistyped subcommand followed by its options (`rampart chek -c
-    /// x`) stops clap at the first option (`-c`), before the word itself is checked; the error
-    /// then names the word and the subcommand it is near, which is what went wrong.
+    /// Parses the command line. A mistyped subcommand followed by its options or a file
+    /// (`rampart chek -c x`, `rampart chek x.toml`) stops clap at what follows, before the word
+    /// itself is checked; the error then names the word and the subcommand it is near, which is
+    /// what went wrong.
     pub fn parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
     where
         I: IntoIterator<Item = T>,
@@ -57,12 +58,13 @@ impl Cli {
             let cmd = <Cli as clap::CommandFactory>::command();
             // A subcommand typed right, with a wrong argument after it: clap's own error is
             // about that argument (never "did you mean" the word that was typed).
+            // A first word that is neither a subcommand nor [ADDR:]PORT is what went wrong,
+            // whatever clap tripped on after it (`rampart chek rampart.toml` is a conflict of
+            // two positionals to clap).
             let word = word.filter(|w| cmd.find_subcommand(w).is_none());
-            match (e.kind(), word) {
-                (ErrorKind::UnknownArgument, Some(word)) => {
-                    ListenAddress.parse_ref(&cmd, None, word).err().unwrap_or(e)
-                }
-                _ => e,
+            match word {
+                Some(word) => ListenAddress.parse_ref(&cmd, None, word).err().unwrap_or(e),
+                None => e,
             }
         })
     }
@@ -510,6 +512,7 @@ mod tests {
                 "tcp",
             ),
             (&["rampart", "chek", "-c", "x.toml"][..], "check"),
+            (&["rampart", "chek", "rampart.toml"][..], "check"),
         ] {
             let err = Cli::parse_args(args).unwrap_err();
             assert_eq!(err.kind(), ErrorKind::InvalidSubcommand, "{err}");

@@ -236,6 +236,16 @@ fn load_command_line(spec: &SimpleL4, live: &mut LiveState) -> Result<Loaded, St
     })
 }
 
+/// `3 targets`, or with targets written by name `1 target, 2 names from DNS` (their addresses
+/// count once answered; `rampart check` asks none).
+fn targets_of(targets: usize, names: usize) -> String {
+    let targets = count_of(targets as u64, "target");
+    match names {
+        0 => targets,
+        n => format!("{targets}, {} from DNS", count_of(n as u64, "name")),
+    }
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest;
     sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
@@ -244,6 +254,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 /// One line describing a snapshot, for logs and `rampart check`.
 pub fn summary(snapshot: &Snapshot) -> String {
     let targets: usize = snapshot.upstreams.iter().map(|u| u.targets.len()).sum();
+    let names: usize = snapshot.upstreams.iter().map(|u| u.lookups.len()).sum();
     let listeners: Vec<String> = snapshot
         .listeners
         .iter()
@@ -259,7 +270,7 @@ pub fn summary(snapshot: &Snapshot) -> String {
                 let default = match upstream {
                     Some(u) => {
                         let u = &snapshot.upstreams[*u];
-                        format!("{} ({})", u.name, count_of(u.targets.len() as u64, "target"))
+                        format!("{} ({})", u.name, targets_of(u.targets.len(), u.lookups.len()))
                     }
                     None => "close".to_string(),
                 };
@@ -281,7 +292,7 @@ pub fn summary(snapshot: &Snapshot) -> String {
         "{}, {}, {}: {}",
         count_of(snapshot.listeners.len() as u64, "listener"),
         count_of(snapshot.upstreams.len() as u64, "upstream"),
-        count_of(targets as u64, "target"),
+        targets_of(targets, names),
         listeners.join("; ")
     )
 }

@@ -41,6 +41,22 @@ pub(crate) fn defined(word: &str, defined: &str) -> String {
     }
 }
 
+/// Keys other proxies use for one Rampart names otherwise: (their word, Rampart's, whose word).
+const OTHER_PROXIES: &[(&str, &str, &str)] = &[
+    ("listen", "bind", "nginx's"),
+    ("server", "targets", "nginx's"),
+    ("servers", "targets", "HAProxy's and nginx's"),
+    ("backends", "targets", "Traefik's"),
+    ("proxy_pass", "upstream", "nginx's"),
+    ("backend", "upstream", "HAProxy's"),
+    ("location", "routes", "nginx's"),
+    ("locations", "routes", "nginx's"),
+    ("worker_processes", "workers", "nginx's"),
+    ("ssl", "tls", "nginx's"),
+    ("ssl_certificate", "cert", "nginx's"),
+    ("ssl_certificate_key", "key", "nginx's"),
+];
+
 /// Longer lists of valid keys are not printed whole (a table can have two dozen).
 const LIST_AT_MOST: usize = 8;
 
@@ -68,6 +84,16 @@ pub(crate) fn unknown_name_message(message: &str) -> Option<String> {
     if candidates.is_empty() {
         return Some(format!("unknown {kind} `{word}`"));
     }
+    if kind == "key" {
+        let other = OTHER_PROXIES
+            .iter()
+            .find(|(theirs, ours, _)| *theirs == word && candidates.contains(ours));
+        if let Some((theirs, ours, whose)) = other {
+            return Some(format!(
+                "unknown key `{theirs}` (did you mean `{ours}`? `{theirs}` is {whose} word for it)"
+            ));
+        }
+    }
     if kind == "key" && candidates.len() > LIST_AT_MOST && closest(word, candidates.iter().copied()).is_none() {
         return Some(format!(
             "unknown key `{word}` (no key of this table is close to it; docs/config.md lists them)"
@@ -82,6 +108,19 @@ pub(crate) fn unknown_name_message(message: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_proxies_words_get_ramparts() {
+        assert_eq!(
+            unknown_name_message("unknown field `listen`, expected one of `bind`, `protocol`, `upstream`").as_deref(),
+            Some("unknown key `listen` (did you mean `bind`? `listen` is nginx's word for it)")
+        );
+        // Only where Rampart's word is a key of that table.
+        assert_eq!(
+            unknown_name_message("unknown field `listen`, expected `cert` or `key`").as_deref(),
+            Some("unknown key `listen` (expected one of: cert, key)")
+        );
+    }
 
     #[test]
     fn typos_get_the_word_they_are_near() {

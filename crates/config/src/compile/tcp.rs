@@ -413,7 +413,9 @@ impl Checker<'_> {
             if present {
                 self.error(
                     span,
-                    format!("route `{name}`: `{key}` is for routes of HTTP listeners; listener `{listener}` is tcp"),
+                    format!(
+                        "route `{name}`: `{key}` is for routes of HTTP listeners; listener `{listener}` is tcp (set `protocol = \"http\"` on it to route HTTP requests)"
+                    ),
                 );
             }
         }
