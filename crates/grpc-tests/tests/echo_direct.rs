@@ -1,7 +1,7 @@
 //! The echo service and harness on their own, client straight to backend (no rampart): what the
 //! through-rampart tests expect of the backend holds here first.
 
-mod common;
+use crate::common;
 
 use common::backend::{connect, connect_bare, connect_tls, EchoBackend};
 use common::echo::{collect, EchoRequest};

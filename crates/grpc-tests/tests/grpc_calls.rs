@@ -2,7 +2,7 @@
 //! HTTP listener, rampart relaying over h2c to tonic echo backends. The four call kinds, 16 MiB
 //! messages both ways, and many concurrent calls on one connection balanced over two targets.
 
-mod common;
+use crate::common;
 
 use common::backend::{connect_port, EchoBackend};
 use common::echo::{collect, EchoRequest};

@@ -5,7 +5,7 @@
 //! rampart's answers is seen both by tonic's client and by a call made by hand (`raw_call`),
 //! which checks the HTTP status and the trailers-only shape that tonic's client hides.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! h2 by ALPN (tonic refuses a connection without it); rampart speaks `protocol = "h2"` (TLS,
 //! ALPN h2) to a tonic server over TLS, verifying it against the test CA.
 
-mod common;
+use crate::common;
 
 use common::backend::{connect_tls, EchoBackend};
 use common::echo::{collect, EchoRequest};

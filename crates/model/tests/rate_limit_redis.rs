@@ -37,16 +37,29 @@ fn install_servers() {
     static INSTALLED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
     INSTALLED.get_or_init(|| {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/servers");
-        let out = Command::new(script).stdin(Stdio::null()).output();
-        match out {
-            Ok(o) if o.status.success() => {}
-            Ok(o) => panic!(
-                "scripts/servers failed ({}): {}",
-                o.status,
-                String::from_utf8_lossy(&o.stderr)
-            ),
-            Err(e) => panic!("cannot run {script}: {e}"),
-        }
+        // Its messages go to a file, read when it fails; the wait is bounded (an install that
+        // hangs fails the test instead of the suite).
+        let log = std::env::temp_dir().join(format!("rampart-servers-{}.log", std::process::id()));
+        let mut child = Command::new(script)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {script}: {e}"));
+        let deadline = Instant::now() + Duration::from_secs(1200);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                panic!("scripts/servers did not finish within 20 minutes");
+            }
+            thread::sleep(Duration::from_millis(50));
+        };
+        let messages = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        assert!(status.success(), "scripts/servers failed ({status}): {messages}");
     });
 }
 

@@ -3,7 +3,7 @@
 //! listener; a client then verifies it against Pebble's root. A restart serves the certificate
 //! kept on disk and orders nothing.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 

@@ -4,7 +4,7 @@
 //! issued and verified by a client; the records are gone afterwards; a wrong secret is a clear
 //! error in the log, and everything else keeps working.
 
-mod common;
+use crate::common;
 
 use common::dns::DnsServer;
 use common::pebble::{get_verified, Pebble};

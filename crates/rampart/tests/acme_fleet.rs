@@ -3,7 +3,7 @@
 //! certificate, and a challenge answer put up by one is answered by all (the CA may reach any of
 //! them: the name's A records point at all three).
 
-mod common;
+use crate::common;
 
 use std::net::{SocketAddr, TcpListener};
 

@@ -4,7 +4,7 @@
 //! which certificate it replaces; a configured certificate profile is asked for; an external
 //! account binding makes the account a CA insists on.
 
-mod common;
+use crate::common;
 
 use common::dns::DnsServer;
 use common::pebble::{get_verified, Options, Pebble};

@@ -2,7 +2,7 @@
 //! status, reload through the API with a good and a bad file, JSON errors, and `--admin` on the
 //! one-line modes.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Instant;

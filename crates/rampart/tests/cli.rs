@@ -1,6 +1,6 @@
 //! The command line: `check`, the zero-config hosts-file start, and its errors.
 
-mod common;
+use crate::common;
 
 use common::*;
 

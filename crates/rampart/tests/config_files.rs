@@ -2,7 +2,7 @@
 //! variables, `rampart check` errors that point into the included file, and `run --watch`,
 //! which reloads when a file of the config (a certificate included) changes.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! fails, a name with no address answers 503, and a server that stops answering leaves the last
 //! answer in use and the upstream degraded after the grace period.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

@@ -2,7 +2,7 @@
 //! answers (404 for no route, a dead upstream's 502/503, a filter's 403), with the variant the
 //! client's `Accept` asks for; what a route says itself (`respond`) is left alone.
 
-mod common;
+use crate::common;
 
 use common::http::{header, send};
 use common::*;

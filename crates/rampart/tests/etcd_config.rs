@@ -2,7 +2,7 @@
 //! transaction conditioned on a revision; `rampart pull` reads it back. Two operators cannot
 //! overwrite each other silently.
 
-mod common;
+use crate::common;
 
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -6,7 +6,7 @@
 
 #[path = "filters_auth/auth_service.rs"]
 mod auth_service;
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Instant;

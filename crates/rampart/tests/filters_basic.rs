@@ -2,7 +2,7 @@
 //! (after PROXY headers and trusted X-Forwarded-For), CORS as a client sends it, listener
 //! filters inherited by routes, and what the access log records of them.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

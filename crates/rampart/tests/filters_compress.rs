@@ -4,7 +4,7 @@
 //! chunked body compressed piece by piece as it streams, HTTP/2 clients, curl, and a config error
 //! at its place.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -4,7 +4,7 @@
 //! claims forwarded upstream, where tokens are looked for, and a JWKS served by a test server
 //! that rotates its keys.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpListener;

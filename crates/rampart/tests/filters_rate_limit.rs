@@ -7,7 +7,7 @@
 //! Clients send at a fixed rate (the load is paced by the clock, as a load generator is); every
 //! other wait is on an event.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::thread;

@@ -12,7 +12,7 @@
 //!
 //! and not one of the steady requests fails.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::thread;

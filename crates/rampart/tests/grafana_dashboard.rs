@@ -3,7 +3,7 @@
 //! variables, and every metric and label its queries name, against a scrape of a running Rampart
 //! that has carried HTTP and TCP traffic.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};

@@ -1,7 +1,7 @@
 //! HTTP-only balancing and limits through real sockets: consistent hashing on a header or a
 //! cookie, P2C on latency (EWMA), and the whole-request timeout.
 
-mod common;
+use crate::common;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};

@@ -1,7 +1,7 @@
 //! Bad input and dead upstreams over HTTP: every malformed request gets its status, a closed
 //! connection, and never reaches the backend; 502, 503 and 504; retries; HTTP health checks.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::sync::atomic::Ordering;

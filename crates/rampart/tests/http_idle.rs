@@ -1,7 +1,7 @@
 //! Idle keep-alive client connections: parked outside any task after a pause, woken by their
 //! next request, closed when keep-alive ends or the proxy drains.
 
-mod common;
+use crate::common;
 
 use std::net::TcpStream;
 use std::time::{Duration, Instant};

@@ -3,7 +3,7 @@
 //! are all answered, in waves of the limit (no faster than that: the test would fail without
 //! the limit); past the queue's size, or its timeout, they get 503, counted by reason.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! `max_ejection_percent` of the upstream is ever out; a target whose responses turn slow is
 //! ejected too. No retry is configured, so every request a bad target got reached the client.
 
-mod common;
+use crate::common;
 
 use common::http::{get, send, HttpBackend, Reply, UNAVAILABLE};
 use common::{free_port, write_file, Rampart};

@@ -1,7 +1,7 @@
 //! The HTTP/1.1 proxy through real sockets: keep-alive and pooling, forwarded and hop-by-hop
 //! headers, pipelining, 100-continue, HTTP/1.0, HEAD, WebSocket upgrade, streamed bodies.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,7 +3,7 @@
 //! safe to repeat; with every target failing, the budget keeps the extra attempts near its share
 //! of the requests in flight, where an unlimited budget makes every request try every target.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 //! not kept and its 503 reaches the client; a POST is retried only when `retry_on` names
 //! `non-idempotent`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

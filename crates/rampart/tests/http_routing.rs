@@ -1,6 +1,6 @@
 //! Gateway routing through real sockets: matchers, actions, filters, access logs.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 

@@ -2,7 +2,7 @@
 //! upstreams, the connection limit's records, absolute-form targets, and keep-alive clients that
 //! follow a reload at their next request.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};

@@ -5,7 +5,7 @@
 //! route's `mirror` copies its bodiless requests to a shadow upstream, a dead one disturbing
 //! nothing.
 
-mod common;
+use crate::common;
 
 use common::http::{send, HttpBackend, Reply};
 use common::{free_port, write_file, Rampart};

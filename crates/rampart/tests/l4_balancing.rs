@@ -1,6 +1,6 @@
 //! Balancing policies through real sockets.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;

@@ -1,6 +1,6 @@
 //! Dead backends: retries, passive and active health, all targets down, a backend dying mid-flight.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};

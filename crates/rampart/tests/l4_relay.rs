@@ -1,6 +1,6 @@
 //! The relay: half-close, integrity, idle timeout, PROXY protocol, connection limit, records.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::Shutdown;

@@ -1,6 +1,6 @@
 //! Reload (SIGHUP) and graceful drain (SIGTERM).
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 

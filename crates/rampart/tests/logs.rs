@@ -3,7 +3,7 @@
 //! admin API, reload applied or refused, bind failure, SIGTERM drain) carries its fields;
 //! `RUST_LOG` and `[global] log_level` set the level.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 
@@ -189,7 +189,10 @@ fn the_config_file_asks_for_json_and_its_level_follows_a_reload() {
     let refused = event(&events, "reload failed");
     assert_eq!(refused["level"], "ERROR");
     let errors = refused["fields"]["errors"].as_str().unwrap();
-    assert!(errors.starts_with("[global] log_format changed from json to text: "), "{errors}");
+    assert!(
+        errors.starts_with("[global] log_format changed from json to text: "),
+        "{errors}"
+    );
     assert_eq!(event(&events, "bad request from")["level"], "DEBUG");
 }
 

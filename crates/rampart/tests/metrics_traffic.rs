@@ -2,7 +2,7 @@
 //! by route and status class, durations, upstream responses, errors by kind, retries, pooled
 //! connections, in-flight requests, bytes; TCP sessions, refusals and dead targets.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::time::Duration;

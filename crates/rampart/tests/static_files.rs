@@ -2,7 +2,7 @@
 //! binary over HTTP/1.1 (plain TCP with sendfile, and TLS), HTTP/2 (curl), with every way out
 //! of the root tried.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

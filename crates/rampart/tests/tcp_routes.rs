@@ -4,7 +4,7 @@
 //! bytes that end in the default or a close within `peek_timeout` without harming others.
 //! (Real PostgreSQL, Redis and SSH servers: tcp_routes_servers.rs.)
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -7,7 +7,7 @@
 //! the test ends, passed or failed. `scripts/servers` installs the Debian packages when they are
 //! missing; a test fails (it never skips) when they cannot be had.
 
-mod common;
+use crate::common;
 
 use std::fs::File;
 use std::io::{Read, Write};

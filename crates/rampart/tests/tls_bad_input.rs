@@ -2,7 +2,7 @@
 //! that says to use HTTPS, garbage is closed, a stalled handshake ends at `handshake_timeout`,
 //! old protocol versions and cipher suites get an alert; other connections never notice.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::net::TcpStream;

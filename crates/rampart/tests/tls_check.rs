@@ -2,7 +2,7 @@
 //! the place of the config key; an expired certificate, or one that expires within 30 days, is a
 //! warning there.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

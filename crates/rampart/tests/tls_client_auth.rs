@@ -1,7 +1,7 @@
 //! Client certificates on a TLS listener: required, optional, missing, from another CA; the
 //! verified certificate forwarded upstream in a header, and that header never taken from clients.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

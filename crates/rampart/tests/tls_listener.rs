@@ -3,7 +3,7 @@
 //! upstream and the access log learn of TLS, the `http` command line with certificates, keys in
 //! their traditional PEM forms, and the redirect to https.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

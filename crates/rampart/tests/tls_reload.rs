@@ -3,7 +3,7 @@
 //! certificate and is reported at the config key that names it; an expired one is loaded with a
 //! warning at that key.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! TLS termination on TCP listeners: the `tcp` command line with a certificate, plain bytes to
 //! the target, no ALPN, and the TLS fields of session records.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Write};
 

@@ -3,7 +3,7 @@
 //! for every suite. `scripts/testssl` installs testssl.sh when it is missing (Debian package).
 //! It takes about 20-40 s: testssl probes every cipher per protocol with its own sockets.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::process::Command;

@@ -2,7 +2,7 @@
 //! sent (explicit, the target's host name, none for an IP), `verify = false`, a client
 //! certificate, and HTTP health checks over TLS.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -5,10 +5,8 @@
 //! through, and the page can read the header the filter exposes. A call to a route whose `cors`
 //! allows another origin fails in the browser, as it must.
 
-#[path = "../common/mod.rs"]
-mod common;
-#[path = "../status_page/webdriver.rs"]
-mod webdriver;
+use crate::common;
+use crate::status_page::webdriver;
 
 use std::thread;
 use std::time::{Duration, Instant};

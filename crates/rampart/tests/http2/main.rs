@@ -1,8 +1,7 @@
 //! HTTP/2 end to end: curl and the `h2` crate as clients, HTTP/1 and HTTP/2 backends, h2spec
 //! against a cleartext and a TLS listener, the protections against abusive clients.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 
 mod clients;
 mod protections;

@@ -15,9 +15,8 @@
 //! one just built, and the backends and process harness are shared) because its WebDriver client
 //! is a few hundred lines over std sockets that add no dependency to the build.
 
-#[path = "../common/mod.rs"]
-mod common;
-mod webdriver;
+use crate::common;
+pub(crate) mod webdriver;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

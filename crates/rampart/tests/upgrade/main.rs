@@ -3,8 +3,7 @@
 //! connection; a new binary that fails leaves the old process serving; systemd's notify
 //! messages.
 
-#[path = "../common/mod.rs"]
-mod common;
+use crate::common;
 mod load;
 mod notify;
 mod reloads;

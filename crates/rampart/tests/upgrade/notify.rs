@@ -2,8 +2,8 @@
 
 use std::os::unix::net::UnixDatagram;
 
+use super::{gone, wait_gone, Processes};
 use crate::common::{free_port, write_file, Backend, Behavior, Rampart, WAIT};
-use crate::{gone, wait_gone, Processes};
 
 /// The next message, as `KEY=VALUE` lines.
 fn next(socket: &UnixDatagram) -> Vec<String> {

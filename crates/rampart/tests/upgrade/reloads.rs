@@ -3,9 +3,9 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
+use super::load::Load;
 use crate::common::http::{HttpBackend, Reply};
 use crate::common::{free_port, write_file, Backend, Behavior, Rampart};
-use crate::load::Load;
 
 /// Version `v` of the config: even versions route `/probe` to backend one, odd ones to backend
 /// two (a route and an upstream that exist only then), and move the TCP listener and the default
