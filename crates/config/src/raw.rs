@@ -414,6 +414,8 @@ pub struct RawHeaderOps {
     pub add: BTreeMap<Spanned<String>, Spanned<String>>,
     #[serde(default)]
     pub remove: Vec<Spanned<String>>,
+    /// `response_headers` only: edit every response, not only those of a success status.
+    pub always: Option<Spanned<bool>>,
 }
 
 /// `[upstreams.NAME]`.

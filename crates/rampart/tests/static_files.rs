@@ -546,3 +546,40 @@ fn relative_paths_are_taken_from_the_config_files_directory() {
     assert_eq!(lines[0]["status"], 200);
     assert!(!dir.path().join("logs").exists());
 }
+
+/// `response_headers` edits responses of a success status only, as nginx's `add_header` does:
+/// a long cache lifetime for the files does not land on a 404; with `always` it does.
+#[test]
+fn response_headers_skip_error_answers_unless_always() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    std::fs::write(dir.path().join("www/app.js"), b"js").unwrap();
+    let port = free_port();
+    let cfg = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nmatch = {{ path_prefix = \"/always/\" }}\nstrip_prefix = \"/always\"\n\
+         static = {{ root = \"www\" }}\n\
+         response_headers = {{ set = {{ \"cache-control\" = \"max-age=31536000\" }}, always = true }}\n\n\
+         [[listeners.web.routes]]\nstatic = {{ root = \"www\" }}\n\
+         response_headers = {{ set = {{ \"cache-control\" = \"max-age=31536000\" }} }}\n"
+    );
+    let path = write_file(dir.path(), "r.toml", &cfg);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let mut conn = connect(port);
+    for (path, status, cached) in [
+        ("/app.js", 200, true),
+        ("/missing.js", 404, false),
+        ("/always/app.js", 200, true),
+        ("/always/missing.js", 404, true),
+    ] {
+        let (got, head, _) = send(&mut conn, format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
+        assert_eq!(got, status, "{path}");
+        assert_eq!(
+            header(&head, "cache-control").is_some(),
+            cached,
+            "{path}: {head}"
+        );
+    }
+    drop(conn);
+    proxy.stop();
+}

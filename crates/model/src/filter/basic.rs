@@ -11,10 +11,20 @@ pub struct RequestHeaders {
     pub ops: HeaderOps,
 }
 
-/// `response_headers`: edits of the response head sent to the client.
+/// `response_headers`: edits of the response head sent to the client: by default only of a
+/// response whose status [`is_success_status`] (nginx's `add_header`), of every response with
+/// `always`.
 #[derive(Debug, Clone, Default)]
 pub struct ResponseHeaders {
     pub ops: HeaderOps,
+    pub always: bool,
+}
+
+/// The statuses `response_headers` edits without `always`: nginx's list for `add_header`
+/// (success and redirects), so a cache lifetime or a policy meant for content does not land on
+/// a 404 or a 502.
+pub fn is_success_status(status: u16) -> bool {
+    matches!(status, 200 | 201 | 204 | 206 | 301 | 302 | 303 | 304 | 307 | 308)
 }
 
 /// `body_limit` (and a route's `max_body_size`): the largest request body accepted, in bytes;

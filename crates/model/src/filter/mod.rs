@@ -24,7 +24,9 @@ pub mod jwt;
 pub mod rate_limit;
 
 pub use auth::{ApiKey, BasicAuth};
-pub use basic::{BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite};
+pub use basic::{
+    is_success_status, BodyLimit, Cors, IpFilter, OriginMatch, RequestHeaders, RequestId, ResponseHeaders, Rewrite,
+};
 /// The `compress` filter's settings under the name of its [`Filter`] variant (the data plane's
 /// dispatch list names each built-in by its variant).
 pub use compress::CompressSettings as Compress;
@@ -117,7 +119,32 @@ pub struct FilterChain {
     /// The request header edits every proxied request starts with (static edits folded in).
     pub request_edits: HeaderOps,
     /// The response header edits every response starts with (static edits folded in).
-    pub response_edits: HeaderOps,
+    pub response_edits: ResponseEdits,
+}
+
+/// The static response header edits of a chain, folded: those a response of a success status
+/// starts with (every folded `response_headers`), and those any other starts with (the ones with
+/// `always` alone).
+#[derive(Debug, Default, Clone)]
+pub struct ResponseEdits {
+    pub on_success: HeaderOps,
+    pub on_any_status: HeaderOps,
+}
+
+impl ResponseEdits {
+    /// The edits a response of `status` starts with.
+    pub fn for_status(&self, status: u16) -> &HeaderOps {
+        if is_success_status(status) {
+            &self.on_success
+        } else {
+            &self.on_any_status
+        }
+    }
+
+    /// Whether no response is edited (the `always` edits are among the success ones).
+    pub fn is_empty(&self) -> bool {
+        self.on_success.is_empty()
+    }
 }
 
 impl FilterChain {
@@ -264,11 +291,13 @@ pub fn build_chain(filters: Vec<Arc<FilterInstance>>) -> FilterChain {
             Filter::RequestHeaders(RequestHeaders { ops }) if i < first_dynamic_request => {
                 merge(&mut chain.request_edits, ops)
             }
-            Filter::ResponseHeaders(ResponseHeaders { ops }) if last_dynamic_response.is_none_or(|last| i > last) => {
+            Filter::ResponseHeaders(ResponseHeaders { ops, always }) if last_dynamic_response.is_none_or(|last| i > last) => {
                 // Responses run the chain backwards: a later filter's edits come first.
-                let mut earlier = std::mem::take(&mut chain.response_edits);
-                chain.response_edits = ops.clone();
-                merge_under(&mut chain.response_edits, &mut earlier);
+                let edits = &mut chain.response_edits;
+                fold_response(&mut edits.on_success, ops);
+                if *always {
+                    fold_response(&mut edits.on_any_status, ops);
+                }
             }
             _ => chain.filters.push(filter),
         }
@@ -289,10 +318,10 @@ fn merge(into: &mut HeaderOps, ops: &HeaderOps) {
     }
 }
 
-/// Applies `later` after the edits in `first` and leaves the result in `first`.
-fn merge_under(first: &mut HeaderOps, later: &mut HeaderOps) {
-    let later = std::mem::take(later);
-    merge(first, &later);
+/// Folds the edits `ops` of a filter that responses meet before those already in `into`.
+fn fold_response(into: &mut HeaderOps, ops: &HeaderOps) {
+    let later = std::mem::replace(into, ops.clone());
+    merge(into, &later);
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! `request_headers` and `response_headers`: header edits that run per request (those the chain
 //! could not fold into its starting edits because a filter before them edits per request).
 
-use rampart_model::filter::{RequestHeaders, ResponseHeaders};
+use rampart_model::filter::{is_success_status, RequestHeaders, ResponseHeaders};
 use rampart_model::route::HeaderOps;
 
 use crate::http::filter::{FilterCx, HttpFilter, RequestParts, ResponseParts, Verdict};
@@ -21,7 +21,9 @@ impl HttpFilter for ResponseHeaders {
     type WorkerState = ();
 
     fn response_head(&self, _: &mut FilterCx<'_>, _: &mut (), resp: &mut ResponseParts<'_>) {
-        apply(&self.ops, resp.edits.to_mut());
+        if self.always || is_success_status(resp.status) {
+            apply(&self.ops, resp.edits.to_mut());
+        }
     }
 }
 

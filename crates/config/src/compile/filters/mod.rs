@@ -150,9 +150,11 @@ impl Checker<'_> {
             "request_headers" => self
                 .header_ops_filter(t)
                 .map(|ops| Filter::RequestHeaders(filter::RequestHeaders { ops })),
-            "response_headers" => self
-                .header_ops_filter(t)
-                .map(|ops| Filter::ResponseHeaders(filter::ResponseHeaders { ops })),
+            "response_headers" => {
+                let always = self.filter_bool(t, "always", false);
+                self.header_ops_filter(t)
+                    .map(|ops| Filter::ResponseHeaders(filter::ResponseHeaders { ops, always }))
+            }
             "body_limit" => self.body_limit_filter(t),
             "jwt" => self.jwt_filter(t, live),
             "rate_limit" => self.rate_limit_filter(t, live),
@@ -211,6 +213,12 @@ impl Checker<'_> {
         if let Some(rewrite) = self.legacy_rewrite(r) {
             out.push(Filter::Rewrite(rewrite));
         }
+        if let Some(always) = &r.request_headers.always {
+            self.error(
+                always.span(),
+                "`always` is for response_headers (request headers have no status to depend on)",
+            );
+        }
         if !r.request_headers.is_empty() {
             if let Some(ops) = self.raw_header_ops(&r.request_headers, "request_headers") {
                 out.push(Filter::RequestHeaders(filter::RequestHeaders { ops }));
@@ -218,7 +226,8 @@ impl Checker<'_> {
         }
         if !r.response_headers.is_empty() {
             if let Some(ops) = self.raw_header_ops(&r.response_headers, "response_headers") {
-                out.push(Filter::ResponseHeaders(filter::ResponseHeaders { ops }));
+                let always = r.response_headers.always.as_ref().is_some_and(|a| *a.get_ref());
+                out.push(Filter::ResponseHeaders(filter::ResponseHeaders { ops, always }));
             }
         }
         out

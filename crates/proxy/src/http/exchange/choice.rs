@@ -213,18 +213,19 @@ pub fn sticky_target<'a>(up: &Upstream, cookie: impl FnOnce(&str) -> Option<&'a 
     up.targets.iter().position(|t| StickyCookie::id(&up.name, t.addr) == id)
 }
 
-/// The response's header edits: the route's, and a sticky cookie naming the target that
-/// answered when the request's cookie did not already name it.
-pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>) -> Cow<'a, HeaderOps> {
+/// The header edits of a response of `status`: the route's, and a sticky cookie naming the
+/// target that answered when the request's cookie did not already name it.
+pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>, status: u16) -> Cow<'a, HeaderOps> {
     let up = req.upstream();
+    let route = req.response_ops.for_status(status);
     match (&up.sticky, target) {
         (Some(sticky), Some(t)) if req.sticky_target != Some(t) => {
-            let mut ops = req.response_ops.clone();
+            let mut ops = route.clone();
             let id = StickyCookie::id(&up.name, up.targets[t].addr);
             ops.add.push(("set-cookie".to_string(), sticky.set_cookie(id)));
             Cow::Owned(ops)
         }
-        _ => Cow::Borrowed(req.response_ops),
+        _ => Cow::Borrowed(route),
     }
 }
 

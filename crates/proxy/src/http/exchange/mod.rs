@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 
 use rampart_model::metrics::UpstreamCells;
 use rampart_model::retry::{RetryOn, RouteRetry};
-use rampart_model::route::HeaderOps;
+use rampart_model::filter::ResponseEdits;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
@@ -53,7 +53,7 @@ pub struct ProxyRequest<'a> {
     pub expect_continue: bool,
     pub upgrade: bool,
     /// The response header edits every response starts with (the route's static edits).
-    pub response_ops: &'a HeaderOps,
+    pub response_ops: &'a ResponseEdits,
     /// The target the request's sticky cookie names, when the upstream has `sticky_cookie` and
     /// the cookie names one of its targets.
     pub sticky_target: Option<usize>,

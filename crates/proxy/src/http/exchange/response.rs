@@ -86,7 +86,7 @@ async fn read_response<D: Downstream>(
                             reason: head.reason_in(buf),
                             fields: FieldsRef::Ranges { buf, list: &fields },
                             length: BodyLength::None,
-                            edits: Cow::Borrowed(req.response_ops),
+                            edits: Cow::Borrowed(req.response_ops.for_status(head.status)),
                             upgrade: false,
                         };
                         down.send_informational(&interim).await?;
@@ -169,7 +169,7 @@ async fn read_response<D: Downstream>(
         } else {
             BodyLength::of_framing(head.framing)
         },
-        edits: super::response_edits(req, rctx.target),
+        edits: super::response_edits(req, rctx.target, head.status),
         upgrade: tunnel,
     };
     rctx.status = head.status;

@@ -34,7 +34,7 @@ fn upstream(replies: &'static [&'static [u8]]) -> String {
 
 /// A request from 192.0.2.1 on listener `web` to the snapshot's first upstream, idempotent,
 /// with a body of `body`.
-fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a HeaderOps, body: BodyLength) -> ProxyRequest<'a> {
+fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a ResponseEdits, body: BodyLength) -> ProxyRequest<'a> {
     ProxyRequest {
         snapshot,
         listener_name: "web",
@@ -65,7 +65,7 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
     let (runtime, ctx) = worker_for(&text);
     runtime.block_on(async {
         let snapshot = ctx.snapshot();
-        let ops = HeaderOps::default();
+        let ops = ResponseEdits::default();
         let req = proxy_request(&snapshot, &ops, BodyLength::None);
         let said = Said::default();
         let mut down = Recording::new(IoBuf::default(), said.clone());
@@ -146,7 +146,7 @@ fn a_body_shorter_than_its_length_is_the_clients_fault() {
     let (runtime, ctx) = worker_for(&text);
     let (sent, rctx) = runtime.block_on(async {
         let snapshot = ctx.snapshot();
-        let ops = HeaderOps::default();
+        let ops = ResponseEdits::default();
         let req = ProxyRequest {
             idempotent: false,
             ..proxy_request(&snapshot, &ops, BodyLength::Exact(10))

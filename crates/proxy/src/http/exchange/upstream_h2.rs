@@ -207,7 +207,7 @@ async fn receive<D: Downstream>(
         reason: b"",
         fields: FieldsRef::Map(&parts.headers),
         length: response_length(status, req.head_method, recv.is_end_stream(), &parts.headers),
-        edits: super::response_edits(req, rctx.target),
+        edits: super::response_edits(req, rctx.target, status),
         upgrade: false,
     };
     rctx.status = status;

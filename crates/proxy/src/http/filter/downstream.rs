@@ -433,7 +433,7 @@ impl<D: Downstream> FilteredDownstream<'_, D> {
             answer.status,
             answer.body.len(),
             answer.headers,
-            Cow::Borrowed(&f.chain.response_edits),
+            Cow::Borrowed(f.chain.response_edits.for_status(answer.status)),
         );
         if f.run.is_active() {
             f.run.response_head(f.chain, f.at, &mut parts);

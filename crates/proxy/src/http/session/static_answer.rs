@@ -4,7 +4,7 @@
 
 use std::borrow::Cow;
 
-use rampart_model::route::HeaderOps;
+use rampart_model::filter::ResponseEdits;
 use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
@@ -39,7 +39,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         prepared: Prepared,
         out: &[u8],
         fields: &[Field],
-        edits: &HeaderOps,
+        edits: &ResponseEdits,
     ) {
         let (head, body) = match prepared {
             Prepared::Local { status, field } => {
@@ -68,7 +68,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
             reason: b"",
             fields: FieldsRef::Ranges { buf, list: fields },
             length: BodyLength::of_framing(head.framing),
-            edits: Cow::Borrowed(edits),
+            edits: Cow::Borrowed(edits.for_status(head.status)),
             upgrade: false,
         };
         let first = match body {
