@@ -574,11 +574,7 @@ fn response_headers_skip_error_answers_unless_always() {
     ] {
         let (got, head, _) = send(&mut conn, format!("GET {path} HTTP/1.1\r\nHost: a\r\n\r\n").as_bytes());
         assert_eq!(got, status, "{path}");
-        assert_eq!(
-            header(&head, "cache-control").is_some(),
-            cached,
-            "{path}: {head}"
-        );
+        assert_eq!(header(&head, "cache-control").is_some(), cached, "{path}: {head}");
     }
     drop(conn);
     proxy.stop();

@@ -291,7 +291,9 @@ pub fn build_chain(filters: Vec<Arc<FilterInstance>>) -> FilterChain {
             Filter::RequestHeaders(RequestHeaders { ops }) if i < first_dynamic_request => {
                 merge(&mut chain.request_edits, ops)
             }
-            Filter::ResponseHeaders(ResponseHeaders { ops, always }) if last_dynamic_response.is_none_or(|last| i > last) => {
+            Filter::ResponseHeaders(ResponseHeaders { ops, always })
+                if last_dynamic_response.is_none_or(|last| i > last) =>
+            {
                 // Responses run the chain backwards: a later filter's edits come first.
                 let edits = &mut chain.response_edits;
                 fold_response(&mut edits.on_success, ops);

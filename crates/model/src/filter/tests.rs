@@ -44,7 +44,10 @@ fn static_edits_before_any_dynamic_filter_fold_into_the_start() {
             ("x-b".to_string(), "3".to_string())
         ]
     );
-    assert_eq!(chain.response_edits.on_success.set, vec![("x-r".to_string(), "1".to_string())]);
+    assert_eq!(
+        chain.response_edits.on_success.set,
+        vec![("x-r".to_string(), "1".to_string())]
+    );
 }
 
 #[test]
@@ -84,7 +87,10 @@ fn response_edits_fold_in_response_order() {
             always: false,
         })),
     ]);
-    assert_eq!(chain.response_edits.on_success.set, vec![("x-r".to_string(), "outer".to_string())]);
+    assert_eq!(
+        chain.response_edits.on_success.set,
+        vec![("x-r".to_string(), "outer".to_string())]
+    );
     let before_dynamic = build_chain(vec![
         slotted(Filter::ResponseHeaders(ResponseHeaders {
             ops: headers(&[("x-r", "1")]),
@@ -136,7 +142,13 @@ fn response_edits_without_always_are_for_success_statuses_only() {
         })),
     ]);
     let names = |status: u16| -> Vec<String> {
-        chain.response_edits.for_status(status).set.iter().map(|(n, _)| n.clone()).collect()
+        chain
+            .response_edits
+            .for_status(status)
+            .set
+            .iter()
+            .map(|(n, _)| n.clone())
+            .collect()
     };
     assert_eq!(names(200), ["strict-transport-security", "cache-control"]);
     assert_eq!(names(304), names(200));

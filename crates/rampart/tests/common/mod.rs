@@ -505,7 +505,7 @@ pub fn filter_gateway(files: &[(&str, &[u8])], listener_extra: &str, routes: &st
 
 /// `METHOD path` to the admin port with an optional token: status and JSON body.
 pub fn admin(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, serde_json::Value) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut s = connect(port);
     let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
     write!(
         s,

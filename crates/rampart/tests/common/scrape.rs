@@ -8,7 +8,7 @@ pub type Sample = (String, Vec<(String, String)>, f64);
 
 /// `GET /metrics`, parsed by a Prometheus text-format parser.
 pub fn scrape(port: u16) -> Vec<Sample> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut s = super::connect(port);
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n")
         .unwrap();
     let mut raw = String::new();

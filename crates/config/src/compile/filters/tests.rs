@@ -63,7 +63,10 @@ fn legacy_header_edits_fold_and_cost_nothing_per_request() {
     ));
     assert!(rs[0].filters.is_empty());
     assert_eq!(rs[0].filters.request_edits.set, [("x-a".to_string(), "1".to_string())]);
-    assert_eq!(rs[0].filters.response_edits.on_success.add, [("x-b".to_string(), "2".to_string())]);
+    assert_eq!(
+        rs[0].filters.response_edits.on_success.add,
+        [("x-b".to_string(), "2".to_string())]
+    );
 }
 
 #[test]

@@ -6,9 +6,9 @@
 
 use std::net::SocketAddr;
 
+use rampart_model::filter::ResponseEdits;
 use rampart_model::metrics::UpstreamCells;
 use rampart_model::retry::{RetryOn, RouteRetry};
-use rampart_model::filter::ResponseEdits;
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
