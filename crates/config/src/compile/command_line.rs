@@ -188,7 +188,15 @@ impl SimpleL4 {
         if let Some(http) = self.acme.as_ref().and_then(|a| a.http) {
             w.push("\n[listeners.acme-http]\nbind = ");
             w.value("--acme-http", &http.to_string());
-            w.push("\nprotocol = \"http\"\n\n[[listeners.acme-http.routes]]\nredirect = { scheme = \"https\" }\n");
+            // To the HTTPS listener's own port: a browser sent to `https://NAME/` would miss one
+            // on 8443.
+            let port = match self.bind.port() {
+                443 => String::new(),
+                port => format!(", port = {port}"),
+            };
+            w.push(&format!(
+                "\nprotocol = \"http\"\n\n[[listeners.acme-http.routes]]\nredirect = {{ scheme = \"https\"{port} }}\n"
+            ));
         }
         let sni_start = w.text.len();
         let (routes, sni_upstreams) = tcp::sni_routes_toml(&self.sni);
