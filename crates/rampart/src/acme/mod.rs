@@ -11,6 +11,8 @@
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
 mod dns01;
+mod job;
+mod lookup;
 mod on_demand;
 mod order;
 mod redis;
@@ -120,6 +122,8 @@ impl Acme {
         if let Some((_, task)) = self.running.take() {
             task.abort();
         }
+        // The task's lookup of the fleet's HTTP-01 tokens goes with it (the next puts up its own).
+        self.shared.set_http_lookup(None);
         self.status.store(Default::default());
         if let Some(wanted) = wanted {
             let task = tokio::spawn(task::run(
