@@ -308,6 +308,41 @@ mod tests {
     }
 
     #[test]
+    fn the_acme_http_listener_redirects_to_the_https_port_unless_it_is_443() {
+        let to_https = |listen: &str| {
+            let spec = SimpleL4 {
+                bind: listen.parse().unwrap(),
+                tls: Vec::new(),
+                acme: Some(SimpleAcme {
+                    domains: vec!["a.example".into()],
+                    http: Some("127.0.0.1:80".parse().unwrap()),
+                    ..SimpleAcme::default()
+                }),
+                ..spec()
+            };
+            let compiled = simple_l4(&spec, &mut LiveState::default()).unwrap();
+            let plain = compiled
+                .snapshot
+                .listeners
+                .iter()
+                .find(|l| l.name == "acme-http")
+                .unwrap();
+            let rampart_model::ListenerProtocol::Http(http) = &plain.protocol else {
+                panic!("HTTP")
+            };
+            http.routes.iter().find_map(|r| match &r.action {
+                rampart_model::route::RouteAction::Redirect {
+                    to: rampart_model::route::RedirectTo::Scheme { port, .. },
+                    ..
+                } => Some(*port),
+                _ => None,
+            })
+        };
+        assert_eq!(to_https("127.0.0.1:8443"), Some(Some(8443)));
+        assert_eq!(to_https("127.0.0.1:443"), Some(None));
+    }
+
+    #[test]
     fn offsets_follow_lines_and_characters() {
         let text = "ab\ncé = 1\n";
         assert_eq!(offset_of(text, 1, 1), 0);
