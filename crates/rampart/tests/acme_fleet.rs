@@ -7,8 +7,9 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
+use std::sync::mpsc;
 use std::time::Instant;
 
 use common::dns::DnsServer;
@@ -28,6 +29,78 @@ fn port_on_all() -> u16 {
     }
 }
 
+/// A gate in front of Pebble's API, so that a fleet's instances meet the CA together once all
+/// of them listen (the CA may validate a name at any of them; one that is not listening yet
+/// fails the validation): connections are accepted at once and held until the gate opens, then
+/// relayed to Pebble. Only the directory is fetched through it; the URLs in the directory are
+/// Pebble's own.
+struct StartGate {
+    port: u16,
+    events: mpsc::Sender<GateEvent>,
+}
+
+enum GateEvent {
+    Connection(TcpStream),
+    Open(bool),
+}
+
+impl StartGate {
+    fn start(pebble: &Pebble) -> StartGate {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let (events, arrivals) = mpsc::channel();
+        let accepted = events.clone();
+        std::thread::spawn(move || {
+            for down in listener.incoming().map_while(Result::ok) {
+                if accepted.send(GateEvent::Connection(down)).is_err() {
+                    break;
+                }
+            }
+        });
+        let to = pebble.port;
+        std::thread::spawn(move || {
+            let (mut open, mut held) = (false, Vec::new());
+            for event in arrivals {
+                match event {
+                    GateEvent::Connection(down) if open => relay(down, to),
+                    GateEvent::Connection(down) => held.push(down),
+                    GateEvent::Open(now) => open = now,
+                }
+                if open {
+                    held.drain(..).for_each(|down| relay(down, to));
+                }
+            }
+        });
+        StartGate { port, events }
+    }
+
+    /// The directory URL through the gate.
+    fn directory(&self) -> String {
+        format!("https://127.0.0.1:{}/dir", self.port)
+    }
+
+    fn set(&self, open: bool) {
+        self.events.send(GateEvent::Open(open)).unwrap();
+    }
+}
+
+/// Copies `down` to Pebble's API on `port` and back, on threads of its own.
+fn relay(down: TcpStream, port: u16) {
+    let Ok(up) = TcpStream::connect(("127.0.0.1", port)) else {
+        return;
+    };
+    let (mut down_r, mut up_w) = (down.try_clone().unwrap(), up.try_clone().unwrap());
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut down_r, &mut up_w);
+        let _ = up_w.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut up_r, mut down_w) = (up, down);
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut up_r, &mut down_w);
+        let _ = down_w.shutdown(std::net::Shutdown::Write);
+    });
+}
+
 /// The config in etcd under `/fleet/`, ACME's keys under `/fleet/acme/`.
 const ETCD_PREFIX: &str = "/fleet/";
 
@@ -41,9 +114,9 @@ fn accounts(pebble: &Pebble) -> usize {
     pebble.log().matches("POST /sign-me-up").count()
 }
 
-/// `[acme]` for `pebble` and `storage`, a plain HTTP listener on `${HTTP}` and a TLS one on
+/// `[acme]` for `pebble` (through `gate`) and `storage`, a plain HTTP listener on `${HTTP}` and a TLS one on
 /// `${HTTPS}` obtaining `names`.
-fn fleet_config(pebble: &Pebble, storage: &str, names: &[&str]) -> String {
+fn fleet_config(pebble: &Pebble, gate: &StartGate, storage: &str, names: &[&str]) -> String {
     let names: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
     format!(
         "[acme]\ndirectory = \"{}\"\nca = \"{}\"\nstorage = \"{storage}\"\n\n\
@@ -52,15 +125,21 @@ fn fleet_config(pebble: &Pebble, storage: &str, names: &[&str]) -> String {
          [listeners.secure]\nbind = \"${{HTTPS}}\"\nprotocol = \"http\"\n\n\
          [listeners.secure.tls]\nacme = [{}]\n\n\
          [[listeners.secure.routes]]\nrespond = {{ status = 200, body = \"secure\" }}\n",
-        pebble.directory(),
+        gate.directory(),
         pebble.api_ca.display(),
         names.join(", ")
     )
 }
 
-/// Starts one instance per `(ip, args)` at once (none waits for another), then waits until each
-/// listens.
-fn start_together(dir: &Path, instances: &[(&str, Vec<String>)], http: u16, https: u16) -> Vec<Rampart> {
+/// Starts one instance per `(ip, args)` at once (none waits for another), waits until each
+/// listens, then opens `gate`: they meet the CA together.
+fn start_together(
+    dir: &Path,
+    gate: &StartGate,
+    instances: &[(&str, Vec<String>)],
+    (http, https): (u16, u16),
+) -> Vec<Rampart> {
+    gate.set(false);
     let program = Path::new(env!("CARGO_BIN_EXE_rampart"));
     let mut fleet: Vec<Rampart> = instances
         .iter()
@@ -73,6 +152,7 @@ fn start_together(dir: &Path, instances: &[(&str, Vec<String>)], http: u16, http
     for proxy in &mut fleet {
         proxy.wait_for("listening:");
     }
+    gate.set(true);
     fleet
 }
 
@@ -89,6 +169,7 @@ fn three_instances_sharing_redis_started_together_place_one_order_per_name_and_m
     let dns = DnsServer::start(&records.join("\n"));
     let (http, https) = (port_on_all(), port_on_all());
     let pebble = Pebble::start(http, https, &dns, 0);
+    let gate = StartGate::start(&pebble);
     let root = pebble.issuing_root();
     let client = ClientOpts::with_roots(&root).build();
     let storage = format!("redis://{}", redis.addr());
@@ -100,12 +181,12 @@ fn three_instances_sharing_redis_started_together_place_one_order_per_name_and_m
         redis.cli(&["FLUSHALL"]);
         let names = [format!("a{round}.fleet.test"), format!("b{round}.fleet.test")];
         let dir = tempfile::tempdir().unwrap();
-        let cfg = fleet_config(&pebble, &storage, &[&names[0], &names[1]]);
+        let cfg = fleet_config(&pebble, &gate, &storage, &[&names[0], &names[1]]);
         let path = write_file(dir.path(), "fleet.toml", &cfg);
         let args: Vec<String> = ["run", "-c", &path, "--workers", "1"].map(String::from).to_vec();
         let (orders_before, accounts_before) = (orders(&pebble), accounts(&pebble));
         let instances: Vec<(&str, Vec<String>)> = IPS.iter().map(|ip| (*ip, args.clone())).collect();
-        let mut fleet = start_together(dir.path(), &instances, http, https);
+        let mut fleet = start_together(dir.path(), &gate, &instances, (http, https));
         // Every instance serves both certificates, verified against Pebble's root.
         for ip in IPS {
             let at: SocketAddr = format!("{ip}:{https}").parse().unwrap();
@@ -180,6 +261,7 @@ fn an_instance_busy_with_its_own_order_answers_the_token_of_another_instances_or
     let dns = DnsServer::start(&format!("x 60 IN A {}\ny 60 IN A {}", IPS[1], IPS[0]));
     let (http, https) = (port_on_all(), port_on_all());
     let pebble = Pebble::start(http, https, &dns, 0);
+    let gate = StartGate::start(&pebble);
     let storage = format!("redis://{}", redis.addr());
     let dir = tempfile::tempdir().unwrap();
     let instances: Vec<(&str, Vec<String>)> = [(IPS[0], "x.fleet.test"), (IPS[1], "y.fleet.test")]
@@ -188,12 +270,12 @@ fn an_instance_busy_with_its_own_order_answers_the_token_of_another_instances_or
             let path = write_file(
                 dir.path(),
                 &format!("{ip}.toml"),
-                &fleet_config(&pebble, &storage, &[name]),
+                &fleet_config(&pebble, &gate, &storage, &[name]),
             );
             (*ip, ["run", "-c", &path, "--workers", "1"].map(String::from).to_vec())
         })
         .collect();
-    let mut fleet = start_together(dir.path(), &instances, http, https);
+    let mut fleet = start_together(dir.path(), &gate, &instances, (http, https));
     for (proxy, name) in fleet.iter_mut().zip(["x.fleet.test", "y.fleet.test"]) {
         proxy.wait_for(&format!("acme: {name}: certificate issued"));
     }
@@ -215,10 +297,11 @@ fn three_instances_sharing_the_etcd_of_their_config_place_one_order_and_all_serv
     let dns = DnsServer::start(&records.join("\n"));
     let (http, https) = (port_on_all(), port_on_all());
     let pebble = Pebble::start(http, https, &dns, 0);
+    let gate = StartGate::start(&pebble);
     let dir = tempfile::tempdir().unwrap();
     etcd.put(
         &format!("{ETCD_PREFIX}config"),
-        &fleet_config(&pebble, "etcd", &["a.fleet.test"]),
+        &fleet_config(&pebble, &gate, "etcd", &["a.fleet.test"]),
     );
     let args: Vec<String> = [
         "run",
@@ -232,7 +315,7 @@ fn three_instances_sharing_the_etcd_of_their_config_place_one_order_and_all_serv
     .map(String::from)
     .to_vec();
     let instances: Vec<(&str, Vec<String>)> = IPS.iter().map(|ip| (*ip, args.clone())).collect();
-    let mut fleet = start_together(dir.path(), &instances, http, https);
+    let mut fleet = start_together(dir.path(), &gate, &instances, (http, https));
 
     // Every instance serves a certificate that verifies against Pebble's root.
     let root = pebble.issuing_root();

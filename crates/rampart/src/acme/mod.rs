@@ -122,9 +122,22 @@ impl Acme {
         if let Some((_, task)) = self.running.take() {
             task.abort();
         }
-        // The task's lookup of the fleet's HTTP-01 tokens goes with it (the next puts up its own).
-        self.shared.set_http_lookup(None);
         self.status.store(Default::default());
+        // A fleet: the tokens of other instances' orders are looked up in the store it shares
+        // from now on (the listeners are bound: the CA may come before this task has read the
+        // store). The lookup's own task ends when it is replaced.
+        let lookup = wanted
+            .as_ref()
+            .and_then(|w| match store::Store::new(&w.settings.storage, self.etcd.as_ref()) {
+                store::Store::Shared(shared) => Some(shared),
+                _ => None,
+            })
+            .map(|shared| {
+                let (lookup, answering) = lookup::StoreLookup::new(shared);
+                tokio::spawn(answering);
+                Box::new(lookup) as Box<dyn rampart_model::acme::Http01Lookup>
+            });
+        self.shared.set_http_lookup(lookup);
         if let Some(wanted) = wanted {
             let task = tokio::spawn(task::run(
                 wanted.clone(),

@@ -43,10 +43,6 @@ impl Redis {
         }
     }
 
-    pub fn endpoint(&self) -> &RedisEndpoint {
-        &self.endpoint
-    }
-
     /// Runs one command; a failure drops the connection (the next command makes a new one).
     pub async fn run(&mut self, args: &[&[u8]]) -> anyhow::Result<Answer> {
         let result = tokio::time::timeout(TIMEOUT, self.round_trip(args)).await;

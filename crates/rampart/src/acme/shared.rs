@@ -150,14 +150,6 @@ impl Shared {
         Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
     }
 
-    /// The same store over a connection of its own (Redis; etcd's client is shared).
-    pub fn another(&self) -> Shared {
-        match self {
-            Shared::Redis(redis) => Shared::Redis(Redis::new(redis.endpoint().clone())),
-            Shared::Etcd(etcd) => Shared::Etcd(etcd.clone()),
-        }
-    }
-
     /// Every entry of the map `map`.
     pub async fn entries(&mut self, map: &str) -> anyhow::Result<Vec<(String, String)>> {
         let pairs = match self {

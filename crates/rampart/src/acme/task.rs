@@ -1,8 +1,8 @@
 //! The ACME task: serves what the store keeps, orders each name when it is missing or due
 //! (several at once, up to `[acme] max_concurrent_orders`, each order a task of its own:
-//! [`OrderJob`]), and (with a store a fleet shares) mirrors the fleet's challenge answers, looks
-//! up on a miss the HTTP-01 tokens it does not know ([`StoreLookup`]), and picks up certificates
-//! another instance obtained.
+//! [`OrderJob`]), and (with a store a fleet shares) mirrors the fleet's challenge answers and
+//! picks up certificates another instance obtained. (The HTTP-01 tokens it does not know are
+//! looked up on a miss by [`super::lookup::StoreLookup`], put up before this task starts.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -14,7 +14,6 @@ use rampart_model::acme::AcmeShared;
 use tokio::task::JoinSet;
 
 use super::job::{OrderJob, OrderOutcome};
-use super::lookup::StoreLookup;
 use super::on_demand::{Gate, DENY_FOR};
 use super::order::{humantime, open_account, renewal};
 use super::renewal_info::{self, random_fraction, Plan, RECHECK_AFTER_ERROR};
@@ -87,12 +86,6 @@ pub(super) async fn run(
             task.wanted.settings.storage
         );
         task.track(&name, kept);
-    }
-    if let Store::Shared(store) = &task.store {
-        // Ends when the lookup is dropped (the next task's replaces it).
-        let (lookup, answering) = StoreLookup::new(store.another());
-        tokio::spawn(answering);
-        task.shared.set_http_lookup(Some(Box::new(lookup)));
     }
     status.store(Arc::new(task.shown.clone()));
     let mut sync = tokio::time::interval(SYNC);
