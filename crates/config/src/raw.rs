@@ -49,6 +49,8 @@ pub struct RawAcme {
     pub eab: Option<Spanned<RawEab>>,
     /// The certificate profile to ask for, when the CA offers it.
     pub profile: Option<Spanned<String>>,
+    /// How many names are ordered at once (default [`rampart_model::acme::MAX_CONCURRENT_ORDERS`]).
+    pub max_concurrent_orders: Option<Spanned<i64>>,
 }
 
 /// `[acme.eab]`: an external account binding's key identifier and HMAC key (base64url).
@@ -371,6 +373,8 @@ pub struct RawRedirect {
     pub to: Option<Spanned<String>>,
     /// Or the same host, path and query under this scheme.
     pub scheme: Option<Spanned<String>>,
+    /// With `scheme`: the port to redirect to (default: the scheme's own).
+    pub port: Option<Spanned<i64>>,
     pub status: Option<Spanned<i64>>,
     #[serde(default)]
     pub keep_path: bool,

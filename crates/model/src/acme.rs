@@ -6,11 +6,13 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use rustls::sign::CertifiedKey;
 
 /// The path prefix of HTTP-01 challenge requests.
@@ -36,6 +38,25 @@ pub struct AcmeShared {
     requests: ArcSwap<Vec<String>>,
     /// On-demand names the control plane said no to, for a while: their handshakes stop waiting.
     denied: ArcSwap<Vec<String>>,
+    /// A fleet: where a token this instance does not know is looked up (the store the fleet
+    /// shares), so that another instance's answer is given as soon as it is stored.
+    http_lookup: ArcSwapOption<Box<dyn Http01Lookup>>,
+}
+
+/// Looks up an HTTP-01 token in the store a fleet shares. Implemented by the control plane (the
+/// lookup runs there, off the worker: a worker only waits for the answer); `None` when the store
+/// has no such token, or does not answer in time.
+pub trait Http01Lookup: Send + Sync {
+    fn lookup(&self, token: &str) -> Pin<Box<dyn Future<Output = Option<String>> + Send>>;
+}
+
+/// Whether `token` can be an ACME token (base64url, RFC 8555 section 8.3): anything else is not
+/// looked up.
+pub fn is_token(token: &str) -> bool {
+    (1..=256).contains(&token.len())
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl std::fmt::Debug for AcmeShared {
@@ -43,6 +64,7 @@ impl std::fmt::Debug for AcmeShared {
         f.debug_struct("AcmeShared")
             .field("certificates", &self.certificates.load().len())
             .field("http_tokens", &self.http_tokens.load().len())
+            .field("http_lookup", &self.http_lookup.load().is_some())
             .finish()
     }
 }
@@ -158,9 +180,29 @@ impl AcmeShared {
         });
     }
 
-    /// The key authorization to answer for HTTP-01 `token`.
+    /// The key authorization to answer for HTTP-01 `token`, as this instance knows it.
     pub fn http_answer(&self, token: &str) -> Option<String> {
         self.http_tokens.load().get(token).cloned()
+    }
+
+    /// The key authorization for HTTP-01 `token`: this instance's, else (in a fleet) the one the
+    /// shared store holds, looked up at once rather than waiting for the next mirror.
+    pub async fn http_answer_or_lookup(&self, token: &str) -> Option<String> {
+        if let Some(known) = self.http_answer(token) {
+            return Some(known);
+        }
+        if !is_token(token) {
+            return None;
+        }
+        let lookup = self.http_lookup.load_full()?;
+        let asked = lookup.lookup(token);
+        drop(lookup);
+        asked.await
+    }
+
+    /// Where tokens this instance does not know are looked up (`None`: nowhere).
+    pub fn set_http_lookup(&self, lookup: Option<Box<dyn Http01Lookup>>) {
+        self.http_lookup.store(lookup.map(Arc::new));
     }
 
     /// Answers `token` with `key_authorization` (`None`: stops answering it).
@@ -209,7 +251,15 @@ pub struct AcmeSettings {
     pub eab: Option<ExternalAccount>,
     /// `profile`: the certificate profile to ask for (`shortlived`, ...) when the CA offers it.
     pub profile: Option<String>,
+    /// `max_concurrent_orders`: how many names are ordered at once (each name is an order of its
+    /// own; the others wait for one to end).
+    pub max_concurrent_orders: usize,
 }
+
+/// The default of `[acme] max_concurrent_orders`: a fleet with hundreds of names orders them
+/// eight at a time, well under the CA's rate limits (Let's Encrypt: 300 new orders per 3 hours
+/// per account) and its patience, while a failing or slow name holds up only one slot.
+pub const MAX_CONCURRENT_ORDERS: usize = 8;
 
 /// An external account binding (RFC 8555 section 7.3.4): the key identifier and the MAC key the
 /// CA gave. Its `Debug` does not show the key.
@@ -405,5 +455,47 @@ mod tests {
         assert!(acme.take_requests().is_empty());
         acme.keep_only(&["b.example".to_string()]);
         assert!(acme.certificate("a.example").is_none());
+    }
+
+    /// A store that knows one token.
+    struct OneToken;
+
+    impl Http01Lookup for OneToken {
+        fn lookup(&self, token: &str) -> Pin<Box<dyn Future<Output = Option<String>> + Send>> {
+            let answer = (token == "fleet-tok_3n").then(|| "fleet-tok_3n.thumb".to_string());
+            Box::pin(std::future::ready(answer))
+        }
+    }
+
+    /// The answer of a future that is ready at once.
+    fn now<T>(future: impl Future<Output = T>) -> T {
+        let mut future = std::pin::pin!(future);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match future.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(v) => v,
+            std::task::Poll::Pending => panic!("not ready"),
+        }
+    }
+
+    #[test]
+    fn a_token_this_instance_does_not_know_is_looked_up_in_the_fleets_store() {
+        let acme = AcmeShared::default();
+        assert_eq!(
+            now(acme.http_answer_or_lookup("fleet-tok_3n")),
+            None,
+            "no store: no lookup"
+        );
+        acme.set_http_lookup(Some(Box::new(OneToken)));
+        assert_eq!(
+            now(acme.http_answer_or_lookup("fleet-tok_3n")).as_deref(),
+            Some("fleet-tok_3n.thumb")
+        );
+        assert_eq!(now(acme.http_answer_or_lookup("other")), None);
+        // Its own answers first; nothing that cannot be a token is asked about.
+        acme.set_http_answer("own", Some("own.thumb"));
+        assert_eq!(now(acme.http_answer_or_lookup("own")).as_deref(), Some("own.thumb"));
+        assert!(!is_token("") && !is_token("a/b") && !is_token("a b") && !is_token(&"a".repeat(257)));
+        acme.set_http_lookup(None);
+        assert_eq!(now(acme.http_answer_or_lookup("fleet-tok_3n")), None);
     }
 }

@@ -127,8 +127,8 @@ pub enum RedirectTo {
     /// To `location`; with `keep_path`, the request's path and query are appended.
     Location { location: String, keep_path: bool },
     /// To the same host (without its port), path and query under another scheme
-    /// (`http` → `https`).
-    Scheme(String),
+    /// (`http` → `https`), on `port` when given (else the scheme's own).
+    Scheme { scheme: String, port: Option<u16> },
 }
 
 /// Header edits, applied in the order remove, set (replace), add.

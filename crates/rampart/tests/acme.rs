@@ -33,6 +33,16 @@ fn config(pebble: &Pebble, http: u16, https: u16, acme_extra: &str) -> String {
     )
 }
 
+/// The next line saying how an order for `name` ended (not that it started).
+fn order_ended(proxy: &mut Rampart, name: &str) -> String {
+    loop {
+        let line = proxy.wait_for(&format!("acme: {name}: "));
+        if !line.contains("ordering a certificate") {
+            return line;
+        }
+    }
+}
+
 #[test]
 fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
     let dns = DnsServer::start("a 60 IN A 127.0.0.1");
@@ -46,6 +56,15 @@ fn http_01_gets_a_certificate_a_client_verifies_and_a_restart_keeps_it() {
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let issued = proxy.wait_for("certificate issued");
     assert!(issued.contains("a.fleet.test"), "{issued}");
+    // The expiry as a date (RFC 3339), Pebble's five years ahead.
+    let until = issued
+        .split(" valid until ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next());
+    assert!(
+        until.is_some_and(|date| date.starts_with("20") && date.ends_with('Z') && date.contains('T')),
+        "{issued}"
+    );
     let root = pebble.issuing_root();
     assert_eq!(get_verified(https, &root, "a.fleet.test"), "secure");
     eprintln!("cold start to a verified handshake: {:?}", started.elapsed());
@@ -169,7 +188,7 @@ fn rejected_nonces_and_a_failed_validation_end_in_a_certificate_with_nothing_els
     let dir = tempfile::tempdir().unwrap();
     let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let failed = proxy.wait_for("acme: a.fleet.test:");
+    let failed = order_ended(&mut proxy, "a.fleet.test");
     assert!(failed.contains("trying again in"), "{failed}");
     // The HTTP listener serves on meanwhile.
     let mut plain = common::connect(http);
@@ -178,6 +197,15 @@ fn rejected_nonces_and_a_failed_validation_end_in_a_certificate_with_nothing_els
     dns.update(&["add a.fleet.test. 60 A 127.0.0.1"]);
     let issued = proxy.wait_for("certificate issued");
     assert!(issued.contains("a.fleet.test"), "{issued}");
+    // The expiry as a date (RFC 3339), Pebble's five years ahead.
+    let until = issued
+        .split(" valid until ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next());
+    assert!(
+        until.is_some_and(|date| date.starts_with("20") && date.ends_with('Z') && date.contains('T')),
+        "{issued}"
+    );
     assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
     proxy.stop();
 }
@@ -192,7 +220,7 @@ fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
     // A name the CA will not issue for: its error, in the log, and serving goes on.
     let path = write_file(dir.path(), "acme.toml", &config(&pebble, http, https, ""));
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let refused = proxy.wait_for("acme: a.fleet.test:");
+    let refused = order_ended(&mut proxy, "a.fleet.test");
     assert!(
         refused.contains("rejectedIdentifier") || refused.contains("blocked"),
         "{refused}"
@@ -210,7 +238,7 @@ fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
     let text = config(&pebble, http, https, "").replace(&pebble.directory(), &nowhere);
     let path = write_file(dir.path(), "nowhere.toml", &text);
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let failed = proxy.wait_for("acme: a.fleet.test:");
+    let failed = order_ended(&mut proxy, "a.fleet.test");
     assert!(failed.contains(&format!("ACME directory {nowhere}")), "{failed}");
     proxy.stop();
 
@@ -218,7 +246,7 @@ fn a_ca_out_of_reach_or_a_name_it_refuses_is_said_plainly() {
     let text = config(&pebble, http, https, "").replace("storage = \"acme\"", "storage = \"etcd\"");
     let path = write_file(dir.path(), "etcd.toml", &text);
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let failed = proxy.wait_for("acme: a.fleet.test:");
+    let failed = order_ended(&mut proxy, "a.fleet.test");
     assert!(failed.contains("run with `rampart run --etcd URL`"), "{failed}");
     proxy.stop();
 
@@ -274,11 +302,72 @@ fn one_command_line_gets_its_certificate_and_redirects_port_80() {
     let mut plain = common::connect(http);
     let (status, head, _) = common::http::send(&mut plain, b"GET /x?y=1 HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n");
     assert_eq!(status, 301, "{head}");
-    assert_eq!(
-        common::http::header(&head, "location"),
-        Some("https://a.fleet.test/x?y=1")
-    );
+    // To the HTTPS listener's port, which is not 443 here.
+    let location = format!("https://a.fleet.test:{https}/x?y=1");
+    assert_eq!(common::http::header(&head, "location"), Some(location.as_str()));
     proxy.stop();
+}
+
+#[test]
+fn a_plain_listener_with_no_routes_answers_the_ca_and_redirects_the_rest_to_https() {
+    let dns = DnsServer::start("a 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let dir = tempfile::tempdir().unwrap();
+    // As docs/tls.md shows it: a plain listener with nothing but `bind` and `protocol`.
+    let text = config(&pebble, 0, https, "")
+        + &format!("\n[listeners.plain]\nbind = \"127.0.0.1:{http}\"\nprotocol = \"http\"\n");
+    let path = write_file(dir.path(), "acme.toml", &text);
+    let (code, _, stderr) = common::run_rampart(dir.path(), &["check", &path]);
+    assert_eq!(code, 0, "{stderr}");
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    proxy.wait_for("certificate issued");
+    assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
+    let mut plain = common::connect(http);
+    let (status, head, _) = common::http::send(&mut plain, b"GET /x?y=1 HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n");
+    assert_eq!(status, 301, "{head}");
+    let location = format!("https://a.fleet.test:{https}/x?y=1");
+    assert_eq!(common::http::header(&head, "location"), Some(location.as_str()));
+    proxy.stop();
+}
+
+#[test]
+fn several_names_are_ordered_at_once_up_to_the_limit() {
+    let dns = DnsServer::start("n1 60 IN A 127.0.0.1\nn2 60 IN A 127.0.0.1\nn3 60 IN A 127.0.0.1");
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(http, https, &dns, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let text = config(&pebble, http, https, "max_concurrent_orders = 2").replace(
+        "acme = [\"a.fleet.test\"]",
+        "acme = [\"n1.fleet.test\", \"n2.fleet.test\", \"n3.fleet.test\"]",
+    );
+    let path = write_file(dir.path(), "acme.toml", &text);
+    let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    for _ in 0..3 {
+        proxy.wait_for("certificate issued");
+    }
+    proxy.stop();
+    // Two orders start before any ends; the third waits for a slot.
+    let events: Vec<&str> = proxy
+        .log
+        .iter()
+        .filter_map(|l| {
+            if l.contains("ordering a certificate") {
+                Some("ordering")
+            } else if l.contains("certificate issued") {
+                Some("issued")
+            } else {
+                None
+            }
+        })
+        .collect();
+    assert_eq!(
+        events[..4],
+        ["ordering", "ordering", "issued", "ordering"],
+        "{}",
+        proxy.log.join("\n")
+    );
+    assert_eq!(pebble.log().matches("POST /order-plz").count(), 3);
 }
 
 #[test]

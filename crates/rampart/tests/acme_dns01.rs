@@ -136,7 +136,9 @@ fn a_wrong_tsig_secret_is_a_clear_error_and_disturbs_nothing_else() {
         "\"*.w.fleet.test\", \"a.fleet.test\"",
     );
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
-    let refused = proxy.wait_for("acme: *.w.fleet.test:");
+    // The line that says how the order ended (after the one that says it started).
+    let refused = proxy.wait_for("trying again");
+    assert!(refused.contains("acme: *.w.fleet.test: "), "{refused}");
     assert!(
         refused.contains("BADSIG") && refused.contains(&format!("is the secret of key `{KEY_NAME}`")),
         "{refused}"

@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use base64::Engine;
 use rampart_model::acme::{
     AcmeChallenge, AcmeSettings, AcmeStorage, ExternalAccount, OnDemand, HTTP01_PREFIX, LETS_ENCRYPT,
+    MAX_CONCURRENT_ORDERS,
 };
-use rampart_model::discovery::Query;
 use rampart_model::filter::rate_limit::RedisEndpoint;
-use rampart_model::route::{PathMatch, Route, RouteAction, RouteMatcher};
+use rampart_model::route::{PathMatch, RedirectTo, Route, RouteAction, RouteMatcher};
 use rampart_model::{Listener, ListenerProtocol};
 use toml::Spanned;
 
@@ -111,6 +111,12 @@ impl Checker<'_> {
             }
             name.to_string()
         });
+        let max_concurrent_orders = match &a.max_concurrent_orders {
+            Some(n) => self
+                .count(n, "max_concurrent_orders", 1, 1000)
+                .unwrap_or(MAX_CONCURRENT_ORDERS),
+            None => MAX_CONCURRENT_ORDERS,
+        };
         AcmeSettings {
             directory,
             contact,
@@ -120,6 +126,7 @@ impl Checker<'_> {
             dns01,
             eab,
             profile,
+            max_concurrent_orders,
         }
     }
 
@@ -171,7 +178,10 @@ impl Checker<'_> {
         if !self.acme_configured {
             self.error(
                 list.span(),
-                format!("listener `{listener}`: `acme` names need an [acme] table (at least `email`, and `storage`)"),
+                format!(
+                    "listener `{listener}`: `acme` names need an [acme] table (`[acme]` alone will do: Let's Encrypt, \
+                     certificates kept in {DEFAULT_STORAGE}; `email` is optional, for the CA's expiry warnings)"
+                ),
             );
         }
         let mut names: Vec<String> = Vec::new();
@@ -189,8 +199,8 @@ impl Checker<'_> {
                 );
                 continue;
             }
-            if let Err(e) = Query::host(wildcard.unwrap_or(&name), 1) {
-                self.error(n.span(), e);
+            if let Err(e) = host_name(wildcard.unwrap_or(&name)) {
+                self.error(n.span(), format!("`{}` is not a host name: {e}", n.get_ref()));
                 continue;
             }
             let in_zone = self.acme_dns01.as_ref().and_then(|scope| {
@@ -237,8 +247,8 @@ impl Checker<'_> {
         for a in od.allow.get_ref() {
             let name = a.get_ref().trim_end_matches('.').to_ascii_lowercase();
             let bare = name.strip_prefix("*.").unwrap_or(&name);
-            if let Err(e) = Query::host(bare, 1) {
-                self.error(a.span(), e);
+            if let Err(e) = host_name(bare) {
+                self.error(a.span(), format!("`{}` is not a host name: {e}", a.get_ref()));
                 continue;
             }
             allow.push(name);
@@ -273,12 +283,63 @@ pub(super) fn challenge_that_can_work(listeners: &[Listener]) -> AcmeChallenge {
     }
 }
 
+/// The name of the route of a plain HTTP listener with no routes of its own in a config with
+/// `[acme]`: everything but the HTTP-01 answers is redirected to HTTPS.
+pub const HTTPS_REDIRECT_ROUTE: &str = "acme-https-redirect";
+
+/// The route of an ACME-only plain listener: `301` to the same host, path and query over HTTPS
+/// (its port is set by [`answer_http01`], once every listener is known).
+pub(super) fn https_redirect(listener: &str, live: &mut LiveState) -> Route {
+    Route {
+        name: HTTPS_REDIRECT_ROUTE.to_string(),
+        matcher: RouteMatcher::default(),
+        action: RouteAction::Redirect {
+            status: 301,
+            to: RedirectTo::Scheme {
+                scheme: "https".to_string(),
+                port: None,
+            },
+        },
+        filters: Default::default(),
+        mirror: None,
+        retry: Default::default(),
+        error_pages: None,
+        metrics: live.route_metrics(listener, HTTPS_REDIRECT_ROUTE),
+    }
+}
+
+/// The port that ACME-only plain listeners redirect to: that of the TLS listeners that obtain
+/// certificates, when they all have one and it is not 443 (else 443, left out of the URL).
+fn https_port(listeners: &[Listener]) -> Option<u16> {
+    let mut ports = listeners
+        .iter()
+        .filter(|l| {
+            l.tls
+                .as_ref()
+                .is_some_and(|t| !t.acme_names.is_empty() || t.on_demand.is_some())
+        })
+        .filter_map(|l| l.bind.map(|b| b.port()));
+    let first = ports.next()?;
+    (first != 443 && ports.all(|p| p == first)).then_some(first)
+}
+
 /// Puts the HTTP-01 route first on every HTTP listener, so that the CA's validation reaches
-/// whichever listener on port 80 it connects to.
+/// whichever listener on port 80 it connects to; points ACME-only listeners' redirects at the
+/// HTTPS port.
 pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
+    let https_port = https_port(listeners);
     for listener in listeners {
         let name = listener.name.clone();
         if let ListenerProtocol::Http(http) = &mut listener.protocol {
+            for route in http.routes.iter_mut().filter(|r| r.name == HTTPS_REDIRECT_ROUTE) {
+                if let RouteAction::Redirect {
+                    to: RedirectTo::Scheme { port, .. },
+                    ..
+                } = &mut route.action
+                {
+                    *port = https_port;
+                }
+            }
             http.routes.insert(
                 0,
                 Route {
@@ -299,6 +360,42 @@ pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
     }
 }
 
+/// Checks that `name` (lowercase, no final dot, a wildcard's `*.` taken off) is a host name as
+/// certificates carry them: labels of letters, digits and `-`, not starting or ending with `-`,
+/// 1 to 63 characters each, 253 in all (RFC 1123 section 2.1, RFC 5280 section 4.2.1.6). The CA
+/// refuses any other name in every order.
+fn host_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".to_string());
+    }
+    if name.len() > 253 {
+        return Err(format!("{} characters, more than 253", name.len()));
+    }
+    for label in name.split('.') {
+        if label.is_empty() {
+            return Err("it has an empty label (two dots in a row, or a dot first)".to_string());
+        }
+        if label.len() > 63 {
+            return Err(format!(
+                "the label `{label}` has {} characters, more than 63",
+                label.len()
+            ));
+        }
+        if label == "*" {
+            return Err("`*` may only be the whole first label (`*.example.com`)".to_string());
+        }
+        if let Some(c) = label.chars().find(|c| !c.is_ascii_alphanumeric() && *c != '-') {
+            return Err(format!(
+                "the label `{label}` has `{c}`: only letters, digits and `-` are allowed"
+            ));
+        }
+        if label.starts_with('-') || label.ends_with('-') {
+            return Err(format!("the label `{label}` starts or ends with `-`"));
+        }
+    }
+    Ok(())
+}
+
 /// An EAB MAC key as CAs write it: base64url without padding; padded or standard base64 is
 /// taken too. `None`: not base64, or empty.
 fn decode_mac_key(text: &str) -> Option<Vec<u8>> {
@@ -309,3 +406,6 @@ fn decode_mac_key(text: &str) -> Option<Vec<u8>> {
         .ok()?;
     (!key.is_empty()).then_some(key)
 }
+
+#[cfg(test)]
+mod tests;

@@ -188,7 +188,15 @@ impl SimpleL4 {
         if let Some(http) = self.acme.as_ref().and_then(|a| a.http) {
             w.push("\n[listeners.acme-http]\nbind = ");
             w.value("--acme-http", &http.to_string());
-            w.push("\nprotocol = \"http\"\n\n[[listeners.acme-http.routes]]\nredirect = { scheme = \"https\" }\n");
+            // To the HTTPS listener's own port: a browser sent to `https://NAME/` would miss one
+            // on 8443.
+            let port = match self.bind.port() {
+                443 => String::new(),
+                port => format!(", port = {port}"),
+            };
+            w.push(&format!(
+                "\nprotocol = \"http\"\n\n[[listeners.acme-http.routes]]\nredirect = {{ scheme = \"https\"{port} }}\n"
+            ));
         }
         let sni_start = w.text.len();
         let (routes, sni_upstreams) = tcp::sni_routes_toml(&self.sni);
@@ -297,6 +305,41 @@ mod tests {
                 "{text:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_acme_http_listener_redirects_to_the_https_port_unless_it_is_443() {
+        let to_https = |listen: &str| {
+            let spec = SimpleL4 {
+                bind: listen.parse().unwrap(),
+                tls: Vec::new(),
+                acme: Some(SimpleAcme {
+                    domains: vec!["a.example".into()],
+                    http: Some("127.0.0.1:80".parse().unwrap()),
+                    ..SimpleAcme::default()
+                }),
+                ..spec()
+            };
+            let compiled = simple_l4(&spec, &mut LiveState::default()).unwrap();
+            let plain = compiled
+                .snapshot
+                .listeners
+                .iter()
+                .find(|l| l.name == "acme-http")
+                .unwrap();
+            let rampart_model::ListenerProtocol::Http(http) = &plain.protocol else {
+                panic!("HTTP")
+            };
+            http.routes.iter().find_map(|r| match &r.action {
+                rampart_model::route::RouteAction::Redirect {
+                    to: rampart_model::route::RedirectTo::Scheme { port, .. },
+                    ..
+                } => Some(*port),
+                _ => None,
+            })
+        };
+        assert_eq!(to_https("127.0.0.1:8443"), Some(Some(8443)));
+        assert_eq!(to_https("127.0.0.1:443"), Some(None));
     }
 
     #[test]

@@ -87,7 +87,11 @@ impl Checker<'_> {
                 ),
             }
         }
-        if routes.is_empty() && l.routes.is_empty() && l.upstream.is_none() {
+        if routes.is_empty() && l.routes.is_empty() && l.upstream.is_none() && self.acme_configured && l.tls.is_none() {
+            // A plain listener for ACME alone (Caddy's): HTTP-01 answers (put first later) and a
+            // redirect of everything else to HTTPS.
+            routes.push(super::acme::https_redirect(name, live));
+        } else if routes.is_empty() && l.routes.is_empty() && l.upstream.is_none() {
             self.error(
                 l.bind.as_ref().map_or(0..0, Spanned::span),
                 format!("HTTP listener `{name}` has no routes and no upstream"),
@@ -229,6 +233,13 @@ impl Checker<'_> {
             }
         } else {
             let redirect = r.redirect.as_ref()?.get_ref();
+            if let (Some(port), None) = (&redirect.port, &redirect.scheme) {
+                self.error(
+                    port.span(),
+                    format!("route `{name}`: a redirect's `port` goes with `scheme`"),
+                );
+                return None;
+            }
             let to = match (&redirect.to, &redirect.scheme) {
                 (Some(location), None) => {
                     if !self.check_uri(
@@ -244,7 +255,14 @@ impl Checker<'_> {
                     }
                 }
                 (None, Some(scheme)) if ["http", "https"].contains(&scheme.get_ref().as_str()) => {
-                    RedirectTo::Scheme(scheme.get_ref().clone())
+                    let port = match &redirect.port {
+                        Some(p) => Some(self.count(p, "redirect port", 1, 65535)? as u16),
+                        None => None,
+                    };
+                    RedirectTo::Scheme {
+                        scheme: scheme.get_ref().clone(),
+                        port,
+                    }
                 }
                 (None, Some(scheme)) => {
                     self.error(

@@ -11,6 +11,8 @@
 //! at once, so a restart or a binary upgrade orders nothing while it is not due.
 
 mod dns01;
+mod job;
+mod lookup;
 mod on_demand;
 mod order;
 mod redis;
@@ -121,6 +123,21 @@ impl Acme {
             task.abort();
         }
         self.status.store(Default::default());
+        // A fleet: the tokens of other instances' orders are looked up in the store it shares
+        // from now on (the listeners are bound: the CA may come before this task has read the
+        // store). The lookup's own task ends when it is replaced.
+        let lookup = wanted
+            .as_ref()
+            .and_then(|w| match store::Store::new(&w.settings.storage, self.etcd.as_ref()) {
+                store::Store::Shared(shared) => Some(shared),
+                _ => None,
+            })
+            .map(|shared| {
+                let (lookup, answering) = lookup::StoreLookup::new(shared);
+                tokio::spawn(answering);
+                Box::new(lookup) as Box<dyn rampart_model::acme::Http01Lookup>
+            });
+        self.shared.set_http_lookup(lookup);
         if let Some(wanted) = wanted {
             let task = tokio::spawn(task::run(
                 wanted.clone(),

@@ -34,24 +34,65 @@ fn is_bad_nonce(e: &instant_acme::Error) -> bool {
     matches!(e, instant_acme::Error::Api(p) if p.r#type.as_deref() == Some("urn:ietf:params:acme:error:badNonce"))
 }
 
-/// How long a fleet's instances are given to see an answer put up in the shared store before the
-/// CA is told to validate (they look every [`super::task::SYNC`]).
+/// How long a fleet's instances are given to see a TLS-ALPN-01 answer put up in the shared store
+/// before the CA is told to validate (they look every [`super::task::SYNC`]).
 const PROPAGATION: Duration = Duration::from_millis(1200);
 
-/// The account kept for the directory, or a new one (then kept).
-pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> anyhow::Result<Account> {
-    let builder = || match &settings.ca {
+/// How long an instance waits for another one making the fleet's account (a lock it holds for
+/// [`super::store::LOCK_FOR`] at most) before it says so and tries again later.
+const ACCOUNT_WAIT: Duration = Duration::from_secs(130);
+/// How often it looks meanwhile.
+const ACCOUNT_LOOK: Duration = Duration::from_millis(100);
+
+/// The account kept for the directory, or a new one (then kept). In a fleet one instance makes
+/// it, under a lock (`owner`'s), and the others take the one it keeps: one account per fleet.
+pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store, owner: &str) -> anyhow::Result<Account> {
+    let deadline = Instant::now() + ACCOUNT_WAIT;
+    loop {
+        if let Some(kept) = store.account(&settings.directory).await? {
+            return account_from(settings, kept).await;
+        }
+        if store.lock_account(&settings.directory, owner).await? {
+            // Another instance may have kept one just before the lock was taken.
+            let made = match store.account(&settings.directory).await {
+                Ok(Some(kept)) => account_from(settings, kept).await,
+                Ok(None) => new_account(settings, store).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = store.unlock_account(&settings.directory, owner).await {
+                tracing::warn!("acme: cannot release the account lock: {e:#}");
+            }
+            return made;
+        }
+        if Instant::now() >= deadline {
+            bail!(
+                "another instance has been making the ACME account at {} for {ACCOUNT_WAIT:?}",
+                settings.directory
+            );
+        }
+        tokio::time::sleep(ACCOUNT_LOOK).await;
+    }
+}
+
+/// The builder of accounts at the directory.
+fn account_builder(settings: &AcmeSettings) -> anyhow::Result<instant_acme::AccountBuilder> {
+    match &settings.ca {
         Some(ca) => Account::builder_with_root(ca).with_context(|| format!("ca {}", ca.display())),
         None => Account::builder().context("an HTTPS client for the ACME directory"),
-    };
-    if let Some(kept) = store.account(&settings.directory).await? {
-        return again_on_bad_nonce!({
-            let credentials: AccountCredentials =
-                serde_json::from_value(kept.clone()).context("the kept ACME account")?;
-            builder()?.from_credentials(credentials).await
-        })
-        .with_context(|| format!("ACME directory {}", settings.directory));
     }
+}
+
+/// The account of the credentials `kept` (JSON).
+async fn account_from(settings: &AcmeSettings, kept: serde_json::Value) -> anyhow::Result<Account> {
+    again_on_bad_nonce!({
+        let credentials: AccountCredentials = serde_json::from_value(kept.clone()).context("the kept ACME account")?;
+        account_builder(settings)?.from_credentials(credentials).await
+    })
+    .with_context(|| format!("ACME directory {}", settings.directory))
+}
+
+/// A new account at the directory, kept in `store`.
+async fn new_account(settings: &AcmeSettings, store: &mut Store) -> anyhow::Result<Account> {
     let contact: Vec<&str> = settings.contact.iter().map(String::as_str).collect();
     let new = NewAccount {
         contact: &contact,
@@ -63,7 +104,7 @@ pub(super) async fn open_account(settings: &AcmeSettings, store: &mut Store) -> 
         .as_ref()
         .map(|eab| ExternalAccountKey::new(eab.kid.clone(), &eab.hmac_key));
     let (account, credentials) = again_on_bad_nonce!(
-        builder()?
+        account_builder(settings)?
             .create(&new, settings.directory.clone(), binding.as_ref())
             .await
     )
@@ -148,8 +189,10 @@ pub(super) async fn obtain(
                     store.alpn_answer(name, Some(digest.as_ref())).await?;
                 }
             }
-            if store.shared() {
-                // Whichever instance the CA reaches must know the answer.
+            if store.shared() && challenge_kind == AcmeChallenge::TlsAlpn01 {
+                // Whichever instance the CA reaches must know the answer. An HTTP-01 token is
+                // answered by every instance as soon as it is stored (looked up on a miss); a
+                // TLS-ALPN-01 answer comes from the mirror.
                 tokio::time::sleep(PROPAGATION).await;
             }
             again_on_bad_nonce!(challenge.set_ready().await)?;
@@ -239,7 +282,25 @@ pub(super) fn renewal(issued: &Issued) -> Instant {
     Instant::now() + issued.renew_at().duration_since(SystemTime::now()).unwrap_or_default()
 }
 
+/// `t` as an RFC 3339 date and time in UTC, to the second (`2031-11-27T22:59:38Z`).
 pub(super) fn humantime(t: SystemTime) -> String {
     let secs = t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    format!("{secs} (Unix seconds)")
+    let at = i64::try_from(secs)
+        .ok()
+        .and_then(|s| time::OffsetDateTime::from_unix_timestamp(s).ok())
+        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+    at.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_else(|_| format!("{secs} (Unix seconds)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_in_the_log_are_rfc_3339() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_953_586_778);
+        assert_eq!(humantime(t), "2031-11-27T22:59:38Z");
+        assert_eq!(humantime(SystemTime::UNIX_EPOCH), "1970-01-01T00:00:00Z");
+    }
 }

@@ -74,7 +74,7 @@ impl Plan {
 }
 
 /// A number in [0, 1), different in every process and call (std's randomly keyed hasher).
-fn random_fraction() -> f64 {
+pub(super) fn random_fraction() -> f64 {
     let bits = std::collections::hash_map::RandomState::new().build_hasher().finish();
     (bits >> 11) as f64 / (1u64 << 53) as f64
 }

@@ -132,6 +132,24 @@ impl Shared {
         }
     }
 
+    /// `field` of the map `map`, if it is there.
+    pub async fn entry(&mut self, map: &str, field: &str) -> anyhow::Result<Option<String>> {
+        let value = match self {
+            Shared::Redis(redis) => {
+                let hash = format!("{REDIS_PREFIX}{map}");
+                match redis.run(&[b"HGET", hash.as_bytes(), field.as_bytes()]).await? {
+                    Answer::Bytes(value) => value,
+                    _ => None,
+                }
+            }
+            Shared::Etcd(etcd) => {
+                let key = etcd.key(&format!("acme/{map}/{field}"));
+                blocking(etcd, move |e| e.value(&key)).await?
+            }
+        };
+        Ok(value.map(|v| String::from_utf8_lossy(&v).into_owned()))
+    }
+
     /// Every entry of the map `map`.
     pub async fn entries(&mut self, map: &str) -> anyhow::Result<Vec<(String, String)>> {
         let pairs = match self {

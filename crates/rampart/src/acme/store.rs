@@ -7,7 +7,8 @@
 //!   over, secrets mode 0600. One instance: no lock, answers stay in the process.
 //! - A Redis (`storage = "redis://..."`), shared by a fleet: `rampart:acme:account:DIRECTORY`,
 //!   `rampart:acme:cert:NAME` (JSON: `chain`, `key`), the lock `rampart:acme:lock:NAME` (`SET NX
-//!   PX`, released only by its owner), and the answers in the hashes
+//!   PX`, released only by its owner), the lock `rampart:acme:account-lock:DIRECTORY` held while
+//!   the fleet's account is made, and the answers in the hashes
 //!   `rampart:acme:http-01` (token → key authorization) and `rampart:acme:tls-alpn-01`
 //!   (name → SHA-256 of the key authorization, hex), which every instance mirrors.
 //! - The etcd the config comes from (`storage = "etcd"`), shared the same way: the same entries
@@ -46,7 +47,7 @@ impl Issued {
 }
 
 /// How long an instance may hold a name's order lock (an order takes seconds).
-const LOCK_FOR: Duration = Duration::from_secs(120);
+pub(super) const LOCK_FOR: Duration = Duration::from_secs(120);
 
 /// What a fleet's instances answer the CA with, as the shared store holds it.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -178,6 +179,20 @@ impl Store {
     pub async fn unlock(&mut self, name: &str, owner: &str) -> anyhow::Result<()> {
         let Store::Shared(shared) = self else { return Ok(()) };
         shared.unlock(&["lock", name], owner).await
+    }
+
+    /// Takes the lock on making the account at `directory` for `owner` (a fleet makes one).
+    pub async fn lock_account(&mut self, directory: &str, owner: &str) -> anyhow::Result<bool> {
+        match self {
+            Store::Shared(shared) => shared.lock(&["account-lock", directory], owner, LOCK_FOR).await,
+            Store::Dir(_) => Ok(true),
+            Store::Unavailable(why) => Err(anyhow!(*why)),
+        }
+    }
+
+    pub async fn unlock_account(&mut self, directory: &str, owner: &str) -> anyhow::Result<()> {
+        let Store::Shared(shared) = self else { return Ok(()) };
+        shared.unlock(&["account-lock", directory], owner).await
     }
 
     /// Puts up (or, with `None`, takes down) an HTTP-01 answer for every instance.

@@ -1,6 +1,8 @@
-//! The ACME task: serves what the store keeps, orders each name when it is missing or due, and
-//! (with a store a fleet shares) mirrors the fleet's challenge answers and picks up certificates
-//! another instance obtained.
+//! The ACME task: serves what the store keeps, orders each name when it is missing or due
+//! (several at once, up to `[acme] max_concurrent_orders`, each order a task of its own:
+//! [`OrderJob`]), and (with a store a fleet shares) mirrors the fleet's challenge answers and
+//! picks up certificates another instance obtained. (The HTTP-01 tokens it does not know are
+//! looked up on a miss by [`super::lookup::StoreLookup`], put up before this task starts.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -9,19 +11,23 @@ use std::time::{Duration, Instant, SystemTime};
 use arc_swap::ArcSwap;
 use instant_acme::Account;
 use rampart_model::acme::AcmeShared;
+use tokio::task::JoinSet;
 
+use super::job::{OrderJob, OrderOutcome};
 use super::on_demand::{Gate, DENY_FOR};
-use super::order::{humantime, obtain, open_account, renewal};
-use super::renewal_info::{self, Plan, RECHECK_AFTER_ERROR};
+use super::order::{humantime, open_account, renewal};
+use super::renewal_info::{self, random_fraction, Plan, RECHECK_AFTER_ERROR};
 use super::store::{Issued, SharedAnswers, Store};
 use super::{tls_alpn, unix_seconds, AcmeStatus, NameStatus, Wanted};
 
 /// How often an instance of a fleet looks at the shared store.
 pub(super) const SYNC: Duration = Duration::from_millis(500);
-/// The first wait after a failed order; it doubles up to [`RETRY_MAX`].
+/// The first wait after a failed order; it doubles up to [`RETRY_MAX`]. Each wait is drawn
+/// within a quarter of it either way ([`retry_wait`]), so that instances that failed together
+/// do not try again together.
 const RETRY_FIRST: Duration = Duration::from_secs(2);
 const RETRY_MAX: Duration = Duration::from_secs(3600);
-/// How soon to look again at a name another instance is ordering.
+/// How soon to look again at a name another instance is ordering (with the same jitter).
 const LOCKED_ELSEWHERE: Duration = Duration::from_secs(1);
 /// How often the names handshakes asked for (on-demand TLS) are looked at.
 const REQUESTS: Duration = Duration::from_millis(50);
@@ -35,6 +41,8 @@ pub(super) async fn run(
 ) {
     let mut task = Task {
         store: Store::new(&wanted.settings.storage, etcd.as_ref()),
+        etcd,
+        in_flight: BTreeSet::new(),
         owner: format!("{}-{}", std::process::id(), nanos()),
         due: BTreeMap::new(),
         shown: AcmeStatus {
@@ -85,19 +93,42 @@ pub(super) async fn run(
     let mut requests = tokio::time::interval(REQUESTS);
     requests.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let asks = !task.wanted.on_demand.is_empty();
+    let limit = task.wanted.settings.max_concurrent_orders.max(1);
+    // Aborted with the task: a reload that changes ACME stops the orders under way.
+    let mut orders: JoinSet<(String, OrderOutcome)> = JoinSet::new();
+    let mut ordering: std::collections::HashMap<tokio::task::Id, String> = Default::default();
     loop {
-        let next = task
-            .due
-            .iter()
-            .min_by_key(|(_, at)| **at)
-            .map(|(n, at)| (n.clone(), *at));
-        let (name, at) = next.unwrap_or_else(|| (String::new(), Instant::now() + Duration::from_secs(3600)));
-        tokio::select! {
-            _ = tokio::time::sleep_until(at.into()) => {
-                if !name.is_empty() {
-                    task.attend(&name).await;
-                }
+        // Every name due now is started, up to the limit, before anything is awaited for long.
+        while orders.len() < limit {
+            let Some(name) = task.due_now() else { break };
+            if let Some(job) = task.start(&name).await {
+                let handle = orders.spawn(job.run());
+                ordering.insert(handle.id(), name.clone());
+                tracing::info!(
+                    name = name.as_str(),
+                    "acme: {name}: ordering a certificate ({} of at most {limit} under way)",
+                    orders.len()
+                );
             }
+            status.store(Arc::new(task.shown.clone()));
+        }
+        // With every slot taken, the next name waits for an order to end.
+        let next = task.next_due().filter(|_| orders.len() < limit);
+        let at = next.unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            _ = tokio::time::sleep_until(at.into()) => {}
+            Some(done) = orders.join_next_with_id(), if !orders.is_empty() => match done {
+                Ok((id, (name, outcome))) => {
+                    ordering.remove(&id);
+                    task.finished(&name, outcome);
+                }
+                Err(e) => {
+                    // A panic in an order: its name is tried again like any failure.
+                    if let Some(name) = ordering.remove(&e.id()) {
+                        task.finished(&name, OrderOutcome::Failed(anyhow::anyhow!("the order stopped: {e}")));
+                    }
+                }
+            },
             _ = sync.tick(), if task.store.shared() => task.sync().await,
             _ = requests.tick(), if asks => task.requests().await,
         }
@@ -108,6 +139,10 @@ pub(super) async fn run(
 struct Task {
     wanted: Wanted,
     store: Store,
+    /// The etcd the config comes from, for the stores of orders (`storage = "etcd"`).
+    etcd: Option<Arc<crate::etcd::Etcd>>,
+    /// The names whose orders are under way (not in `due` meanwhile).
+    in_flight: BTreeSet<String>,
     /// This instance, as the owner of a shared lock.
     owner: String,
     /// When each name is next due (missing, renewal, retry).
@@ -214,7 +249,7 @@ impl Task {
 
     async fn account(&mut self) -> anyhow::Result<&Account> {
         if self.account.is_none() {
-            self.account = Some(open_account(&self.wanted.settings, &mut self.store).await?);
+            self.account = Some(open_account(&self.wanted.settings, &mut self.store, &self.owner).await?);
         }
         Ok(self.account.as_ref().expect("opened above"))
     }
@@ -224,34 +259,62 @@ impl Task {
         self.shown.names.get(name).and_then(|s| s.not_after)
     }
 
-    /// `name` is due: order it, unless its renewal is not due yet, or another instance is
-    /// ordering it or already has.
-    async fn attend(&mut self, name: &str) {
+    /// A name due now whose order is not under way.
+    fn due_now(&self) -> Option<String> {
+        let now = Instant::now();
+        self.due
+            .iter()
+            .filter(|(name, at)| **at <= now && !self.in_flight.contains(*name))
+            .min_by_key(|(_, at)| **at)
+            .map(|(name, _)| name.clone())
+    }
+
+    /// When the next name not under way is due.
+    fn next_due(&self) -> Option<Instant> {
+        self.due
+            .iter()
+            .filter(|(name, _)| !self.in_flight.contains(*name))
+            .map(|(_, at)| *at)
+            .min()
+    }
+
+    /// `name` is due: its order, unless its renewal is not due yet (then it is due again later)
+    /// or the account cannot be had (a failure).
+    async fn start(&mut self, name: &str) -> Option<OrderJob> {
         if let Some(next) = self.not_yet_due(name).await {
             self.due.insert(name.to_string(), next);
-            return;
+            return None;
         }
-        match self.store.lock(name, &self.owner).await {
-            Ok(true) => {}
-            Ok(false) => {
-                self.due.insert(name.to_string(), Instant::now() + LOCKED_ELSEWHERE);
-                return;
+        let account = match self.account().await {
+            Ok(account) => account.clone(),
+            Err(e) => {
+                self.failed(name, e);
+                return None;
             }
-            Err(e) => return self.failed(name, e),
-        }
-        // Another instance may have renewed it while this one waited for the lock.
-        if let Ok(Some(kept)) = self.store.certificate(name).await {
-            if renewal(&kept) > Instant::now() && Some(unix_seconds(kept.not_after)) != self.served_until(name) {
-                let _ = self.store.unlock(name, &self.owner).await;
-                return self.serve(name, kept);
-            }
-        }
-        let outcome = self.order(name).await;
-        if let Err(e) = self.store.unlock(name, &self.owner).await {
-            tracing::warn!(name, "acme: {name}: cannot release the order lock: {e:#}");
-        }
+        };
+        let replaces = match self.renewal_info {
+            Some(true) => self.served.get(name).and_then(|s| s.id.clone()),
+            _ => None,
+        };
+        self.due.remove(name);
+        self.in_flight.insert(name.to_string());
+        Some(OrderJob {
+            name: name.to_string(),
+            account,
+            settings: self.wanted.settings.clone(),
+            shared: self.shared.clone(),
+            store: Store::new(&self.wanted.settings.storage, self.etcd.as_ref()),
+            owner: self.owner.clone(),
+            replaces,
+            served_until: self.served_until(name),
+        })
+    }
+
+    /// `name`'s order ended.
+    fn finished(&mut self, name: &str, outcome: OrderOutcome) {
+        self.in_flight.remove(name);
         match outcome {
-            Ok(new) => {
+            OrderOutcome::Issued(new) => {
                 tracing::info!(
                     name,
                     "acme: {name}: certificate issued by {}, valid until {}",
@@ -260,19 +323,16 @@ impl Task {
                 );
                 self.serve(name, new);
             }
-            Err(e) => self.failed(name, e),
+            OrderOutcome::ObtainedElsewhere(kept) => {
+                tracing::info!(name, "acme: {name}: serving the certificate another instance obtained");
+                self.serve(name, kept);
+            }
+            OrderOutcome::LockedElsewhere => {
+                self.due
+                    .insert(name.to_string(), Instant::now() + jittered(LOCKED_ELSEWHERE));
+            }
+            OrderOutcome::Failed(e) => self.failed(name, e),
         }
-    }
-
-    async fn order(&mut self, name: &str) -> anyhow::Result<Issued> {
-        let replaces = match self.renewal_info {
-            Some(true) => self.served.get(name).and_then(|s| s.id.clone()),
-            _ => None,
-        };
-        self.account().await?;
-        let account = self.account.as_ref().expect("opened above");
-        let settings = &self.wanted.settings;
-        obtain(account, name, settings, &self.shared, &mut self.store, replaces).await
     }
 
     /// On-demand TLS: decides on the names handshakes asked for since the last look.
@@ -324,8 +384,8 @@ impl Task {
             // No retry for a name nobody may ask for again: the next handshake after the wait
             // asks anew.
             let failures = self.shown.names.remove(name).map_or(1, |s| s.failures + 1);
-            let wait = RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(RETRY_MAX);
-            tracing::warn!(name, "acme: {name}: {e:#}; refused on demand for {wait:?}");
+            let wait = retry_wait(failures);
+            tracing::warn!(name, "acme: {name}: {e:#}; refused on demand for {wait:.1?}");
             self.due.remove(name);
             return self.refuse(name, wait);
         }
@@ -335,10 +395,8 @@ impl Task {
             state.state = "renewing";
         }
         state.error = Some(format!("{e:#}"));
-        let wait = RETRY_FIRST
-            .saturating_mul(1 << (state.failures - 1).min(16))
-            .min(RETRY_MAX);
-        tracing::warn!(name, "acme: {name}: {e:#}; trying again in {wait:?}");
+        let wait = retry_wait(state.failures);
+        tracing::warn!(name, "acme: {name}: {e:#}; trying again in {wait:.1?}");
         self.due.insert(name.to_string(), Instant::now() + wait);
     }
 
@@ -388,8 +446,43 @@ impl Task {
     }
 }
 
+/// The wait after `failures` failed orders in a row: [`RETRY_FIRST`] doubled each time up to
+/// [`RETRY_MAX`], with jitter.
+fn retry_wait(failures: u32) -> Duration {
+    let doubled = RETRY_FIRST.saturating_mul(1 << failures.saturating_sub(1).min(16));
+    jittered(doubled.min(RETRY_MAX))
+}
+
+/// `wait`, give or take a quarter, drawn anew at each call.
+fn jittered(wait: Duration) -> Duration {
+    wait.mul_f64(0.75 + 0.5 * random_fraction())
+}
+
 fn nanos() -> u32 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.subsec_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retries_are_spread_so_instances_that_failed_together_get_out_of_step() {
+        for failures in [1, 2, 3, 12, 40] {
+            let base = RETRY_FIRST.saturating_mul(1 << (failures - 1).min(16)).min(RETRY_MAX);
+            let waits: Vec<Duration> = (0..64).map(|_| retry_wait(failures)).collect();
+            for w in &waits {
+                assert!(
+                    *w >= base.mul_f64(0.75) && *w <= base.mul_f64(1.25),
+                    "{w:?} for {base:?}"
+                );
+            }
+            let mut distinct = waits.clone();
+            distinct.sort();
+            distinct.dedup();
+            assert!(distinct.len() > 32, "{failures} failures: {waits:?}");
+        }
+    }
 }

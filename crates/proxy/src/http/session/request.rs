@@ -159,9 +159,12 @@ impl<T: ClientSide> RequestPath<'_, T> {
             }
             RouteAction::AcmeChallenge(acme) => {
                 let token = target.path.strip_prefix(rampart_model::acme::HTTP01_PREFIX.as_bytes());
-                let answer = token
-                    .and_then(|t| std::str::from_utf8(t).ok())
-                    .and_then(|t| acme.http_answer(t));
+                // A token this instance does not know may be another's in a fleet: looked up in
+                // the shared store by the control plane (rare: the CA's validations only).
+                let answer = match token.and_then(|t| std::str::from_utf8(t).ok()) {
+                    Some(t) => acme.http_answer_or_lookup(t).await,
+                    None => None,
+                };
                 drop(parts);
                 self.inbuf.consume(head.len);
                 let local = match &answer {
@@ -298,7 +301,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 }
                 to
             }
-            RedirectTo::Scheme(scheme) => {
+            RedirectTo::Scheme { scheme, port } => {
                 // The request's host without its port (nginx's `$host`), or this side's address
                 // for a request that named none.
                 let host = match target.host {
@@ -310,7 +313,11 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 } else {
                     host
                 };
-                format!("{scheme}://{host}{}", String::from_utf8_lossy(&target.origin_form))
+                let port = port.map(|p| format!(":{p}")).unwrap_or_default();
+                format!(
+                    "{scheme}://{host}{port}{}",
+                    String::from_utf8_lossy(&target.origin_form)
+                )
             }
         }
     }
