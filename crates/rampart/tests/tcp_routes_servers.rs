@@ -333,7 +333,7 @@ fn start_postgres(dir: &Path) -> (Server, u16) {
             .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
-            .status()
+            .status_within(WAIT)
             .is_ok_and(|s| s.success())
     });
     (server, port)

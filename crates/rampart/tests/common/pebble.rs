@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use super::dns::DnsServer;
 use super::tls::{Ca, CertSpec};
-use super::{free_port, WAIT};
+use super::{free_port, Bounded, INSTALL_WAIT, WAIT};
 
 pub struct Pebble {
     child: Child,
@@ -153,7 +153,7 @@ impl Pebble {
             .args(["-sS", "--fail", "--cacert"])
             .arg(&self.api_ca)
             .arg(format!("https://127.0.0.1:{}/roots/0", self.management))
-            .output()
+            .output_within(WAIT)
             .expect("curl runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
@@ -176,7 +176,7 @@ impl Pebble {
             .args(["-H", "Content-Type: application/json", "--data-binary"])
             .arg(body.to_string())
             .arg(format!("https://127.0.0.1:{}/set-renewal-info/", self.management))
-            .output()
+            .output_within(WAIT)
             .expect("curl runs");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     }
@@ -220,10 +220,13 @@ pub struct Options<'a> {
 /// The path of Pebble 2.10, built by scripts/pebble when missing.
 fn newer_pebble() -> PathBuf {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/pebble"))
-        .stderr(Stdio::inherit())
-        .output()
+        .output_within(INSTALL_WAIT)
         .expect("scripts/pebble runs");
-    assert!(out.status.success(), "scripts/pebble failed");
+    assert!(
+        out.status.success(),
+        "scripts/pebble failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
 }
 

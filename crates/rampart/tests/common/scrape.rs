@@ -1,7 +1,6 @@
 //! `GET /metrics` read with a Prometheus text-format parser.
 
 use std::io::{Read, Write};
-use std::net::TcpStream;
 
 /// One scraped sample: metric name, sorted labels, value.
 pub type Sample = (String, Vec<(String, String)>, f64);
