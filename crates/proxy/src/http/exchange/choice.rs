@@ -18,6 +18,7 @@ use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 use crate::worker::WorkerContext;
 
+use crate::log_summary::EventKey;
 /// How often the request at the front of an upstream's queue looks for room without being woken
 /// (a target's room can come back without a slot given back: its ejection ends, a reload).
 const QUEUE_LOOK: std::time::Duration = std::time::Duration::from_millis(10);
@@ -100,6 +101,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         };
         cells.queued.add(1);
         let deadline = tokio::time::Instant::now() + limits.queue_timeout;
+            self.ctx
+                .log_summary
+                .warn_until_quiet(EventKey::queue_refused(&up.name, false));
         loop {
             let mut no_target = false;
             let taken = place.take_or_line_up(|| match look() {
@@ -123,6 +127,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             }
             // Only the first in line looks again now and then; the others wait for their wake.
             let wait = if place.is_first() {
+                self.ctx
+                    .log_summary
+                    .warn_until_quiet(EventKey::queue_refused(&up.name, true));
                 (deadline - now).min(QUEUE_LOOK)
             } else {
                 deadline - now
