@@ -519,6 +519,8 @@ impl RawHeaderOps {
 #[serde(deny_unknown_fields)]
 pub struct RawRetryBudget {
     pub percent: Option<Spanned<i64>>,
+    pub min_retries_per_second: Option<Spanned<i64>>,
+    /// The concurrency floor of the budget before it became a rate: refused with a hint.
     pub min_retrying: Option<Spanned<i64>>,
 }
 

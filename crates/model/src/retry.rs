@@ -2,6 +2,8 @@
 //! may add (`retry_budget`). Connect failures are always tried on another target (nothing was
 //! sent); these settings govern the rest.
 
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 /// The outcomes, besides a connect failure, that send a request to another target: for requests
 /// safe to repeat (idempotent unless `non_idempotent`, with no body or a body kept whole), while
 /// `retries` and the budget allow.
@@ -71,34 +73,101 @@ pub struct RouteRetry {
     pub retry_on: Option<RetryOn>,
 }
 
-/// How many retries an upstream's requests may add, per worker (Envoy's retry budget): the
-/// requests retrying at once may be at most `percent` of the requests in flight to the upstream,
-/// or `min_retrying`, whichever is more (so a quiet upstream still gets its few retries). A retry
-/// over the budget is not made: the failure (or the response) goes to the client.
+/// How many retries an upstream's requests may add, per worker (Finagle's retry budget, a rate
+/// where Envoy's is a share of the requests in flight): each request deposits `percent` hundredths
+/// of a retry, each retry withdraws one, and `min_retries_per_second` retries a second are
+/// allowed besides (so a quiet upstream still gets its few retries). What a second leaves unspent
+/// carries over to the next, up to a tenth of that second's deposits, for a burst of failures
+/// (a target turning bad with many requests on it) at the start of the next. A retry over the
+/// budget is not made: the failure (or the response) goes to the client. With every target
+/// failing, the attempts per request stay at most `1 + percent / 100`, plus the floor's few.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryBudget {
     pub percent: u32,
-    pub min_retrying: u32,
+    pub min_retries_per_second: u32,
 }
 
 impl Default for RetryBudget {
     fn default() -> Self {
         RetryBudget {
             percent: 20,
-            min_retrying: 3,
+            min_retries_per_second: 10,
         }
     }
 }
 
-impl RetryBudget {
-    /// Whether one more request may be retrying, `retrying` others being so among `active`
-    /// requests in flight (this one included): with 10 in flight at 20%, 2 may retry at once;
-    /// with few in flight, `min_retrying`.
+/// One retry in [`RetryTokens`]' unit (a thousandth of a retry: a deposit of 20% is 200).
+const RETRY: u64 = 1000;
+/// What a second leaves unspent carries over up to this share of its deposits (1 / this).
+const CARRY_SHARE: u64 = 10;
+
+/// One worker's [`RetryBudget`] account for one upstream: written by that worker only (plain
+/// loads and stores, as the metric cells), so a request's deposit writes no shared memory.
+/// [`RetryTokens::next_second`] closes a second, from the worker's housekeeping.
+#[derive(Debug, Default)]
+pub struct RetryTokens {
+    /// Deposited this second, in thousandths of a retry.
+    earned: AtomicU64,
+    /// Withdrawn this second (the floor's retries included).
+    spent: AtomicU64,
+    /// Left unspent by the last second.
+    carried: AtomicU64,
+}
+
+impl RetryTokens {
+    /// A request to the upstream: its share of a retry.
     #[inline]
-    pub fn allows(&self, retrying: i64, active: i64) -> bool {
-        let after = retrying.saturating_add(1);
-        after.saturating_mul(100) <= active.saturating_mul(i64::from(self.percent))
-            || after <= i64::from(self.min_retrying)
+    pub fn deposit(&self, budget: &RetryBudget) {
+        let earned = self.earned.load(Relaxed);
+        self.earned
+            .store(earned.wrapping_add(u64::from(budget.percent) * (RETRY / 100)), Relaxed);
+    }
+
+    /// Whether the budget has a retry now.
+    #[inline]
+    pub fn has_room(&self, budget: &RetryBudget) -> bool {
+        let available =
+            self.earned.load(Relaxed) + self.carried.load(Relaxed) + u64::from(budget.min_retries_per_second) * RETRY;
+        self.spent.load(Relaxed) + RETRY <= available
+    }
+
+    /// Takes a retry from the budget; `false` when it has none.
+    pub fn withdraw(&self, budget: &RetryBudget) -> bool {
+        if !self.has_room(budget) {
+            return false;
+        }
+        self.spent.store(self.spent.load(Relaxed) + RETRY, Relaxed);
+        true
+    }
+
+    /// Closes a second: its deposits left unspent carry over (up to a tenth of them; the floor
+    /// does not carry), and the next second starts.
+    pub fn next_second(&self) {
+        let earned = self.earned.load(Relaxed);
+        let unspent = (earned + self.carried.load(Relaxed)).saturating_sub(self.spent.load(Relaxed));
+        self.carried.store(unspent.min(earned / CARRY_SHARE), Relaxed);
+        self.earned.store(0, Relaxed);
+        self.spent.store(0, Relaxed);
+    }
+}
+
+/// An upstream's `max_requests_per_target` and `queue` (HAProxy's server `maxconn` and its
+/// queue): a target takes at most `per_target` requests at once, across workers; a request that
+/// finds every target full waits in the upstream's queue, at most `queue_size` of them, each for
+/// up to `queue_timeout`, and is answered 503 when the queue is full or its wait runs out.
+#[derive(Debug, Clone)]
+pub struct RequestLimits {
+    pub per_target: u32,
+    pub queue_size: u32,
+    pub queue_timeout: std::time::Duration,
+    /// The requests waiting now, across workers, in their order.
+    pub queue: std::sync::Arc<crate::queue::RequestQueue>,
+}
+
+impl PartialEq for RequestLimits {
+    fn eq(&self, other: &Self) -> bool {
+        (self.per_target, self.queue_size, self.queue_timeout)
+            == (other.per_target, other.queue_size, other.queue_timeout)
     }
 }
 
@@ -123,46 +192,59 @@ mod tests {
         }
     }
 
+    /// Retries `tokens` grants while `requests` requests each want one.
+    fn granted(tokens: &RetryTokens, budget: &RetryBudget, requests: usize) -> usize {
+        (0..requests)
+            .filter(|_| {
+                tokens.deposit(budget);
+                tokens.withdraw(budget)
+            })
+            .count()
+    }
+
     #[test]
-    fn the_budget_is_a_share_of_the_requests_in_flight_or_a_floor() {
+    fn every_request_deposits_a_share_of_a_retry_and_a_floor_comes_each_second() {
         let budget = RetryBudget {
             percent: 20,
-            min_retrying: 1,
+            min_retries_per_second: 0,
         };
-        // 10 requests in flight: 2 retrying at once.
-        assert!(budget.allows(0, 10) && budget.allows(1, 10) && !budget.allows(2, 10));
-        // One request alone: the floor.
-        assert!(budget.allows(0, 1) && !budget.allows(1, 2));
-        let none = RetryBudget {
+        let tokens = RetryTokens::default();
+        // Every request failing: one retry in five requests, never more.
+        assert_eq!(granted(&tokens, &budget, 1000), 200);
+        tokens.next_second();
+        assert_eq!(granted(&tokens, &budget, 1000), 200);
+        // The floor: three retries a second with no request to earn them.
+        let floor = RetryBudget {
             percent: 20,
-            min_retrying: 0,
+            min_retries_per_second: 3,
         };
-        assert!(!none.allows(0, 1) && none.allows(0, 5));
-        // 100%: every request may retry.
+        let tokens = RetryTokens::default();
+        assert_eq!((0..10).filter(|_| tokens.withdraw(&floor)).count(), 3);
+        tokens.next_second();
+        assert_eq!((0..10).filter(|_| tokens.withdraw(&floor)).count(), 3);
+        // 100%: a retry for every request.
         let all = RetryBudget {
             percent: 100,
-            min_retrying: 0,
+            min_retries_per_second: 0,
         };
-        assert!(all.allows(0, 1) && all.allows(9, 10) && !all.allows(10, 10));
+        assert_eq!(granted(&RetryTokens::default(), &all, 50), 50);
     }
-}
 
-/// An upstream's `max_requests_per_target` and `queue` (HAProxy's server `maxconn` and its
-/// queue): a target takes at most `per_target` requests at once, across workers; a request that
-/// finds every target full waits in the upstream's queue, at most `queue_size` of them, each for
-/// up to `queue_timeout`, and is answered 503 when the queue is full or its wait runs out.
-#[derive(Debug, Clone)]
-pub struct RequestLimits {
-    pub per_target: u32,
-    pub queue_size: u32,
-    pub queue_timeout: std::time::Duration,
-    /// The requests waiting now, across workers, in their order.
-    pub queue: std::sync::Arc<crate::queue::RequestQueue>,
-}
-
-impl PartialEq for RequestLimits {
-    fn eq(&self, other: &Self) -> bool {
-        (self.per_target, self.queue_size, self.queue_timeout)
-            == (other.per_target, other.queue_size, other.queue_timeout)
+    #[test]
+    fn a_healthy_second_leaves_a_reserve_for_a_burst_of_failures() {
+        let budget = RetryBudget {
+            percent: 20,
+            min_retries_per_second: 0,
+        };
+        let tokens = RetryTokens::default();
+        // 4000 requests that needed no retry: 800 retries earned, 80 carried over.
+        (0..4000).for_each(|_| tokens.deposit(&budget));
+        tokens.next_second();
+        // 40 requests fail at once at the start of the next second: every one is retried.
+        assert_eq!((0..40).filter(|_| tokens.withdraw(&budget)).count(), 40);
+        assert_eq!((0..100).filter(|_| tokens.withdraw(&budget)).count(), 40);
+        // The reserve does not grow past a tenth of a second's deposits, nor carry the floor.
+        tokens.next_second();
+        assert!(!tokens.withdraw(&budget));
     }
 }

@@ -49,11 +49,14 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
     let http = c.snapshot.upstreams[0].http;
     assert!(http.retry_on.timeout && !http.retry_on.reset);
     assert!(http.retry_on.status(429) && http.retry_on.status(503) && !http.retry_on.status(500));
-    assert_eq!((http.retry_budget.percent, http.retry_budget.min_retrying), (50, 3));
+    assert_eq!(
+        (http.retry_budget.percent, http.retry_budget.min_retries_per_second),
+        (50, 10)
+    );
 
     let bad = http_good.replace(
         "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150 }\n",
+        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150, min_retrying = 3 }\n",
     );
     let errors = errors(&bad);
     assert!(
@@ -70,6 +73,12 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
         errors
             .iter()
             .any(|e| e.contains("test.toml:9:28: retry_budget percent = 150 is out of range (0 to 100)")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:9:48: retry_budget: `min_retrying` is gone")),
         "{errors:?}"
     );
 }

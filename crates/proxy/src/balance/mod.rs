@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use rampart_model::health::now_ms;
+
 pub use rampart_model::balance::{client_hash, hash_bytes, BalancePolicy, HashKey, Maglev};
 
 use rampart_model::Upstream;
@@ -46,6 +48,10 @@ impl Latency {
 /// How many times a pick that landed on a target in slow start is made again, at most.
 const SLOW_START_PICKS: usize = 4;
 
+/// How long a target that just failed a request is passed over by this worker's first picks
+/// (HAProxy's `redispatch` with `observe`), unless no other target is left.
+pub const PASS_OVER_MS: u64 = 1000;
+
 /// Targets already tried for one client connection (at most [`Tried::CAPACITY`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tried {
@@ -85,6 +91,11 @@ pub struct BalancerState {
     open: Vec<u32>,
     latency: Vec<Latency>,
     rng: u64,
+    /// Until when ([`now_ms`]) each target is passed over by first picks after it failed one,
+    /// and the latest of those times (0: none is), so that a pick reads the clock only while
+    /// some target is passed over.
+    pass_over_until: Vec<u64>,
+    pass_over_latest: u64,
 }
 
 impl BalancerState {
@@ -95,14 +106,59 @@ impl BalancerState {
             open: vec![0; targets],
             latency: vec![Latency::default(); targets],
             rng: seed | 1,
+            pass_over_until: vec![0; targets],
+            pass_over_latest: 0,
         }
+    }
+
+    /// `target` just failed a request: first picks pass it over for [`PASS_OVER_MS`].
+    pub fn pass_over(&mut self, target: usize) {
+        if let Some(until) = self.pass_over_until.get_mut(target) {
+            *until = now_ms() + PASS_OVER_MS;
+            self.pass_over_latest = self.pass_over_latest.max(*until);
+        }
+    }
+
+    /// Whether any target is passed over now: the time when one is.
+    fn passing_over(&mut self) -> Option<u64> {
+        if self.pass_over_latest == 0 {
+            return None;
+        }
+        let now = now_ms();
+        if now >= self.pass_over_latest {
+            self.pass_over_latest = 0;
+            return None;
+        }
+        Some(now)
     }
 
     /// Chooses an available target not in `tried`, or `None` when there is none. `key` is the
     /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies). Backup targets
     /// are chosen from only when no primary target is available (down, drained, or tried).
-    pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
-        let mut picked = self.pick_once(upstream, key, tried)?;
+    ///
+    /// A `first` pick (a request's first attempt) takes a turn (the round-robin cursor, the
+    /// smooth weights move on) and passes over targets that just failed a request while others
+    /// are left; a retry's pick takes no turn, so that the next request's first pick is not
+    /// moved along by another's failure.
+    pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried, first: bool) -> Option<usize> {
+        let avoid = if first { self.passing_over() } else { None };
+        // The pass-over times are set aside while picking (the choice borrows them): no copy.
+        let until = std::mem::take(&mut self.pass_over_until);
+        let passed_over = |i: usize| avoid.is_some_and(|now| until.get(i).is_some_and(|u| *u > now));
+        let picked = self.pick_ramped(upstream, key, tried, first, &passed_over);
+        self.pass_over_until = until;
+        picked
+    }
+
+    fn pick_ramped(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        turn: bool,
+        passed_over: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let mut picked = self.pick_once(upstream, key, tried, turn, passed_over)?;
         let Some(window) = upstream.slow_start else {
             return Some(picked);
         };
@@ -115,41 +171,72 @@ impl BalancerState {
             if share >= 1.0 || draw < share {
                 break;
             }
-            picked = self.pick_once(upstream, key, tried).unwrap_or(picked);
+            picked = self
+                .pick_once(upstream, key, tried, turn, passed_over)
+                .unwrap_or(picked);
         }
         Some(picked)
     }
 
-    fn pick_once(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
-        self.pick_among(upstream, key, tried, false)
-            .or_else(|| self.pick_among(upstream, key, tried, true))
+    /// A pick among the targets not passed over, else among all (primaries first, then backups).
+    fn pick_once(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        turn: bool,
+        passed_over: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
+        let among = |this: &mut Self, skip: &dyn Fn(usize) -> bool| {
+            this.pick_among(upstream, key, tried, false, turn, skip)
+                .or_else(|| this.pick_among(upstream, key, tried, true, turn, skip))
+        };
+        among(self, passed_over).or_else(|| among(self, &|_| false))
     }
 
-    /// [`BalancerState::pick`] among the primary targets, or among the backups.
-    fn pick_among(&mut self, upstream: &Upstream, key: u64, tried: &Tried, backups: bool) -> Option<usize> {
+    /// [`BalancerState::pick`] among the primary targets, or among the backups, leaving out
+    /// those `skip` names.
+    fn pick_among(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        backups: bool,
+        turn: bool,
+        skip: &dyn Fn(usize) -> bool,
+    ) -> Option<usize> {
         let usable = |i: usize| {
             let t = &upstream.targets[i];
-            t.backup == backups && !tried.contains(i) && t.health.is_available()
+            t.backup == backups && !tried.contains(i) && !skip(i) && t.health.is_available()
         };
         let n = upstream.targets.len();
         match upstream.policy {
             BalancePolicy::RoundRobin => {
                 let found = (0..n).map(|k| (self.cursor + k) % n).find(|&i| usable(i))?;
-                self.cursor = (found + 1) % n;
+                if turn {
+                    self.cursor = (found + 1) % n;
+                }
                 Some(found)
             }
             BalancePolicy::WeightedRoundRobin => {
+                // Smooth weighted round robin; a pick that takes no turn looks ahead only.
                 let mut total = 0i64;
-                let mut best: Option<usize> = None;
+                let mut best: Option<(usize, i64)> = None;
                 for i in (0..n).filter(|&i| usable(i)) {
-                    self.smooth_current[i] += i64::from(upstream.targets[i].weight);
-                    total += i64::from(upstream.targets[i].weight);
-                    if best.is_none_or(|b| self.smooth_current[i] > self.smooth_current[b]) {
-                        best = Some(i);
+                    let weight = i64::from(upstream.targets[i].weight);
+                    let current = self.smooth_current[i] + weight;
+                    if turn {
+                        self.smooth_current[i] = current;
+                    }
+                    total += weight;
+                    if best.is_none_or(|(_, b)| current > b) {
+                        best = Some((i, current));
                     }
                 }
-                let best = best?;
-                self.smooth_current[best] -= total;
+                let (best, _) = best?;
+                if turn {
+                    self.smooth_current[best] -= total;
+                }
                 Some(best)
             }
             BalancePolicy::LeastConnections => {
@@ -165,7 +252,9 @@ impl BalancerState {
                     }
                 }
                 let best = best?;
-                self.cursor = (best + 1) % n;
+                if turn {
+                    self.cursor = (best + 1) % n;
+                }
                 Some(best)
             }
             BalancePolicy::RandomTwo => {
