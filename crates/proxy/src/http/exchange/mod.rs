@@ -261,9 +261,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 // This worker's next requests go elsewhere first for a while.
                 self.ctx.pass_over(self.req.snapshot, self.req.upstream, target);
             }
-            // A dropped response took its retry from the budget when it was dropped.
-            let budgeted = matches!(error, HttpError::UpstreamStatus { .. }) || self.take_budget();
-            if !(self.retry_allowed(error) && self.retries_left > 0 && budgeted) {
+            // (A dropped response took its retry from the budget when it was dropped.)
+            let dropped = matches!(error, HttpError::UpstreamStatus { .. });
+            if !(self.retry_allowed(error) && self.retries_left > 0 && (dropped || self.take_budget())) {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             }
