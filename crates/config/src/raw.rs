@@ -459,6 +459,9 @@ pub struct RawUpstream {
     /// `"64KiB"`: request bodies kept for a retry.
     #[serde(default, deserialize_with = "described::size")]
     pub retry_max_body_size: Option<Spanned<String>>,
+    /// `"1s"`: how long a worker's first picks pass over a target that just failed a request.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub retry_pass_over: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
     /// `http1`, `h2c`, `h2` or `auto`.

@@ -76,11 +76,12 @@ pub struct RouteRetry {
 /// How many retries an upstream's requests may add, per worker (Finagle's retry budget, a rate
 /// where Envoy's is a share of the requests in flight): each request deposits `percent` hundredths
 /// of a retry, each retry withdraws one, and `min_retries_per_second` retries a second are
-/// allowed besides (so a quiet upstream still gets its few retries). What a second leaves unspent
-/// carries over to the next, up to a tenth of that second's deposits, for a burst of failures
-/// (a target turning bad with many requests on it) at the start of the next. A retry over the
-/// budget is not made: the failure (or the response) goes to the client. With every target
-/// failing, the attempts per request stay at most `1 + percent / 100`, plus the floor's few.
+/// allowed besides (so a quiet upstream still gets its few retries). Deposits not spent are kept
+/// up to a tenth of the last second's deposits (all of them in an upstream's first second): a
+/// reserve for a burst of failures (a target turning bad with many requests on it), too small to
+/// let a healthy past pay for many retries once every target fails. A retry over the budget is
+/// not made: the failure (or the response) goes to the client. With every target failing, the
+/// attempts per request stay at most `1 + percent / 100`, plus the floor's and the reserve's few.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryBudget {
     pub percent: u32,
@@ -98,56 +99,60 @@ impl Default for RetryBudget {
 
 /// One retry in [`RetryTokens`]' unit (a thousandth of a retry: a deposit of 20% is 200).
 const RETRY: u64 = 1000;
-/// What a second leaves unspent carries over up to this share of its deposits (1 / this).
-const CARRY_SHARE: u64 = 10;
+/// Unspent deposits are kept up to this share (1 / this) of the last second's deposits.
+const RESERVE_SHARE: u64 = 10;
 
 /// One worker's [`RetryBudget`] account for one upstream: written by that worker only (plain
 /// loads and stores, as the metric cells), so a request's deposit writes no shared memory.
 /// [`RetryTokens::next_second`] closes a second, from the worker's housekeeping.
 #[derive(Debug, Default)]
 pub struct RetryTokens {
-    /// Deposited this second, in thousandths of a retry.
+    /// Deposits not spent, in thousandths of a retry, up to `reserve_cap`.
+    balance: AtomicU64,
+    /// The most `balance` keeps (0: no cap yet, the upstream's first second).
+    reserve_cap: AtomicU64,
+    /// Deposited this second (for the next second's cap).
     earned: AtomicU64,
-    /// Withdrawn this second (the floor's retries included).
-    spent: AtomicU64,
-    /// Left unspent by the last second.
-    carried: AtomicU64,
+    /// The floor's retries taken this second.
+    floor_spent: AtomicU64,
 }
 
 impl RetryTokens {
     /// A request to the upstream: its share of a retry.
     #[inline]
     pub fn deposit(&self, budget: &RetryBudget) {
+        let share = u64::from(budget.percent) * (RETRY / 100);
         let earned = self.earned.load(Relaxed);
-        self.earned
-            .store(earned.wrapping_add(u64::from(budget.percent) * (RETRY / 100)), Relaxed);
+        self.earned.store(earned.wrapping_add(share), Relaxed);
+        let balance = self.balance.load(Relaxed).saturating_add(share);
+        let cap = self.reserve_cap.load(Relaxed);
+        self.balance
+            .store(if cap == 0 { balance } else { balance.min(cap) }, Relaxed);
     }
 
-    /// Whether the budget has a retry now.
-    #[inline]
-    pub fn has_room(&self, budget: &RetryBudget) -> bool {
-        let available =
-            self.earned.load(Relaxed) + self.carried.load(Relaxed) + u64::from(budget.min_retries_per_second) * RETRY;
-        self.spent.load(Relaxed) + RETRY <= available
-    }
-
-    /// Takes a retry from the budget; `false` when it has none.
+    /// Takes a retry from the budget (the deposits, else the floor); `false` when it has none.
     pub fn withdraw(&self, budget: &RetryBudget) -> bool {
-        if !self.has_room(budget) {
-            return false;
+        let balance = self.balance.load(Relaxed);
+        if balance >= RETRY {
+            self.balance.store(balance - RETRY, Relaxed);
+            return true;
         }
-        self.spent.store(self.spent.load(Relaxed) + RETRY, Relaxed);
-        true
+        let floor_spent = self.floor_spent.load(Relaxed);
+        if floor_spent + RETRY <= u64::from(budget.min_retries_per_second) * RETRY {
+            self.floor_spent.store(floor_spent + RETRY, Relaxed);
+            return true;
+        }
+        false
     }
 
-    /// Closes a second: its deposits left unspent carry over (up to a tenth of them; the floor
-    /// does not carry), and the next second starts.
+    /// Closes a second: the reserve's cap becomes a tenth of its deposits (at least one retry),
+    /// and the floor comes back.
     pub fn next_second(&self) {
-        let earned = self.earned.load(Relaxed);
-        let unspent = (earned + self.carried.load(Relaxed)).saturating_sub(self.spent.load(Relaxed));
-        self.carried.store(unspent.min(earned / CARRY_SHARE), Relaxed);
+        let cap = (self.earned.load(Relaxed) / RESERVE_SHARE).max(RETRY);
+        self.reserve_cap.store(cap, Relaxed);
+        self.balance.store(self.balance.load(Relaxed).min(cap), Relaxed);
         self.earned.store(0, Relaxed);
-        self.spent.store(0, Relaxed);
+        self.floor_spent.store(0, Relaxed);
     }
 }
 
@@ -231,20 +236,27 @@ mod tests {
     }
 
     #[test]
-    fn a_healthy_second_leaves_a_reserve_for_a_burst_of_failures() {
+    fn a_healthy_second_leaves_a_reserve_for_a_burst_of_failures_and_no_more() {
         let budget = RetryBudget {
             percent: 20,
             min_retries_per_second: 0,
         };
         let tokens = RetryTokens::default();
-        // 4000 requests that needed no retry: 800 retries earned, 80 carried over.
+        // 4000 requests that needed no retry: 800 retries earned, 80 kept past the second.
         (0..4000).for_each(|_| tokens.deposit(&budget));
         tokens.next_second();
-        // 40 requests fail at once at the start of the next second: every one is retried.
+        // 40 requests fail at once: every one is retried; then the reserve is spent.
         assert_eq!((0..40).filter(|_| tokens.withdraw(&budget)).count(), 40);
         assert_eq!((0..100).filter(|_| tokens.withdraw(&budget)).count(), 40);
-        // The reserve does not grow past a tenth of a second's deposits, nor carry the floor.
+        // Another healthy second: its deposits pile up no higher than the cap.
+        (0..4000).for_each(|_| tokens.deposit(&budget));
+        assert_eq!((0..1000).filter(|_| tokens.withdraw(&budget)).count(), 80);
+        // An idle second: one retry's worth may still be saved up, slowly.
         tokens.next_second();
+        tokens.next_second();
+        (0..4).for_each(|_| tokens.deposit(&budget));
         assert!(!tokens.withdraw(&budget));
+        (0..10).for_each(|_| tokens.deposit(&budget));
+        assert!(tokens.withdraw(&budget) && !tokens.withdraw(&budget));
     }
 }

@@ -121,7 +121,8 @@ impl WorkerContext {
     /// `target` of `upstream` just failed a request: this worker's first picks pass it over for
     /// a while.
     pub fn pass_over(&self, snapshot: &Snapshot, upstream: usize, target: usize) {
-        self.with_balancer(snapshot, upstream, |b| b.pass_over(target));
+        let time = snapshot.upstreams[upstream].http.retry_pass_over;
+        self.with_balancer(snapshot, upstream, |b| b.pass_over(target, time));
     }
 
     /// Tells a latency-aware balancer how long `target` took to answer.

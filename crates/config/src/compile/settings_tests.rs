@@ -43,7 +43,7 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
     let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
     let src = http_good.replace(
         "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\n",
+        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\nretry_pass_over = \"0s\"\n",
     );
     let c = compile(&src).unwrap();
     let http = c.snapshot.upstreams[0].http;
@@ -53,6 +53,7 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
         (http.retry_budget.percent, http.retry_budget.min_retries_per_second),
         (50, 10)
     );
+    assert_eq!(http.retry_pass_over, std::time::Duration::ZERO, "0s: never passed over");
 
     let bad = http_good.replace(
         "[upstreams.app]\n",

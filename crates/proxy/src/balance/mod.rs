@@ -48,10 +48,6 @@ impl Latency {
 /// How many times a pick that landed on a target in slow start is made again, at most.
 const SLOW_START_PICKS: usize = 4;
 
-/// How long a target that just failed a request is passed over by this worker's first picks
-/// (HAProxy's `redispatch` with `observe`), unless no other target is left.
-pub const PASS_OVER_MS: u64 = 1000;
-
 /// Targets already tried for one client connection (at most [`Tried::CAPACITY`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tried {
@@ -111,10 +107,14 @@ impl BalancerState {
         }
     }
 
-    /// `target` just failed a request: first picks pass it over for [`PASS_OVER_MS`].
-    pub fn pass_over(&mut self, target: usize) {
+    /// `target` just failed a request: first picks pass it over for `time` (the upstream's
+    /// `retry_pass_over`; HAProxy's `redispatch` with `observe`), unless no other is left.
+    pub fn pass_over(&mut self, target: usize, time: Duration) {
+        if time.is_zero() {
+            return;
+        }
         if let Some(until) = self.pass_over_until.get_mut(target) {
-            *until = now_ms() + PASS_OVER_MS;
+            *until = now_ms() + time.as_millis() as u64;
             self.pass_over_latest = self.pass_over_latest.max(*until);
         }
     }

@@ -254,7 +254,7 @@ fn a_target_that_just_failed_is_passed_over_by_first_picks_while_others_are_left
         let up = upstream(policy, &[1, 1, 1]);
         let mut state = BalancerState::new(3, 5);
         let none = Tried::default();
-        state.pass_over(1);
+        state.pass_over(1, Duration::from_secs(60));
         for _ in 0..30 {
             let picked = state.pick(&up, client_hash(client()), &none, true).unwrap();
             assert_ne!(picked, 1, "{policy:?}");
@@ -275,7 +275,7 @@ fn a_target_that_just_failed_is_passed_over_by_first_picks_while_others_are_left
         );
         // Every target passed over: picks go on as if none were.
         up.targets[2].health.set_active_up(true);
-        (0..3).for_each(|t| state.pass_over(t));
+        (0..3).for_each(|t| state.pass_over(t, Duration::from_secs(60)));
         let mut seen = [0; 3];
         for _ in 0..60 {
             seen[state.pick(&up, client_hash(client()), &none, true).unwrap()] += 1;
