@@ -77,10 +77,10 @@ pub struct RouteRetry {
 /// where Envoy's is a share of the requests in flight): each request deposits `percent` hundredths
 /// of a retry, each retry withdraws one, and `min_retries_per_second` retries a second are
 /// allowed besides (so a quiet upstream still gets its few retries). Deposits not spent are kept
-/// up to a tenth of the last second's deposits (all of them in an upstream's first second): a
-/// reserve for a burst of failures (a target turning bad with many requests on it), too small to
-/// let a healthy past pay for many retries once every target fails. A retry over the budget is
-/// not made: the failure (or the response) goes to the client. With every target failing, the
+/// up to one retry per request in flight: a reserve for the burst of failures when a target
+/// turns bad with many requests on it (at worst all of them fail at once), too small to let a
+/// healthy past pay for many retries once every target fails. A retry over the budget is not
+/// made: the failure (or the response) goes to the client. With every target failing, the
 /// attempts per request stay at most `1 + percent / 100`, plus the floor's and the reserve's few.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryBudget {
@@ -99,35 +99,38 @@ impl Default for RetryBudget {
 
 /// One retry in [`RetryTokens`]' unit (a thousandth of a retry: a deposit of 20% is 200).
 const RETRY: u64 = 1000;
-/// Unspent deposits are kept up to this share (1 / this) of the last second's deposits.
-const RESERVE_SHARE: u64 = 10;
 
 /// One worker's [`RetryBudget`] account for one upstream: written by that worker only (plain
-/// loads and stores, as the metric cells), so a request's deposit writes no shared memory.
-/// [`RetryTokens::next_second`] closes a second, from the worker's housekeeping.
+/// loads and stores, as the metric cells), so a request writes no shared memory.
+/// [`RetryTokens::next_second`] brings the floor back, from the worker's housekeeping.
 #[derive(Debug, Default)]
 pub struct RetryTokens {
-    /// Deposits not spent, in thousandths of a retry, up to `reserve_cap`.
+    /// Deposits not spent, in thousandths of a retry, up to one retry per request in flight.
     balance: AtomicU64,
-    /// The most `balance` keeps (0: no cap yet, the upstream's first second).
-    reserve_cap: AtomicU64,
-    /// Deposited this second (for the next second's cap).
-    earned: AtomicU64,
+    /// This worker's requests in flight to the upstream.
+    in_flight: AtomicU64,
     /// The floor's retries taken this second.
     floor_spent: AtomicU64,
 }
 
 impl RetryTokens {
-    /// A request to the upstream: its share of a retry.
+    /// A request to the upstream begins: it deposits its share of a retry. [`RetryTokens::end`]
+    /// must follow.
     #[inline]
-    pub fn deposit(&self, budget: &RetryBudget) {
+    pub fn begin(&self, budget: &RetryBudget) {
+        let in_flight = self.in_flight.load(Relaxed).saturating_add(1);
+        self.in_flight.store(in_flight, Relaxed);
         let share = u64::from(budget.percent) * (RETRY / 100);
-        let earned = self.earned.load(Relaxed);
-        self.earned.store(earned.wrapping_add(share), Relaxed);
         let balance = self.balance.load(Relaxed).saturating_add(share);
-        let cap = self.reserve_cap.load(Relaxed);
         self.balance
-            .store(if cap == 0 { balance } else { balance.min(cap) }, Relaxed);
+            .store(balance.min(in_flight.saturating_mul(RETRY)), Relaxed);
+    }
+
+    /// A request [`RetryTokens::begin`] counted is over.
+    #[inline]
+    pub fn end(&self) {
+        self.in_flight
+            .store(self.in_flight.load(Relaxed).saturating_sub(1), Relaxed);
     }
 
     /// Takes a retry from the budget (the deposits, else the floor); `false` when it has none.
@@ -145,13 +148,8 @@ impl RetryTokens {
         false
     }
 
-    /// Closes a second: the reserve's cap becomes a tenth of its deposits (at least one retry),
-    /// and the floor comes back.
+    /// A second is over: the floor comes back.
     pub fn next_second(&self) {
-        let cap = (self.earned.load(Relaxed) / RESERVE_SHARE).max(RETRY);
-        self.reserve_cap.store(cap, Relaxed);
-        self.balance.store(self.balance.load(Relaxed).min(cap), Relaxed);
-        self.earned.store(0, Relaxed);
         self.floor_spent.store(0, Relaxed);
     }
 }
@@ -197,12 +195,14 @@ mod tests {
         }
     }
 
-    /// Retries `tokens` grants while `requests` requests each want one.
+    /// Retries `tokens` grants while `requests` requests, one after another, each want one.
     fn granted(tokens: &RetryTokens, budget: &RetryBudget, requests: usize) -> usize {
         (0..requests)
             .filter(|_| {
-                tokens.deposit(budget);
-                tokens.withdraw(budget)
+                tokens.begin(budget);
+                let granted = tokens.withdraw(budget);
+                tokens.end();
+                granted
             })
             .count()
     }
@@ -236,27 +236,26 @@ mod tests {
     }
 
     #[test]
-    fn a_healthy_second_leaves_a_reserve_for_a_burst_of_failures_and_no_more() {
+    fn the_reserve_covers_every_request_in_flight_failing_at_once_and_no_more() {
         let budget = RetryBudget {
             percent: 20,
             min_retries_per_second: 0,
         };
         let tokens = RetryTokens::default();
-        // 4000 requests that needed no retry: 800 retries earned, 80 kept past the second.
-        (0..4000).for_each(|_| tokens.deposit(&budget));
-        tokens.next_second();
-        // 40 requests fail at once: every one is retried; then the reserve is spent.
-        assert_eq!((0..40).filter(|_| tokens.withdraw(&budget)).count(), 40);
+        // 40 requests in flight at any time, thousands of them needing no retry.
+        (0..40).for_each(|_| tokens.begin(&budget));
+        (0..4000).for_each(|_| {
+            tokens.end();
+            tokens.begin(&budget);
+        });
+        // All 40 fail at once: every one is retried, and that is all the reserve holds.
         assert_eq!((0..100).filter(|_| tokens.withdraw(&budget)).count(), 40);
-        // Another healthy second: its deposits pile up no higher than the cap.
-        (0..4000).for_each(|_| tokens.deposit(&budget));
-        assert_eq!((0..1000).filter(|_| tokens.withdraw(&budget)).count(), 80);
-        // An idle second: one retry's worth may still be saved up, slowly.
-        tokens.next_second();
-        tokens.next_second();
-        (0..4).for_each(|_| tokens.deposit(&budget));
-        assert!(!tokens.withdraw(&budget));
-        (0..10).for_each(|_| tokens.deposit(&budget));
+        (0..40).for_each(|_| tokens.end());
+        // One request at a time: a retry saved up every five requests, never two.
+        (0..20).for_each(|_| {
+            tokens.begin(&budget);
+            tokens.end();
+        });
         assert!(tokens.withdraw(&budget) && !tokens.withdraw(&budget));
     }
 }

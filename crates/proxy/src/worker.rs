@@ -163,14 +163,14 @@ impl WorkerContext {
         self.snapshots.current()
     }
 
-    /// Once a second: closes the retry budgets' second, hands buffered log lines to the writer,
+    /// Once a second: gives the retry budgets their floor back, hands buffered log lines to the writer,
     /// closes stale pooled upstream connections (and those to targets a reload removed), closes
     /// parked connections whose keep-alive time is over, and frees pooled buffers and pipes that
     /// went unused.
     pub fn housekeeping(&self) {
         self.flush_log_lines();
         let snapshot = self.snapshot();
-        // The retry budgets' second is over.
+        // The retry budgets' floor comes back.
         for up in snapshot.upstreams.iter() {
             up.metrics.worker(self.id).retry_tokens.next_second();
         }

@@ -121,8 +121,9 @@ async fn exchange<D: Downstream>(
 ) -> Option<Stream> {
     let up = req.upstream();
     let cells = up.metrics.worker(ctx.id);
-    // The request's share of a retry, in this worker's budget account.
-    cells.retry_tokens.deposit(&up.http.retry_budget);
+    // The request's share of a retry, in this worker's budget account (until it ends).
+    cells.retry_tokens.begin(&up.http.retry_budget);
+    let _in_budget = InBudget(cells);
     let mut exchange = Exchange {
         ctx,
         req,
@@ -145,6 +146,18 @@ async fn exchange<D: Downstream>(
         crate::http::mirror::copy(ctx, req.snapshot, mirror, exchange.head.text, body);
     }
     tunnel
+}
+
+/// A request counted in flight by its upstream's retry budget ([`RetryTokens::begin`]), until
+/// the exchange ends, however it ends.
+///
+/// [`RetryTokens::begin`]: rampart_model::retry::RetryTokens::begin
+struct InBudget<'a>(&'a UpstreamCells);
+
+impl Drop for InBudget<'_> {
+    fn drop(&mut self) {
+        self.0.retry_tokens.end();
+    }
 }
 
 /// One proxied request's attempts: where they went, how many retries are left.
