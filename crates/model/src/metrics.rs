@@ -77,7 +77,7 @@ impl PeakEwma {
         } else {
             // A tenth of the difference, up to all of it as the gap grows to FORGET_MS.
             let gap = since.clamp(Self::FORGET_MS / 10, Self::FORGET_MS);
-            let pull = ((current - sample) as u128 * u128::from(gap) / u128::from(Self::FORGET_MS)) as u64;
+            let pull = (current - sample).saturating_mul(gap) / Self::FORGET_MS;
             current - pull
         };
         self.nanos.store(next, Relaxed);

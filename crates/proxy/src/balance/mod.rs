@@ -48,6 +48,19 @@ impl Latency {
 /// How many times a pick that landed on a target in slow start is made again, at most.
 const SLOW_START_PICKS: usize = 4;
 
+/// The targets a first pick passes over: those whose time in `until` is after `now`.
+#[derive(Clone, Copy)]
+struct PassOver<'a> {
+    until: &'a [u64],
+    now: u64,
+}
+
+impl PassOver<'_> {
+    fn skips(&self, target: usize) -> bool {
+        self.until.get(target).is_some_and(|u| *u > self.now)
+    }
+}
+
 /// Targets already tried for one client connection (at most [`Tried::CAPACITY`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tried {
@@ -141,11 +154,12 @@ impl BalancerState {
     /// are left; a retry's pick takes no turn, so that the next request's first pick is not
     /// moved along by another's failure.
     pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried, first: bool) -> Option<usize> {
-        let avoid = if first { self.passing_over() } else { None };
+        let Some(now) = (if first { self.passing_over() } else { None }) else {
+            return self.pick_ramped(upstream, key, tried, first, None);
+        };
         // The pass-over times are set aside while picking (the choice borrows them): no copy.
         let until = std::mem::take(&mut self.pass_over_until);
-        let passed_over = |i: usize| avoid.is_some_and(|now| until.get(i).is_some_and(|u| *u > now));
-        let picked = self.pick_ramped(upstream, key, tried, first, &passed_over);
+        let picked = self.pick_ramped(upstream, key, tried, first, Some(PassOver { until: &until, now }));
         self.pass_over_until = until;
         picked
     }
@@ -156,7 +170,7 @@ impl BalancerState {
         key: u64,
         tried: &Tried,
         turn: bool,
-        passed_over: &dyn Fn(usize) -> bool,
+        passed_over: Option<PassOver<'_>>,
     ) -> Option<usize> {
         let mut picked = self.pick_once(upstream, key, tried, turn, passed_over)?;
         let Some(window) = upstream.slow_start else {
@@ -185,13 +199,18 @@ impl BalancerState {
         key: u64,
         tried: &Tried,
         turn: bool,
-        passed_over: &dyn Fn(usize) -> bool,
+        passed_over: Option<PassOver<'_>>,
     ) -> Option<usize> {
-        let among = |this: &mut Self, skip: &dyn Fn(usize) -> bool| {
+        let among = |this: &mut Self, skip: Option<PassOver<'_>>| {
             this.pick_among(upstream, key, tried, false, turn, skip)
                 .or_else(|| this.pick_among(upstream, key, tried, true, turn, skip))
         };
-        among(self, passed_over).or_else(|| among(self, &|_| false))
+        if passed_over.is_some() {
+            if let Some(picked) = among(self, passed_over) {
+                return Some(picked);
+            }
+        }
+        among(self, None)
     }
 
     /// [`BalancerState::pick`] among the primary targets, or among the backups, leaving out
@@ -203,11 +222,11 @@ impl BalancerState {
         tried: &Tried,
         backups: bool,
         turn: bool,
-        skip: &dyn Fn(usize) -> bool,
+        skip: Option<PassOver<'_>>,
     ) -> Option<usize> {
         let usable = |i: usize| {
             let t = &upstream.targets[i];
-            t.backup == backups && !tried.contains(i) && !skip(i) && t.health.is_available()
+            t.backup == backups && !tried.contains(i) && !skip.is_some_and(|p| p.skips(i)) && t.health.is_available()
         };
         let n = upstream.targets.len();
         match upstream.policy {

@@ -272,12 +272,19 @@ pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>) 
 /// Outlier detection's view of one attempt at `target`: bad (`Some`: a 5xx, a gateway failure,
 /// a slow response) or good. A bad one that completes a streak ejects the target (logged,
 /// counted); without outlier detection the streak is only counted, for the admin API.
+#[inline]
 pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: Option<BadOutcome>) {
     let Some(t) = up.targets.get(target) else { return };
     let Some(why) = bad else {
         t.health.outlier_success();
         return;
     };
+    observe_bad_outcome(ctx, up, t, why);
+}
+
+/// [`observe_outcome`] of a bad outcome, out of the line of the good ones.
+#[inline(never)]
+fn observe_bad_outcome(ctx: &WorkerContext, up: &Upstream, t: &rampart_model::Target, why: BadOutcome) {
     let Some(policy) = &up.outlier else {
         t.health.bad_outcome();
         return;
