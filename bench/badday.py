@@ -9,7 +9,7 @@ settings it has for the same policy, one config for every scenario:
   retry 503s etc.   retries = 2, retry_on =      retries 2, retry-on            proxy_next_upstream error
                     [reset, timeout, "503"]      conn-failure empty-response    timeout http_503,
                     (default retry budget:       response-timeout 503,          proxy_next_upstream_tries 3
-                    20% of requests in flight)   option redispatch 1            (no budget)
+                    20% of requests + 10/s)      option redispatch 1            (no budget)
                                                  (no budget)
   eject bad targets outlier_detection            observe layer7 error-limit 3   max_fails=3
                     consecutive_5xx = 3,         on-error mark-down (back after fail_timeout=10s
@@ -26,7 +26,10 @@ Scenarios (each proxy started fresh for each run, warmed 1 s on healthy backends
 is set and wrk runs; rounds interleave the proxies):
 
   one-503     backend 0 answers 503 to everything; 64 connections. Success rate seen by clients
-              (goal >= 99.9%) and upstream attempts per client request.
+              (goal 100%) and upstream attempts per client request.
+  one-503-no-outlier
+              the same with no ejection configured (Rampart without outlier_detection, HAProxy
+              without observe, nginx with max_fails=0): retries alone must lose nothing.
   all-503     every backend answers 503; 64 connections. Attempts per client request (goal <= 1.2).
   one-slow    2 s into the run backend 0 turns slow (+200 ms per request); 64 connections. Client
               p99, and when backend 0 stopped getting requests (its first gap of 1 s or more after
@@ -62,15 +65,20 @@ LIMIT = 32
 SCENARIOS = {
     # name: (connections, faults set before the run, (seconds into the run, faults set then))
     "one-503": (64, [(0, {"status": 503})], None),
+    "one-503-no-outlier": (64, [(0, {"status": 503})], None),
     "all-503": (64, [(b, {"status": 503}) for b in range(3)], None),
     "one-slow": (64, [], (2.0, [(0, {"delay_ms": 200})])),
     "burst-2x": (2 * LIMIT * 3, [(b, {"delay_ms": 20, "limit": LIMIT}) for b in range(3)], None),
 }
 TARGETS = [f"127.0.0.1:{p}" for p in BACKEND_PORTS]
+# Scenarios run with no ejection configured (outlier detection, observe, max_fails).
+NO_OUTLIER = {"one-503-no-outlier"}
+RAMPART_OUTLIER = 'outlier_detection = { consecutive_5xx = 3, base_ejection_time = "10s", slow_response = "100ms" }\n'
 
 
-def rampart(workdir, binary):
+def rampart(workdir, binary, outlier=True):
     targets = ", ".join(f'"{t}"' for t in TARGETS)
+    ejection = RAMPART_OUTLIER if outlier else ""
     conf = write(os.path.join(workdir, "rampart.toml"), f"""
 [listeners.bench]
 bind = "127.0.0.1:{PORTS['rampart']}"
@@ -84,15 +92,15 @@ targets = [{targets}]
 retries = 2
 retry_on = ["reset", "timeout", "503"]
 response_header_timeout = "1s"
-outlier_detection = {{ consecutive_5xx = 3, base_ejection_time = "10s", slow_response = "100ms" }}
-max_requests_per_target = {LIMIT}
+{ejection}max_requests_per_target = {LIMIT}
 queue = {{ size = 1000, timeout = "5s" }}
 """)
     return start(["taskset", "-c", "0", os.path.abspath(binary), "run", "-c", conf, "--workers", "1", "--pin"],
                  workdir, "rampart")
 
 
-def haproxy(workdir):
+def haproxy(workdir, outlier=True):
+    observe = "observe layer7 error-limit 3 on-error mark-down " if outlier else ""
     servers = "\n".join(f"    server b{i} {t}" for i, t in enumerate(TARGETS))
     conf = write(os.path.join(workdir, "haproxy.cfg"), f"""
 global
@@ -117,14 +125,15 @@ frontend bench
 backend app
     balance roundrobin
     option httpchk GET /__health
-    default-server check inter 2s fall 3 rise 2 observe layer7 error-limit 3 on-error mark-down maxconn {LIMIT}
+    default-server check inter 2s fall 3 rise 2 {observe}maxconn {LIMIT}
 {servers}
 """)
     return start(["taskset", "-c", "0", "haproxy", "-db", "-f", conf], workdir, "haproxy")
 
 
-def nginx(workdir):
-    servers = "\n".join(f"        server {t} max_fails=3 fail_timeout=10s max_conns={LIMIT};" for t in TARGETS)
+def nginx(workdir, outlier=True):
+    fails = "max_fails=3 fail_timeout=10s" if outlier else "max_fails=0"
+    servers = "\n".join(f"        server {t} {fails} max_conns={LIMIT};" for t in TARGETS)
     conf = write(os.path.join(workdir, "nginx.conf"), nginx_main(workdir, "nginx") + f"""
 http {{
     access_log off;
@@ -181,7 +190,7 @@ def ejected_after(arrivals_ms, observed_ms):
 def run_once(name, starter, scenario, duration, workdir):
     conns, faults, change = SCENARIOS[scenario]
     control("/reset")
-    proc = starter()
+    proc = starter(scenario not in NO_OUTLIER)
     try:
         try:
             wait_port(PORTS[name])
@@ -262,8 +271,8 @@ def main():
             sys.exit(f"unknown proxy {p}; known: {', '.join(PORTS)}")
     os.makedirs(args.out, exist_ok=True)
     workdir = tempfile.mkdtemp(prefix="rampart-badday-bench-")
-    starters = {"rampart": lambda: rampart(workdir, args.rampart), "haproxy": lambda: haproxy(workdir),
-                "nginx": lambda: nginx(workdir)}
+    starters = {"rampart": lambda outlier: rampart(workdir, args.rampart, outlier),
+                "haproxy": lambda outlier: haproxy(workdir, outlier), "nginx": lambda outlier: nginx(workdir, outlier)}
     listen = ",".join(TARGETS)
     backends = subprocess.Popen(["taskset", "-c", "1", os.path.abspath(args.fault_backend), "-control",
                                  f"127.0.0.1:{CONTROL_PORT}", "-listen", listen], env={**os.environ, "GOMAXPROCS": "1"},

@@ -331,6 +331,15 @@ impl Checker<'_> {
         }
     }
 
+    /// A duration that may be zero (`"0s"`: the thing it times is off).
+    fn duration_or_zero(&mut self, value: &Option<Spanned<String>>, default: Duration) -> Duration {
+        let Some(v) = value else { return default };
+        parse_duration(v.get_ref()).unwrap_or_else(|e| {
+            self.error(v.span(), e);
+            default
+        })
+    }
+
     fn size(&mut self, value: &Option<Spanned<String>>, default: usize, min: u64, max: u64) -> usize {
         let Some(v) = value else { return default };
         match parse_size(v.get_ref()) {

@@ -468,6 +468,9 @@ pub struct RawUpstream {
     /// `"64KiB"`: request bodies kept for a retry.
     #[serde(default, deserialize_with = "described::size")]
     pub retry_max_body_size: Option<Spanned<String>>,
+    /// `"1s"`: how long a worker's first picks pass over a target that just failed a request.
+    #[serde(default, deserialize_with = "described::duration")]
+    pub retry_pass_over: Option<Spanned<String>>,
     #[serde(default, deserialize_with = "described::duration")]
     pub request_timeout: Option<Spanned<String>>,
     /// `http1`, `h2c`, `h2` or `auto`.
@@ -528,6 +531,8 @@ impl RawHeaderOps {
 #[serde(deny_unknown_fields)]
 pub struct RawRetryBudget {
     pub percent: Option<Spanned<i64>>,
+    pub min_retries_per_second: Option<Spanned<i64>>,
+    /// The concurrency floor of the budget before it became a rate: refused with a hint.
     pub min_retrying: Option<Spanned<i64>>,
 }
 

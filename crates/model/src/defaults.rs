@@ -43,6 +43,8 @@ pub const RETRIES: usize = 1;
 /// `retry_max_body_size`: a request body up to this size is kept (one copy in memory while the
 /// request may still be retried) so that a retry can send it again.
 pub const RETRY_BODY_MAX: usize = 64 * 1024;
+/// How long a worker's first picks pass over a target that just failed a request.
+pub const RETRY_PASS_OVER: Duration = Duration::from_secs(1);
 /// Time a client has to finish its TLS handshake.
 pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Entries in each TLS listener's session-id cache.

@@ -7,8 +7,13 @@ use std::time::{Duration, Instant};
 
 /// Milliseconds since the first call in this process: a cheap monotonic clock for backoffs.
 pub fn now_ms() -> u64 {
+    ms_at(Instant::now())
+}
+
+/// [`now_ms`] at `at`, a time already read (so a caller that has one reads no clock again).
+pub fn ms_at(at: Instant) -> u64 {
     static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+    at.saturating_duration_since(*START.get_or_init(|| at)).as_millis() as u64 + 1
 }
 
 /// How failed connects mark a target down.
@@ -35,6 +40,8 @@ pub struct TargetHealth {
     pub(crate) outlier_streak: AtomicU32,
     pub(crate) ejected_until: AtomicU64,
     pub(crate) ejections: AtomicU32,
+    /// Why the last ejection was made: a [`crate::outlier::BadOutcome`] (0: never ejected).
+    pub(crate) ejected_because: AtomicU8,
     /// Requests in flight to it, counted only when its upstream limits them
     /// (`max_requests_per_target`), across workers.
     in_flight: AtomicU32,
@@ -61,6 +68,7 @@ impl Default for TargetHealth {
             outlier_streak: AtomicU32::new(0),
             ejected_until: AtomicU64::new(0),
             ejections: AtomicU32::new(0),
+            ejected_because: AtomicU8::new(0),
             in_flight: AtomicU32::new(0),
             created_at: AtomicU64::new(now_ms()),
             active_up_at: AtomicU64::new(0),
@@ -252,7 +260,9 @@ mod tests {
             consecutive: 1,
             ..Default::default()
         };
-        assert!(h.outlier_failure(&outliers, 2, || 0).is_some());
+        assert!(h
+            .outlier_failure(&outliers, 2, || 0, crate::outlier::BadOutcome::Status5xx)
+            .is_some());
         assert!(!h.is_available());
         assert!(!h.set_active_up(true) && !h.is_available());
         assert!(h.set_active_up(false) && h.set_active_up(true));

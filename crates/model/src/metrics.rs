@@ -50,27 +50,55 @@ impl Level {
 }
 
 /// A peak-EWMA of response times, written by one thread: a slower response replaces the average
-/// at once, a faster one pulls it down by a tenth of the difference (integer nanoseconds).
+/// at once, a faster one pulls it down by a tenth of the difference, or by more the longer it
+/// came after the one before (all of it after [`PeakEwma::FORGET_MS`]), so an average made of a
+/// slow burst does not outlive the burst on a target that now answers quickly but rarely. It
+/// keeps when its last response came, so that the workers' averages are read as the freshest
+/// ([`PeakEwma::freshest`]), not the highest.
 #[derive(Debug, Default)]
-pub struct PeakEwma(AtomicU64);
+pub struct PeakEwma {
+    nanos: AtomicU64,
+    /// The [`crate::health::now_ms`] value of the last response (0: none yet).
+    at_ms: AtomicU64,
+}
 
 impl PeakEwma {
+    /// A response this long after its predecessor replaces the average.
+    pub const FORGET_MS: u64 = 1000;
+
+    /// A response that took `took`, its head received at `now_ms` ([`crate::health::now_ms`]).
     #[inline]
-    pub fn observe(&self, took: Duration) {
+    pub fn observe(&self, took: Duration, now_ms: u64) {
         let sample = nanos_of(took);
-        let current = self.0.load(Relaxed);
+        let current = self.nanos.load(Relaxed);
+        let since = now_ms.saturating_sub(self.at_ms.load(Relaxed));
         let next = if sample >= current {
             sample
         } else {
-            current - (current - sample) / 10
+            // A tenth of the difference, up to all of it as the gap grows to FORGET_MS.
+            let gap = since.clamp(Self::FORGET_MS / 10, Self::FORGET_MS);
+            let pull = (current - sample).saturating_mul(gap) / Self::FORGET_MS;
+            current - pull
         };
-        self.0.store(next, Relaxed);
+        self.nanos.store(next, Relaxed);
+        self.at_ms.store(now_ms, Relaxed);
     }
 
     /// The average, or `None` before the first response.
     pub fn get(&self) -> Option<Duration> {
-        let nanos = self.0.load(Relaxed);
+        let nanos = self.nanos.load(Relaxed);
         (nanos > 0).then(|| Duration::from_nanos(nanos))
+    }
+
+    /// The average of the worker that saw a response last, among `cells`: the freshest
+    /// knowledge of the target (a worker that saw a slow burst and no response since does not
+    /// speak for it).
+    pub fn freshest<'a>(cells: impl IntoIterator<Item = &'a PeakEwma>) -> Option<Duration> {
+        cells
+            .into_iter()
+            .filter(|c| c.nanos.load(Relaxed) > 0)
+            .max_by_key(|c| c.at_ms.load(Relaxed))
+            .and_then(PeakEwma::get)
     }
 }
 
@@ -348,10 +376,8 @@ pub struct UpstreamCells {
     /// Copies of requests sent to it as a route's mirror, and those that got no response head.
     pub mirrored: Count,
     pub mirror_failed: Count,
-    /// Requests in flight to the upstream, and among them those retrying (the retry budget's
-    /// measure).
-    pub requests_active: Level,
-    pub retrying: Level,
+    /// This worker's retry budget account ([`crate::retry::RetryBudget`]).
+    pub retry_tokens: crate::retry::RetryTokens,
 
     /// Requests (answered 503) and TCP connections (closed) that found no available target to
     /// try: every target down, drained or in its passive backoff.
@@ -430,12 +456,28 @@ mod tests {
     fn peak_ewma_jumps_up_and_decays_down() {
         let e = PeakEwma::default();
         assert_eq!(e.get(), None);
-        e.observe(Duration::from_millis(10));
+        e.observe(Duration::from_millis(10), 1);
         assert_eq!(e.get(), Some(Duration::from_millis(10)));
-        e.observe(Duration::from_millis(100));
+        e.observe(Duration::from_millis(100), 2);
         assert_eq!(e.get(), Some(Duration::from_millis(100)));
-        e.observe(Duration::ZERO);
+        // Close behind: a tenth of the difference.
+        e.observe(Duration::ZERO, 3);
         assert_eq!(e.get(), Some(Duration::from_millis(90)));
+        // Half a second later: half of it; a second or more later: all of it.
+        e.observe(Duration::from_millis(10), 503);
+        assert_eq!(e.get(), Some(Duration::from_millis(50)));
+        e.observe(Duration::from_millis(2), 5000);
+        assert_eq!(e.get(), Some(Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn the_freshest_worker_speaks_for_a_target_not_the_slowest() {
+        // Worker 0 saw a slow burst at 1 s and nothing since; worker 1 sees 2 ms answers now.
+        let set: PerWorker<PeakEwma> = PerWorker::new(3);
+        set.worker(0).observe(Duration::from_millis(1010), 1000);
+        set.worker(1).observe(Duration::from_millis(2), 40_000);
+        assert_eq!(PeakEwma::freshest(set.iter()), Some(Duration::from_millis(2)));
+        assert_eq!(PeakEwma::freshest(PerWorker::<PeakEwma>::new(2).iter()), None);
     }
 
     #[test]

@@ -36,6 +36,36 @@ impl Default for OutlierDetection {
     }
 }
 
+/// What made an attempt's outcome bad: what a streak counts, and why a target was ejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BadOutcome {
+    /// A 5xx response.
+    Status5xx = 1,
+    /// A reset, a timeout or a malformed response.
+    GatewayFailure = 2,
+    /// A response head slower than `slow_response`.
+    SlowResponse = 3,
+}
+
+impl BadOutcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BadOutcome::Status5xx => "5xx",
+            BadOutcome::GatewayFailure => "gateway_failure",
+            BadOutcome::SlowResponse => "slow_response",
+        }
+    }
+
+    fn from_u8(n: u8) -> Option<BadOutcome> {
+        match n {
+            1 => Some(BadOutcome::Status5xx),
+            2 => Some(BadOutcome::GatewayFailure),
+            3 => Some(BadOutcome::SlowResponse),
+            _ => None,
+        }
+    }
+}
+
 impl OutlierDetection {
     /// How many of `targets` may be ejected at once.
     pub fn max_ejected(&self, targets: usize) -> usize {
@@ -53,13 +83,26 @@ impl TargetHealth {
         }
     }
 
-    /// A bad outcome. When it completes a streak and `ejected` (how many of the upstream's
-    /// `targets` are ejected now) leaves room, the target is ejected: the time it is out.
+    /// A bad outcome where no outlier detection is set: counted in the streak the admin API
+    /// shows, nothing more.
+    pub fn bad_outcome(&self) {
+        self.outlier_streak.fetch_add(1, Relaxed);
+    }
+
+    /// Bad outcomes in a row now (any worker's; back to 0 at a good one and at an ejection).
+    pub fn bad_outcomes_in_a_row(&self) -> u32 {
+        self.outlier_streak.load(Relaxed)
+    }
+
+    /// A bad outcome (`why`). When it completes a streak and `ejected` (how many of the
+    /// upstream's `targets` are ejected now) leaves room, the target is ejected: the time it is
+    /// out.
     pub fn outlier_failure(
         &self,
         policy: &OutlierDetection,
         targets: usize,
         ejected: impl FnOnce() -> usize,
+        why: BadOutcome,
     ) -> Option<Duration> {
         let streak = self.outlier_streak.fetch_add(1, Relaxed).saturating_add(1);
         if streak < policy.consecutive || self.is_ejected() || ejected() >= policy.max_ejected(targets) {
@@ -83,7 +126,13 @@ impl TargetHealth {
             .compare_exchange(last_until, until, Relaxed, Relaxed)
             .ok()?;
         self.ejections.store(count, Relaxed);
+        self.ejected_because.store(why as u8, Relaxed);
         Some(time)
+    }
+
+    /// What completed the streak of the last ejection (`None`: never ejected).
+    pub fn ejection_reason(&self) -> Option<BadOutcome> {
+        BadOutcome::from_u8(self.ejected_because.load(Relaxed))
     }
 
     /// Whether outlier detection has the target out now.
@@ -114,13 +163,18 @@ mod tests {
     #[test]
     fn a_streak_ejects_and_a_success_breaks_it() {
         let (h, p) = (TargetHealth::default(), policy());
-        assert!(h.outlier_failure(&p, 3, || 0).is_none());
+        assert!(h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx).is_none());
         h.outlier_success();
-        assert!(h.outlier_failure(&p, 3, || 0).is_none());
-        assert!(h.outlier_failure(&p, 3, || 0).is_none());
-        assert_eq!(h.outlier_failure(&p, 3, || 0), Some(Duration::from_secs(10)));
+        assert!(h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx).is_none());
+        assert!(h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx).is_none());
+        assert_eq!(
+            h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx),
+            Some(Duration::from_secs(10))
+        );
         assert!(h.is_ejected() && !h.is_available());
         assert!(h.ejected_for() > Duration::from_secs(9));
+        assert_eq!(h.ejection_reason(), Some(BadOutcome::Status5xx));
+        assert_eq!(h.bad_outcomes_in_a_row(), 0, "an ejection starts a new streak");
     }
 
     #[test]
@@ -129,11 +183,11 @@ mod tests {
         let mut times = Vec::new();
         for _ in 0..3 {
             for _ in 0..2 {
-                h.outlier_failure(&p, 3, || 0);
+                h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx);
             }
             // The last ejection ends now: the third failure of the streak ejects again.
             h.ejected_until.store(now_ms(), Relaxed);
-            times.push(h.outlier_failure(&p, 3, || 0).unwrap().as_secs());
+            times.push(h.outlier_failure(&p, 3, || 0, BadOutcome::Status5xx).unwrap().as_secs());
         }
         assert_eq!(times, [10, 20, 25]);
     }
@@ -142,7 +196,10 @@ mod tests {
     fn no_more_than_the_share_is_ejected() {
         let (h, p) = (TargetHealth::default(), policy());
         for _ in 0..5 {
-            assert!(h.outlier_failure(&p, 4, || 2).is_none(), "50% of 4 already out");
+            assert!(
+                h.outlier_failure(&p, 4, || 2, BadOutcome::Status5xx).is_none(),
+                "50% of 4 already out"
+            );
         }
         assert_eq!(p.max_ejected(1), 1);
         assert_eq!(p.max_ejected(10), 5);

@@ -275,6 +275,9 @@ pub struct HttpUpstream {
     pub retry_body_max: usize,
     /// How many retries the upstream's requests may add (`retry_budget`).
     pub retry_budget: crate::retry::RetryBudget,
+    /// How long a worker's first picks pass over a target that just failed a request
+    /// (`retry_pass_over`; zero: never).
+    pub retry_pass_over: Duration,
     /// Longest time for a whole exchange, from choosing a target to the end of the response.
     pub request_timeout: Option<Duration>,
     pub protocol: UpstreamProtocol,
@@ -293,6 +296,7 @@ impl Default for HttpUpstream {
             retry_on: Default::default(),
             retry_body_max: defaults::RETRY_BODY_MAX,
             retry_budget: Default::default(),
+            retry_pass_over: defaults::RETRY_PASS_OVER,
             request_timeout: None,
             protocol: UpstreamProtocol::Http1,
         }

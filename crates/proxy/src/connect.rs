@@ -68,7 +68,10 @@ pub async fn connect_upstream(
     // What the last attempt died of, for when no target is left to try.
     let mut last = ConnectFailure::NoHealthyTarget;
     loop {
-        let Some(t) = first.take().or_else(|| ctx.pick(snapshot, up_index, key, tried)) else {
+        let Some(t) = first
+            .take()
+            .or_else(|| ctx.pick(snapshot, up_index, key, tried, tried.is_empty()))
+        else {
             bump(&ctx.counters.no_healthy_target, 1);
             if made == 0 {
                 // Nothing was tried: no target's error counts it, the upstream's does.

@@ -10,6 +10,10 @@
 //! that goes well sends something only when it ends an event this worker saw; while no event is
 //! open that check is one `Cell` read.
 //!
+//! Some events have no moment that ends them: a full queue, or a queue wait that ran out, come
+//! and go with the load while other requests are served. Those are over when a [`WINDOW`] went
+//! by without one ([`EventKind::ends_when_quiet`]), and workers keep no record of them.
+//!
 //! Every line carries the event's upstream (and target, when the event is a target's) as
 //! structured fields, so `--log-format json` puts them in `fields`.
 
@@ -29,6 +33,10 @@ pub enum EventKind {
     NoTarget,
     /// Connects to one target fail.
     ConnectFailed,
+    /// Requests found the upstream's queue full (answered 503).
+    QueueFull,
+    /// Requests waited in the upstream's queue past its timeout (answered 503).
+    QueueTimeout,
 }
 
 impl EventKind {
@@ -36,7 +44,15 @@ impl EventKind {
         match self {
             EventKind::NoTarget => "no_target",
             EventKind::ConnectFailed => "connect_failed",
+            EventKind::QueueFull => "queue_full",
+            EventKind::QueueTimeout => "queue_timeout",
         }
+    }
+
+    /// Whether the event is over once a [`WINDOW`] passed without it, rather than when a
+    /// worker sees it end.
+    fn ends_when_quiet(self) -> bool {
+        matches!(self, EventKind::QueueFull | EventKind::QueueTimeout)
     }
 }
 
@@ -67,12 +83,35 @@ impl EventKey {
         }
     }
 
+    /// "Requests to `upstream` found its queue full" (or, `timeout`, waited in it too long).
+    pub fn queue_refused(upstream: &str, timeout: bool) -> EventKey {
+        EventKey {
+            kind: if timeout {
+                EventKind::QueueTimeout
+            } else {
+                EventKind::QueueFull
+            },
+            upstream: upstream.to_string(),
+            target: None,
+        }
+    }
+
     /// How the summary lines name the event: `upstream app: no healthy target`.
     fn describe(&self) -> String {
         match (self.kind, &self.target) {
             (EventKind::ConnectFailed, Some(target)) => {
                 format!("upstream {}: connect to {target} failed", self.upstream)
             }
+            (EventKind::QueueFull, _) => {
+                format!(
+                    "upstream {}: the queue is full; answering 503 (queue_full)",
+                    self.upstream
+                )
+            }
+            (EventKind::QueueTimeout, _) => format!(
+                "upstream {}: a request waited in the queue past its timeout; answering 503 (queue_timeout)",
+                self.upstream
+            ),
             _ => format!("upstream {}: no healthy target", self.upstream),
         }
     }
@@ -82,6 +121,10 @@ impl EventKey {
         match (self.kind, &self.target) {
             (EventKind::ConnectFailed, Some(target)) => {
                 format!("upstream {}: connect to {target} works again", self.upstream)
+            }
+            (EventKind::QueueFull, _) => format!("upstream {}: the queue has room again", self.upstream),
+            (EventKind::QueueTimeout, _) => {
+                format!("upstream {}: queued requests are served in time again", self.upstream)
             }
             _ => format!("upstream {}: a healthy target again", self.upstream),
         }
@@ -190,6 +233,13 @@ impl LogSummary {
         let _ = summariser().send(Message::Occurred(key, detail));
     }
 
+    /// Reports an occurrence of `key`, an event that ends when quiet
+    /// ([`EventKind::ends_when_quiet`]): its first line is worded from the key alone, and this
+    /// worker keeps no record of it.
+    pub fn warn_until_quiet(&self, key: EventKey) {
+        let _ = summariser().send(Message::Occurred(key, None));
+    }
+
     /// The event `key` is over (a request to that upstream found a target): the summariser says
     /// so with how often it happened. Costs nothing while this worker saw no event.
     pub fn recovered(&self, key: impl FnOnce() -> EventKey) {
@@ -229,6 +279,8 @@ struct Event {
     total: u64,
     first: Instant,
     window_start: Instant,
+    /// The latest occurrence.
+    last: Instant,
 }
 
 /// A line to log.
@@ -255,6 +307,7 @@ impl Summary {
         if let Some(event) = self.events.get_mut(&key) {
             event.unreported += 1;
             event.total += 1;
+            event.last = now;
             return Vec::new();
         }
         let event = Event {
@@ -262,6 +315,7 @@ impl Summary {
             total: 1,
             first: now,
             window_start: now,
+            last: now,
         };
         self.events.insert(key.clone(), event);
         vec![Line::First(key, detail)]
@@ -288,8 +342,23 @@ impl Summary {
     }
 
     /// One line per event that happened again within its window, which starts again (`all`:
-    /// whatever the windows).
+    /// whatever the windows); then the end of each event that ends when quiet and was for a
+    /// window.
     fn report(&mut self, now: Instant, all: bool) -> Vec<Line> {
+        let mut lines = self.report_windows(now, all);
+        let quiet: Vec<EventKey> = self
+            .events
+            .iter()
+            .filter(|(key, event)| key.kind.ends_when_quiet() && now.saturating_duration_since(event.last) >= WINDOW)
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in quiet {
+            lines.extend(self.over(&key, now));
+        }
+        lines
+    }
+
+    fn report_windows(&mut self, now: Instant, all: bool) -> Vec<Line> {
         let mut lines = Vec::new();
         for (key, event) in self.events.iter_mut() {
             let window = now.saturating_duration_since(event.window_start);
@@ -344,6 +413,8 @@ impl Line {
                 match key.kind {
                     EventKind::NoTarget => "none was found",
                     EventKind::ConnectFailed => "it failed",
+                    EventKind::QueueFull => "it was full",
+                    EventKind::QueueTimeout => "the wait ran out",
                 },
                 times(*total),
                 lasted
@@ -406,6 +477,33 @@ mod tests {
             "{over:?}"
         );
         assert_eq!(summary.over(&key, t0), [], "a second worker's recovery adds nothing");
+    }
+
+    #[test]
+    fn a_queue_refusing_requests_is_logged_once_then_counted_and_over_when_quiet() {
+        let mut summary = Summary::default();
+        let key = EventKey::queue_refused("app", false);
+        let t0 = Instant::now();
+        assert!(matches!(
+            &summary.occurred(key.clone(), None, t0)[..],
+            [Line::First(_, None)]
+        ));
+        assert!(key
+            .describe()
+            .contains("upstream app: the queue is full; answering 503"));
+        let t1 = t0 + Duration::from_secs(3);
+        assert_eq!(summary.occurred(key.clone(), None, t1), []);
+        // Quiet for less than a window: still open; for a window: over, with its count.
+        assert_eq!(summary.report(t1 + WINDOW / 2, false), []);
+        let over = summary.report(t1 + WINDOW, false);
+        assert!(
+            matches!(&over[..], [Line::More { count: 1, .. }, Line::Over { total: 2, .. }]),
+            "{over:?}"
+        );
+        assert!(summary.events.is_empty());
+        // An outage of targets does not end by itself.
+        summary.occurred(EventKey::no_target("app"), None, t0);
+        assert_eq!(summary.report(t0 + 3 * WINDOW, false), []);
     }
 
     #[test]

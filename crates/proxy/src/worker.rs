@@ -110,12 +110,19 @@ impl WorkerContext {
         }
     }
 
-    /// Chooses a target of `upstream`; `key` is the consistent-hashing key (see
-    /// [`BalancerState::pick`]).
-    pub fn pick(&self, snapshot: &Snapshot, upstream: usize, key: u64, tried: &Tried) -> Option<usize> {
+    /// Chooses a target of `upstream`; `key` is the consistent-hashing key, `first` says the pick
+    /// is a request's (or connection's) first (see [`BalancerState::pick`]).
+    pub fn pick(&self, snapshot: &Snapshot, upstream: usize, key: u64, tried: &Tried, first: bool) -> Option<usize> {
         self.with_balancer(snapshot, upstream, |b| {
-            b.pick(&snapshot.upstreams[upstream], key, tried)
+            b.pick(&snapshot.upstreams[upstream], key, tried, first)
         })
+    }
+
+    /// `target` of `upstream` just failed a request: this worker's first picks pass it over for
+    /// a while.
+    pub fn pass_over(&self, snapshot: &Snapshot, upstream: usize, target: usize) {
+        let time = snapshot.upstreams[upstream].http.retry_pass_over;
+        self.with_balancer(snapshot, upstream, |b| b.pass_over(target, time));
     }
 
     /// Tells a latency-aware balancer how long `target` took to answer.
@@ -156,12 +163,17 @@ impl WorkerContext {
         self.snapshots.current()
     }
 
-    /// Once a second: hands buffered log lines to the writer, closes stale pooled upstream
-    /// connections (and those to targets a reload removed), closes parked connections whose
-    /// keep-alive time is over, and frees pooled buffers and pipes that went unused.
+    /// Once a second: gives the retry budgets their floor back, hands buffered log lines to the writer,
+    /// closes stale pooled upstream connections (and those to targets a reload removed), closes
+    /// parked connections whose keep-alive time is over, and frees pooled buffers and pipes that
+    /// went unused.
     pub fn housekeeping(&self) {
         self.flush_log_lines();
         let snapshot = self.snapshot();
+        // The retry budgets' floor comes back.
+        for up in snapshot.upstreams.iter() {
+            up.metrics.worker(self.id).retry_tokens.next_second();
+        }
         self.http.housekeeping(&snapshot);
         self.buffers.trim();
         self.pipes.trim();

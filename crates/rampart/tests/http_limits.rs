@@ -1,7 +1,8 @@
 //! Per-target request limits and the upstream's queue (HAProxy's `maxconn` and queue), against
 //! a real backend that takes 300 ms per request: over the limit, requests wait in the queue and
 //! are all answered, in waves of the limit (no faster than that: the test would fail without
-//! the limit); past the queue's size, or its timeout, they get 503, counted by reason.
+//! the limit); past the queue's size, or its timeout, they get 503, counted by reason and said
+//! in the process log.
 
 use crate::common;
 
@@ -13,8 +14,9 @@ use common::{free_port, write_file, Rampart};
 const TAKES: Duration = Duration::from_millis(300);
 
 /// Starts Rampart in front of one slow backend with `upstream_extra`, sends `n` requests at once
-/// (each on its own connection): their statuses, and how long the last took.
-fn burst(upstream_extra: &str, n: usize) -> (Vec<u16>, Duration, f64) {
+/// (each on its own connection): their statuses, how long the last took, the requests refused
+/// (queue full or wait too long), and the proxy, still running.
+fn burst(upstream_extra: &str, n: usize) -> (Vec<u16>, Duration, f64, Rampart) {
     let backend = HttpBackend::start(Reply::Slow(TAKES));
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (free_port(), free_port());
@@ -25,7 +27,7 @@ fn burst(upstream_extra: &str, n: usize) -> (Vec<u16>, Duration, f64) {
         backend.target()
     );
     let path = write_file(dir.path(), "limits.toml", &text);
-    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let started = Instant::now();
     let clients: Vec<_> = (0..n)
         .map(|_| {
@@ -49,12 +51,12 @@ fn burst(upstream_extra: &str, n: usize) -> (Vec<u16>, Duration, f64) {
             )
         })
         .sum::<f64>();
-    (statuses, took, refused)
+    (statuses, took, refused, proxy)
 }
 
 #[test]
 fn over_the_limit_requests_wait_in_the_queue_and_are_all_answered_in_waves() {
-    let (statuses, took, refused) = burst("max_requests_per_target = 2", 6);
+    let (statuses, took, refused, _proxy) = burst("max_requests_per_target = 2", 6);
     assert_eq!(statuses, [200; 6]);
     assert_eq!(refused, 0.0);
     // Three waves of two: no faster than three times the backend's time.
@@ -64,15 +66,23 @@ fn over_the_limit_requests_wait_in_the_queue_and_are_all_answered_in_waves() {
 #[test]
 fn a_full_queue_or_a_wait_too_long_is_503_at_once() {
     // 2 in flight, 2 waiting: the other 2 are refused.
-    let (statuses, _, refused) = burst("max_requests_per_target = 2\nqueue = { size = 2 }", 6);
+    let (statuses, _, refused, mut proxy) = burst("max_requests_per_target = 2\nqueue = { size = 2 }", 6);
     assert_eq!(statuses, [200, 200, 200, 200, 503, 503]);
     assert_eq!(refused, 2.0);
+    // The process log says so once (then counts, as for other outages).
+    let line = proxy.wait_for("answering 503 (queue_full)");
+    assert!(line.contains("upstream app: the queue is full"), "{line}");
 
     // Waits of 100 ms for a backend that takes 300: only the first two are answered (with no
     // timeout all four would be, the last two after 600 ms).
-    let (statuses, _, refused) = burst("max_requests_per_target = 2\nqueue = { timeout = \"100ms\" }", 4);
+    let (statuses, _, refused, mut proxy) = burst("max_requests_per_target = 2\nqueue = { timeout = \"100ms\" }", 4);
     assert_eq!(statuses, [200, 200, 503, 503]);
     assert_eq!(refused, 2.0);
+    let line = proxy.wait_for("answering 503 (queue_timeout)");
+    assert!(
+        line.contains("upstream app: a request waited in the queue past its timeout"),
+        "{line}"
+    );
 }
 
 #[test]

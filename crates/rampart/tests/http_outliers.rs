@@ -55,15 +55,13 @@ fn a_target_answering_503_is_ejected_and_no_more_than_the_share_is_out() {
         1.0
     );
     assert_eq!(common::scrape::value(&samples, "rampart_target_up", &labels), 0.0);
-    let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
-    let ejected = upstreams["upstreams"][0]["targets"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["target"] == target.as_str())
-        .map(|t| t["ejected_for_ms"].as_u64().unwrap())
-        .unwrap();
-    assert!(ejected > 50_000, "{upstreams}");
+    // The admin API says it is ejected, why, for how long, and counts its 503s as failures.
+    let shown = target_in_api(admin, &target);
+    assert!(shown["ejected_for_ms"].as_u64().unwrap() > 50_000, "{shown}");
+    assert_eq!(shown["state"], "ejected", "{shown}");
+    assert_eq!(shown["outlier"]["ejection_reason"], "5xx", "{shown}");
+    assert_eq!(shown["errors"]["status_5xx"], 3, "{shown}");
+    assert_eq!(shown["errors_last_minute"], 3, "{shown}");
     proxy.stop();
 
     // Two bad targets of three with 34%: one is ejected, the other keeps getting its share.
@@ -78,6 +76,45 @@ fn a_target_answering_503_is_ejected_and_no_more_than_the_share_is_out() {
         "{first} and {second}"
     );
     assert_eq!(answered_503, first + second);
+}
+
+/// The `/api/upstreams` entry of `target` (of the only upstream).
+fn target_in_api(admin: u16, target: &str) -> serde_json::Value {
+    let (_, upstreams) = common::admin(admin, "GET", "/api/upstreams", None);
+    upstreams["upstreams"][0]["targets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["target"] == target)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn a_target_answering_503_shows_its_failures_without_outlier_detection() {
+    // No outlier detection: the target keeps its share, and the admin API shows it failing
+    // (it said `0 failures`, `errors_last_minute: 0` while the cards showed its 5xx).
+    let good = HttpBackend::start(Reply::Echo);
+    let bad = HttpBackend::start(Reply::Raw(UNAVAILABLE));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin) = (free_port(), free_port());
+    let path = write_file(dir.path(), "plain.toml", &config(port, admin, &[&good, &bad], ""));
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    assert_eq!(unavailable(port, 20), 10);
+    let shown = target_in_api(admin, &bad.target());
+    assert_eq!(shown["state"], "serving", "{shown}");
+    assert_eq!(shown["errors"]["status_5xx"], 10, "{shown}");
+    assert_eq!(shown["errors_last_minute"], 10, "{shown}");
+    assert_eq!(shown["outlier"]["bad_outcomes_in_a_row"], 10, "{shown}");
+    let healthy = target_in_api(admin, &good.target());
+    assert_eq!(
+        (
+            &healthy["errors_last_minute"],
+            &healthy["outlier"]["bad_outcomes_in_a_row"]
+        ),
+        (&serde_json::json!(0), &serde_json::json!(0)),
+        "{healthy}"
+    );
 }
 
 #[test]

@@ -2,7 +2,9 @@
 //! answers 503 to everything, and requests with bodies within the limit (of a known length or
 //! chunked) are sent whole to the next target, so clients see no 503; a body past the limit is
 //! not kept and its 503 reaches the client; a POST is retried only when `retry_on` names
-//! `non-idempotent`.
+//! `non-idempotent`. The failed target is not passed over (`retry_pass_over = "0s"`), so that
+//! round robin keeps sending it requests to retry, and the budget lets every request retry (a
+//! third of them need one, past the default 20%).
 
 use crate::common;
 
@@ -47,7 +49,7 @@ fn kept_bodies_go_whole_to_the_next_target() {
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (free_port(), free_port());
     let backends = [&good[0], &bad, &good[1]];
-    let extra = "retries = 2\nretry_on = [\"503\"]\nretry_max_body_size = \"1KiB\"";
+    let extra = "retries = 2\nretry_on = [\"503\"]\nretry_max_body_size = \"1KiB\"\nretry_pass_over = \"0s\"\nretry_budget = { percent = 100 }";
     let path = write_file(
         dir.path(),
         "bodies.toml",
@@ -80,7 +82,7 @@ fn kept_bodies_go_whole_to_the_next_target() {
     drop(proxy);
 
     // `non-idempotent` lets it go again, body and all.
-    let extra = "retries = 2\nretry_on = [\"503\", \"non-idempotent\"]";
+    let extra = "retries = 2\nretry_on = [\"503\", \"non-idempotent\"]\nretry_pass_over = \"0s\"\nretry_budget = { percent = 100 }";
     let path = write_file(
         dir.path(),
         "post.toml",
@@ -104,7 +106,12 @@ fn a_body_sent_to_a_target_that_closes_goes_whole_to_the_next() {
     let path = write_file(
         dir.path(),
         "reset.toml",
-        &one_upstream_config(port, admin, &backends, "retries = 2"),
+        &one_upstream_config(
+            port,
+            admin,
+            &backends,
+            "retries = 2\nretry_pass_over = \"0s\"\nretry_budget = { percent = 100 }",
+        ),
     );
     let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     let (statuses, lengths) = outcomes(port, 30, &with_body("PUT", &vec![b'z'; 5000]));
@@ -122,7 +129,7 @@ fn an_http2_clients_body_is_kept_and_sent_whole_to_the_next_target_too() {
     let dir = tempfile::tempdir().unwrap();
     let (port, admin) = (free_port(), free_port());
     let backends = [&good[0], &bad, &good[1]];
-    let extra = "retries = 2\nretry_on = [\"503\"]";
+    let extra = "retries = 2\nretry_on = [\"503\"]\nretry_pass_over = \"0s\"\nretry_budget = { percent = 100 }";
     let path = write_file(
         dir.path(),
         "h2.toml",

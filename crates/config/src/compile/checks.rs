@@ -87,7 +87,7 @@ impl Checker<'_> {
             if http_used || tcp_users.is_empty() {
                 continue;
             }
-            let keys: [(&str, Option<Range<usize>>); 15] = [
+            let keys: [(&str, Option<Range<usize>>); 16] = [
                 (
                     "response_header_timeout",
                     up.response_header_timeout.as_ref().map(Spanned::span),
@@ -99,6 +99,7 @@ impl Checker<'_> {
                 ("retries", up.retries.as_ref().map(Spanned::span)),
                 ("retry_on", up.retry_on.as_ref().map(Spanned::span)),
                 ("retry_budget", up.retry_budget.as_ref().map(Spanned::span)),
+                ("retry_pass_over", up.retry_pass_over.as_ref().map(Spanned::span)),
                 (
                     "retry_max_body_size",
                     up.retry_max_body_size.as_ref().map(Spanned::span),

@@ -54,20 +54,28 @@ impl Checker<'_> {
         })
     }
 
-    /// `retry_budget = { percent = 20, min_retrying = 3 }`.
+    /// `retry_budget = { percent = 20, min_retries_per_second = 10 }`.
     pub(super) fn retry_budget(&mut self, raw: &RawRetryBudget) -> RetryBudget {
         let d = RetryBudget::default();
+        if let Some(old) = &raw.min_retrying {
+            self.error(
+                old.span(),
+                "retry_budget: `min_retrying` is gone (the budget is a rate now): use \
+                 `min_retries_per_second`, the retries a second each worker may make besides the \
+                 `percent` of its requests",
+            );
+        }
         let percent = raw
             .percent
             .as_ref()
             .and_then(|p| self.count(p, "retry_budget percent", 0, 100));
         let floor = raw
-            .min_retrying
+            .min_retries_per_second
             .as_ref()
-            .and_then(|m| self.count(m, "retry_budget min_retrying", 0, 100_000));
+            .and_then(|m| self.count(m, "retry_budget min_retries_per_second", 0, 1_000_000));
         RetryBudget {
             percent: percent.map_or(d.percent, |p| p as u32),
-            min_retrying: floor.map_or(d.min_retrying, |m| m as u32),
+            min_retries_per_second: floor.map_or(d.min_retries_per_second, |m| m as u32),
         }
     }
 

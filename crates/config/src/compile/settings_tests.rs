@@ -43,17 +43,21 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
     let http_good = GOOD.replace("upstream = \"app\"", "protocol = \"http\"\nupstream = \"app\"");
     let src = http_good.replace(
         "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\n",
+        "[upstreams.app]\nretry_on = [\"timeout\", \"gateway-error\", \"429\"]\nretry_budget = { percent = 50 }\nretry_pass_over = \"0s\"\n",
     );
     let c = compile(&src).unwrap();
     let http = c.snapshot.upstreams[0].http;
     assert!(http.retry_on.timeout && !http.retry_on.reset);
     assert!(http.retry_on.status(429) && http.retry_on.status(503) && !http.retry_on.status(500));
-    assert_eq!((http.retry_budget.percent, http.retry_budget.min_retrying), (50, 3));
+    assert_eq!(
+        (http.retry_budget.percent, http.retry_budget.min_retries_per_second),
+        (50, 10)
+    );
+    assert_eq!(http.retry_pass_over, std::time::Duration::ZERO, "0s: never passed over");
 
     let bad = http_good.replace(
         "[upstreams.app]\n",
-        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150 }\n",
+        "[upstreams.app]\nretry_on = [\"503\", \"teapot\", \"200\"]\nretry_budget = { percent = 150, min_retrying = 3 }\n",
     );
     let errors = errors(&bad);
     assert!(
@@ -70,6 +74,12 @@ fn retry_on_and_the_retry_budget_compile_and_bad_values_are_refused_where_they_a
         errors
             .iter()
             .any(|e| e.contains("test.toml:9:28: retry_budget percent = 150 is out of range (0 to 100)")),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.contains("test.toml:9:48: retry_budget: `min_retrying` is gone")),
         "{errors:?}"
     );
 }

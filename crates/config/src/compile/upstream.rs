@@ -132,6 +132,7 @@ impl Checker<'_> {
                 .retry_budget
                 .as_ref()
                 .map_or(d.retry_budget, |b| self.retry_budget(b.get_ref())),
+            retry_pass_over: self.duration_or_zero(&up.retry_pass_over, d.retry_pass_over),
             request_timeout: up
                 .request_timeout
                 .is_some()

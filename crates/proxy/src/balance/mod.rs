@@ -5,6 +5,8 @@
 
 use std::time::{Duration, Instant};
 
+use rampart_model::health::now_ms;
+
 pub use rampart_model::balance::{client_hash, hash_bytes, BalancePolicy, HashKey, Maglev};
 
 use rampart_model::Upstream;
@@ -46,6 +48,19 @@ impl Latency {
 /// How many times a pick that landed on a target in slow start is made again, at most.
 const SLOW_START_PICKS: usize = 4;
 
+/// The targets a first pick passes over: those whose time in `until` is after `now`.
+#[derive(Clone, Copy)]
+struct PassOver<'a> {
+    until: &'a [u64],
+    now: u64,
+}
+
+impl PassOver<'_> {
+    fn skips(&self, target: usize) -> bool {
+        self.until.get(target).is_some_and(|u| *u > self.now)
+    }
+}
+
 /// Targets already tried for one client connection (at most [`Tried::CAPACITY`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Tried {
@@ -85,6 +100,11 @@ pub struct BalancerState {
     open: Vec<u32>,
     latency: Vec<Latency>,
     rng: u64,
+    /// Until when ([`now_ms`]) each target is passed over by first picks after it failed one,
+    /// and the latest of those times (0: none is), so that a pick reads the clock only while
+    /// some target is passed over.
+    pass_over_until: Vec<u64>,
+    pass_over_latest: u64,
 }
 
 impl BalancerState {
@@ -95,14 +115,64 @@ impl BalancerState {
             open: vec![0; targets],
             latency: vec![Latency::default(); targets],
             rng: seed | 1,
+            pass_over_until: vec![0; targets],
+            pass_over_latest: 0,
         }
+    }
+
+    /// `target` just failed a request: first picks pass it over for `time` (the upstream's
+    /// `retry_pass_over`; HAProxy's `redispatch` with `observe`), unless no other is left.
+    pub fn pass_over(&mut self, target: usize, time: Duration) {
+        if time.is_zero() {
+            return;
+        }
+        if let Some(until) = self.pass_over_until.get_mut(target) {
+            *until = now_ms() + time.as_millis() as u64;
+            self.pass_over_latest = self.pass_over_latest.max(*until);
+        }
+    }
+
+    /// Whether any target is passed over now: the time when one is.
+    fn passing_over(&mut self) -> Option<u64> {
+        if self.pass_over_latest == 0 {
+            return None;
+        }
+        let now = now_ms();
+        if now >= self.pass_over_latest {
+            self.pass_over_latest = 0;
+            return None;
+        }
+        Some(now)
     }
 
     /// Chooses an available target not in `tried`, or `None` when there is none. `key` is the
     /// hash for [`BalancePolicy::ConsistentHash`] (unused by the other policies). Backup targets
     /// are chosen from only when no primary target is available (down, drained, or tried).
-    pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
-        let mut picked = self.pick_once(upstream, key, tried)?;
+    ///
+    /// A `first` pick (a request's first attempt) takes a turn (the round-robin cursor, the
+    /// smooth weights move on) and passes over targets that just failed a request while others
+    /// are left; a retry's pick takes no turn, so that the next request's first pick is not
+    /// moved along by another's failure.
+    pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried, first: bool) -> Option<usize> {
+        let Some(now) = (if first { self.passing_over() } else { None }) else {
+            return self.pick_ramped(upstream, key, tried, first, None);
+        };
+        // The pass-over times are set aside while picking (the choice borrows them): no copy.
+        let until = std::mem::take(&mut self.pass_over_until);
+        let picked = self.pick_ramped(upstream, key, tried, first, Some(PassOver { until: &until, now }));
+        self.pass_over_until = until;
+        picked
+    }
+
+    fn pick_ramped(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        turn: bool,
+        passed_over: Option<PassOver<'_>>,
+    ) -> Option<usize> {
+        let mut picked = self.pick_once(upstream, key, tried, turn, passed_over)?;
         let Some(window) = upstream.slow_start else {
             return Some(picked);
         };
@@ -115,41 +185,77 @@ impl BalancerState {
             if share >= 1.0 || draw < share {
                 break;
             }
-            picked = self.pick_once(upstream, key, tried).unwrap_or(picked);
+            picked = self
+                .pick_once(upstream, key, tried, turn, passed_over)
+                .unwrap_or(picked);
         }
         Some(picked)
     }
 
-    fn pick_once(&mut self, upstream: &Upstream, key: u64, tried: &Tried) -> Option<usize> {
-        self.pick_among(upstream, key, tried, false)
-            .or_else(|| self.pick_among(upstream, key, tried, true))
+    /// A pick among the targets not passed over, else among all (primaries first, then backups).
+    fn pick_once(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        turn: bool,
+        passed_over: Option<PassOver<'_>>,
+    ) -> Option<usize> {
+        let among = |this: &mut Self, skip: Option<PassOver<'_>>| {
+            this.pick_among(upstream, key, tried, false, turn, skip)
+                .or_else(|| this.pick_among(upstream, key, tried, true, turn, skip))
+        };
+        if passed_over.is_some() {
+            if let Some(picked) = among(self, passed_over) {
+                return Some(picked);
+            }
+        }
+        among(self, None)
     }
 
-    /// [`BalancerState::pick`] among the primary targets, or among the backups.
-    fn pick_among(&mut self, upstream: &Upstream, key: u64, tried: &Tried, backups: bool) -> Option<usize> {
+    /// [`BalancerState::pick`] among the primary targets, or among the backups, leaving out
+    /// those `skip` names.
+    fn pick_among(
+        &mut self,
+        upstream: &Upstream,
+        key: u64,
+        tried: &Tried,
+        backups: bool,
+        turn: bool,
+        skip: Option<PassOver<'_>>,
+    ) -> Option<usize> {
         let usable = |i: usize| {
             let t = &upstream.targets[i];
-            t.backup == backups && !tried.contains(i) && t.health.is_available()
+            t.backup == backups && !tried.contains(i) && !skip.is_some_and(|p| p.skips(i)) && t.health.is_available()
         };
         let n = upstream.targets.len();
         match upstream.policy {
             BalancePolicy::RoundRobin => {
                 let found = (0..n).map(|k| (self.cursor + k) % n).find(|&i| usable(i))?;
-                self.cursor = (found + 1) % n;
+                if turn {
+                    self.cursor = (found + 1) % n;
+                }
                 Some(found)
             }
             BalancePolicy::WeightedRoundRobin => {
+                // Smooth weighted round robin; a pick that takes no turn looks ahead only.
                 let mut total = 0i64;
-                let mut best: Option<usize> = None;
+                let mut best: Option<(usize, i64)> = None;
                 for i in (0..n).filter(|&i| usable(i)) {
-                    self.smooth_current[i] += i64::from(upstream.targets[i].weight);
-                    total += i64::from(upstream.targets[i].weight);
-                    if best.is_none_or(|b| self.smooth_current[i] > self.smooth_current[b]) {
-                        best = Some(i);
+                    let weight = i64::from(upstream.targets[i].weight);
+                    let current = self.smooth_current[i] + weight;
+                    if turn {
+                        self.smooth_current[i] = current;
+                    }
+                    total += weight;
+                    if best.is_none_or(|(_, b)| current > b) {
+                        best = Some((i, current));
                     }
                 }
-                let best = best?;
-                self.smooth_current[best] -= total;
+                let (best, _) = best?;
+                if turn {
+                    self.smooth_current[best] -= total;
+                }
                 Some(best)
             }
             BalancePolicy::LeastConnections => {
@@ -165,7 +271,9 @@ impl BalancerState {
                     }
                 }
                 let best = best?;
-                self.cursor = (best + 1) % n;
+                if turn {
+                    self.cursor = (best + 1) % n;
+                }
                 Some(best)
             }
             BalancePolicy::RandomTwo => {

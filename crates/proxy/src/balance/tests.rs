@@ -41,7 +41,7 @@ fn counts(policy: BalancePolicy, weights: &[u32], picks: usize) -> Vec<usize> {
     let mut state = BalancerState::new(weights.len(), 0);
     let mut counts = vec![0; weights.len()];
     for _ in 0..picks {
-        counts[state.pick(&up, client_hash(client()), &Tried::default()).unwrap()] += 1;
+        counts[state.pick(&up, client_hash(client()), &Tried::default(), true).unwrap()] += 1;
     }
     counts
 }
@@ -60,7 +60,7 @@ fn smooth_weighted_round_robin_follows_weights_without_bursts() {
     let up = upstream(BalancePolicy::WeightedRoundRobin, &[5, 1, 1]);
     let mut state = BalancerState::new(3, 0);
     let seq: Vec<usize> = (0..7)
-        .map(|_| state.pick(&up, client_hash(client()), &Tried::default()).unwrap())
+        .map(|_| state.pick(&up, client_hash(client()), &Tried::default(), true).unwrap())
         .collect();
     assert_eq!(seq, [0, 0, 1, 0, 2, 0, 0], "nginx's smooth sequence for 5,1,1");
 }
@@ -70,13 +70,13 @@ fn least_connections_prefers_the_idlest_relative_to_weight() {
     let up = upstream(BalancePolicy::LeastConnections, &[1, 1, 2]);
     let mut state = BalancerState::new(3, 0);
     for _ in 0..8 {
-        let t = state.pick(&up, client_hash(client()), &Tried::default()).unwrap();
+        let t = state.pick(&up, client_hash(client()), &Tried::default(), true).unwrap();
         state.opened(t);
     }
     assert_eq!(state.open, [2, 2, 4]);
     state.closed(0);
     state.closed(0);
-    assert_eq!(state.pick(&up, client_hash(client()), &Tried::default()), Some(0));
+    assert_eq!(state.pick(&up, client_hash(client()), &Tried::default(), true), Some(0));
 }
 
 #[test]
@@ -87,7 +87,7 @@ fn random_two_spreads_and_favours_the_less_loaded() {
     let mut state = BalancerState::new(2, 42);
     state.open = vec![10, 0];
     for _ in 0..50 {
-        assert_eq!(state.pick(&up, client_hash(client()), &Tried::default()), Some(1));
+        assert_eq!(state.pick(&up, client_hash(client()), &Tried::default(), true), Some(1));
     }
 }
 
@@ -101,26 +101,30 @@ fn backups_stand_in_only_while_no_primary_can() {
         let mut state = BalancerState::new(4, 3);
         let none = Tried::default();
         for _ in 0..40 {
-            let picked = state.pick(&up, client_hash(client()), &none).unwrap();
+            let picked = state.pick(&up, client_hash(client()), &none, true).unwrap();
             assert!(picked < 2, "{policy:?} picked backup {picked} while primaries are up");
         }
         // A primary down and the other tried: a backup.
         up.targets[0].health.set_active_up(false);
         let mut tried = Tried::default();
         tried.push(1);
-        let picked = state.pick(&up, client_hash(client()), &tried).unwrap();
+        let picked = state.pick(&up, client_hash(client()), &tried, true).unwrap();
         assert!(picked >= 2, "{policy:?}");
         // Every primary down: the backups share the load.
         up.targets[1].health.set_active_up(false);
         let mut seen = [0; 4];
         for _ in 0..40 {
-            seen[state.pick(&up, client_hash(client()), &none).unwrap()] += 1;
+            seen[state.pick(&up, client_hash(client()), &none, true).unwrap()] += 1;
         }
         assert_eq!(seen[0] + seen[1], 0, "{policy:?}");
         // A primary back: it takes everything again.
         up.targets[0].health.set_active_up(true);
         for _ in 0..40 {
-            assert_eq!(state.pick(&up, client_hash(client()), &none), Some(0), "{policy:?}");
+            assert_eq!(
+                state.pick(&up, client_hash(client()), &none, true),
+                Some(0),
+                "{policy:?}"
+            );
         }
     }
 }
@@ -134,10 +138,14 @@ fn unavailable_and_tried_targets_are_skipped() {
         let mut tried = Tried::default();
         tried.push(1);
         for _ in 0..20 {
-            assert_eq!(state.pick(&up, client_hash(client()), &tried), Some(2), "{policy:?}");
+            assert_eq!(
+                state.pick(&up, client_hash(client()), &tried, true),
+                Some(2),
+                "{policy:?}"
+            );
         }
         tried.push(2);
-        assert_eq!(state.pick(&up, client_hash(client()), &tried), None, "{policy:?}");
+        assert_eq!(state.pick(&up, client_hash(client()), &tried, true), None, "{policy:?}");
     }
 }
 
@@ -172,7 +180,7 @@ fn p2c_ewma_sends_most_requests_to_the_fastest_target() {
     // Target 1 answers in 1 ms, the others in 20 ms; each pick is answered before the next.
     let mut counts = [0usize; 3];
     for _ in 0..3000 {
-        let t = state.pick(&up, 0, &Tried::default()).unwrap();
+        let t = state.pick(&up, 0, &Tried::default(), true).unwrap();
         counts[t] += 1;
         let took = if t == 1 {
             Duration::from_millis(1)
@@ -195,10 +203,10 @@ fn p2c_ewma_weighs_latency_by_requests_in_flight() {
     let mut state = BalancerState::new(2, 3);
     state.observe_latency(0, Duration::from_millis(1));
     state.observe_latency(1, Duration::from_millis(3));
-    assert_eq!(state.pick(&up, 0, &Tried::default()), Some(0));
+    assert_eq!(state.pick(&up, 0, &Tried::default(), true), Some(0));
     // Five requests in flight on the faster target make it cost 6 ms against 3 ms.
     (0..5).for_each(|_| state.opened(0));
-    assert_eq!(state.pick(&up, 0, &Tried::default()), Some(1));
+    assert_eq!(state.pick(&up, 0, &Tried::default(), true), Some(1));
 }
 
 #[test]
@@ -227,7 +235,7 @@ fn slow_start_keeps_a_new_target_to_a_small_share_and_targets_from_the_start_ali
     let mut b = BalancerState::new(3, 7);
     let mut counts = [0usize; 3];
     for _ in 0..300 {
-        counts[b.pick(&up, 0, &Tried::default()).unwrap()] += 1;
+        counts[b.pick(&up, 0, &Tried::default(), true).unwrap()] += 1;
     }
     assert_eq!(counts, [100, 100, 100], "targets there from the start do not ramp");
 
@@ -235,7 +243,70 @@ fn slow_start_keeps_a_new_target_to_a_small_share_and_targets_from_the_start_ali
     up.targets[2].health = std::sync::Arc::new(rampart_model::health::TargetHealth::default());
     let mut counts = [0usize; 3];
     for _ in 0..300 {
-        counts[b.pick(&up, 0, &Tried::default()).unwrap()] += 1;
+        counts[b.pick(&up, 0, &Tried::default(), true).unwrap()] += 1;
     }
     assert!(counts[2] < 10, "{counts:?}");
+}
+
+#[test]
+fn a_target_that_just_failed_is_passed_over_by_first_picks_while_others_are_left() {
+    for policy in EVERY_POLICY {
+        let up = upstream(policy, &[1, 1, 1]);
+        let mut state = BalancerState::new(3, 5);
+        let none = Tried::default();
+        state.pass_over(1, Duration::from_secs(60));
+        for _ in 0..30 {
+            let picked = state.pick(&up, client_hash(client()), &none, true).unwrap();
+            assert_ne!(picked, 1, "{policy:?}");
+        }
+        // A retry is not steered by it; and with every other target out, it is picked.
+        let mut tried = Tried::default();
+        tried.push(0);
+        up.targets[2].health.set_active_up(false);
+        assert_eq!(
+            state.pick(&up, client_hash(client()), &tried, false),
+            Some(1),
+            "{policy:?}"
+        );
+        assert_eq!(
+            state.pick(&up, client_hash(client()), &tried, true),
+            Some(1),
+            "{policy:?}"
+        );
+        // Every target passed over: picks go on as if none were.
+        up.targets[2].health.set_active_up(true);
+        (0..3).for_each(|t| state.pass_over(t, Duration::from_secs(60)));
+        let mut seen = [0; 3];
+        for _ in 0..60 {
+            seen[state.pick(&up, client_hash(client()), &none, true).unwrap()] += 1;
+        }
+        let spread = seen.iter().filter(|n| **n > 0).count();
+        assert!(
+            policy == BalancePolicy::ConsistentHash || spread == 3,
+            "{policy:?} {seen:?}"
+        );
+    }
+}
+
+#[test]
+fn a_retry_takes_no_round_robin_turn() {
+    // Two targets, the first failing: the retry goes to the second without moving the cursor
+    // past it, so (the failed one passed over) the next request's first pick is the second,
+    // and with the pass-over gone the rotation is where it was.
+    for policy in [
+        BalancePolicy::RoundRobin,
+        BalancePolicy::WeightedRoundRobin,
+        BalancePolicy::LeastConnections,
+    ] {
+        let up = upstream(policy, &[1, 1]);
+        let mut state = BalancerState::new(2, 0);
+        let none = Tried::default();
+        assert_eq!(state.pick(&up, 0, &none, true), Some(0), "{policy:?}");
+        let mut tried = Tried::default();
+        tried.push(0);
+        assert_eq!(state.pick(&up, 0, &tried, false), Some(1), "{policy:?}");
+        // Without a turn taken by the retry, the next first pick is 1, then 0 again.
+        assert_eq!(state.pick(&up, 0, &none, true), Some(1), "{policy:?}");
+        assert_eq!(state.pick(&up, 0, &none, true), Some(0), "{policy:?}");
+    }
 }

@@ -43,7 +43,7 @@ pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, head: Opt
     cells.worker(worker).mirrored.add(1);
     // Plain HTTP/1.1 only: a TLS or HTTP/2 shadow counts every copy as failed.
     let target = (up.tls.is_none())
-        .then(|| ctx.pick(snapshot, mirror.upstream, 0, &Tried::default()))
+        .then(|| ctx.pick(snapshot, mirror.upstream, 0, &Tried::default(), true))
         .flatten();
     let request = head.and_then(|head| with_body(head, body));
     let (Some(target), Some(request)) = (target, request) else {

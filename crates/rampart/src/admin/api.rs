@@ -13,7 +13,7 @@ use rampart_model::metrics::{UpstreamErrorKind, CODE_CLASSES};
 
 use super::history::Reading;
 use super::state::{AdminShared, Command, ReloadOutcome};
-use super::traffic::TrafficTotals;
+use super::traffic::{TargetTotals, TrafficTotals};
 use super::Request;
 use crate::upgrade::spawn::UpgradeOutcome;
 
@@ -202,7 +202,7 @@ fn upstreams(shared: &AdminShared) -> Answer {
         let Some(reading) = &minute_ago else { return 0 };
         let totals = reading.totals.upstreams.iter().find(|u| u.name == upstream);
         let target = totals.and_then(|u| u.targets.iter().find(|t| t.name == target));
-        target.map_or(0, |t| t.errors.iter().sum())
+        target.map_or(0, TargetTotals::failures)
     };
     let dns = shared.dns.load();
     let upstreams: Vec<Value> = snapshot
@@ -227,26 +227,33 @@ fn upstreams(shared: &AdminShared) -> Answer {
                 .zip(&totals.targets)
                 .map(|(t, traffic)| {
                     let h = &t.health;
-                    let errors: u64 = traffic.errors.iter().sum();
+                    let ejected_for = h.ejected_for();
+                    let mut errors = by_name(&UpstreamErrorKind::ALL.map(|k| k.as_str()), &traffic.errors);
+                    errors["status_5xx"] = json!(traffic.responses[4]);
                     json!({
                         "target": t.name,
                         "address": t.addr.to_string(),
                         "weight": t.weight,
                         "backup": t.backup,
                         "available": h.is_available(),
+                        "state": target_state(h),
                         "drained": h.is_drained(),
                         "active_check": u.health_check.as_ref().map(|_| if h.is_active_up() { "up" } else { "down" }),
                         "passive": {
                             "consecutive_failures": h.consecutive_failures(),
                             "down_for_ms": h.passive_down_for().as_millis() as u64,
                         },
-                        "ejected_for_ms": h.ejected_for().as_millis() as u64,
+                        "ejected_for_ms": ejected_for.as_millis() as u64,
+                        "outlier": {
+                            "bad_outcomes_in_a_row": h.bad_outcomes_in_a_row(),
+                            "ejection_reason": (!ejected_for.is_zero()).then(|| h.ejection_reason().map(|r| r.as_str())).flatten(),
+                        },
                         "ejections": traffic.ejections,
                         "active": traffic.active,
                         "latency_ewma_ms": traffic.latency_ewma.map(|d| d.as_secs_f64() * 1000.0),
                         "responses": by_name(&CODE_CLASSES, &traffic.responses),
-                        "errors": by_name(&UpstreamErrorKind::ALL.map(|k| k.as_str()), &traffic.errors),
-                        "errors_last_minute": errors.saturating_sub(errors_before(&u.name, &t.name)),
+                        "errors": errors,
+                        "errors_last_minute": traffic.failures().saturating_sub(errors_before(&u.name, &t.name)),
                         "connections": { "opened": traffic.opened, "reused": traffic.reused },
                     })
                 })
@@ -265,6 +272,24 @@ fn upstreams(shared: &AdminShared) -> Answer {
         })
         .collect();
     Answer::json(200, &json!({ "upstreams": upstreams }))
+}
+
+/// What a target does now: `drained` by an operator, `down` (its active check), `ejected` by
+/// outlier detection, `backing_off` after failed connects, else `serving`.
+fn target_state(h: &rampart_model::health::TargetHealth) -> &'static str {
+    if h.is_drained() {
+        "drained"
+    } else if !h.is_active_up() {
+        "down"
+    } else if h.is_ejected() {
+        "ejected"
+    } else if !h.passive_down_for().is_zero() {
+        "backing_off"
+    } else if !h.is_available() {
+        "down"
+    } else {
+        "serving"
+    }
 }
 
 /// `{"NAME": count, ...}` in the order of `names`.

@@ -5,7 +5,7 @@
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-use rampart_model::metrics::{Count, HistogramTotal, PerWorker};
+use rampart_model::metrics::{Count, HistogramTotal, PeakEwma, PerWorker};
 use rampart_model::Snapshot;
 use serde::Serialize;
 
@@ -100,8 +100,16 @@ pub struct TargetTotals {
     pub ejections: u64,
     /// HTTP requests in flight, or TCP sessions relayed, now.
     pub active: u64,
-    /// The highest of the workers' peak-EWMA response times.
+    /// The peak-EWMA response time of the worker that saw a response last.
     pub latency_ewma: Option<std::time::Duration>,
+}
+
+impl TargetTotals {
+    /// Its failures: errors of every kind and 5xx responses (which retries and outlier
+    /// detection treat as failures too).
+    pub fn failures(&self) -> u64 {
+        self.errors.iter().sum::<u64>() + self.responses[4]
+    }
 }
 
 impl TrafficTotals {
@@ -180,7 +188,7 @@ impl TrafficTotals {
                         reused: sum(cells, |c| &c.reused),
                         ejections: sum(cells, |c| &c.ejections),
                         active: cells.iter().fold(0i64, |s, c| s.wrapping_add(c.active.get())).max(0) as u64,
-                        latency_ewma: cells.iter().filter_map(|c| c.latency.get()).max(),
+                        latency_ewma: PeakEwma::freshest(cells.iter().map(|c| &c.latency)),
                     }
                 })
                 .collect();

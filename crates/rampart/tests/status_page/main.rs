@@ -290,6 +290,8 @@ fn figure(session: &Session, kind: &str, name: &str, field: &str) -> Option<f64>
 fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
     let driver_path = chromedriver();
     let live = HttpBackend::start(Reply::Echo);
+    // Answers 503 to everything: ejected by outlier detection at its first one, for a minute.
+    let failing = HttpBackend::start(Reply::Raw(common::http::UNAVAILABLE));
     let dead = common::dead_target();
     let dir = tempfile::tempdir().unwrap();
     let (admin_port, port) = (free_port(), free_port());
@@ -298,10 +300,12 @@ fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
          [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
          [[listeners.web.routes]]\nname = \"ok\"\nmatch = {{ path_prefix = \"/ok\" }}\nupstream = \"backend\"\n\
          [[listeners.web.routes]]\nname = \"gone\"\nmatch = {{ path_prefix = \"/gone\" }}\nupstream = \"gone\"\n\n\
-         [upstreams.backend]\ntargets = [\"{}\"]\n\
+         [upstreams.backend]\ntargets = [\"{}\", \"{}\"]\n\
+         outlier_detection = {{ consecutive_5xx = 1, base_ejection_time = \"60s\" }}\n\
          [upstreams.gone]\ntargets = [\"{dead}\"]\n\
          [upstreams.gone.health_check]\ninterval = \"50ms\"\nfall = 1\nrise = 1\n",
-        live.target()
+        live.target(),
+        failing.target()
     );
     let path = write_file(dir.path(), "rampart.toml", &config);
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
@@ -345,6 +349,22 @@ fn the_status_page_shows_4xx_answers_503s_without_a_target_and_a_down_target() {
         ));
         (state == "down").then_some(())
     });
+    // The failing target is ejected, and the page says so, why and for how long.
+    let row = format!("tr[data-target=\"backend/{}\"]", failing.target());
+    let (state, passive) = wait_until("the failing target's state to read ejected", || {
+        let cell = |col: &str| {
+            session.execute(&format!(
+                "const r = document.querySelector('{row}'); \
+                 return r ? r.querySelector('td[data-col=\"{col}\"]').textContent : null"
+            ))
+        };
+        (cell("state") == "ejected").then(|| (cell("state"), cell("passive")))
+    });
+    let passive = passive.as_str().unwrap_or_default();
+    assert!(
+        passive.starts_with("ejected ") && passive.ends_with("(5xx responses)"),
+        "{state}: {passive}"
+    );
 
     // Loopback latencies are charted at their own resolution: with a first bucket from 0 to
     // 0.5 ms every interval whose responses all took less read p50 0.25 ms and p99 0.495 ms

@@ -6,6 +6,8 @@
 use std::borrow::Cow;
 
 use rampart_model::health::TargetHealth;
+use rampart_model::metrics::UpstreamCells;
+use rampart_model::outlier::BadOutcome;
 use rampart_model::queue::RequestQueue;
 use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
@@ -16,6 +18,7 @@ use super::{Exchange, ProxyRequest};
 use crate::balance::Tried;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
+use crate::log_summary::EventKey;
 use crate::worker::WorkerContext;
 
 /// How often the request at the front of an upstream's queue looks for room without being woken
@@ -59,7 +62,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         let req: &'e ProxyRequest<'_> = self.req;
         let up: &'e Upstream = &req.snapshot.upstreams[req.upstream];
         let first = again.or_else(|| self.sticky_pick());
-        let pick = |excluded: &Tried| self.ctx.pick(req.snapshot, req.upstream, req.hash_key, excluded);
+        // A request's first attempt takes the balancer's turn; a retry's does not.
+        let fresh = self.tried.is_empty();
+        let pick = |excluded: &Tried| self.ctx.pick(req.snapshot, req.upstream, req.hash_key, excluded, fresh);
         let Some(limits) = &up.limits else {
             return Ok(first.or_else(|| pick(&self.tried)).map(|t| (t, None)));
         };
@@ -93,9 +98,12 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 Look::Full => {}
             }
         }
-        let cells = self.active.cells;
+        let cells = self.cells;
         let Some(place) = queue.join(limits.queue_size, retry) else {
             cells.queue_full.add(1);
+            self.ctx
+                .log_summary
+                .warn_until_quiet(EventKey::queue_refused(&up.name, false));
             return Err(HttpError::QueueFull);
         };
         cells.queued.add(1);
@@ -119,6 +127,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             let now = tokio::time::Instant::now();
             if now >= deadline {
                 cells.queue_timeout.add(1);
+                self.ctx
+                    .log_summary
+                    .warn_until_quiet(EventKey::queue_refused(&up.name, true));
                 return Err(HttpError::QueueTimeout);
             }
             // Only the first in line looks again now and then; the others wait for their wake.
@@ -140,21 +151,32 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         up.targets.get(target)?.health.is_available().then_some(target)
     }
 
-    /// The statuses whose response this attempt may drop for a retry (`retry_on`): only while a
-    /// retry would be made, so that the last try's response goes to the client as it is (and
-    /// only if the request's body is still kept once it is sent: the attempt checks).
-    pub(super) fn status_retry(&self) -> Option<RetryOn> {
+    /// What this attempt may drop a response for, to retry (`retry_on`'s statuses): only while
+    /// retries are left for a request safe to repeat (and only if its body is still kept once
+    /// it is sent: the attempt checks). Whether another target and the budget allow a retry is
+    /// decided when the response head is in ([`StatusRetry::drops`]), so that the last try's
+    /// response goes to the client as it is.
+    pub(super) fn status_retry(&self) -> Option<StatusRetry<'e>> {
         let on = self.req.retry_on;
-        if !on.any_status() {
+        if !on.any_status() || self.retries_left == 0 {
             return None;
         }
-        let up = self.req.upstream();
-        // Targets this request has been to, this attempt's included.
-        let current = self.rctx.target.filter(|t| !self.tried.contains(*t));
-        let another_target = self.tried.len() + usize::from(current.is_some()) < up.targets.len();
         // The body may still be lost past the limit as it is sent: the attempt asks again then.
-        let repeatable = self.method_repeatable() && self.kept.replayable(self.req);
-        (self.retries_left > 0 && repeatable && another_target && self.budget_has_room()).then_some(on)
+        if !(self.method_repeatable() && self.kept.replayable(self.req)) {
+            return None;
+        }
+        // Targets this request has been to, this attempt's included.
+        let mut tried = self.tried;
+        if let Some(current) = self.rctx.target {
+            tried.push(current);
+        }
+        let up: &'e Upstream = &self.req.snapshot.upstreams[self.req.upstream];
+        Some(StatusRetry {
+            on,
+            up,
+            cells: self.cells,
+            tried,
+        })
     }
 
     /// Whether the request's method lets it go again after a failure `retry_on` names:
@@ -181,27 +203,46 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         }
     }
 
-    /// Whether the retry budget has room for this request to retry now.
-    fn budget_has_room(&self) -> bool {
-        let cells = self.active.cells;
-        // A request already retrying holds its place: it is not counted against itself.
-        let others = cells.retrying.get() - i64::from(self.active.retrying);
-        let budget = self.req.upstream().http.retry_budget;
-        budget.allows(others, cells.requests_active.get())
-    }
-
-    /// Takes a place among the requests retrying; `false` (counted) when the budget has none.
+    /// Takes a retry from the budget; `false` (counted) when it has none.
     pub(super) fn take_budget(&mut self) -> bool {
-        let cells = self.active.cells;
-        if !self.budget_has_room() {
-            cells.retries_over_budget.add(1);
-            return false;
-        }
-        if !self.active.retrying {
-            self.active.retrying = true;
-            cells.retrying.up();
-        }
-        true
+        take_retry(self.req.upstream(), self.cells)
+    }
+}
+
+/// A retry from `up`'s budget in this worker's account `cells`; `false` (counted) when it has none.
+fn take_retry(up: &Upstream, cells: &UpstreamCells) -> bool {
+    if cells.retry_tokens.withdraw(&up.http.retry_budget) {
+        return true;
+    }
+    cells.retries_over_budget.add(1);
+    false
+}
+
+/// Whether `up` has an available target outside `tried` (a retry could go there now).
+fn another_target(up: &Upstream, tried: &Tried) -> bool {
+    up.targets
+        .iter()
+        .enumerate()
+        .any(|(i, t)| !tried.contains(i) && t.health.is_available())
+}
+
+/// The statuses an attempt may drop its response for, and what decides whether it does.
+#[derive(Clone, Copy)]
+pub(super) struct StatusRetry<'a> {
+    on: RetryOn,
+    up: &'a Upstream,
+    cells: &'a UpstreamCells,
+    /// The targets the request has been to, this attempt's included.
+    tried: Tried,
+}
+
+impl StatusRetry<'_> {
+    /// Whether a response with `status` is dropped for a retry: `retry_on` names it, a target
+    /// the request has not been to is available now, and the budget gives the retry (taken now).
+    /// Otherwise the response goes to the client: when no further target can be tried, the last
+    /// received response is passed on.
+    pub(super) fn drops(&self, status: u16) -> bool {
+        self.on.status(status) && another_target(self.up, &self.tried) && take_retry(self.up, self.cells)
     }
 }
 
@@ -229,22 +270,34 @@ pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>, 
     }
 }
 
-/// Outlier detection's view of one attempt at `target`: `bad` (a 5xx, a gateway failure, a slow
-/// response) or good. A bad one that completes a streak ejects the target (logged, counted).
-pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: bool) {
-    let Some(policy) = &up.outlier else { return };
+/// Outlier detection's view of one attempt at `target`: bad (`Some`: a 5xx, a gateway failure,
+/// a slow response) or good. A bad one that completes a streak ejects the target (logged,
+/// counted); without outlier detection the streak is only counted, for the admin API.
+#[inline]
+pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: Option<BadOutcome>) {
     let Some(t) = up.targets.get(target) else { return };
-    if !bad {
+    let Some(why) = bad else {
         t.health.outlier_success();
         return;
-    }
+    };
+    observe_bad_outcome(ctx, up, t, why);
+}
+
+/// [`observe_outcome`] of a bad outcome, out of the line of the good ones.
+#[inline(never)]
+fn observe_bad_outcome(ctx: &WorkerContext, up: &Upstream, t: &rampart_model::Target, why: BadOutcome) {
+    let Some(policy) = &up.outlier else {
+        t.health.bad_outcome();
+        return;
+    };
     let ejected = || up.targets.iter().filter(|t| t.health.is_ejected()).count();
-    if let Some(time) = t.health.outlier_failure(policy, up.targets.len(), ejected) {
+    if let Some(time) = t.health.outlier_failure(policy, up.targets.len(), ejected, why) {
         t.metrics.worker(ctx.id).ejections.add(1);
         tracing::warn!(
             upstream = up.name.as_str(),
             target = t.name.as_str(),
-            "upstream {}: target {} ejected for {time:?} after {} bad outcomes in a row (5xx, gateway failures{})",
+            reason = why.as_str(),
+            "upstream {}: target {} ejected for {time:?} after {} bad outcomes in a row (5xx, gateway failures{}; the last: {})",
             up.name,
             t.name,
             policy.consecutive,
@@ -252,7 +305,8 @@ pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize,
                 ", slow responses"
             } else {
                 ""
-            }
+            },
+            why.as_str()
         );
     }
 }

@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 
 use rampart_model::filter::ResponseEdits;
 use rampart_model::metrics::UpstreamCells;
+use rampart_model::outlier::BadOutcome;
 use rampart_model::retry::{RetryOn, RouteRetry};
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
@@ -118,8 +119,11 @@ async fn exchange<D: Downstream>(
     head: UpstreamHead<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
-    let cells = req.upstream().metrics.worker(ctx.id);
-    cells.requests_active.up();
+    let up = req.upstream();
+    let cells = up.metrics.worker(ctx.id);
+    // The request's share of a retry, in this worker's budget account (until it ends).
+    cells.retry_tokens.begin(&up.http.retry_budget);
+    let _in_budget = InBudget(cells);
     let mut exchange = Exchange {
         ctx,
         req,
@@ -127,9 +131,10 @@ async fn exchange<D: Downstream>(
         head,
         rctx,
         tried: Tried::default(),
+        maybe_stale: None,
         retries_left: req.retries,
         sent_continue: false,
-        active: Active { cells, retrying: false },
+        cells,
         kept: KeptBody::new(req),
     };
     let tunnel = exchange.run().await;
@@ -143,19 +148,15 @@ async fn exchange<D: Downstream>(
     tunnel
 }
 
-/// This request among the upstream's requests in flight (and retrying ones), for the retry
-/// budget; counted down when the exchange ends, however it ends.
-struct Active<'a> {
-    cells: &'a UpstreamCells,
-    retrying: bool,
-}
+/// A request counted in flight by its upstream's retry budget ([`RetryTokens::begin`]), until
+/// the exchange ends, however it ends.
+///
+/// [`RetryTokens::begin`]: rampart_model::retry::RetryTokens::begin
+struct InBudget<'a>(&'a UpstreamCells);
 
-impl Drop for Active<'_> {
+impl Drop for InBudget<'_> {
     fn drop(&mut self) {
-        self.cells.requests_active.down();
-        if self.retrying {
-            self.cells.retrying.down();
-        }
+        self.0.retry_tokens.end();
     }
 }
 
@@ -168,10 +169,14 @@ struct Exchange<'e, 'r, D> {
     rctx: &'e mut RequestContext,
     /// Targets that failed this request (a balancer picks among the others).
     tried: Tried,
+    /// A target among them that failed only by a reset on a pooled connection (which may have
+    /// been the connection's fault): tried again, on a new connection, when no other is left.
+    maybe_stale: Option<usize>,
     retries_left: usize,
     /// Rampart answered `100 Continue` itself.
     sent_continue: bool,
-    active: Active<'e>,
+    /// This worker's cells of the upstream (the retry budget's account among them).
+    cells: &'e UpstreamCells,
     /// The request body as far as it was sent, kept for a retry.
     kept: KeptBody,
 }
@@ -200,6 +205,11 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         loop {
             let (choice, _slot) = match self.next_target(again.take()).await {
                 Ok(Some(picked)) => picked,
+                Ok(None) if self.maybe_stale.is_some() => {
+                    // No other target left: the one whose pooled connection broke, anew.
+                    again = self.maybe_stale.take();
+                    continue;
+                }
                 Ok(None) => {
                     let error = self.nothing_to_pick();
                     answer_error(self.down, self.rctx, error).await;
@@ -258,17 +268,28 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
             count_target_error(self.ctx, up, target, error);
-            if !(self.retry_allowed(error) && self.retries_left > 0 && self.take_budget()) {
+            // (A reset on a pooled connection may be that connection's, not the target's.)
+            let maybe_stale = reused && !matches!(error, HttpError::UpstreamStatus { .. } | HttpError::UpstreamTimeout);
+            if error.target_error().is_some() && !maybe_stale && error != HttpError::UpstreamRefused {
+                // This worker's next requests go elsewhere first for a while.
+                self.ctx.pass_over(self.req.snapshot, self.req.upstream, target);
+            }
+            // (A dropped response took its retry from the budget when it was dropped.)
+            let dropped = matches!(error, HttpError::UpstreamStatus { .. });
+            if !(self.retry_allowed(error) && self.retries_left > 0 && (dropped || self.take_budget())) {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             }
             self.retries_left -= 1;
             self.rctx.retry_reason = Some(error.reason());
-            up.metrics.worker(self.ctx.id).retries.add(1);
+            self.cells.retries.add(1);
             if error == HttpError::UpstreamRefused {
                 again = Some(target);
-            } else if !reused || matches!(error, HttpError::UpstreamStatus { .. } | HttpError::UpstreamTimeout) {
-                // (A reset on a pooled connection may be that connection's, not the target's.)
+            } else {
+                // The retry goes to a target this request has not been to.
+                if maybe_stale && !self.tried.contains(target) {
+                    self.maybe_stale = Some(target);
+                }
                 self.tried.push(target);
             }
         }
@@ -317,7 +338,7 @@ fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: 
         up.targets[target].metrics.worker(ctx.id).error(kind).add(1);
         // A gateway failure (reset, timeout, bad response) is a bad outcome for outlier
         // detection.
-        observe_outcome(ctx, up, target, true);
+        observe_outcome(ctx, up, target, Some(BadOutcome::GatewayFailure));
     }
 }
 

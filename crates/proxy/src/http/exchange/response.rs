@@ -4,12 +4,14 @@
 
 use std::borrow::Cow;
 
+use rampart_model::health::ms_at;
 use rampart_model::metrics::code_class;
-use rampart_model::retry::RetryOn;
+use rampart_model::outlier::BadOutcome;
 use rampart_proto::h1::{parse_response, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
+use super::choice::StatusRetry;
 use super::ProxyRequest;
 use crate::http::body_framing::BodyFraming;
 use crate::http::context::RequestContext;
@@ -33,12 +35,12 @@ pub(super) enum Responded {
 }
 
 /// Where the request stands when its response is awaited.
-pub(super) struct Sent {
+pub(super) struct Sent<'a> {
     /// Rampart answered `100 Continue` itself (the upstream's own 100 is not relayed then).
     pub continued: bool,
-    /// The statuses a retry may follow now (`retry_on`, when retries, the budget and another
-    /// target allow one): such a response is dropped, not relayed.
-    pub retry: Option<RetryOn>,
+    /// The statuses a retry may follow (`retry_on`, when retries are left): such a response is
+    /// dropped, not relayed, when another target and the budget allow a retry.
+    pub retry: Option<StatusRetry<'a>>,
 }
 
 /// Reads the response head (relaying 1xx), sends it on with the body. An error means nothing of
@@ -48,7 +50,7 @@ pub(super) async fn respond<D: Downstream>(
     req: &ProxyRequest<'_>,
     conn: &mut Stream,
     down: &mut D,
-    sent: Sent,
+    sent: Sent<'_>,
     rctx: &mut RequestContext,
 ) -> Result<Responded, HttpError> {
     let mut upbuf = IoBuf::default();
@@ -63,7 +65,7 @@ async fn read_response<D: Downstream>(
     conn: &mut Stream,
     down: &mut D,
     upbuf: &mut IoBuf,
-    Sent { continued, retry }: Sent,
+    Sent { continued, retry }: Sent<'_>,
     rctx: &mut RequestContext,
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
@@ -119,8 +121,8 @@ async fn read_response<D: Downstream>(
             return Err(e);
         }
     };
-    record_response_head(ctx, req, rctx, head.status, sent_at.elapsed());
-    if retry.is_some_and(|on| on.status(head.status)) && !(head.status == 101 && req.upgrade) {
+    record_response_head(ctx, req, rctx, head.status, sent_at);
+    if !(head.status == 101 && req.upgrade) && retry.is_some_and(|r| r.drops(head.status)) {
         // Dropped: the next try goes elsewhere. A response that came whole (a short error
         // page) leaves its connection fit for the pool; any other is closed with it.
         ctx.http.give_field_list(fields);
@@ -198,28 +200,42 @@ async fn read_response<D: Downstream>(
     }
 }
 
-/// Counts a response head that came `took` after the request went out: the upstream's response
-/// time, the target's responses by class and its latency.
+/// Counts a response head to the request sent at `sent_at`: the upstream's response time, the
+/// target's responses by class and its latency, the outcome for outlier detection; a status
+/// `retry_on` names has this worker's next requests pass the target over for a while.
 pub(super) fn record_response_head(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     rctx: &mut RequestContext,
     status: u16,
-    took: std::time::Duration,
+    sent_at: tokio::time::Instant,
 ) {
+    let now = std::time::Instant::now();
+    let took = now.saturating_duration_since(sent_at.into_std());
     rctx.upstream_time = Some(took);
     let up = req.upstream();
     up.metrics.worker(ctx.id).response_duration.observe(took);
-    if let Some(index) = rctx.target {
-        if let Some(target) = up.targets.get(index) {
-            let cells = target.metrics.worker(ctx.id);
-            cells.responses[code_class(status)].add(1);
-            cells.latency.observe(took);
-        }
-        if let Some(policy) = &up.outlier {
-            let slow = policy.slow_response.is_some_and(|limit| took > limit);
-            super::observe_outcome(ctx, up, index, status >= 500 || slow);
-        }
+    let Some(index) = rctx.target else { return };
+    if let Some(target) = up.targets.get(index) {
+        let cells = target.metrics.worker(ctx.id);
+        cells.responses[code_class(status)].add(1);
+        cells.latency.observe(took, ms_at(now));
+    }
+    let slow = || {
+        up.outlier
+            .and_then(|p| p.slow_response)
+            .is_some_and(|limit| took > limit)
+    };
+    let bad = if status >= 500 {
+        Some(BadOutcome::Status5xx)
+    } else if slow() {
+        Some(BadOutcome::SlowResponse)
+    } else {
+        None
+    };
+    super::observe_outcome(ctx, up, index, bad);
+    if req.retry_on.status(status) {
+        ctx.pass_over(req.snapshot, req.upstream, index);
     }
 }
 

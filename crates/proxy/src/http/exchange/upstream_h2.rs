@@ -5,7 +5,7 @@
 //! crosses the seam as the neutral message: its head's fields as the `h2` crate decoded them,
 //! DATA as shared bytes, trailers as fields. No HTTP/1 text either way.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
@@ -13,8 +13,7 @@ use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
-use rampart_model::retry::RetryOn;
-
+use super::choice::StatusRetry;
 use super::kept_body::KeptBody;
 use super::response::record_response_head;
 use super::{Exchange, ProxyRequest};
@@ -46,7 +45,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         &mut self,
         head: UpstreamHead<'_>,
         conn: &H2Conn,
-        retry: Option<RetryOn>,
+        retry: Option<StatusRetry<'_>>,
     ) -> Result<(), HttpError> {
         let (ctx, req) = (self.ctx, self.req);
         let (down, rctx, kept) = (&mut *self.down, &mut *self.rctx, &mut self.kept);
@@ -182,19 +181,19 @@ async fn receive<D: Downstream>(
     down: &mut D,
     rctx: &mut RequestContext,
     response: h2::client::ResponseFuture,
-    retry: Option<RetryOn>,
+    retry: Option<StatusRetry<'_>>,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
     down.release_read_buffer();
-    let sent_at = Instant::now();
+    let sent_at = tokio::time::Instant::now();
     let response = match tokio::time::timeout(settings.response_header_timeout, response).await {
         Ok(Ok(r)) => r,
         Ok(Err(e)) => return Err(stream_error(&e)),
         Err(_) => return Err(HttpError::UpstreamTimeout),
     };
     let status = response.status().as_u16();
-    record_response_head(ctx, req, rctx, status, sent_at.elapsed());
-    if retry.is_some_and(|on| on.status(status)) {
+    record_response_head(ctx, req, rctx, status, sent_at);
+    if retry.is_some_and(|r| r.drops(status)) {
         // Dropping the stream resets it: the next try goes elsewhere.
         return Err(HttpError::UpstreamStatus {
             status,

@@ -211,21 +211,32 @@
     c.health.className = t.available ? "up" : "down";
     c.check.textContent = t.active_check || "–";
     c.check.className = t.active_check === "up" ? "up" : t.active_check === "down" ? "down" : "";
+    // Passive health: ejected by outlier detection (why, for how long), backing off after
+    // failed connects, or the failures in a row (failed connects, then 5xx responses and
+    // gateway failures).
     const p = t.passive || {};
-    c.passive.textContent = p.down_for_ms > 0
-      ? "backing off " + duration(p.down_for_ms / 1000)
-      : (p.consecutive_failures || 0) + " failures";
-    c.passive.className = p.down_for_ms > 0 ? "down" : "";
-    // What the target does now: drained by an operator, down (no new connections or requests:
-    // its health check failed or it is in its passive backoff), or serving.
-    const state = t.drained ? "drained" : t.available ? "serving" : "down";
-    c.state.textContent = state;
-    c.state.className = state === "serving" ? "" : state;
+    const o = t.outlier || {};
+    const reasons = { "5xx": "5xx responses", gateway_failure: "gateway failures", slow_response: "slow responses" };
+    if (t.ejected_for_ms > 0) {
+      c.passive.textContent = "ejected " + duration(t.ejected_for_ms / 1000)
+        + (o.ejection_reason ? " (" + (reasons[o.ejection_reason] || o.ejection_reason) + ")" : "");
+    } else if (p.down_for_ms > 0) {
+      c.passive.textContent = "backing off " + duration(p.down_for_ms / 1000);
+    } else {
+      c.passive.textContent = ((p.consecutive_failures || 0) + (o.bad_outcomes_in_a_row || 0)) + " failures";
+    }
+    c.passive.className = t.ejected_for_ms > 0 || p.down_for_ms > 0 ? "down" : "";
+    // What the target does now: drained by an operator, down (its health check failed),
+    // ejected (outlier detection), backing off (failed connects), or serving.
+    const state = t.state || (t.drained ? "drained" : t.available ? "serving" : "down");
+    c.state.textContent = state.replace("_", " ");
+    c.state.className = state === "serving" ? "" : state === "drained" ? "drained" : "down";
     row.tr.dataset.state = state;
     c.active.textContent = t.active === undefined ? "–" : t.active;
     c.latency.textContent = t.latency_ewma_ms == null ? "–" : ms(t.latency_ewma_ms);
     c.latency.dataset.value = t.latency_ewma_ms == null ? "" : String(t.latency_ewma_ms);
     c.errors.textContent = t.errors_last_minute === undefined ? "–" : t.errors_last_minute;
+    c.errors.className = t.errors_last_minute > 0 ? "down" : "";
     c.responses.textContent = responses(t.responses);
     row.tr.dataset.drained = String(t.drained);
     if (!row.busy) {
