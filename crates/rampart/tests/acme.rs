@@ -299,12 +299,8 @@ fn one_command_line_gets_its_certificate_and_redirects_port_80() {
     let mut proxy = Rampart::start(dir.path(), &args);
     proxy.wait_for("certificate issued");
     assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "backend");
-    let mut plain = common::connect(http);
-    let (status, head, _) = common::http::send(&mut plain, b"GET /x?y=1 HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n");
-    assert_eq!(status, 301, "{head}");
     // To the HTTPS listener's port, which is not 443 here.
-    let location = format!("https://a.fleet.test:{https}/x?y=1");
-    assert_eq!(common::http::header(&head, "location"), Some(location.as_str()));
+    assert_redirects_to_https(http, https);
     proxy.stop();
 }
 
@@ -323,12 +319,18 @@ fn a_plain_listener_with_no_routes_answers_the_ca_and_redirects_the_rest_to_http
     let mut proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     proxy.wait_for("certificate issued");
     assert_eq!(get_verified(https, &pebble.issuing_root(), "a.fleet.test"), "secure");
+    assert_redirects_to_https(http, https);
+    proxy.stop();
+}
+
+/// A plain request for `a.fleet.test` on port `http` gets a 301 to the same path and query on the
+/// HTTPS port `https`.
+fn assert_redirects_to_https(http: u16, https: u16) {
     let mut plain = common::connect(http);
     let (status, head, _) = common::http::send(&mut plain, b"GET /x?y=1 HTTP/1.1\r\nHost: a.fleet.test\r\n\r\n");
     assert_eq!(status, 301, "{head}");
     let location = format!("https://a.fleet.test:{https}/x?y=1");
     assert_eq!(common::http::header(&head, "location"), Some(location.as_str()));
-    proxy.stop();
 }
 
 #[test]
