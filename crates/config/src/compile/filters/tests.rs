@@ -70,6 +70,30 @@ fn legacy_header_edits_fold_and_cost_nothing_per_request() {
 }
 
 #[test]
+fn response_header_edits_with_always_apply_to_every_status() {
+    let rs = routes(&config(
+        "",
+        "[[listeners.gw.routes]]\nupstream = \"app\"\n\
+         response_headers = { set = { \"x-all\" = \"1\" }, always = true }\n\
+         filters = [{ type = \"response_headers\", set = { \"x-ok\" = \"1\" } }]\n",
+    ));
+    let names = |status: u16| -> Vec<&str> {
+        let edits = rs[0].filters.response_edits.for_status(status);
+        edits.set.iter().map(|(n, _)| n.as_str()).collect()
+    };
+    assert_eq!(names(200), ["x-ok", "x-all"]);
+    assert_eq!(names(500), ["x-all"]);
+    let errs = errors(&config(
+        "",
+        "[[listeners.gw.routes]]\nupstream = \"app\"\nrequest_headers = { set = { \"x\" = \"1\" }, always = true }\n",
+    ));
+    assert_eq!(
+        errs,
+        ["test.toml:7:51: `always` is for response_headers (request headers have no status to depend on)"]
+    );
+}
+
+#[test]
 fn filter_types_read_their_keys() {
     let rs = routes(&config(
         "",
