@@ -322,33 +322,29 @@ pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Resu
         timeout_ms = drain_timeout.as_millis() as u64,
         "{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}"
     );
-    // The drain runs on a thread of its own; a second SIGINT or SIGTERM meanwhile quits at once.
-    let draining = std::thread::spawn(move || engine.shutdown(drain_timeout));
-    runtime.block_on(async {
-        let mut ticks = tokio::time::interval(std::time::Duration::from_millis(20));
-        while !draining.is_finished() {
-            let again = tokio::select! {
-                _ = interrupt.recv() => "SIGINT",
-                _ = terminate.recv() => "SIGTERM",
-                _ = ticks.tick() => continue,
-            };
-            let open = counters
-                .iter()
-                .map(|c| c.open.load(std::sync::atomic::Ordering::Relaxed))
-                .sum::<u64>();
-            tracing::warn!(
-                signal = again,
-                elapsed_ms = drain_started.elapsed().as_millis() as u64,
-                cut = open,
-                "{again} during the drain: force quit, cutting {}",
-                rampart_proxy::log_summary::count_of(open, "open connection")
-            );
-            session_log.flush();
-            drop(pid_file.take());
-            std::process::exit(1);
-        }
+    // The drain runs on a blocking thread; a second SIGINT or SIGTERM meanwhile quits at once.
+    let cut = runtime.block_on(async {
+        let draining = tokio::task::spawn_blocking(move || engine.shutdown(drain_timeout));
+        let again = tokio::select! {
+            cut = draining => return cut.unwrap_or(0),
+            _ = interrupt.recv() => "SIGINT",
+            _ = terminate.recv() => "SIGTERM",
+        };
+        let open = counters
+            .iter()
+            .map(|c| c.open.load(std::sync::atomic::Ordering::Relaxed))
+            .sum::<u64>();
+        tracing::warn!(
+            signal = again,
+            elapsed_ms = drain_started.elapsed().as_millis() as u64,
+            cut = open,
+            "{again} during the drain: force quit, cutting {}",
+            rampart_proxy::log_summary::count_of(open, "open connection")
+        );
+        session_log.flush();
+        drop(pid_file.take());
+        std::process::exit(1);
     });
-    let cut = draining.join().unwrap_or(0);
     let elapsed_ms = drain_started.elapsed().as_millis() as u64;
     if cut > 0 {
         tracing::warn!(
