@@ -246,7 +246,7 @@ impl Checker<'_> {
                 };
                 let index = |u: &str| names.upstreams.iter().position(|x| *x == u);
                 self.http_listener(name.get_ref(), l, &index, &known, live)
-                    .map(|h| ListenerProtocol::Http(Box::new(h)))
+                    .map(|h| ListenerProtocol::Http(std::sync::Arc::new(h)))
             }
             Some(false) => self.tcp_listener(name, l, names, live),
             None => {

@@ -137,6 +137,20 @@ impl Listener {
 
     /// The settings of an HTTP listener.
     pub fn http(&self) -> Option<&HttpListener> {
+        self.http_shared().map(|h| &**h)
+    }
+
+    /// The settings of an HTTP listener to change, while nothing else holds them (as the compiler
+    /// does before a snapshot is published).
+    pub fn http_mut(&mut self) -> Option<&mut HttpListener> {
+        match &mut self.protocol {
+            ListenerProtocol::Http(http) => Arc::get_mut(http),
+            ListenerProtocol::Tcp { .. } => None,
+        }
+    }
+
+    /// The settings of an HTTP listener, to hold.
+    pub fn http_shared(&self) -> Option<&Arc<HttpListener>> {
         match &self.protocol {
             ListenerProtocol::Http(http) => Some(http),
             ListenerProtocol::Tcp { .. } => None,
@@ -158,8 +172,10 @@ pub enum ListenerProtocol {
         upstream: Option<usize>,
         routing: Option<Box<TcpRouting>>,
     },
-    /// Parse HTTP/1.x and route each request.
-    Http(Box<HttpListener>),
+    /// Parse HTTP/1.x and route each request. Shared: an HTTP connection holds its listener's
+    /// settings as they were in the snapshot its current request was routed with, with no index
+    /// into that snapshot to go stale.
+    Http(Arc<HttpListener>),
 }
 
 /// How `X-Forwarded-For`, `-Proto` and `-Host` are written on proxied requests.

@@ -50,11 +50,13 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
     let accepted = (Instant::now(), SystemTime::now());
     bump(&ctx.counters.accepted, 1);
     let snapshot = ctx.snapshot();
-    let Some(index) = listener.index_in(&snapshot) else {
+    let Some((index, spec)) = listener
+        .index_in(&snapshot)
+        .and_then(|i| Some((i, snapshot.listeners.get(i)?)))
+    else {
         // The listener was removed by a reload and its socket is about to close.
         return;
     };
-    let spec = &snapshot.listeners[index];
     let cells = spec.metrics.worker(ctx.id);
     cells.accepted.add(1);
     let Some(slot) = ConnSlot::take(&listener, spec.max_connections) else {
@@ -112,8 +114,8 @@ pub async fn serve(ctx: &WorkerContext, listener: Rc<BoundListener>, stream: Tcp
     }
     // Boxed: the peek's and the relay's state would otherwise enlarge every connection's task.
     let handed = Box::pin(crate::l4::routed::serve(ctx, Arc::clone(&snapshot), index, arrival)).await;
-    if let Some(HandOver { target, arrival }) = handed {
-        let key = snapshot.listeners[target].key();
+    let handed = handed.and_then(|h| Some((snapshot.listeners.get(h.target)?.key(), h)));
+    if let Some((key, HandOver { target, arrival })) = handed {
         let peer = arrival.client;
         Box::pin(terminate_and_serve(ctx, snapshot, target, arrival, peer, Some(key))).await;
     }
@@ -130,7 +132,9 @@ pub(crate) async fn terminate_and_serve(
     peer: SocketAddr,
     handed_to: Option<ListenerKey>,
 ) {
-    let spec = &snapshot.listeners[index];
+    let Some(spec) = snapshot.listeners.get(index) else {
+        return;
+    };
     let Arrival {
         tcp,
         mut early,

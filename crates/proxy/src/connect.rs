@@ -62,7 +62,9 @@ pub async fn connect_upstream(
         proxy_header,
         outcome,
     } = *whom;
-    let upstream = &snapshot.upstreams[up_index];
+    let Some(upstream) = snapshot.upstreams.get(up_index) else {
+        return Err(ConnectFailure::NoHealthyTarget);
+    };
     let attempts = upstream.connect_attempts.clamp(1, Tried::CAPACITY);
     let mut made = 0;
     // What the last attempt died of, for when no target is left to try.
@@ -100,7 +102,10 @@ pub async fn connect_upstream(
             upstream.metrics.worker(ctx.id).retries.add(1);
         }
         made += 1;
-        let target = &upstream.targets[t];
+        // (A pick is always one of the upstream's targets.)
+        let Some(target) = upstream.targets.get(t) else {
+            return Err(last);
+        };
         let attempt = tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header));
         match attempt.await {
             Ok(Ok(stream)) => {

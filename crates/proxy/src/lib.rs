@@ -52,3 +52,5 @@ pub use rampart_model::{self as model, Snapshot};
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/design.md")]
 pub struct DesignDocExamples;
+#[cfg(test)]
+mod no_stale_index;

@@ -28,7 +28,10 @@ pub fn record_refusal(ctx: &WorkerContext, snapshot: &Snapshot, listener: &Liste
         close,
         routed,
     } = refused;
-    let upstream = listener.tcp_upstream().map(|u| snapshot.upstreams[u].name.as_str());
+    let upstream = listener
+        .tcp_upstream()
+        .and_then(|u| snapshot.upstreams.get(u))
+        .map(|u| u.name.as_str());
     let record = SessionRecord {
         client,
         listener: &listener.name,

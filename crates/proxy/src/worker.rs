@@ -113,15 +113,18 @@ impl WorkerContext {
     /// Chooses a target of `upstream`; `key` is the consistent-hashing key, `first` says the pick
     /// is a request's (or connection's) first (see [`BalancerState::pick`]).
     pub fn pick(&self, snapshot: &Snapshot, upstream: usize, key: u64, tried: &Tried, first: bool) -> Option<usize> {
-        self.with_balancer(snapshot, upstream, |b| {
-            b.pick(&snapshot.upstreams[upstream], key, tried, first)
-        })
+        let up = snapshot.upstreams.get(upstream)?;
+        self.with_balancer(snapshot, upstream, |b| b.pick(up, key, tried, first))
+            .flatten()
     }
 
     /// `target` of `upstream` just failed a request: this worker's first picks pass it over for
     /// a while.
     pub fn pass_over(&self, snapshot: &Snapshot, upstream: usize, target: usize) {
-        let time = snapshot.upstreams[upstream].http.retry_pass_over;
+        let Some(up) = snapshot.upstreams.get(upstream) else {
+            return;
+        };
+        let time = up.http.retry_pass_over;
         self.with_balancer(snapshot, upstream, |b| b.pass_over(target, time));
     }
 
@@ -135,15 +138,20 @@ impl WorkerContext {
         let mut b = self.balancers.borrow_mut();
         // A connection that outlived its snapshot's balancer state has nothing to update.
         if b.generation == snapshot.generation {
-            if open {
-                b.states[upstream].opened(target);
-            } else {
-                b.states[upstream].closed(target);
+            match b.states.get_mut(upstream) {
+                Some(state) if open => state.opened(target),
+                Some(state) => state.closed(target),
+                None => {}
             }
         }
     }
 
-    fn with_balancer<R>(&self, snapshot: &Snapshot, upstream: usize, f: impl FnOnce(&mut BalancerState) -> R) -> R {
+    fn with_balancer<R>(
+        &self,
+        snapshot: &Snapshot,
+        upstream: usize,
+        f: impl FnOnce(&mut BalancerState) -> R,
+    ) -> Option<R> {
         let mut b = self.balancers.borrow_mut();
         if b.generation != snapshot.generation {
             let seed = (self.id as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15);
@@ -154,7 +162,7 @@ impl WorkerContext {
                 .collect();
             b.generation = snapshot.generation;
         }
-        f(&mut b.states[upstream])
+        b.states.get_mut(upstream).map(f)
     }
 
     /// The snapshot current now. Cheap enough for every request: it compares one pointer with

@@ -8,6 +8,7 @@
 //! from an `ArcSwap` at accept time; [`Engine::apply`] swaps in a new one.
 
 mod listener;
+mod panics;
 mod worker;
 
 use std::collections::{HashMap, HashSet};
@@ -25,6 +26,7 @@ use rampart_proxy::worker::WorkerCounters;
 use tokio::sync::mpsc;
 
 pub use listener::{bind_reuseport, probe_unused, InheritedSockets};
+pub use panics::worker_panics;
 use worker::{Command, WorkerSetup};
 
 /// Why the engine could not start or apply a config.
@@ -73,6 +75,7 @@ impl Engine {
         session_log: SessionLogSink,
         mut inherited: InheritedSockets,
     ) -> Result<Engine, EngineError> {
+        panics::install_hook();
         let workers = options.workers.max(1);
         let binds: Vec<SocketAddr> = snapshot.listeners.iter().filter_map(|l| l.bind).collect();
         let sockets = bind_all(&binds, workers, &HashSet::new(), &mut inherited)?;

@@ -81,6 +81,7 @@ impl Drop for TaskGuard {
 pub(crate) fn run(setup: WorkerSetup) {
     // Blocking threads are started from the worker's thread and would inherit its pinning: they
     // get every core the process may use back, so a hash check never competes with its worker.
+    crate::panics::on_worker(setup.id);
     let cores = crate::available_cores();
     if let Some(core) = setup.core {
         if let Err(e) = crate::pin_current_thread(core) {

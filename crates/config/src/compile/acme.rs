@@ -330,7 +330,8 @@ pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
     let https_port = https_port(listeners);
     for listener in listeners {
         let name = listener.name.clone();
-        if let ListenerProtocol::Http(http) = &mut listener.protocol {
+        // Compiled just now, so not shared yet: `get_mut` finds it.
+        if let Some(http) = listener.http_mut() {
             for route in http.routes.iter_mut().filter(|r| r.name == HTTPS_REDIRECT_ROUTE) {
                 if let RouteAction::Redirect {
                     to: RedirectTo::Scheme { port, .. },

@@ -154,6 +154,18 @@ impl BalancerState {
     /// are left; a retry's pick takes no turn, so that the next request's first pick is not
     /// moved along by another's failure.
     pub fn pick(&mut self, upstream: &Upstream, key: u64, tried: &Tried, first: bool) -> Option<usize> {
+        // Every per-target vector was sized for this upstream's targets (the worker rebuilds the
+        // state for each snapshot): with that checked once here, the indices below stay in bounds.
+        let n = upstream.targets.len();
+        if [
+            self.open.len(),
+            self.latency.len(),
+            self.smooth_current.len(),
+            self.pass_over_until.len(),
+        ] != [n; 4]
+        {
+            return None;
+        }
         let Some(now) = (if first { self.passing_over() } else { None }) else {
             return self.pick_ramped(upstream, key, tried, first, None);
         };
@@ -180,7 +192,10 @@ impl BalancerState {
         // balancer picks again (a few times; then the last pick stands), so its traffic rises
         // with its share while targets ramping together share alike.
         for _ in 0..SLOW_START_PICKS {
-            let share = upstream.targets[picked].health.slow_start_share(window);
+            let Some(target) = upstream.targets.get(picked) else {
+                break;
+            };
+            let share = target.health.slow_start_share(window);
             let draw = (self.next_random() >> 11) as f64 / (1u64 << 53) as f64;
             if share >= 1.0 || draw < share {
                 break;
@@ -224,8 +239,9 @@ impl BalancerState {
         turn: bool,
         skip: Option<PassOver<'_>>,
     ) -> Option<usize> {
+        let weight = |i: usize| upstream.targets.get(i).map_or(1, |t| t.weight);
         let usable = |i: usize| {
-            let t = &upstream.targets[i];
+            let Some(t) = upstream.targets.get(i) else { return false };
             t.backup == backups && !tried.contains(i) && !skip.is_some_and(|p| p.skips(i)) && t.health.is_available()
         };
         let n = upstream.targets.len();
@@ -242,7 +258,7 @@ impl BalancerState {
                 let mut total = 0i64;
                 let mut best: Option<(usize, i64)> = None;
                 for i in (0..n).filter(|&i| usable(i)) {
-                    let weight = i64::from(upstream.targets[i].weight);
+                    let weight = i64::from(weight(i));
                     let current = self.smooth_current[i] + weight;
                     if turn {
                         self.smooth_current[i] = current;
@@ -263,8 +279,7 @@ impl BalancerState {
                 let mut best: Option<usize> = None;
                 for i in (0..n).map(|k| (self.cursor + k) % n).filter(|&i| usable(i)) {
                     let better = best.is_none_or(|b| {
-                        u64::from(self.open[i]) * u64::from(upstream.targets[b].weight)
-                            < u64::from(self.open[b]) * u64::from(upstream.targets[i].weight)
+                        u64::from(self.open[i]) * u64::from(weight(b)) < u64::from(self.open[b]) * u64::from(weight(i))
                     });
                     if better {
                         best = Some(i);
@@ -278,17 +293,15 @@ impl BalancerState {
             }
             BalancePolicy::RandomTwo => {
                 let (a, b) = self.two_random(n, usable)?;
-                let load = |i: usize| u64::from(self.open[i]) * 1024 / u64::from(upstream.targets[i].weight.max(1));
+                let load = |i: usize| u64::from(self.open[i]) * 1024 / u64::from(weight(i).max(1));
                 Some(b.filter(|&b| load(b) < load(a)).unwrap_or(a))
             }
             BalancePolicy::P2cEwma => {
                 let (a, b) = self.two_random(n, usable)?;
                 let Some(b) = b else { return Some(a) };
                 let now = Instant::now();
-                let cost = |i: usize| {
-                    self.latency[i].current(now) * f64::from(self.open[i] + 1)
-                        / f64::from(upstream.targets[i].weight.max(1))
-                };
+                let cost =
+                    |i: usize| self.latency[i].current(now) * f64::from(self.open[i] + 1) / f64::from(weight(i).max(1));
                 let (ca, cb) = (cost(a), cost(b));
                 // Equal costs (both never measured, say) fall back to fewer open.
                 Some(if cb < ca || (cb == ca && self.open[b] < self.open[a]) {

@@ -75,6 +75,8 @@ pub enum HttpError {
     RequestTimeout,
     #[error("a static file could not be read (or got shorter while it was sent)")]
     FileRead,
+    #[error("the request names a part of the configuration its snapshot lacks (a bug in Rampart; the request is refused, the worker goes on)")]
+    MissingConfig,
     #[error("refused by a filter: {reason}")]
     Filtered {
         /// The status the client gets.
@@ -92,7 +94,7 @@ impl HttpError {
             BadRequest(_) | ClientHeaderTimeout | BadRequestBody | ClientBodyTimeout | ClientGone | Filtered { .. } => {
                 ErrorSource::Downstream
             }
-            FileRead => ErrorSource::Internal,
+            FileRead | MissingConfig => ErrorSource::Internal,
             _ => ErrorSource::Upstream,
         }
     }
@@ -105,7 +107,7 @@ impl HttpError {
             ClientHeaderTimeout | ClientBodyTimeout => 408,
             BadRequestBody | ClientGone => 400,
             Filtered { status, .. } => status,
-            FileRead => 500,
+            FileRead | MissingConfig => 500,
             NoHealthyTarget | QueueFull | QueueTimeout => 503,
             UpstreamStatus { status, .. } => status,
             ConnectTimeout | UpstreamWriteTimeout | UpstreamTimeout | RequestTimeout | UpstreamReadTimeout => 504,
@@ -153,6 +155,7 @@ impl HttpError {
             UpstreamReadTimeout => "upstream_read_timeout",
             RequestTimeout => "request_timeout",
             FileRead => "file_read_failed",
+            MissingConfig => "internal_error",
             Filtered { reason, .. } => reason,
         }
     }
@@ -222,5 +225,7 @@ mod tests {
         assert_eq!(HttpError::FileRead.status(), 500);
         assert_eq!(HttpError::FileRead.target_error(), None);
         assert_eq!(HttpError::ClientGone.target_error(), None);
+        assert_eq!(HttpError::MissingConfig.status(), 500);
+        assert_eq!(HttpError::MissingConfig.source(), ErrorSource::Internal);
     }
 }

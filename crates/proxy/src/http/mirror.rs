@@ -37,7 +37,9 @@ pub enum CopyBody<'a> {
 /// Sends a copy of the request whose upstream head is `head` (`None`: not written as HTTP/1 text;
 /// the copy fails) and whose body is `body` to the mirror's upstream.
 pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, head: Option<&[u8]>, body: CopyBody<'_>) {
-    let up = &snapshot.upstreams[mirror.upstream];
+    let Some(up) = snapshot.upstreams.get(mirror.upstream) else {
+        return;
+    };
     let cells = up.metrics.clone();
     let worker = ctx.id;
     cells.worker(worker).mirrored.add(1);
@@ -49,7 +51,9 @@ pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, head: Opt
     let (Some(target), Some(request)) = (target, request) else {
         return failed(&cells, worker);
     };
-    let addr = up.targets[target].addr;
+    let Some(addr) = up.targets.get(target).map(|t| t.addr) else {
+        return failed(&cells, worker);
+    };
     let (connect, answer) = (up.connect_timeout, up.http.response_header_timeout);
     tokio::task::spawn_local(async move {
         if !answered(addr, &request, connect, answer).await {

@@ -86,7 +86,9 @@ pub async fn serve(
     (accepted, accepted_wall): (Instant, SystemTime),
     choice: Choice,
 ) {
-    let listener = &snapshot.listeners[listener];
+    let Some(listener) = snapshot.listeners.get(listener) else {
+        return;
+    };
     let mut session = Session {
         listener,
         snapshot: &snapshot,
@@ -112,8 +114,9 @@ pub async fn serve(
         ..
     }) = &result
     {
-        if let Some((routing, r)) = listener.tcp_routing().zip(session.choice.route) {
-            routing.routes[r].metrics.worker(ctx.id).filter_closes.add(1);
+        let route = listener.tcp_routing().zip(session.choice.route);
+        if let Some(route) = route.and_then(|(routing, r)| routing.routes.get(r)) {
+            route.metrics.worker(ctx.id).filter_closes.add(1);
         }
     }
     record(ctx, &session, result);
@@ -131,7 +134,9 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let Some(up_index) = session.choice.upstream else {
         return Err(Refusal::NoRoute);
     };
-    let upstream_spec = &snapshot.upstreams[up_index];
+    let Some(upstream_spec) = snapshot.upstreams.get(up_index) else {
+        return Err(Refusal::NoRoute);
+    };
     let mut tried = Tried::default();
     let connect_started = Instant::now();
     let header = upstream_spec.send_proxy_protocol.map(|version| {
@@ -168,7 +173,8 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     let filters = session
         .choice
         .route
-        .and_then(|r| listener.tcp_routing().map(|routing| &routing.routes[r].filters))
+        .and_then(|r| listener.tcp_routing()?.routes.get(r))
+        .map(|route| &route.filters)
         .filter(|f| !f.is_empty());
     // With filters, the early bytes (the peeked ones) go through them in the relay.
     let mut early_sent = None;
@@ -180,8 +186,10 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
     }
 
     ctx.track_open(snapshot, up_index, target, true);
-    let target_cells = upstream_spec.targets[target].metrics.worker(ctx.id);
-    target_cells.active.up();
+    let target_cells = upstream_spec.targets.get(target).map(|t| t.metrics.worker(ctx.id));
+    if let Some(cells) = target_cells {
+        cells.active.up();
+    }
     let mut outcome = match filters {
         None => {
             relay(
@@ -215,7 +223,9 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
         outcome.bytes_up += early.len() as u64;
         outcome.first_byte_up = Some(outcome.first_byte_up.map_or(sent, |t| t.min(sent)));
     }
-    target_cells.active.down();
+    if let Some(cells) = target_cells {
+        cells.active.down();
+    }
     ctx.track_open(snapshot, up_index, target, false);
     Ok(outcome)
 }
@@ -223,7 +233,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
 /// Appends the session record for a finished connection.
 fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Refusal>) {
     let Some(path) = &s.snapshot.session_log else { return };
-    let upstream = s.choice.upstream.map(|u| &s.snapshot.upstreams[u]);
+    let upstream = s.choice.upstream.and_then(|u| s.snapshot.upstreams.get(u));
     let (first_byte_up, first_byte_down, bytes_up, bytes_down, close) = match &result {
         Ok(o) => (
             o.first_byte_up,
@@ -238,7 +248,10 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
         client: s.client,
         listener: &s.listener.name,
         upstream: upstream.map(|u| u.name.as_str()),
-        target: upstream.zip(s.target).map(|(u, t)| u.targets[t].name.as_str()),
+        target: upstream
+            .zip(s.target)
+            .and_then(|(u, t)| u.targets.get(t))
+            .map(|t| t.name.as_str()),
         accepted: s.accepted,
         accepted_wall: s.accepted_wall,
         connected: s.connected,
@@ -250,7 +263,11 @@ fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Ref
         tls: s.tls.as_ref().map(OwnedTlsInfo::view),
         routed: s.choice.peek.as_ref().map(|peek| {
             let route = s.choice.route.zip(s.listener.tcp_routing());
-            peek.view(route.map(|(r, routing)| routing.routes[r].name.as_str()))
+            peek.view(
+                route
+                    .and_then(|(r, routing)| routing.routes.get(r))
+                    .map(|r| r.name.as_str()),
+            )
         }),
     };
     ctx.push_log_line(path, |out| record.write(out));

@@ -71,7 +71,7 @@ pub async fn serve(
     index: usize,
     mut arrival: Arrival,
 ) -> Option<HandOver> {
-    let listener = &snapshot.listeners[index];
+    let listener = snapshot.listeners.get(index)?;
     let routing = listener.tcp_routing()?;
     let peeked = peek(
         &arrival.tcp,
@@ -104,12 +104,13 @@ pub async fn serve(
         took,
     };
     let (route, action) = match decision {
-        Decision::Route(i) => {
-            let route = &routing.routes[i];
-            route.metrics.worker(ctx.id).connections.add(1);
-            (Some(i), route.action)
+        Decision::Route(i) if i < routing.routes.len() => {
+            if let Some(route) = routing.routes.get(i) {
+                route.metrics.worker(ctx.id).connections.add(1);
+            }
+            (Some(i), routing.routes.get(i).map_or(TcpAction::Reject, |r| r.action))
         }
-        Decision::Default | Decision::Wait => {
+        Decision::Route(_) | Decision::Default | Decision::Wait => {
             let cells = routing.default_metrics.worker(ctx.id);
             cells.connections.add(1);
             if undecided {
@@ -140,7 +141,7 @@ pub async fn serve(
         }
         TcpAction::Listener(target) => return Some(HandOver { target, arrival }),
         TcpAction::Reject => {
-            let name = route.map(|i| routing.routes[i].name.as_str());
+            let name = route.and_then(|i| routing.routes.get(i)).map(|r| r.name.as_str());
             let record = crate::refusal::Refused {
                 client: arrival.client,
                 accepted: arrival.accepted,

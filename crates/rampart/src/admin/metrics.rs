@@ -34,6 +34,13 @@ pub fn render(shared: &AdminShared) -> String {
     let build = Info::new(vec![("version", env!("CARGO_PKG_VERSION").to_string())]);
     registry.register("rampart_build", "Rampart's version", build);
     registry.register("rampart_workers", "Worker threads", gauge(status.workers as i64));
+    let panics = Counter::<u64>::default();
+    panics.inc_by(rampart_runtime::worker_panics());
+    registry.register(
+        "rampart_worker_panics",
+        "Panics on worker threads (a bug in Rampart): each closed the connection it served; the worker went on",
+        panics,
+    );
 
     let reloads = Family::<Labels, Counter>::default();
     reloads

@@ -22,7 +22,7 @@ fn routes(src: &str) -> Vec<Route> {
     let compiled = compile_with(src, &mut LiveState::default()).unwrap();
     let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
-        ListenerProtocol::Http(h) => h.routes,
+        ListenerProtocol::Http(h) => Arc::into_inner(h).expect("one owner").routes,
         ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),
     }
 }

@@ -60,7 +60,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         again: Option<usize>,
     ) -> Result<Option<(usize, Option<Slot<'e>>)>, HttpError> {
         let req: &'e ProxyRequest<'_> = self.req;
-        let up: &'e Upstream = &req.snapshot.upstreams[req.upstream];
+        let up: &'e Upstream = req.up;
         let first = again.or_else(|| self.sticky_pick());
         // A request's first attempt takes the balancer's turn; a retry's does not.
         let fresh = self.tried.is_empty();
@@ -73,7 +73,10 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             let mut full = self.tried;
             let mut next = first;
             while let Some(t) = next.take().or_else(|| pick(&full)) {
-                let health = &up.targets[t].health;
+                // (A pick is always one of the upstream's targets.)
+                let Some(health) = up.targets.get(t).map(|t| &t.health) else {
+                    break;
+                };
                 if health.try_acquire(limits.per_target) {
                     return Look::Slot(t, Slot { health, queue });
                 }
@@ -170,7 +173,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         if let Some(current) = self.rctx.target {
             tried.push(current);
         }
-        let up: &'e Upstream = &self.req.snapshot.upstreams[self.req.upstream];
+        let up: &'e Upstream = self.req.up;
         Some(StatusRetry {
             on,
             up,
@@ -259,10 +262,10 @@ pub fn sticky_target<'a>(up: &Upstream, cookie: impl FnOnce(&str) -> Option<&'a 
 pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>, status: u16) -> Cow<'a, HeaderOps> {
     let up = req.upstream();
     let route = req.response_ops.for_status(status);
-    match (&up.sticky, target) {
-        (Some(sticky), Some(t)) if req.sticky_target != Some(t) => {
+    match (&up.sticky, target.and_then(|t| Some((t, up.targets.get(t)?)))) {
+        (Some(sticky), Some((t, target))) if req.sticky_target != Some(t) => {
             let mut ops = route.clone();
-            let id = StickyCookie::id(&up.name, up.targets[t].addr);
+            let id = StickyCookie::id(&up.name, target.addr);
             ops.add.push(("set-cookie".to_string(), sticky.set_cookie(id)));
             Cow::Owned(ops)
         }

@@ -40,7 +40,10 @@ use session::{NoSession, Session, UpstreamSession};
 pub struct ProxyRequest<'a> {
     pub snapshot: &'a Snapshot,
     pub listener_name: &'a str,
+    /// The upstream's index in the snapshot (the worker's balancer state is kept by it) and the
+    /// upstream itself, looked up once when the request was routed.
     pub upstream: usize,
+    pub up: &'a Upstream,
     /// The client (from a PROXY header when one named it).
     pub client: SocketAddr,
     /// The address the client connected to, for PROXY headers to the upstream.
@@ -77,7 +80,7 @@ impl ProxyRequest<'_> {
     }
 
     fn upstream(&self) -> &Upstream {
-        &self.snapshot.upstreams[self.upstream]
+        self.up
     }
 }
 
@@ -316,11 +319,12 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     }
 }
 
-/// The pool key of a connection to `target` for this request.
-fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
+/// The pool key of a connection to `target` for this request (`None`: the upstream has no such
+/// target, which no pick gives).
+fn pool_key(req: &ProxyRequest<'_>, target: usize) -> Option<PoolKey> {
     let up = req.upstream();
-    PoolKey {
-        target: up.targets[target].addr,
+    Some(PoolKey {
+        target: up.targets.get(target)?.addr,
         proxied_client: up.send_proxy_protocol.map(|_| req.client),
         // The configuration's address: the snapshot that holds it outlives the pooled connection's
         // use under this key (a later configuration at the same address is a reload's, for the
@@ -329,13 +333,13 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> PoolKey {
             .tls
             .as_ref()
             .map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
-    }
+    })
 }
 
 /// Counts a failure of `target` in its error metrics (when it is the target's).
 fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: HttpError) {
-    if let Some(kind) = error.target_error() {
-        up.targets[target].metrics.worker(ctx.id).error(kind).add(1);
+    if let (Some(kind), Some(t)) = (error.target_error(), up.targets.get(target)) {
+        t.metrics.worker(ctx.id).error(kind).add(1);
         // A gateway failure (reset, timeout, bad response) is a bad outcome for outlier
         // detection.
         observe_outcome(ctx, up, target, Some(BadOutcome::GatewayFailure));
@@ -349,13 +353,17 @@ struct InFlight<'a> {
     snapshot: &'a Snapshot,
     upstream: usize,
     target: usize,
+    cells: Option<&'a rampart_model::metrics::TargetCells>,
     load: bool,
 }
 
 impl<'a> InFlight<'a> {
     fn new(ctx: &'a WorkerContext, req: &ProxyRequest<'a>, target: usize) -> Self {
-        let up = req.upstream();
-        up.targets[target].metrics.worker(ctx.id).active.up();
+        let up = req.up;
+        let cells = up.targets.get(target).map(|t| t.metrics.worker(ctx.id));
+        if let Some(cells) = cells {
+            cells.active.up();
+        }
         let load = up.policy.uses_load();
         if load {
             ctx.track_open(req.snapshot, req.upstream, target, true);
@@ -365,6 +373,7 @@ impl<'a> InFlight<'a> {
             snapshot: req.snapshot,
             upstream: req.upstream,
             target,
+            cells,
             load,
         }
     }
@@ -372,8 +381,9 @@ impl<'a> InFlight<'a> {
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        let up = &self.snapshot.upstreams[self.upstream];
-        up.targets[self.target].metrics.worker(self.ctx.id).active.down();
+        if let Some(cells) = self.cells {
+            cells.active.down();
+        }
         if self.load {
             self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
         }

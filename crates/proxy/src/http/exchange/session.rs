@@ -40,7 +40,7 @@ pub(super) struct NoSession {
 pub(super) fn pooled(ctx: &WorkerContext, req: &ProxyRequest<'_>, choice: usize) -> Option<Session> {
     let up = req.upstream();
     let protocol = up.http.protocol;
-    let key = pool_key(req, choice);
+    let key = pool_key(req, choice)?;
     let pooled = match protocol {
         UpstreamProtocol::Http1 => None,
         _ => ctx.http.h2_pool.borrow_mut().get(&key).map(UpstreamSession::Http2),
@@ -55,7 +55,9 @@ pub(super) fn pooled(ctx: &WorkerContext, req: &ProxyRequest<'_>, choice: usize)
             .map(UpstreamSession::Http1),
     })?;
     bump(&ctx.counters.upstream_reuses, 1);
-    up.targets[choice].metrics.worker(ctx.id).reused.add(1);
+    if let Some(t) = up.targets.get(choice) {
+        t.metrics.worker(ctx.id).reused.add(1);
+    }
     Some(Session {
         target: choice,
         reused: true,
@@ -90,7 +92,9 @@ pub(super) async fn open(
     }
     match tokio::time::timeout(up.connect_timeout, handshake(stream)).await {
         Ok(Ok(conn)) => {
-            ctx.http.h2_pool.borrow_mut().add(pool_key(req, target), conn.clone());
+            if let Some(key) = pool_key(req, target) {
+                ctx.http.h2_pool.borrow_mut().add(key, conn.clone());
+            }
             Ok(Session {
                 target,
                 reused: false,

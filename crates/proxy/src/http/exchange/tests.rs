@@ -39,6 +39,7 @@ fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a ResponseEdits, body: BodyL
         snapshot,
         listener_name: "web",
         upstream: 0,
+        up: &snapshot.upstreams[0],
         client: "192.0.2.1:1000".parse().unwrap(),
         local: None,
         hash_key: 0,

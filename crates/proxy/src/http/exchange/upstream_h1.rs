@@ -60,7 +60,9 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             Err(error @ HttpError::UpstreamStatus { reusable: true, .. }) => {
                 // A response dropped for a retry, read whole: its connection carries on.
                 let max = settings.pool_max_idle;
-                ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
+                if let Some(key) = pool_key(req, target) {
+                    ctx.http.pool.borrow_mut().put(key, conn, max);
+                }
                 return Err(error);
             }
             other => other?,
@@ -74,7 +76,9 @@ impl<D: Downstream> Exchange<'_, '_, D> {
                 }
                 if reusable {
                     let max = settings.pool_max_idle;
-                    ctx.http.pool.borrow_mut().put(pool_key(req, target), conn, max);
+                    if let Some(key) = pool_key(req, target) {
+                        ctx.http.pool.borrow_mut().put(key, conn, max);
+                    }
                 }
                 Ok(None)
             }

@@ -137,7 +137,8 @@ fn build_request<'a>(
     fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
 ) -> Result<Request<()>, HttpError> {
     let method = Method::from_bytes(method).map_err(|_| HttpError::BadRequestBody)?;
-    let fallback = req.upstream().targets[target].name.as_bytes();
+    let up = req.upstream();
+    let fallback = up.targets.get(target).map_or(&up.name, |t| &t.name).as_bytes();
     let scheme = if tls { "https" } else { "http" };
     let uri = Uri::builder()
         .scheme(scheme)

@@ -98,7 +98,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     let Some(index) = snapshot.listener_index(&listener_key) else {
         return;
     };
-    let Some(http) = snapshot.listeners[index].http() else {
+    let Some(http) = snapshot.listeners.get(index).and_then(|l| l.http()) else {
         return;
     };
     // A reload turned HTTP/2 off while this client negotiated it: the connection closes.
@@ -205,7 +205,7 @@ fn count_received(ctx: &WorkerContext, info: &ConnInfo, received: &Cell<u64>) {
     let snapshot = ctx.snapshot();
     if let Some(listener) = snapshot
         .listener_index(&info.listener_key)
-        .map(|i| &snapshot.listeners[i])
+        .and_then(|i| snapshot.listeners.get(i))
     {
         listener.metrics.worker(ctx.id).bytes_in.add(bytes);
     }

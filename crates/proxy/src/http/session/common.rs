@@ -7,11 +7,11 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use rampart_model::metrics::code_class;
-use rampart_model::HttpListener;
 use rampart_model::ListenerKey;
+use rampart_model::{HttpListener, Listener};
 use rampart_proto::h1::{Framing, RequestHead};
 
-use super::{http_settings, speaks_http, RequestPath};
+use super::{http_listener, RequestPath};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
@@ -33,10 +33,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         listener_key: ListenerKey,
     ) -> Result<Self, T> {
         let snapshot = ctx.snapshot();
-        let Some(listener) = snapshot
-            .listener_index(&listener_key)
-            .filter(|&i| speaks_http(&snapshot, i))
-        else {
+        let Some((listener, http)) = http_listener(&snapshot, &listener_key) else {
             return Err(stream);
         };
         Ok(RequestPath {
@@ -49,6 +46,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             client_ip,
             snapshot,
             listener,
+            http,
             inbuf: IoBuf::default(),
             fields: Vec::new(),
             out: Vec::new(),
@@ -59,7 +57,13 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
 
     /// The HTTP settings of this connection's listener in the current snapshot.
     pub(crate) fn http(&self) -> &HttpListener {
-        http_settings(&self.snapshot, self.listener)
+        &self.http
+    }
+
+    /// This connection's listener in the current snapshot (always there: it is looked up in
+    /// the same snapshot its index came from).
+    pub(crate) fn listener_spec(&self) -> Option<&Listener> {
+        self.snapshot.listeners.get(self.listener)
     }
 
     /// Takes the snapshot current now for the next request. When a reload removed this
@@ -70,13 +74,14 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         if Rc::ptr_eq(&current, &self.snapshot) {
             return true;
         }
-        match current.listener_index(&self.listener_key) {
-            Some(i) if speaks_http(&current, i) => {
+        match http_listener(&current, &self.listener_key) {
+            Some((i, http)) => {
                 self.snapshot = current;
                 self.listener = i;
+                self.http = http;
                 true
             }
-            _ => false,
+            None => false,
         }
     }
 
@@ -132,10 +137,12 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         let now = Instant::now();
         let took = now.saturating_duration_since(rctx.began);
         let id = self.ctx.id;
-        let listener = &self.snapshot.listeners[self.listener];
-        let cells = listener.metrics.worker(id);
-        cells.bytes_in.add(self.inbuf.take_received());
-        cells.bytes_out.add(rctx.bytes_out);
+        let received = self.inbuf.take_received();
+        if let Some(listener) = self.listener_spec() {
+            let cells = listener.metrics.worker(id);
+            cells.bytes_in.add(received);
+            cells.bytes_out.add(rctx.bytes_out);
+        }
         let http = self.http();
         let route = rctx.route.and_then(|r| http.routes.get(r));
         let route_cells = route.map_or(&http.unrouted, |r| &r.metrics).worker(id);
@@ -147,13 +154,12 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         self.write_access(head, rctx, run, took);
         if run.is_active() {
             let snapshot = self.snapshot.clone();
-            let listener = &snapshot.listeners[self.listener];
             let route_index = rctx.route.unwrap_or_default();
-            let route = listener.http().and_then(|h| h.routes.get(route_index));
+            let route = self.http.routes.get(route_index);
             let at = Where {
                 worker: self.ctx,
                 snapshot: &snapshot,
-                listener: &listener.name,
+                listener: snapshot.listeners.get(self.listener).map_or("", |l| l.name.as_str()),
                 route: route.map_or("", |r| r.name.as_str()),
                 route_index,
                 peer: self.client,
@@ -188,7 +194,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         let upstream_target = rctx
             .upstream
             .zip(rctx.target)
-            .and_then(|(u, t)| self.snapshot.upstreams[u].targets.get(t))
+            .and_then(|(u, t)| self.snapshot.upstreams.get(u)?.targets.get(t))
             .map(|t| t.name.as_str());
         let record = AccessRecord {
             time: wall,

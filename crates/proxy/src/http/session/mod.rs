@@ -9,6 +9,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -46,8 +47,9 @@ pub(crate) async fn serve_http1(ctx: &WorkerContext, conn: Conn) -> Option<Conn>
     connection.release_idle();
     // Bytes read after the last request (a partial head, say) count too.
     let received = connection.inbuf.take_received();
-    let listener = &connection.snapshot.listeners[connection.listener];
-    listener.metrics.worker(ctx.id).bytes_in.add(received);
+    if let Some(listener) = connection.listener_spec() {
+        listener.metrics.worker(ctx.id).bytes_in.add(received);
+    }
     if end == Next::Close && matches!(connection.stream, Stream::Tls(_)) {
         // A TLS client is told the close is deliberate (close_notify), as nginx and HAProxy do.
         connection.stream.shutdown_write();
@@ -80,12 +82,12 @@ pub(crate) struct RequestPath<'a, T = Stream> {
     listener_key: ListenerKey,
     /// The client's address as text, for X-Forwarded-For.
     client_ip: String,
-    /// The snapshot the current (or last) request is routed with, and this connection's listener
-    /// in it. Private: only [`RequestPath::new`], [`RequestPath::for_stream`] and
-    /// [`RequestPath::follow_reload`] set them, each after checking that the listener speaks HTTP
-    /// in that snapshot, and a snapshot never changes, so [`http_settings`] always finds them.
+    /// The snapshot the current (or last) request is routed with, this connection's listener in
+    /// it (its index, read with a check), and that listener's HTTP settings, held: set together
+    /// by [`RequestPath::new`], [`RequestPath::for_stream`] and [`RequestPath::follow_reload`].
     snapshot: Rc<SharedSnapshot>,
     listener: usize,
+    http: Arc<HttpListener>,
     pub(crate) inbuf: IoBuf,
     pub(crate) fields: Vec<Field>,
     out: Vec<u8>,
@@ -121,10 +123,7 @@ impl<'a> RequestPath<'a, Stream> {
     fn new(ctx: &'a WorkerContext, conn: Conn) -> Option<Self> {
         let snapshot = ctx.snapshot();
         let listener_key = conn.listener_key();
-        let listener = snapshot.listener_index(&listener_key)?;
-        if !speaks_http(&snapshot, listener) {
-            return None;
-        }
+        let (listener, http) = http_listener(&snapshot, &listener_key)?;
         let mut inbuf = IoBuf::default();
         inbuf.extend_from(&ctx.http, &conn.early);
         Some(RequestPath {
@@ -137,6 +136,7 @@ impl<'a> RequestPath<'a, Stream> {
             client_ip: conn.client.ip().to_string(),
             snapshot,
             listener,
+            http,
             inbuf,
             fields: Vec::new(),
             out: Vec::new(),
@@ -342,20 +342,11 @@ impl<'a> RequestPath<'a, Stream> {
     }
 }
 
-/// Whether listener `index` of `snapshot` speaks HTTP: the check made before a connection takes
-/// a snapshot.
-fn speaks_http(snapshot: &Snapshot, index: usize) -> bool {
-    snapshot.listeners.get(index).is_some_and(|l| l.http().is_some())
-}
-
-/// The HTTP settings of listener `index` of `snapshot`, which [`speaks_http`] approved when the
-/// connection took that snapshot. Snapshots are immutable, so no reload can change the answer;
-/// the fallback is never taken.
-fn http_settings(snapshot: &Snapshot, index: usize) -> &HttpListener {
-    match snapshot.listeners[index].http() {
-        Some(http) => http,
-        None => unreachable!("a connection takes only snapshots where its listener speaks HTTP"),
-    }
+/// Listener `key` of `snapshot` when it speaks HTTP: its index and its HTTP settings.
+fn http_listener(snapshot: &Snapshot, key: &ListenerKey) -> Option<(usize, Arc<HttpListener>)> {
+    let index = snapshot.listener_index(key)?;
+    let http = snapshot.listeners.get(index)?.http_shared()?;
+    Some((index, http.clone()))
 }
 
 /// Reads whatever the client sent and discards it (used before closing after an error, so the

@@ -69,9 +69,13 @@ impl<T: ClientSide> RequestPath<'_, T> {
         }
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
-            let listener = &req.snapshot.listeners[self.listener];
-            self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
-                .await;
+            match req.snapshot.listeners.get(self.listener) {
+                Some(listener) => {
+                    self.tunnel(upstream, listener.idle_timeout, listener.buffer_size, rctx)
+                        .await
+                }
+                None => rctx.fail(HttpError::MissingConfig),
+            }
         }
     }
 
@@ -95,8 +99,9 @@ impl<T: ClientSide> RequestPath<'_, T> {
             .await;
         rctx.bytes_out += down;
         rctx.body_bytes_out += down;
-        let listener = &self.snapshot.listeners[self.listener];
-        listener.metrics.worker(self.ctx.id).bytes_in.add(up);
+        if let Some(listener) = self.listener_spec() {
+            listener.metrics.worker(self.ctx.id).bytes_in.add(up);
+        }
     }
 }
 

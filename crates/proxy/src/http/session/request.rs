@@ -20,11 +20,12 @@ use rampart_proto::message::BodyLength;
 
 use super::action::Delivery;
 use super::proxy_action::write_upstream_head;
-use super::{http_settings, RequestPath};
+use super::RequestPath;
 use crate::http::access_log::capture_for_log;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{Downstream, LocalAnswer};
+use crate::http::error::HttpError;
 use crate::http::exchange::ProxyRequest;
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
 use crate::http::head_out::RequestHeader;
@@ -49,15 +50,18 @@ impl<T: ClientSide> RequestPath<'_, T> {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
         let snapshot = self.snapshot.clone();
-        let http = http_settings(&snapshot, self.listener);
-        let listener = &snapshot.listeners[self.listener];
+        let http = self.http.clone();
+        let Some(listener) = snapshot.listeners.get(self.listener) else {
+            self.inbuf.consume(head.len);
+            return self.fail(rctx, HttpError::MissingConfig, false, false).await;
+        };
         let listener_tls = listener.tls.as_deref();
         let buf = self.inbuf.filled();
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
         let target = request_target(slice(head.target), head.host.map(slice));
-        let route = route_of(http, method, &target, buf, &self.fields);
-        rctx.route = route;
+        let route = route_of(&http, method, &target, buf, &self.fields).and_then(|i| Some((i, http.routes.get(i)?)));
+        rctx.route = route.map(|(i, _)| i);
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
         let keep = may_keep && head.keep_alive;
@@ -65,7 +69,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         let keep_after_local = keep && head.framing == Framing::None;
         // Read only where a page may be chosen by it.
         let pages = match route {
-            Some(i) => http.routes[i].error_pages.as_deref(),
+            Some((_, route)) => route.error_pages.as_deref(),
             None => http.error_pages.as_deref(),
         };
         let error_pages = pages.map(|p| (p, accept_weights(buf, &self.fields)));
@@ -77,7 +81,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
             framing: head.framing,
             error_pages,
         };
-        let Some(route_index) = route else {
+        let Some((route_index, route)) = route else {
             self.inbuf.consume(head.len);
             let answer = LocalAnswer {
                 status: 404,
@@ -88,7 +92,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
             };
             return self.answer_local(rctx, run, delivery, &answer).await;
         };
-        let route = &http.routes[route_index];
         let chain = &route.filters;
         let at = Where {
             worker: self.ctx,
@@ -221,8 +224,12 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 // A filter may have picked another upstream.
                 let upstream = parts.upstream.unwrap_or_default();
                 rctx.upstream = Some(upstream);
-                let sticky_target =
-                    crate::http::exchange::sticky_target(&snapshot.upstreams[upstream], |name| parts.cookie(name));
+                let Some(up) = snapshot.upstreams.get(upstream) else {
+                    drop(parts);
+                    self.inbuf.consume(head.len);
+                    return self.fail(rctx, HttpError::MissingConfig, http10, head_only).await;
+                };
+                let sticky_target = crate::http::exchange::sticky_target(up, |name| parts.cookie(name));
                 // An absolute-form request names its host in the target, which wins over `Host`.
                 let host = match target.from_authority {
                     true => Some(target.authority),
@@ -238,7 +245,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     upgrade: head.upgrade,
                     host,
                     replace_host: target.from_authority,
-                    default_host: &snapshot.upstreams[upstream].name,
+                    default_host: &up.name,
                     client_ip: &self.client_ip,
                     scheme: self.stream.scheme(),
                     forwarded: http.forwarded,
@@ -247,14 +254,14 @@ impl<T: ClientSide> RequestPath<'_, T> {
                         .map(|name| (name, self.stream.client_cert())),
                     edits: parts.edits,
                 };
-                let protocol = snapshot.upstreams[upstream].http.protocol;
+                let protocol = up.http.protocol;
                 let (text, fields_head) = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
-                let up = &snapshot.upstreams[upstream];
                 let (retries, retry_on) = ProxyRequest::retry_settings(up, route.retry);
                 let mut req = ProxyRequest {
                     snapshot: &snapshot,
                     listener_name: &listener.name,
                     upstream,
+                    up,
                     client: self.client,
                     local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
                     hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),

@@ -23,7 +23,7 @@ fn compile(dir: &Path, filters: &str) -> Result<Vec<Route>, Vec<String>> {
         .map_err(|e| e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
     let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
-        ListenerProtocol::Http(h) => Ok(h.routes),
+        ListenerProtocol::Http(h) => Ok(Arc::into_inner(h).expect("one owner").routes),
         ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),
     }
 }
