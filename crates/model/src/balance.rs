@@ -76,6 +76,11 @@ impl BalancePolicy {
         })
     }
 
+    /// Whether the policy looks at response times, so each attempt's must be told to it.
+    pub fn uses_latency(self) -> bool {
+        self == BalancePolicy::P2cEwma
+    }
+
     /// Whether the policy looks at open connections (or requests in flight), so they must be
     /// counted.
     pub fn uses_load(self) -> bool {

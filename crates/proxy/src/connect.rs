@@ -46,14 +46,15 @@ pub struct ConnectFor<'a> {
 
 /// Connects to a target of upstream `up_index` for `whom`, starting with `first` when the
 /// caller has already chosen one. `tried` holds targets that must not be chosen (and receives
-/// the ones tried here).
+/// the ones tried here). `failed` hears of each target whose connect failed, with how long it took,
+/// as it happens (the HTTP exchange records each as an attempt).
 pub async fn connect_upstream(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
     up_index: usize,
     whom: &ConnectFor<'_>,
-    mut first: Option<usize>,
-    tried: &mut Tried,
+    (mut first, tried): (Option<usize>, &mut Tried),
+    failed: &mut dyn FnMut(usize, ConnectFailure, std::time::Duration),
 ) -> Result<(usize, Stream), ConnectFailure> {
     let ConnectFor {
         listener,
@@ -106,6 +107,7 @@ pub async fn connect_upstream(
         let Some(target) = upstream.targets.get(t) else {
             return Err(last);
         };
+        let started = std::time::Instant::now();
         let attempt = tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header));
         match attempt.await {
             Ok(Ok(stream)) => {
@@ -131,6 +133,7 @@ pub async fn connect_upstream(
                     ConnectFailure::Tls => UpstreamErrorKind::Tls,
                     _ => UpstreamErrorKind::Connect,
                 };
+                failed(t, last, started.elapsed());
                 target.metrics.worker(ctx.id).error(kind).add(1);
                 ctx.log_summary
                     .warn(failed_key(&upstream.name, &target.name), || Detail {

@@ -69,6 +69,26 @@ fn a_target_answering_503_is_retried_on_another_and_clients_see_no_error() {
             .all(|l| l.contains("\"retry_reason\":\"upstream_status_retried\"") && l.contains("\"status\":200")),
         "{retried_lines:?}"
     );
+    // Each attempt is listed: the bad target's 503, dropped for the retry, then a good target's 200.
+    let first = format!(
+        "\"upstream_attempts\":[{{\"target\":\"{}\",\"connection\":",
+        bad.target()
+    );
+    let goods: Vec<String> = good
+        .iter()
+        .map(|g| format!("{{\"target\":\"{}\",\"connection\":", g.target()))
+        .collect();
+    for line in &retried_lines {
+        let attempts = &line[line.find(&first).unwrap_or_else(|| panic!("{line}"))..];
+        let (bad_attempt, good_attempt) = attempts.split_once("},").unwrap_or_else(|| panic!("{line}"));
+        assert!(
+            bad_attempt.contains("\"status\":503,\"retried_for\":\"upstream_status_retried\"")
+                && bad_attempt.contains("\"response_ms\":"),
+            "{line}"
+        );
+        assert!(goods.iter().any(|g| good_attempt.starts_with(g.as_str())), "{line}");
+        assert!(good_attempt.contains("\"status\":200}]"), "{line}");
+    }
 
     // A POST is not safe to repeat: the 503 reaches the client as the target sent it.
     let post = b"POST / HTTP/1.1\r\nHost: app.test\r\ncontent-length: 2\r\n\r\nhi";

@@ -6,9 +6,10 @@ use std::time::{Duration, SystemTime};
 
 use rampart_proto::h1::{Field, RequestHead};
 
+use super::attempts::{Attempt, AttemptEnd, AttemptLog};
 use crate::session_log::{write_json_str, write_timestamp, write_tls_json};
 use crate::tls::TlsInfo;
-use rampart_model::AccessLogFormat;
+use rampart_model::{AccessLogFormat, Upstream};
 
 /// The facts of one request, borrowed from the session.
 pub struct AccessRecord<'a> {
@@ -28,9 +29,9 @@ pub struct AccessRecord<'a> {
     pub route: &'a str,
     pub upstream_target: Option<&'a str>,
     pub upstream_time: Option<Duration>,
-    /// Attempts at the upstream (0: none made), and why the last retry was made.
-    pub attempts: u8,
-    pub retry_reason: Option<&'a str>,
+    /// What each attempt at the upstream did, and the upstream (to name their targets).
+    pub attempts: &'a AttemptLog,
+    pub upstream: Option<&'a Upstream>,
     pub total_time: Duration,
     pub error: Option<&'a str>,
     /// What the client connection's TLS handshake negotiated, on a TLS listener.
@@ -83,13 +84,14 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         }
         None => out.extend_from_slice(b",\"upstream_time_ms\":null"),
     }
-    if r.attempts > 1 {
-        let _ = write!(out, ",\"attempts\":{}", r.attempts);
+    if r.attempts.made() > 1 {
+        let _ = write!(out, ",\"attempts\":{}", r.attempts.made());
     }
-    if let Some(why) = r.retry_reason {
+    if let Some(why) = r.attempts.retry_reason() {
         out.extend_from_slice(b",\"retry_reason\":");
         write_json_str(out, why);
     }
+    write_attempts_json(out, r);
     let _ = write!(
         out,
         ",\"total_time_ms\":{:.3},\"error\":",
@@ -171,7 +173,89 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     if let Some(id) = r.request_id {
         let _ = write!(out, " request_id={}", id.replace([' ', '"'], "_"));
     }
+    if r.attempts.made() > 1 {
+        out.extend_from_slice(b" attempts=");
+        for (i, a) in r.attempts.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            let _ = write!(
+                out,
+                "{}/{}/{}",
+                target_name(r, a.target).replace([' ', ',', '/'], "_"),
+                if a.reused { "reused" } else { "new" },
+                AttemptOutcome(a)
+            );
+        }
+    }
     out.push(b'\n');
+}
+
+/// The name of target `index` of the record's upstream (`-` when there is none).
+fn target_name<'a>(r: &AccessRecord<'a>, index: usize) -> &'a str {
+    r.upstream
+        .and_then(|u| u.targets.get(index))
+        .map_or("-", |t| t.name.as_str())
+}
+
+/// `"upstream_attempts":[...]`: every attempt kept, in order, when any was made.
+fn write_attempts_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
+    if r.attempts.made() == 0 {
+        return;
+    }
+    out.extend_from_slice(b",\"upstream_attempts\":[");
+    for (i, a) in r.attempts.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"target\":");
+        write_json_str(out, target_name(r, a.target));
+        out.extend_from_slice(if a.reused {
+            b",\"connection\":\"reused\""
+        } else {
+            b",\"connection\":\"new\""
+        });
+        if let Some(t) = a.connect {
+            let _ = write!(out, ",\"connect_ms\":{:.3}", t.as_secs_f64() * 1000.0);
+        }
+        if let Some(t) = a.response_head {
+            let _ = write!(out, ",\"response_ms\":{:.3}", t.as_secs_f64() * 1000.0);
+        }
+        match a.end {
+            AttemptEnd::Status(status) => {
+                let _ = write!(out, ",\"status\":{status}");
+            }
+            AttemptEnd::Failed(error) => {
+                out.extend_from_slice(b",\"error\":");
+                write_json_str(out, error.reason());
+            }
+            AttemptEnd::Open => {}
+        }
+        if let Some(why) = a.retried_for {
+            out.extend_from_slice(b",\"retried_for\":");
+            write_json_str(out, why);
+        }
+        out.push(b'}');
+    }
+    out.push(b']');
+}
+
+/// An attempt's end in the combined format: its status, its error, or `-`, then `+retry` when
+/// another attempt followed.
+struct AttemptOutcome<'a>(&'a Attempt);
+
+impl std::fmt::Display for AttemptOutcome<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0.end {
+            AttemptEnd::Status(status) => write!(f, "{status}")?,
+            AttemptEnd::Failed(error) => f.write_str(error.reason())?,
+            AttemptEnd::Open => f.write_str("-")?,
+        }
+        if self.0.retried_for.is_some() {
+            f.write_str("+retry")?;
+        }
+        Ok(())
+    }
 }
 
 fn dash(s: &str) -> &str {

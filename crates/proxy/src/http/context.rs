@@ -4,6 +4,7 @@
 
 use std::time::{Duration, Instant, SystemTime};
 
+use super::attempts::AttemptLog;
 use super::error::{ErrorSource, HttpError};
 
 /// One request's facts.
@@ -26,10 +27,8 @@ pub struct RequestContext {
     pub body_bytes_out: u64,
     /// From sending the request to having the response head.
     pub upstream_time: Option<Duration>,
-    /// Attempts at the upstream (1 plus the retries).
-    pub attempts: u8,
-    /// Why the last retry was made (the failure's access-log name), when there was one.
-    pub retry_reason: Option<&'static str>,
+    /// What each attempt at the upstream did (1 plus the retries).
+    pub attempts: AttemptLog,
     /// What went wrong, if anything.
     pub error: Option<HttpError>,
     /// Why a filter answered in place of the route (the access log's `error` when nothing
@@ -57,8 +56,7 @@ impl RequestContext {
             bytes_out: 0,
             body_bytes_out: 0,
             upstream_time: None,
-            attempts: 0,
-            retry_reason: None,
+            attempts: AttemptLog::default(),
             error: None,
             filter_reason: None,
             keep_client: true,

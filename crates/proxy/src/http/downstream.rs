@@ -101,6 +101,21 @@ pub trait Downstream {
         let _ = (upstream, target, scratch);
         head
     }
+    /// The response head of an attempt at `upstream` came (the filters' upstream-response phase,
+    /// once per attempt, before it is relayed, dropped for a retry, or turned into a tunnel).
+    fn upstream_response(
+        &mut self,
+        upstream: &rampart_model::Upstream,
+        attempt: &super::attempts::Attempt,
+        fields: FieldsRef<'_>,
+    ) {
+        let _ = (upstream, attempt, fields);
+    }
+    /// An attempt at `upstream` failed before any of its response reached the client (the
+    /// filters' upstream-error phase, once per failed attempt, whether a retry follows or not).
+    fn upstream_error(&mut self, upstream: &rampart_model::Upstream, attempt: &super::attempts::Attempt) {
+        let _ = (upstream, attempt);
+    }
     /// Our own `100 Continue`.
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.

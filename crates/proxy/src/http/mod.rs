@@ -8,8 +8,9 @@
 //!   (request body frames in; interim responses, response head, body, local answers out),
 //!   implemented for HTTP/1 by [`downstream::H1Downstream`] (its request bodies read by
 //!   [`h1_request_body`]).
-//! - [`context`]: the per-request context (route, target, timings, status, bytes, error) that the
-//!   access log reads.
+//! - [`context`]: the per-request context (route, target, timings, status, bytes, error, and the
+//!   [`attempts`] made at the upstream) that the access log reads; [`attempts::observe`] is the
+//!   one place that hears of each attempt and of the request's end.
 //! - [`error`]: [`error::HttpError`], every way a request can fail: its source, status, log
 //!   name and whether it may be retried.
 //! - [`exchange`]: one proxied request: upstream connection from the pool or a new one, request
@@ -38,6 +39,7 @@
 
 pub mod access_log;
 pub mod affinity;
+pub mod attempts;
 pub mod body_framing;
 pub mod client_side;
 pub mod connection;

@@ -154,8 +154,8 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
             proxy_header: header.as_deref(),
             outcome: "closing connection",
         },
-        None,
-        &mut tried,
+        (None, &mut tried),
+        &mut |_, _, _| {},
     )
     .await
     {

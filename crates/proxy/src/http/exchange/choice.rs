@@ -7,7 +7,6 @@ use std::borrow::Cow;
 
 use rampart_model::health::TargetHealth;
 use rampart_model::metrics::UpstreamCells;
-use rampart_model::outlier::BadOutcome;
 use rampart_model::queue::RequestQueue;
 use rampart_model::retry::RetryOn;
 use rampart_model::route::HeaderOps;
@@ -19,7 +18,6 @@ use crate::balance::Tried;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
 use crate::log_summary::EventKey;
-use crate::worker::WorkerContext;
 
 /// How often the request at the front of an upstream's queue looks for room without being woken
 /// (a target's room can come back without a slot given back: its ejection ends, a reload).
@@ -270,46 +268,5 @@ pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>, 
             Cow::Owned(ops)
         }
         _ => Cow::Borrowed(route),
-    }
-}
-
-/// Outlier detection's view of one attempt at `target`: bad (`Some`: a 5xx, a gateway failure,
-/// a slow response) or good. A bad one that completes a streak ejects the target (logged,
-/// counted); without outlier detection the streak is only counted, for the admin API.
-#[inline]
-pub(super) fn observe_outcome(ctx: &WorkerContext, up: &Upstream, target: usize, bad: Option<BadOutcome>) {
-    let Some(t) = up.targets.get(target) else { return };
-    let Some(why) = bad else {
-        t.health.outlier_success();
-        return;
-    };
-    observe_bad_outcome(ctx, up, t, why);
-}
-
-/// [`observe_outcome`] of a bad outcome, out of the line of the good ones.
-#[inline(never)]
-fn observe_bad_outcome(ctx: &WorkerContext, up: &Upstream, t: &rampart_model::Target, why: BadOutcome) {
-    let Some(policy) = &up.outlier else {
-        t.health.bad_outcome();
-        return;
-    };
-    let ejected = || up.targets.iter().filter(|t| t.health.is_ejected()).count();
-    if let Some(time) = t.health.outlier_failure(policy, up.targets.len(), ejected, why) {
-        t.metrics.worker(ctx.id).ejections.add(1);
-        tracing::warn!(
-            upstream = up.name.as_str(),
-            target = t.name.as_str(),
-            reason = why.as_str(),
-            "upstream {}: target {} ejected for {time:?} after {} bad outcomes in a row (5xx, gateway failures{}; the last: {})",
-            up.name,
-            t.name,
-            policy.consecutive,
-            if policy.slow_response.is_some() {
-                ", slow responses"
-            } else {
-                ""
-            },
-            why.as_str()
-        );
     }
 }

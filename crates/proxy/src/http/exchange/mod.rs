@@ -8,11 +8,11 @@ use std::net::SocketAddr;
 
 use rampart_model::filter::ResponseEdits;
 use rampart_model::metrics::UpstreamCells;
-use rampart_model::outlier::BadOutcome;
 use rampart_model::retry::{RetryOn, RouteRetry};
 use rampart_model::{Snapshot, Upstream};
 use rampart_proto::message::BodyLength;
 
+use super::attempts::{observe, Attempt};
 use super::context::RequestContext;
 use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
@@ -31,8 +31,8 @@ mod session;
 mod upstream_h1;
 mod upstream_h2;
 
+use choice::response_edits;
 pub use choice::sticky_target;
-use choice::{observe_outcome, response_edits};
 use kept_body::KeptBody;
 use session::{NoSession, Session, UpstreamSession};
 
@@ -105,10 +105,10 @@ pub async fn proxy<D: Downstream>(
     match finished {
         Ok(tunnel) => tunnel,
         Err(_) => {
-            // The exchange is gone; what it recorded in the context is still there.
-            if let Some(target) = rctx.target {
-                count_target_error(ctx, req.upstream(), target, HttpError::RequestTimeout);
-            }
+            // The exchange is gone; what it recorded in the context is still there. An attempt
+            // still waiting for its response head failed with the timeout (one whose head came
+            // failed after it: the request's end counts that).
+            observe::attempt_ended(ctx, req, rctx, HttpError::RequestTimeout, limit);
             answer_error(down, rctx, HttpError::RequestTimeout).await;
             None
         }
@@ -125,8 +125,7 @@ async fn exchange<D: Downstream>(
     let up = req.upstream();
     let cells = up.metrics.worker(ctx.id);
     // The request's share of a retry, in this worker's budget account (until it ends).
-    cells.retry_tokens.begin(&up.http.retry_budget);
-    let _in_budget = InBudget(cells);
+    let _in_budget = observe::exchange_started(up, cells);
     let mut exchange = Exchange {
         ctx,
         req,
@@ -149,18 +148,6 @@ async fn exchange<D: Downstream>(
         crate::http::mirror::copy(ctx, req.snapshot, mirror, exchange.head.text, body);
     }
     tunnel
-}
-
-/// A request counted in flight by its upstream's retry budget ([`RetryTokens::begin`]), until
-/// the exchange ends, however it ends.
-///
-/// [`RetryTokens::begin`]: rampart_model::retry::RetryTokens::begin
-struct InBudget<'a>(&'a UpstreamCells);
-
-impl Drop for InBudget<'_> {
-    fn drop(&mut self) {
-        self.0.retry_tokens.end();
-    }
 }
 
 /// One proxied request's attempts: where they went, how many retries are left.
@@ -223,21 +210,34 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     return None;
                 }
             };
-            self.rctx.attempts = self.rctx.attempts.saturating_add(1);
+            let began = std::time::Instant::now();
+            let recorded = usize::from(self.rctx.attempts.made());
             let session = match session::pooled(self.ctx, self.req, choice) {
                 Some(session) => Ok(session),
-                None => session::open(self.ctx, self.req, choice, &mut self.tried).await,
+                None => session::open(self.ctx, self.req, choice, &mut self.tried, self.rctx).await,
             };
+            // Targets whose connect failed on the way were recorded as attempts: the filters'
+            // phase for each.
+            for index in recorded..usize::from(self.rctx.attempts.made()) {
+                if let Some(failed) = self.rctx.attempts.get(index) {
+                    self.down.upstream_error(up, failed);
+                }
+            }
             let attempted = match session {
                 Ok(session) => {
-                    self.rctx.target = Some(session.target);
                     // A connection to a target: an outage of this upstream (if one was being
                     // counted) is over. (Not at the pick: a target out of its backoff may fail
                     // again.)
                     self.ctx.log_summary.recovered(|| no_target_key(&up.name));
                     // One attempt, whichever protocol the session speaks.
-                    let Session { target, reused, conn } = session;
-                    let _in_flight = InFlight::new(self.ctx, self.req, target);
+                    let Session {
+                        target,
+                        reused,
+                        connect,
+                        conn,
+                    } = session;
+                    let attempt = Attempt::new(target, reused, connect);
+                    let _in_flight = observe::attempt_started(self.ctx, self.req, self.rctx, attempt);
                     // The filters' upstream-request phase, for this attempt's target.
                     let mut edited = UpstreamHeadBuf::default();
                     let head = self.down.upstream_request(up, target, self.head, &mut edited);
@@ -258,11 +258,16 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 Err(NoSession {
                     target: Some(target),
                     error,
-                }) => Attempted::Failed {
-                    target,
-                    error,
-                    reused: false,
-                },
+                }) => {
+                    // Connected, but the HTTP/2 handshake failed: an attempt at that target.
+                    let attempt = Attempt::new(target, false, Some(began.elapsed()));
+                    drop(observe::attempt_started(self.ctx, self.req, self.rctx, attempt));
+                    Attempted::Failed {
+                        target,
+                        error,
+                        reused: false,
+                    }
+                }
             };
             let (target, error, reused) = match attempted {
                 Attempted::Done(tunnel) => return tunnel,
@@ -270,7 +275,11 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             };
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
-            count_target_error(self.ctx, up, target, error);
+            observe::attempt_ended(self.ctx, self.req, self.rctx, error, began.elapsed());
+            // The filters' phase for an attempt that failed.
+            if let Some(attempt) = self.rctx.attempts.last() {
+                self.down.upstream_error(up, attempt);
+            }
             // (A reset on a pooled connection may be that connection's, not the target's.)
             let maybe_stale = reused && !matches!(error, HttpError::UpstreamStatus { .. } | HttpError::UpstreamTimeout);
             if error.target_error().is_some() && !maybe_stale && error != HttpError::UpstreamRefused {
@@ -284,7 +293,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                 return None;
             }
             self.retries_left -= 1;
-            self.rctx.retry_reason = Some(error.reason());
+            self.rctx.attempts.retried(error.reason());
             self.cells.retries.add(1);
             if error == HttpError::UpstreamRefused {
                 again = Some(target);
@@ -334,60 +343,6 @@ fn pool_key(req: &ProxyRequest<'_>, target: usize) -> Option<PoolKey> {
             .as_ref()
             .map_or(0, |t| std::sync::Arc::as_ptr(&t.config) as usize),
     })
-}
-
-/// Counts a failure of `target` in its error metrics (when it is the target's).
-fn count_target_error(ctx: &WorkerContext, up: &Upstream, target: usize, error: HttpError) {
-    if let (Some(kind), Some(t)) = (error.target_error(), up.targets.get(target)) {
-        t.metrics.worker(ctx.id).error(kind).add(1);
-        // A gateway failure (reset, timeout, bad response) is a bad outcome for outlier
-        // detection.
-        observe_outcome(ctx, up, target, Some(BadOutcome::GatewayFailure));
-    }
-}
-
-/// Counts a request in flight to a target: in its `active` gauge, and for the balancers that look
-/// at load.
-struct InFlight<'a> {
-    ctx: &'a WorkerContext,
-    snapshot: &'a Snapshot,
-    upstream: usize,
-    target: usize,
-    cells: Option<&'a rampart_model::metrics::TargetCells>,
-    load: bool,
-}
-
-impl<'a> InFlight<'a> {
-    fn new(ctx: &'a WorkerContext, req: &ProxyRequest<'a>, target: usize) -> Self {
-        let up = req.up;
-        let cells = up.targets.get(target).map(|t| t.metrics.worker(ctx.id));
-        if let Some(cells) = cells {
-            cells.active.up();
-        }
-        let load = up.policy.uses_load();
-        if load {
-            ctx.track_open(req.snapshot, req.upstream, target, true);
-        }
-        InFlight {
-            ctx,
-            snapshot: req.snapshot,
-            upstream: req.upstream,
-            target,
-            cells,
-            load,
-        }
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        if let Some(cells) = self.cells {
-            cells.active.down();
-        }
-        if self.load {
-            self.ctx.track_open(self.snapshot, self.upstream, self.target, false);
-        }
-    }
 }
 
 #[cfg(test)]

@@ -4,15 +4,13 @@
 
 use std::borrow::Cow;
 
-use rampart_model::health::ms_at;
-use rampart_model::metrics::code_class;
-use rampart_model::outlier::BadOutcome;
 use rampart_proto::h1::{parse_response, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::choice::StatusRetry;
 use super::ProxyRequest;
+use crate::http::attempts::observe;
 use crate::http::body_framing::BodyFraming;
 use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
@@ -121,7 +119,9 @@ async fn read_response<D: Downstream>(
             return Err(e);
         }
     };
-    record_response_head(ctx, req, rctx, head.status, sent_at);
+    let buf = &upbuf.filled()[..head.len];
+    let fields_ref = FieldsRef::Ranges { buf, list: &fields };
+    record_response_head(ctx, req, down, rctx, (head.status, fields_ref), sent_at);
     if !(head.status == 101 && req.upgrade) && retry.is_some_and(|r| r.drops(head.status)) {
         // Dropped: the next try goes elsewhere. A response that came whole (a short error
         // page) leaves its connection fit for the pool; any other is closed with it.
@@ -200,42 +200,20 @@ async fn read_response<D: Downstream>(
     }
 }
 
-/// Counts a response head to the request sent at `sent_at`: the upstream's response time, the
-/// target's responses by class and its latency, the outcome for outlier detection; a status
-/// `retry_on` names has this worker's next requests pass the target over for a while.
-pub(super) fn record_response_head(
+/// The response head to the request sent at `sent_at` came: the attempt is recorded and
+/// observed ([`observe::attempt_responded`]), then the filters' phase for it runs.
+pub(super) fn record_response_head<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
+    down: &mut D,
     rctx: &mut RequestContext,
-    status: u16,
+    (status, fields): (u16, FieldsRef<'_>),
     sent_at: tokio::time::Instant,
 ) {
-    let now = std::time::Instant::now();
-    let took = now.saturating_duration_since(sent_at.into_std());
-    rctx.upstream_time = Some(took);
-    let up = req.upstream();
-    up.metrics.worker(ctx.id).response_duration.observe(took);
-    let Some(index) = rctx.target else { return };
-    if let Some(target) = up.targets.get(index) {
-        let cells = target.metrics.worker(ctx.id);
-        cells.responses[code_class(status)].add(1);
-        cells.latency.observe(took, ms_at(now));
-    }
-    let slow = || {
-        up.outlier
-            .and_then(|p| p.slow_response)
-            .is_some_and(|limit| took > limit)
-    };
-    let bad = if status >= 500 {
-        Some(BadOutcome::Status5xx)
-    } else if slow() {
-        Some(BadOutcome::SlowResponse)
-    } else {
-        None
-    };
-    super::observe_outcome(ctx, up, index, bad);
-    if req.retry_on.status(status) {
-        ctx.pass_over(req.snapshot, req.upstream, index);
+    let took = tokio::time::Instant::now().saturating_duration_since(sent_at);
+    observe::attempt_responded(ctx, req, rctx, status, took);
+    if let Some(attempt) = rctx.attempts.last() {
+        down.upstream_response(req.up, attempt, fields);
     }
 }
 

@@ -9,6 +9,8 @@ use rampart_model::UpstreamProtocol;
 use super::{pool_key, ProxyRequest};
 use crate::balance::Tried;
 use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
+use crate::http::attempts::observe::connect_failed;
+use crate::http::context::RequestContext;
 use crate::http::error::HttpError;
 use crate::http::h2pool::{handshake, H2Conn};
 use crate::stream::Stream;
@@ -25,6 +27,8 @@ pub(super) struct Session {
     pub target: usize,
     /// An earlier request used the connection.
     pub reused: bool,
+    /// How long the connect took (a new connection).
+    pub connect: Option<std::time::Duration>,
     pub conn: UpstreamSession,
 }
 
@@ -55,29 +59,31 @@ pub(super) fn pooled(ctx: &WorkerContext, req: &ProxyRequest<'_>, choice: usize)
             .map(UpstreamSession::Http1),
     })?;
     bump(&ctx.counters.upstream_reuses, 1);
-    if let Some(t) = up.targets.get(choice) {
-        t.metrics.worker(ctx.id).reused.add(1);
-    }
     Some(Session {
         target: choice,
         reused: true,
+        connect: None,
         conn,
     })
 }
 
 /// A session on a new connection (to `choice`, or another target if its connect fails), in the
-/// protocol the upstream speaks (for `auto`, the one ALPN chose).
+/// protocol the upstream speaks (for `auto`, the one ALPN chose). Each target whose connect fails
+/// on the way is recorded in `rctx` as an attempt.
 pub(super) async fn open(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     choice: usize,
     tried: &mut Tried,
+    rctx: &mut RequestContext,
 ) -> Result<Session, NoSession> {
     let up = req.upstream();
     let protocol = up.http.protocol;
-    let (target, stream) = connect(ctx, req, choice, tried)
+    let began = std::time::Instant::now();
+    let (target, stream) = connect(ctx, req, choice, tried, rctx)
         .await
         .map_err(|error| NoSession { target: None, error })?;
+    let connect = Some(began.elapsed());
     let http2 = match protocol {
         UpstreamProtocol::Http1 => false,
         UpstreamProtocol::H2 | UpstreamProtocol::H2c => true,
@@ -87,6 +93,7 @@ pub(super) async fn open(
         return Ok(Session {
             target,
             reused: false,
+            connect,
             conn: UpstreamSession::Http1(stream),
         });
     }
@@ -98,6 +105,7 @@ pub(super) async fn open(
             Ok(Session {
                 target,
                 reused: false,
+                connect,
                 conn: UpstreamSession::Http2(conn),
             })
         }
@@ -115,6 +123,7 @@ pub(super) async fn connect(
     req: &ProxyRequest<'_>,
     first: usize,
     tried: &mut Tried,
+    rctx: &mut RequestContext,
 ) -> Result<(usize, Stream), HttpError> {
     let header = req
         .upstream()
@@ -127,14 +136,27 @@ pub(super) async fn connect(
         proxy_header: header.as_deref(),
         outcome: "answering the request with an error",
     };
-    let (target, conn) = connect_upstream(ctx, req.snapshot, req.upstream, &whom, Some(first), tried)
-        .await
-        .map_err(|failure| match failure {
-            ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
-            ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
-            ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
-            ConnectFailure::Tls => HttpError::UpstreamTls,
-        })?;
+    let mut failed = |target, failure, took| connect_failed(rctx, target, as_error(failure), took);
+    let (target, conn) = connect_upstream(
+        ctx,
+        req.snapshot,
+        req.upstream,
+        &whom,
+        (Some(first), tried),
+        &mut failed,
+    )
+    .await
+    .map_err(as_error)?;
     bump(&ctx.counters.upstream_connects, 1);
     Ok((target, conn))
+}
+
+/// A connect failure as the request's error.
+fn as_error(failure: ConnectFailure) -> HttpError {
+    match failure {
+        ConnectFailure::NoHealthyTarget => HttpError::NoHealthyTarget,
+        ConnectFailure::Failed { timed_out: true } => HttpError::ConnectTimeout,
+        ConnectFailure::Failed { timed_out: false } => HttpError::ConnectFailed,
+        ConnectFailure::Tls => HttpError::UpstreamTls,
+    }
 }

@@ -2,15 +2,14 @@
 //! it, the head and body out (a body of unknown length chunked), the response back
 //! ([`super::response`]), and the connection back to the pool when it can carry another request.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rampart_proto::h1::chunk_size_line;
 use rampart_proto::message::BodyLength;
 
 use super::kept_body::KeptBody;
 use super::response::{respond, Responded, Sent};
-use super::{count_target_error, pool_key, Exchange, ProxyRequest};
-use crate::balance::BalancePolicy;
+use super::{pool_key, Exchange, ProxyRequest};
 use crate::http::downstream::{BodyFrame, Downstream};
 use crate::http::error::HttpError;
 use crate::http::head_out::{write_chunked_end, UpstreamHead};
@@ -38,8 +37,6 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             down.send_continue().await?;
             *sent_continue = true;
         }
-        // Only a latency-aware balancer needs the time of an attempt that failed.
-        let started = (up.policy == BalancePolicy::P2cEwma).then(Instant::now);
         let kept = &mut self.kept;
         send_request(req, &mut conn, down, kept, head_out, settings.write_timeout).await?;
         // A body lost past its limit as it went: no response is dropped for a retry then.
@@ -52,10 +49,6 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             retry,
         };
         let responded = respond(ctx, req, &mut conn, down, sent, rctx).await;
-        if let Some(started) = started {
-            let took = rctx.upstream_time.unwrap_or_else(|| started.elapsed());
-            ctx.observe_latency(req.snapshot, req.upstream, target, took);
-        }
         let responded = match responded {
             Err(error @ HttpError::UpstreamStatus { reusable: true, .. }) => {
                 // A response dropped for a retry, read whole: its connection carries on.
@@ -70,10 +63,8 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         match responded {
             Responded::Tunnel => Ok(Some(conn)),
             Responded::Complete { reusable } => {
-                // A failure after the head reached the client is in the context.
-                if let Some(error) = rctx.error {
-                    count_target_error(ctx, up, target, error);
-                }
+                // (A failure after the head reached the client is in the context: the request's
+                // end counts it.)
                 if reusable {
                     let max = settings.pool_max_idle;
                     if let Some(key) = pool_key(req, target) {

@@ -193,7 +193,14 @@ async fn receive<D: Downstream>(
         Err(_) => return Err(HttpError::UpstreamTimeout),
     };
     let status = response.status().as_u16();
-    record_response_head(ctx, req, rctx, status, sent_at);
+    record_response_head(
+        ctx,
+        req,
+        down,
+        rctx,
+        (status, FieldsRef::Map(response.headers())),
+        sent_at,
+    );
     if retry.is_some_and(|r| r.drops(status)) {
         // Dropping the stream resets it: the next try goes elsewhere.
         return Err(HttpError::UpstreamStatus {

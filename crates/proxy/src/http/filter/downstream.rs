@@ -19,7 +19,10 @@ use rampart_proto::h1::{Field, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
-use super::{FilterRun, Rejection, ResponseParts, TrailerParts, UpstreamHeadBuf, UpstreamRequestParts};
+use super::{
+    FilterRun, Rejection, ResponseParts, TrailerParts, UpstreamAttempt, UpstreamHeadBuf, UpstreamRequestParts,
+};
+use crate::http::attempts::Attempt;
 use crate::http::downstream::{copy_file, BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::head_out::UpstreamHead;
@@ -43,6 +46,8 @@ struct Filtering<'d> {
     transformable: bool,
     request: RequestBody,
     response: Option<Box<Transform>>,
+    /// Attempts the per-attempt phases have seen.
+    attempts: u8,
 }
 
 /// Where the request body's inspection stands.
@@ -119,6 +124,7 @@ impl<'d, D: Downstream> FilteredDownstream<'d, D> {
                     trailers: Default::default(),
                 },
                 response: None,
+                attempts: 0,
             }),
         }
     }
@@ -282,6 +288,14 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         parts.finish(scratch)
     }
 
+    fn upstream_response(&mut self, upstream: &Upstream, attempt: &Attempt, fields: FieldsRef<'_>) {
+        self.upstream_attempt(upstream, attempt, fields, false);
+    }
+
+    fn upstream_error(&mut self, upstream: &Upstream, attempt: &Attempt) {
+        self.upstream_attempt(upstream, attempt, FieldsRef::EMPTY, true);
+    }
+
     async fn send_continue(&mut self) -> Result<(), HttpError> {
         self.inner.send_continue().await
     }
@@ -396,6 +410,26 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
 }
 
 impl<D: Downstream> FilteredDownstream<'_, D> {
+    /// The filters' upstream-response (or, `failed`, upstream-error) phase for `attempt`.
+    fn upstream_attempt(&mut self, upstream: &Upstream, attempt: &Attempt, fields: FieldsRef<'_>, failed: bool) {
+        let (Some(f), Some(t)) = (
+            self.filtering.as_mut().filter(|f| f.run.is_active()),
+            upstream.targets.get(attempt.target),
+        ) else {
+            return;
+        };
+        let view = UpstreamAttempt {
+            upstream: &upstream.name,
+            target: &t.name,
+            addr: t.addr,
+            number: f.attempts.saturating_add(1),
+            attempt,
+            fields,
+        };
+        f.attempts = view.number;
+        f.run.upstream_attempt(f.chain, f.at, &view, failed);
+    }
+
     /// Ends the response body: the rest of a transformed body, then the trailers after the
     /// response trailers phase (`trailers` empty: none came).
     async fn finish_body(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {

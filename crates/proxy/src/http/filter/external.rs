@@ -23,7 +23,8 @@ use std::sync::Arc;
 use rampart_model::filter::{ExternalFilter, FilterOptions, FilterRegistry};
 
 use super::{
-    FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamRequestParts, Verdict,
+    FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamAttempt,
+    UpstreamRequestParts, Verdict,
 };
 
 /// A filter future borrowing the request for `'a`.
@@ -46,6 +47,7 @@ pub trait DynHttpFilter {
         end: bool,
     ) -> Result<(), Rejection>;
     fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>);
+    fn upstream_attempt(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, attempt: &UpstreamAttempt<'_>, failed: bool);
     fn response_head(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, resp: &mut ResponseParts<'_>);
     fn response_body(
         &self,
@@ -98,6 +100,21 @@ where
     fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>) {
         if let Some(state) = state.downcast_mut::<F::State>() {
             HttpFilter::upstream_request(self, cx, state, req);
+        }
+    }
+
+    fn upstream_attempt(
+        &self,
+        cx: &mut FilterCx<'_>,
+        state: &mut dyn Any,
+        attempt: &UpstreamAttempt<'_>,
+        failed: bool,
+    ) {
+        if let Some(state) = state.downcast_mut::<F::State>() {
+            match failed {
+                true => HttpFilter::upstream_error(self, cx, state, attempt),
+                false => HttpFilter::upstream_response(self, cx, state, attempt),
+            }
         }
     }
 

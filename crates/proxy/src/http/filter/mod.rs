@@ -39,6 +39,7 @@ use std::net::{IpAddr, SocketAddr};
 use rampart_model::net::IpNet;
 use rampart_model::Snapshot;
 
+mod attempt;
 mod downstream;
 mod extensions;
 pub mod external;
@@ -47,6 +48,7 @@ mod run;
 mod slots;
 mod upstream_request;
 
+pub use attempt::UpstreamAttempt;
 pub use downstream::FilteredDownstream;
 pub use extensions::Extensions;
 pub use parts::{RequestParts, ResponseParts, TrailerParts};
@@ -106,6 +108,22 @@ pub trait HttpFilter {
     /// Not for requests a filter or the route answered.
     fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, req: &mut UpstreamRequestParts<'_>) {
         let _ = (cx, state, req);
+    }
+
+    /// The response head of one attempt came from the upstream, before anything is decided about
+    /// it (relayed, dropped for a retry, a tunnel): read what the attempt did. Runs once per
+    /// attempt that got a head, in chain order. Not for requests a filter or the route answered.
+    fn upstream_response(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, attempt: &UpstreamAttempt<'_>) {
+        let _ = (cx, state, attempt);
+    }
+
+    /// One attempt failed before any of its response reached the client (a connect, a reset, a
+    /// timeout; whether a retry follows is in [`Attempt::retried_for`] once it is decided, so
+    /// read it at the log phase). Runs once per failed attempt, in chain order.
+    ///
+    /// [`Attempt::retried_for`]: crate::http::attempts::Attempt::retried_for
+    fn upstream_error(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, attempt: &UpstreamAttempt<'_>) {
+        let _ = (cx, state, attempt);
     }
 
     /// A response head on its way to the client (the upstream's, or an answer of Rampart's own).

@@ -10,7 +10,7 @@ use rampart_model::filter::{self, Filter, FilterChain, FilterSlot};
 use rampart_model::Snapshot;
 
 use super::slots::FilterWorker;
-use super::{external, UpstreamRequestParts};
+use super::{external, UpstreamAttempt, UpstreamRequestParts};
 use super::{
     Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, TrailerParts, Verdict,
 };
@@ -109,6 +109,22 @@ impl FilterRun {
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
             let mut cx = at.cx(&mut self.facts, f.slot);
             upstream_request(f, state, &mut cx, req);
+        }
+    }
+
+    /// Runs the upstream-response phase (`failed`: the upstream-error phase) over the filters that
+    /// let the request through, in chain order: once per attempt.
+    pub(crate) fn upstream_attempt(
+        &mut self,
+        chain: &FilterChain,
+        at: Where<'_>,
+        attempt: &UpstreamAttempt<'_>,
+        failed: bool,
+    ) {
+        let ran = self.ran;
+        for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
+            let mut cx = at.cx(&mut self.facts, f.slot);
+            upstream_attempt(f, state, &mut cx, attempt, failed);
         }
     }
 
@@ -244,6 +260,19 @@ macro_rules! builtin_filters {
                 (Filter::External(e), FilterState::External(s)) => {
                     if let Some(instance) = external::instance(e) {
                         instance.upstream_request(cx, s.as_mut(), req);
+                    }
+                }
+                _ => {}
+            }
+        }
+
+        fn upstream_attempt(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, attempt: &UpstreamAttempt<'_>, failed: bool) {
+            match (f, state, failed) {
+                $((Filter::$name(f), FilterState::$name(s), false) => f.upstream_response(cx, s, attempt),)*
+                $((Filter::$name(f), FilterState::$name(s), true) => f.upstream_error(cx, s, attempt),)*
+                (Filter::External(e), FilterState::External(s), _) => {
+                    if let Some(instance) = external::instance(e) {
+                        instance.upstream_attempt(cx, s.as_mut(), attempt, failed);
                     }
                 }
                 _ => {}

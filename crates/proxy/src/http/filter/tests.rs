@@ -625,3 +625,73 @@ fn the_request_trailers_phase_edits_what_goes_upstream() {
         "{got}"
     );
 }
+
+/// Records what the per-attempt phases saw, and the attempts as the log phase reads them.
+struct AttemptWatcher {
+    seen: std::sync::mpsc::Sender<String>,
+}
+
+impl HttpFilter for AttemptWatcher {
+    type State = ();
+    type WorkerState = ();
+
+    fn upstream_response(&self, _: &mut FilterCx<'_>, _: &mut (), a: &UpstreamAttempt<'_>) {
+        let server = a.fields.get(b"x-from").map(|v| String::from_utf8_lossy(v).into_owned());
+        let line = format!(
+            "response #{} {} {:?} reused={} {:?} head_timed={}",
+            a.number,
+            a.upstream,
+            a.attempt.status(),
+            a.attempt.reused,
+            server,
+            a.attempt.response_head.is_some()
+        );
+        self.seen.send(line).unwrap();
+    }
+
+    fn upstream_error(&self, _: &mut FilterCx<'_>, _: &mut (), a: &UpstreamAttempt<'_>) {
+        let line = format!(
+            "error #{} {} {} {:?} connect_timed={}",
+            a.number,
+            a.upstream,
+            a.target,
+            a.attempt.error().map(crate::http::error::HttpError::reason),
+            a.attempt.connect.is_some()
+        );
+        self.seen.send(line).unwrap();
+    }
+}
+
+#[test]
+fn the_per_attempt_phases_see_a_failed_connect_and_then_the_answer() {
+    let (live, live_seen) = backend(|_| b"HTTP/1.1 200 OK\r\nx-from: live\r\nContent-Length: 2\r\n\r\nok".to_vec());
+    // A port nothing listens on: its connect is refused.
+    let dead = StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (recorder, seen) = std::sync::mpsc::channel();
+    let mut registry = FilterRegistry::default();
+    register(&mut registry, "attempts", move |_| {
+        Ok(AttemptWatcher { seen: recorder.clone() })
+    });
+    let text = format!(
+        "[listeners.web]\nbind = \"{BIND}\"\nprotocol = \"http\"\nupstream = \"app\"\nfilters = [{{ type = \"attempts\" }}]\n\n\
+         [upstreams.app]\ntargets = [\"{dead}\", {{ address = \"{live}\", backup = true }}]\n"
+    );
+    let mut live_state = LiveState::default().with_filters(registry);
+    let snapshot = compile_toml("t.toml", &text, &mut live_state).unwrap().snapshot;
+    let target = live.clone();
+    let answer = serve(snapshot, move |addr| {
+        let got = exchange(addr, b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        let mut c = StdStream::connect(&target).unwrap();
+        c.write_all(b"QUIT / HTTP/1.1\r\n\r\n").unwrap();
+        got
+    });
+    assert_eq!((answer.0, &answer.2[..]), (200, &b"ok"[..]));
+    assert_eq!(live_seen.join().unwrap().len(), 1);
+    assert_eq!(
+        seen.try_iter().collect::<Vec<_>>(),
+        [
+            format!("error #1 app {dead} Some(\"connect_failed\") connect_timed=true"),
+            "response #2 app Some(200) reused=false Some(\"live\") head_timed=true".to_string(),
+        ]
+    );
+}

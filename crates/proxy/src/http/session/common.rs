@@ -13,6 +13,7 @@ use rampart_proto::h1::{Framing, RequestHead};
 
 use super::{http_listener, RequestPath};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
+use crate::http::attempts::observe;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{answer_error, ClientTerms, Downstream};
@@ -131,9 +132,12 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         rctx.body_bytes_out = down.body_bytes_sent();
     }
 
-    /// Counts a finished request in the listener's and route's metrics, logs it, and runs the
-    /// filters' log phase. Returns when it finished (the clock read once for all that follows).
+    /// The end of every request, whatever its protocol and however it ended (refused before
+    /// routing, answered locally, proxied): its attempts' last word ([`observe::request_ended`]),
+    /// the listener's and route's metrics, the access log, and the filters' log phase. Returns
+    /// when it finished (the clock read once for all that follows).
     pub(crate) fn finish(&mut self, head: Option<&RequestHead>, rctx: &RequestContext, run: &mut FilterRun) -> Instant {
+        observe::request_ended(self.ctx, &self.snapshot, rctx);
         let now = Instant::now();
         let took = now.saturating_duration_since(rctx.began);
         let id = self.ctx.id;
@@ -191,10 +195,10 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
                 .collect()
         });
         let target = redact_query(parts[1], &secrets);
-        let upstream_target = rctx
-            .upstream
+        let upstream = rctx.upstream.and_then(|u| self.snapshot.upstreams.get(u));
+        let upstream_target = upstream
             .zip(rctx.target)
-            .and_then(|(u, t)| self.snapshot.upstreams.get(u)?.targets.get(t))
+            .and_then(|(u, t)| u.targets.get(t))
             .map(|t| t.name.as_str());
         let record = AccessRecord {
             time: wall,
@@ -214,8 +218,8 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             route: route.map_or("", |r| r.name.as_str()),
             upstream_target,
             upstream_time: rctx.upstream_time,
-            attempts: rctx.attempts,
-            retry_reason: rctx.retry_reason,
+            attempts: &rctx.attempts,
+            upstream,
             total_time: took,
             error: rctx.error.map(HttpError::reason).or(rctx.filter_reason),
             tls: self.stream.tls_info(),
