@@ -17,7 +17,8 @@ use common::{free_port, write_file, Rampart, WAIT};
 use rampart_proto::h1::{parse_request, Framing, Limits};
 
 /// What every test sends: a body and a header the copy must carry.
-const POST: &[u8] = b"POST /orders?id=7 HTTP/1.1\r\nHost: shop.test\r\nX-Test: copied\r\ncontent-length: 5\r\n\r\nhello";
+const POST: &[u8] =
+    b"POST /orders?id=7 HTTP/1.1\r\nHost: shop.test\r\nX-Test: copied\r\ncontent-length: 5\r\n\r\nhello";
 /// How a shadow reports that request.
 const SEEN: &str = "POST /orders?id=7 x-test=copied hello";
 
@@ -48,7 +49,9 @@ impl Shadow {
                 thread::spawn(move || match tls {
                     None => serve_http1(conn, &tx),
                     Some(config) => {
-                        let Ok(server) = rustls::ServerConnection::new(config) else { return };
+                        let Ok(server) = rustls::ServerConnection::new(config) else {
+                            return;
+                        };
                         serve_http1(rustls::StreamOwned::new(server, conn), &tx);
                     }
                 });
@@ -138,7 +141,9 @@ fn serve_http1(mut conn: impl Read + Write, tx: &Sender<String>) {
 /// Serves one HTTP/2 connection: each request reported and answered `200 ok`, on a task of its
 /// own (the connection is driven by `accept` meanwhile).
 async fn serve_h2(tcp: tokio::net::TcpStream, tx: Sender<String>) {
-    let Ok(mut conn) = h2::server::handshake(tcp).await else { return };
+    let Ok(mut conn) = h2::server::handshake(tcp).await else {
+        return;
+    };
     while let Some(Ok((request, respond))) = conn.accept().await {
         tokio::spawn(answer_h2(request, respond, tx.clone()));
     }
@@ -163,7 +168,9 @@ async fn answer_h2(
         header.unwrap_or("-"),
         String::from_utf8_lossy(&data)
     ));
-    let Ok(mut send) = respond.send_response(http::Response::new(()), false) else { return };
+    let Ok(mut send) = respond.send_response(http::Response::new(()), false) else {
+        return;
+    };
     let _ = send.send_data(Bytes::from_static(b"ok"), true);
 }
 
