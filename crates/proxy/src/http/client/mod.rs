@@ -37,7 +37,7 @@ pub struct InternalRequest {
     pub method: Vec<u8>,
     /// The `Host` (HTTP/1) or `:authority` (HTTP/2); empty: the upstream's name.
     pub authority: Vec<u8>,
-    /// Path and query (origin-form).
+    /// Path and query (origin-form), or `*`.
     pub path: Vec<u8>,
     /// Header fields, in order. `Host` and the fields that frame the message or belong to a
     /// connection (`content-length`, `transfer-encoding`, `connection`, ...) are not taken from
@@ -238,13 +238,15 @@ fn valid_value(value: &[u8]) -> bool {
 }
 
 /// Refuses what cannot be written as a request head: a method that is no token, a path that is
-/// not origin-form or holds a space or control byte, an authority or a field that would break a
+/// neither origin-form nor `*` or that holds a space or control byte, an authority or a field that would break a
 /// line.
 fn check(request: &InternalRequest) -> Result<(), InternalError> {
     if !is_token(&request.method) {
         return Err(InternalError::Invalid("method"));
     }
-    let path_ok = request.path.first() == Some(&b'/') && request.path.iter().all(|&b| b > 0x20 && b != 0x7f);
+    // Origin-form, or `*` (asterisk-form, an `OPTIONS` for the whole server).
+    let form = request.path.first() == Some(&b'/') || request.path == b"*";
+    let path_ok = form && request.path.iter().all(|&b| b > 0x20 && b != 0x7f);
     if !path_ok {
         return Err(InternalError::Invalid("path"));
     }
