@@ -11,7 +11,7 @@ use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 
 use arc_swap::ArcSwap;
 
@@ -49,6 +49,9 @@ pub struct WorkerContext {
     log_buffers: RefCell<Vec<(Arc<std::path::Path>, Vec<u8>)>>,
     /// Repeated warnings (outages), summarised.
     pub log_summary: LogSummary,
+    /// This context itself, when it was made shared ([`WorkerContext::shared`]): what a task
+    /// spawned on the worker holds it by ([`WorkerContext::handle`]).
+    me: Weak<WorkerContext>,
 }
 
 struct Balancers {
@@ -78,7 +81,29 @@ impl WorkerContext {
             session_log,
             log_buffers: RefCell::new(Vec::new()),
             log_summary: LogSummary::default(),
+            me: Weak::new(),
         }
+    }
+
+    /// A context shared by the worker's tasks, which knows its own handle: work that outlives the
+    /// request that started it (a mirror's copy, a background request of the internal client)
+    /// runs on a task of its own that holds the context through [`WorkerContext::handle`].
+    pub fn shared(
+        id: usize,
+        counters: Arc<WorkerCounters>,
+        current: Arc<ArcSwap<Snapshot>>,
+        session_log: Option<SessionLogSink>,
+    ) -> Rc<Self> {
+        Rc::new_cyclic(|me| WorkerContext {
+            me: me.clone(),
+            ..WorkerContext::new(id, counters, current, session_log)
+        })
+    }
+
+    /// This context, to hold in a task of its own (`None` for one not made by
+    /// [`WorkerContext::shared`]).
+    pub fn handle(&self) -> Option<Rc<WorkerContext>> {
+        self.me.upgrade()
     }
 
     /// A relay buffer of `size` bytes from the pool; it goes back when the guard drops. Pooled

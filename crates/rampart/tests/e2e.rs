@@ -29,6 +29,7 @@ mod http_balancing;
 mod http_errors;
 mod http_idle;
 mod http_limits;
+mod http_mirror;
 mod http_outliers;
 mod http_proxy;
 mod http_retries;

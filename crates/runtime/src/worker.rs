@@ -107,12 +107,12 @@ pub(crate) fn run(setup: WorkerSetup) {
 }
 
 async fn serve(mut setup: WorkerSetup) {
-    let ctx = Rc::new(WorkerContext::new(
+    let ctx = WorkerContext::shared(
         setup.id,
         setup.counters.clone(),
         setup.current.clone(),
         Some(setup.session_log.clone()),
-    ));
+    );
     let live = Rc::new(LiveTasks::default());
     // An address may have more than one socket in a worker (more were handed over in an upgrade
     // than there are workers now).

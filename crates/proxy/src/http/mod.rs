@@ -13,6 +13,8 @@
 //!   one place that hears of each attempt and of the request's end.
 //! - [`error`]: [`error::HttpError`], every way a request can fail: its source, status, log
 //!   name and whether it may be retried.
+//! - [`client`]: the internal client: requests of Rampart's own (a mirror's copy, background
+//!   requests with no client) sent through the exchange, their responses collected.
 //! - [`exchange`]: one proxied request: upstream connection from the pool or a new one, request
 //!   head and body out, response head and body back, retries before the first response byte.
 //! - [`filter`]: the filter model: the [`filter::HttpFilter`] trait, the parts of a message
@@ -41,6 +43,7 @@ pub mod access_log;
 pub mod affinity;
 pub mod attempts;
 pub mod body_framing;
+pub mod client;
 pub mod client_side;
 pub mod connection;
 pub mod context;

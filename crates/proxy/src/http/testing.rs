@@ -32,6 +32,20 @@ pub(crate) fn worker_for(config: &str) -> (tokio::runtime::Runtime, WorkerContex
     (runtime, WorkerContext::new(0, Default::default(), shared, None))
 }
 
+/// [`worker_for`] with the context shared ([`WorkerContext::shared`]): tasks of its own can
+/// hold it. Run it inside a `LocalSet`.
+pub(crate) fn shared_worker_for(config: &str) -> (tokio::runtime::Runtime, std::rc::Rc<WorkerContext>) {
+    let snapshot = compile_toml("t.toml", config, &mut LiveState::default())
+        .unwrap()
+        .snapshot;
+    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    (runtime, WorkerContext::shared(0, Default::default(), shared, None))
+}
+
 /// What was said, in order.
 pub(crate) type Said = Rc<RefCell<Vec<String>>>;
 

@@ -141,11 +141,8 @@ async fn exchange<D: Downstream>(
     };
     let tunnel = exchange.run().await;
     if let Some(mirror) = req.mirror {
-        let body = crate::http::mirror::CopyBody::Kept {
-            data: exchange.kept.whole(),
-            chunked: req.body == BodyLength::Unknown,
-        };
-        crate::http::mirror::copy(ctx, req.snapshot, mirror, exchange.head.text, body);
+        let body = crate::http::mirror::CopyBody::Kept(exchange.kept.whole());
+        crate::http::mirror::copy(ctx, req.snapshot, mirror, exchange.head, body);
     }
     tunnel
 }

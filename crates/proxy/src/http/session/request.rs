@@ -28,7 +28,7 @@ use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::exchange::ProxyRequest;
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
-use crate::http::head_out::RequestHeader;
+use crate::http::head_out::{RequestHeader, UpstreamHead};
 use crate::http::mirror;
 use crate::http::static_files::{self, StaticRequest};
 use crate::http::target::{request_target, split_target, RequestTarget};
@@ -282,7 +282,10 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     .filter(|m| !head.upgrade && mirror::drawn(self.ctx, m))
                 {
                     if head.framing == Framing::None {
-                        let head = text.then_some(&self.head_out[..]);
+                        let head = UpstreamHead {
+                            text: text.then_some(&self.head_out[..]),
+                            fields: fields_head.as_ref().map(|laid| laid.head()),
+                        };
                         mirror::copy(self.ctx, &snapshot, mirror, head, mirror::CopyBody::None);
                     } else {
                         // Copied once the exchange has sent the body (and kept it).
