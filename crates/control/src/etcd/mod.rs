@@ -266,3 +266,43 @@ impl Etcd {
         self.token.store(None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_config_reads_back_whole_and_a_partial_one_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = KeptConfig::in_dir(&dir.path().join("state"));
+        assert!(kept.read().is_none());
+        let stored = Stored {
+            text: "[listeners.a]\n".to_string(),
+            mod_revision: 42,
+        };
+        kept.write(&stored).unwrap();
+        let back = kept.read().unwrap();
+        assert_eq!((back.text.as_str(), back.mod_revision), ("[listeners.a]\n", 42));
+        // Nothing is left aside once written.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["etcd-config.toml", "etcd-revision"]);
+        // A revision that is not a number is no kept config.
+        std::fs::write(dir.path().join("state/etcd-revision"), "forty-two").unwrap();
+        assert!(kept.read().is_none());
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_a_url_is_refused_with_a_public_error() {
+        let error = Etcd::new("ftp://127.0.0.1:2379", "/rampart/", &TlsFiles::default()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--etcd ftp://127.0.0.1:2379: give each endpoint as http://HOST:PORT or https://HOST:PORT"
+        );
+        let store = Etcd::new("http://127.0.0.1:2379", "/fleet/", &TlsFiles::default()).unwrap();
+        assert_eq!(store.config_key(), "/fleet/config");
+    }
+}
