@@ -90,7 +90,10 @@ fn the_follower_asks_for_a_reload_when_the_config_changes_in_etcd() {
     rampart_control::etcd::follow(store(&etcd, "/lib-c/"), applied, reachable.clone(), reloads).unwrap();
 
     let changed = etcd.put("/lib-c/config", &format!("{CONFIG}# changed\n"));
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let reply = runtime
         .block_on(async { tokio::time::timeout(WAIT, requests.recv()).await })
         .expect("a reload request within the wait")

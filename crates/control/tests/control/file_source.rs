@@ -41,8 +41,16 @@ fn a_config_file_and_its_include_load_as_one_with_their_text_hash_and_files() {
     let sha256 = loaded.sha256.as_deref().unwrap();
     assert_eq!(sha256.len(), 64);
     // The files a change of which reloads under --watch: both, and the include pattern.
-    assert!(loaded.watch.files.iter().any(|f| f.ends_with("rampart.toml")), "{:?}", loaded.watch);
-    assert!(loaded.watch.files.iter().any(|f| f.ends_with("more.toml")), "{:?}", loaded.watch);
+    assert!(
+        loaded.watch.files.iter().any(|f| f.ends_with("rampart.toml")),
+        "{:?}",
+        loaded.watch
+    );
+    assert!(
+        loaded.watch.files.iter().any(|f| f.ends_with("more.toml")),
+        "{:?}",
+        loaded.watch
+    );
     assert_eq!(loaded.watch.patterns.len(), 1, "{:?}", loaded.watch);
 
     // Another text, another hash.
@@ -66,7 +74,10 @@ fn an_error_in_an_included_file_names_its_file_line_and_column() {
         "conf.d/app.toml",
         "[upstreams.more]\ntargets = [\"127.0.0.1:9\"]\nconnect_timeout = \"soon\"\n",
     );
-    let error = file_source(main).load(&mut LiveState::default()).err().expect("refused");
+    let error = file_source(main)
+        .load(&mut LiveState::default())
+        .err()
+        .expect("refused");
     let lines: Vec<&str> = error.lines().collect();
     assert_eq!(lines.len(), 1, "{error}");
     let place = format!("{}:3:19: ", dir.path().join("conf.d/app.toml").display());
@@ -78,9 +89,14 @@ fn an_error_in_an_included_file_names_its_file_line_and_column() {
 fn a_missing_file_is_an_error_that_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("absent.toml");
-    let error = file_source(path.clone()).load(&mut LiveState::default()).err().expect("refused");
+    let error = file_source(path.clone())
+        .load(&mut LiveState::default())
+        .err()
+        .expect("refused");
     assert!(
-        error.to_string().starts_with(&format!("{}: cannot read: ", path.display())),
+        error
+            .to_string()
+            .starts_with(&format!("{}: cannot read: ", path.display())),
         "{error}"
     );
 }

@@ -84,7 +84,10 @@ async fn a_reload_that_applies_swaps_the_snapshot_in_force() {
     assert!(applied.summary.contains("2 targets"), "{}", applied.summary);
     assert!(applied.text.contains("127.0.0.1:11"), "{}", applied.text);
     assert_eq!(applied.admin_token, None);
-    assert!(matches!(reload.outcome(), ReloadOutcome::Applied { sha256: Some(_), .. }));
+    assert!(matches!(
+        reload.outcome(),
+        ReloadOutcome::Applied { sha256: Some(_), .. }
+    ));
     assert_eq!(targets(&publisher), ["127.0.0.1:10", "127.0.0.1:11"]);
     stop(publisher);
 }

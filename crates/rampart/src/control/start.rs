@@ -125,12 +125,22 @@ impl<'a> Control<'a> {
         });
         let (commands, command_rx) = tokio::sync::mpsc::unbounded_channel();
         let (reloads, reload_rx) = tokio::sync::mpsc::unbounded_channel();
-        let source_reachable = publisher.follow_source(&reloads).with_context(|| match publisher.source() {
-            Source::Etcd { .. } => "cannot start following etcd",
-            _ => "--watch: cannot watch files",
-        })?;
+        let source_reachable = publisher
+            .follow_source(&reloads)
+            .with_context(|| match publisher.source() {
+                Source::Etcd { .. } => "cannot start following etcd",
+                _ => "--watch: cannot watch files",
+            })?;
         let token = admin_settings.as_ref().and_then(|a| a.token.clone());
-        let admin = admin_shared(&publisher, status.clone(), running_config, first_round, commands, token, source_reachable);
+        let admin = admin_shared(
+            &publisher,
+            status.clone(),
+            running_config,
+            first_round,
+            commands,
+            token,
+            source_reachable,
+        );
         let admin_copy = start_admin(admin_settings.as_ref(), admin_socket, &admin, &mut handover)?;
         let pid_file = args.pid_file.as_deref().map(write_pid_file).transpose()?;
         // Last: "listening" means every listener, the admin one included, is bound.
