@@ -164,7 +164,7 @@ impl Control<'_> {
     /// what the admin API shows, the health checks and JWKS fetches.
     fn applied(&mut self, applied: &Applied) {
         // The new level is in force from the "reloaded" line on.
-        self.logger.reload(applied.log.clone());
+        self.logger.reload(applied.log);
         let token = applied.admin_token.clone();
         if self.admin.token.load().as_deref() != token.as_ref() {
             tracing::info!(

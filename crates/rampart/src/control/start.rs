@@ -201,7 +201,7 @@ fn first_load(
             return Ok(None);
         }
     };
-    logger.start(loaded.log.clone());
+    logger.start(loaded.log);
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
