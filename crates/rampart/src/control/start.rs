@@ -79,11 +79,7 @@ impl<'a> Control<'a> {
         } = first;
         let workers = live.workers();
         let pin = args.pin || loaded.pin;
-        let session_path = loaded.snapshot.session_log.as_deref().map(Path::to_path_buf);
-        let session_log = SessionLogWriter::start(session_path.clone()).with_context(|| {
-            let shown = session_path.as_deref().unwrap_or(Path::new(""));
-            format!("cannot open session log {}", shown.display())
-        })?;
+        let session_log = open_session_log(&loaded)?;
         let admin_settings = admin_settings(args, loaded.admin.clone())?;
         let status = Status::new(
             &loaded.snapshot,
@@ -125,21 +121,16 @@ impl<'a> Control<'a> {
         });
         let (commands, command_rx) = tokio::sync::mpsc::unbounded_channel();
         let (reloads, reload_rx) = tokio::sync::mpsc::unbounded_channel();
-        let source_reachable = publisher
-            .follow_source(&reloads)
-            .with_context(|| match publisher.source() {
-                Source::Etcd { .. } => "cannot start following etcd",
-                _ => "--watch: cannot watch files",
-            })?;
-        let token = admin_settings.as_ref().and_then(|a| a.token.clone());
+        let reachable = follow_source(&mut publisher, &reloads)?;
+        let settings = admin_settings.as_ref();
         let admin = admin_shared(
             &publisher,
             status.clone(),
             running_config,
             first_round,
             commands,
-            token,
-            source_reachable,
+            settings,
+            reachable,
         );
         let admin_copy = start_admin(admin_settings.as_ref(), admin_socket, &admin, &mut handover)?;
         let pid_file = args.pid_file.as_deref().map(write_pid_file).transpose()?;
@@ -212,6 +203,15 @@ fn first_load(
     }))
 }
 
+/// The session log the first load names (or `--session-log`).
+fn open_session_log(loaded: &Loaded) -> anyhow::Result<SessionLogWriter> {
+    let session_path = loaded.snapshot.session_log.as_deref().map(Path::to_path_buf);
+    SessionLogWriter::start(session_path.clone()).with_context(|| {
+        let shown = session_path.as_deref().unwrap_or(Path::new(""));
+        format!("cannot open session log {}", shown.display())
+    })
+}
+
 /// Which start-only settings the command line fixes.
 fn command_line(args: &EngineArgs) -> CommandLine {
     CommandLine {
@@ -222,6 +222,19 @@ fn command_line(args: &EngineArgs) -> CommandLine {
     }
 }
 
+/// Starts following the source where it changes by itself (`--watch`, etcd): for etcd, whether
+/// it answered its last read.
+fn follow_source(
+    publisher: &mut Publisher,
+    reloads: &tokio::sync::mpsc::UnboundedSender<rampart_control::ReloadRequest>,
+) -> anyhow::Result<Option<Arc<AtomicBool>>> {
+    let context = match publisher.source() {
+        Source::Etcd { .. } => "cannot start following etcd",
+        _ => "--watch: cannot watch files",
+    };
+    publisher.follow_source(reloads).context(context)
+}
+
 /// What the admin listener reads, as the start leaves it.
 fn admin_shared(
     publisher: &Publisher,
@@ -229,9 +242,10 @@ fn admin_shared(
     running_config: RunningConfig,
     first_round: FirstRound,
     commands: tokio::sync::mpsc::UnboundedSender<admin::Command>,
-    token: Option<String>,
+    settings: Option<&AdminSettings>,
     source_reachable: Option<Arc<AtomicBool>>,
 ) -> Arc<AdminShared> {
+    let token = settings.and_then(|a| a.token.clone());
     Arc::new(AdminShared {
         status: ArcSwap::from_pointee(status),
         snapshot: ArcSwap::new(publisher.current()),
