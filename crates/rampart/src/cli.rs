@@ -229,17 +229,17 @@ pub const ETCD_PASSWORD_ENV: &str = "RAMPART_ETCD_PASSWORD";
 impl EtcdAccess {
     /// An etcd client for `urls` (as `--etcd` takes them) and `prefix`, with these TLS files and
     /// credentials.
-    pub fn store(&self, urls: &str, prefix: &str) -> anyhow::Result<crate::etcd::Etcd> {
-        let tls = crate::etcd::TlsFiles {
+    pub fn store(&self, urls: &str, prefix: &str) -> anyhow::Result<rampart_control::etcd::Etcd> {
+        let tls = rampart_control::etcd::TlsFiles {
             ca: self.ca.clone(),
             cert: self.cert.clone(),
             key: self.key.clone(),
         };
-        Ok(crate::etcd::Etcd::new(urls, prefix, &tls)?.with_credentials(self.credentials()?))
+        Ok(rampart_control::etcd::Etcd::new(urls, prefix, &tls)?.with_credentials(self.credentials()?))
     }
 
     /// The user and password to authenticate with, if a user was named.
-    pub fn credentials(&self) -> anyhow::Result<Option<crate::etcd::Credentials>> {
+    pub fn credentials(&self) -> anyhow::Result<Option<rampart_control::etcd::Credentials>> {
         let Some(user) = &self.user else { return Ok(None) };
         let password = match &self.password_file {
             Some(path) => {
@@ -251,7 +251,7 @@ impl EtcdAccess {
                 anyhow::anyhow!("--etcd-user {user}: give the password in {ETCD_PASSWORD_ENV} or --etcd-password-file")
             })?,
         };
-        Ok(Some(crate::etcd::Credentials {
+        Ok(Some(rampart_control::etcd::Credentials {
             user: user.clone(),
             password,
         }))

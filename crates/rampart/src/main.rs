@@ -1,19 +1,14 @@
 //! The `rampart` binary: command line, wiring and signals.
 
-mod acme;
 mod admin;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod alloc;
 mod cli;
 mod control;
-mod discovery;
-mod etcd;
 mod logger;
 mod notify;
 mod pid_file;
-mod source;
 mod upgrade;
-mod watch;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,7 +18,8 @@ use rampart_config::{LiveState, SimpleAcme, SimpleL4};
 use rampart_model::balance::BalancePolicy;
 
 use cli::{Cli, Command, EtcdArgs, HttpArgs, TcpArgs};
-use source::{summary, Source};
+use rampart_control::etcd;
+use rampart_control::{load_config_file, summary, Source};
 
 fn main() -> ExitCode {
     let cli = Cli::parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit());
@@ -230,7 +226,7 @@ fn upgrade_process(pid: i32, timeout: &str) -> ExitCode {
 /// `rampart check FILE` (or `-c FILE`).
 fn check(path: &std::path::Path) -> ExitCode {
     let name = path.display().to_string();
-    match source::load_config_file(path, &mut LiveState::default()) {
+    match load_config_file(path, &mut LiveState::default()) {
         Ok(rampart_config::LoadedConfig { compiled, .. }) => {
             for w in &compiled.warnings {
                 eprintln!("{}:{}:{}: warning: {}", w.file, w.line, w.col, w.message);
@@ -269,7 +265,7 @@ fn run_source(file: &cli::RunSource, engine: &cli::EngineArgs, watch: bool) -> a
 /// `force`.
 fn push(path: &std::path::Path, args: &EtcdArgs, expect: Option<i64>, force: bool) -> ExitCode {
     let name = path.display().to_string();
-    if let Err(errors) = source::load_config_file(path, &mut LiveState::default()) {
+    if let Err(errors) = load_config_file(path, &mut LiveState::default()) {
         eprintln!("{errors}");
         eprintln!("{name}: not pushed");
         return ExitCode::from(1);

@@ -11,6 +11,7 @@ mod admin_api;
 mod cli;
 mod common;
 mod config_files;
+mod control_etcd;
 #[path = "cors_browser/main.rs"]
 mod cors_browser;
 mod dns_targets;

@@ -23,7 +23,7 @@ pub mod page;
 pub mod state;
 pub mod traffic;
 
-pub use state::{AdminShared, Command, ReloadOutcome};
+pub use state::{AdminShared, Command};
 
 use crate::upgrade::inherit::Handover;
 

@@ -11,6 +11,8 @@ use rampart_proxy::checker::FirstRound;
 use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
+pub use rampart_control::ReloadOutcome;
+
 /// Shared between the control loop (writer) and the admin thread (reader).
 pub struct AdminShared {
     pub status: ArcSwap<Status>,
@@ -34,9 +36,9 @@ pub struct AdminShared {
     /// Whether the config's source answered its last read (a config from etcd only).
     pub source_reachable: Option<Arc<AtomicBool>>,
     /// The DNS questions of targets written by name, and what they answered.
-    pub dns: ArcSwap<crate::discovery::DnsStatus>,
+    pub dns: ArcSwap<rampart_control::discovery::DnsStatus>,
     /// The certificates ACME obtains, name by name.
-    pub acme: Arc<ArcSwap<crate::acme::AcmeStatus>>,
+    pub acme: Arc<ArcSwap<rampart_control::acme::AcmeStatus>>,
     /// `run --ready-requires-etcd`: not ready while the config's source cannot be reached.
     pub ready_requires_source: bool,
 }
@@ -106,22 +108,6 @@ pub enum Command {
     Reload(oneshot::Sender<ReloadOutcome>),
     /// Start the binary found at this process's path and hand over to it, as SIGUSR2 does.
     Upgrade(oneshot::Sender<crate::upgrade::spawn::UpgradeOutcome>),
-}
-
-/// How a reload went.
-#[derive(Debug, Clone)]
-pub enum ReloadOutcome {
-    /// Applied; `sha256` is the config file's hash (file sources).
-    Applied {
-        summary: String,
-        sha256: Option<String>,
-        /// The etcd revision applied (configs from etcd).
-        revision: Option<i64>,
-    },
-    /// The running config stays; one `file:line:col: message` (or other reason) per entry.
-    Refused { errors: Vec<String> },
-    /// The source has nothing to read again (`rampart http` without certificates).
-    NotReloadable,
 }
 
 /// What `GET /api/status` shows (besides uptime, computed per request).

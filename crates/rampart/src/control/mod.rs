@@ -1,45 +1,73 @@
-//! The control plane: starts the engine, runs health checks, and handles signals (SIGHUP reload,
+//! The control loop: starts the engine, runs health checks, and handles signals (SIGHUP reload,
 //! SIGUSR2 binary upgrade, SIGTERM/SIGINT drain and exit). It runs on the main thread's own small
-//! runtime; workers never wait on it.
+//! runtime; workers never wait on it. Loading, reloading and publishing snapshots is the
+//! [`Publisher`]'s (crate `rampart-control`); this module wires it to the signals, the admin API,
+//! the logger and binary upgrades.
+//!
+//! - [`start`]: the first load, the engine, the admin listener, readiness.
+//! - [`drain`]: the end: stop accepting, drain, totals.
+//! - [`fatal`]: why the process could not start, in text or JSON.
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
-use std::path::Path;
+use std::sync::Arc;
 
 use anyhow::Context;
-use rampart_config::LiveState;
+use rampart_control::{Applied, Publisher, Reload, ReloadRequest};
 use rampart_proxy::checker::spawn_checks;
 use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
-use rampart_proxy::session_log::SessionLogWriter;
-use rampart_runtime::{Engine, EngineOptions};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::Signal;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinSet;
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Instant;
-
-use arc_swap::{ArcSwap, ArcSwapOption};
-use rampart_config::{AdminAddress, AdminSettings};
-use rampart_proxy::checker::FirstRound;
-
-use crate::acme::Acme;
 use crate::admin::state::{RunningConfig, Status};
-use crate::admin::{self, AdminShared, Command, ReloadOutcome};
+use crate::admin::{AdminShared, Command};
 use crate::cli::EngineArgs;
-use crate::discovery::Discovery;
 use crate::logger::Logger;
 use crate::notify;
-use crate::source::{summary, Source};
+use crate::pid_file::PidFile;
 use crate::upgrade::inherit::Handover;
 use crate::upgrade::spawn::{Relaunch, UpgradeOutcome};
-use crate::watch::Watching;
+use rampart_control::Source;
 
-mod bind_failure;
-mod reload;
-mod start_only;
+mod drain;
+mod fatal;
+mod start;
 
-pub use bind_failure::log_fatal;
-use bind_failure::{listener_names, BindFailure};
-use reload::{config_file, live_revision, live_sha256, publish_targets, reload};
+pub use fatal::log_fatal;
+use start::config_file;
+
+/// Serves `source` until SIGTERM or SIGINT, or until a binary upgrade hands over to a new
+/// process. Returns an error (exit code 1) only when the first load or the start fails.
+pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Result<()> {
+    // Read first: the path of the binary this process runs, before anything could replace it.
+    let relaunch = Relaunch::of_this_process();
+    let handover = Handover::from_env().context("cannot take over from the previous process")?;
+    let runtime = start::runtime(args)?;
+    // Signal handlers go in before anything listens, so an early SIGHUP cannot kill the process.
+    let _guard = runtime.enter();
+    let inherited = Inherited { relaunch, handover };
+    let Some(mut control) = Control::start(&runtime, source, args, logger, inherited)? else {
+        return Ok(());
+    };
+    let stop = control.run();
+    control.drain(stop);
+    Ok(())
+}
+
+/// What this process takes from the one that started it.
+struct Inherited {
+    relaunch: std::io::Result<Relaunch>,
+    /// The sockets a binary upgrade handed over (none at a plain start).
+    handover: Handover,
+}
+
+/// The signals the control loop handles.
+struct Signals {
+    hangup: Signal,
+    terminate: Signal,
+    interrupt: Signal,
+    user2: Signal,
+}
 
 /// What ends the serving loop.
 enum Stop {
@@ -48,398 +76,163 @@ enum Stop {
     Upgraded,
 }
 
-/// Serves `source` until SIGTERM or SIGINT, or until a binary upgrade hands over to a new
-/// process. Returns an error (exit code 1) only when the first load or the start fails.
-pub fn serve(source: Source, args: &EngineArgs, logger: &Logger) -> anyhow::Result<()> {
-    // Read first: the path of the binary this process runs, before anything could replace it.
-    let relaunch = Relaunch::of_this_process();
-    let mut handover = Handover::from_env().context("cannot take over from the previous process")?;
-    if let Some(path) = &args.session_log {
-        check_log_file(path).with_context(|| format!("--session-log {}: cannot open", path.display()))?;
-    }
-    raise_open_files_limit();
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("cannot start control runtime")?;
-    // Signal handlers go in before anything listens, so an early SIGHUP cannot kill the process.
-    let _guard = runtime.enter();
-    let mut hangup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-    let mut terminate = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
-    let mut interrupt = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
-    let mut user2 = signal(SignalKind::user_defined2()).context("cannot handle SIGUSR2")?;
+/// What the control loop reacts to.
+enum Event {
+    Reload(Option<ReloadRequest>),
+    Upgrade(Option<oneshot::Sender<UpgradeOutcome>>),
+    /// A DNS question is due or answered (true: the targets may change).
+    Dns(bool),
+    Stop(&'static str),
+}
 
-    // The command line's worker count wins; else the first load fixes it (the config's, or one
-    // per CPU). Metric cells are made per worker, so reloads keep it.
-    let mut live = LiveState::new(args.workers.map(usize::from));
-    let mut loaded = source.load(&mut live).map_err(anyhow::Error::msg)?;
-    // Targets written by name are asked before the first request can need them.
-    let mut discovery = Discovery::new();
-    // A stop signal during that wait stops here, before anything is bound.
-    let first = runtime.block_on(async {
-        tokio::select! {
-            snapshot = discovery.complete(loaded.snapshot, &mut live) => Ok(snapshot),
-            _ = terminate.recv() => Err("SIGTERM"),
-            _ = interrupt.recv() => Err("SIGINT"),
-        }
-    });
-    loaded.snapshot = match first {
-        Ok(snapshot) => snapshot,
-        Err(signal) => {
-            logger.start(loaded.log);
-            tracing::info!(
-                signal,
-                "{signal} while waiting for the first DNS answers: stopped before listening"
-            );
-            return Ok(());
-        }
-    };
-    logger.start(loaded.log);
-    for warning in &loaded.warnings {
-        tracing::warn!("{warning}");
-    }
-    let workers = live.workers();
-    let pin = args.pin || loaded.pin;
-    let session_path = loaded.snapshot.session_log.as_deref().map(Path::to_path_buf);
-    let session_log = SessionLogWriter::start(session_path.clone()).with_context(|| {
-        let shown = session_path.as_deref().unwrap_or(Path::new(""));
-        format!("cannot open session log {}", shown.display())
-    })?;
-    let admin_settings = admin_settings(args, loaded.admin.clone())?;
-    let mut status = Status::new(
-        &loaded.snapshot,
-        workers,
-        config_file(&source, loaded.sha256.clone(), loaded.revision),
-    );
-    let line = summary(&loaded.snapshot);
-    let running_config = RunningConfig::redacted(source.name(), &loaded.text);
-    let listeners = listener_names(&loaded.snapshot);
-    let start_only = start_only::StartOnly::of(&loaded, args);
-    let watch_list = loaded.watch.clone();
-    let etcd_revision = loaded.revision;
-    // A TCP admin listener's socket is not a listener's: set it aside before the engine starts.
-    let admin_socket = match admin_settings.as_ref().map(|a| &a.listen) {
-        Some(AdminAddress::Tcp(addr)) => handover.take_tcp(*addr),
-        _ => None,
-    };
-    let inherited = std::mem::take(&mut handover.sockets);
-    let taken_over = handover.socket_count() + inherited.len() + usize::from(admin_socket.is_some());
-    let mut engine = Engine::start(
-        EngineOptions { workers, pin },
-        loaded.snapshot,
-        session_log.sink(),
-        inherited,
-    )
-    .map_err(|e| BindFailure::wrap(&listeners, e))?;
-    let first_round = FirstRound::default();
-    let mut checks = spawn_checks(&engine.current(), Some(&first_round));
-    let mut jwks_fetches = spawn_jwks_fetches(&engine.current());
-    let config_etcd = match &source {
-        Source::Etcd { store, .. } => Some(store.clone()),
-        _ => None,
-    };
-    let mut acme = Acme::new(live.acme(), config_etcd);
-    acme.follow(&engine.current());
-    let (commands, mut command_rx) = tokio::sync::mpsc::unbounded_channel();
-    let watching = match &source {
-        Source::File { watch: true, .. } => {
-            let (files, patterns) = (watch_list.files.len(), watch_list.patterns.len());
-            let watching = Watching::start(watch_list, commands.clone()).context("--watch: cannot watch files")?;
-            tracing::info!(
-                files,
-                patterns,
-                "watch: a change to the config's {files} file(s) or {patterns} include pattern(s) reloads it"
-            );
-            Some(watching)
-        }
-        _ => None,
-    };
-    let mut source_reachable = None;
-    if let (Source::Etcd { store, .. }, Some(revision)) = (&source, etcd_revision) {
-        tracing::info!(
-            "etcd: running from {} at revision {revision}; a change there reloads",
-            store.config_key()
-        );
-        let reachable = Arc::new(AtomicBool::new(true));
-        crate::etcd::follow(store.clone(), revision, reachable.clone(), commands.clone())
-            .context("cannot start following etcd")?;
-        source_reachable = Some(reachable);
-    }
-    let admin = Arc::new(AdminShared {
-        status: ArcSwap::from_pointee(status.clone()),
-        snapshot: ArcSwap::new(engine.current()),
-        config: ArcSwap::from_pointee(running_config),
-        first_round,
-        draining: AtomicBool::new(false),
-        commands,
-        token: ArcSwapOption::from(admin_settings.as_ref().and_then(|a| a.token.clone()).map(Arc::new)),
-        started: Instant::now(),
-        history: Default::default(),
-        handed_over: Default::default(),
-        source_reachable,
-        dns: ArcSwap::from_pointee(discovery.status()),
-        acme: acme.status(),
-        ready_requires_source: source.ready_requires_source(),
-    });
-    let mut admin_copy = None;
-    if let Some(settings) = &admin_settings {
-        if let Some(socket) = admin_socket {
-            handover.sockets.add(socket)?;
-        }
-        admin_copy = Some(admin::start(&settings.listen, admin.clone(), &mut handover)?);
-        tracing::info!("admin API on {}", settings.listen);
-    }
-    let mut pid_file = match &args.pid_file {
-        Some(path) => Some(
-            crate::pid_file::PidFile::write(path)
-                .map_err(|e| anyhow::anyhow!("--pid-file {}: cannot write: {e}", path.display()))?,
-        ),
-        None => None,
-    };
-    // Last: "listening" means every listener, the admin one included, is bound.
-    tracing::info!(
-        "listening: {line}; {}{}",
-        rampart_proxy::log_summary::count_of(workers as u64, "worker"),
-        if pin { ", pinned" } else { "" }
-    );
-    if handover.is_upgrade() {
-        // The previous process tells the service manager, once it has stopped accepting.
-        tracing::info!(
-            sockets = taken_over,
-            "upgrade: took over {taken_over} listening socket(s) from PID {}; ready",
-            std::os::unix::process::parent_id()
-        );
-        if let Err(e) = handover.say_ready() {
-            tracing::warn!("upgrade: cannot tell the previous process this one is ready: {e}");
-        }
-    } else {
-        notify::ready("serving");
-    }
-    drop(handover);
+/// The control loop's state, from the start to the end of the drain.
+struct Control<'a> {
+    runtime: &'a tokio::runtime::Runtime,
+    logger: &'a Logger,
+    signals: Signals,
+    publisher: Publisher,
+    /// The path of the binary this process runs, read before anything could replace it.
+    relaunch: std::io::Result<Relaunch>,
+    admin: Arc<AdminShared>,
+    /// A duplicate of the admin listener, handed over in an upgrade.
+    admin_copy: Option<OwnedFd>,
+    status: Status,
+    checks: JoinSet<()>,
+    jwks_fetches: JoinSet<()>,
+    /// From the admin API.
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// From the sources that follow their config (`--watch`, etcd).
+    reloads: mpsc::UnboundedReceiver<ReloadRequest>,
+    pid_file: Option<PidFile>,
+}
 
-    let stop = runtime.block_on(async {
-        loop {
-            let event = tokio::select! {
-                _ = hangup.recv() => Event::Reload(None),
-                _ = user2.recv() => Event::Upgrade(None),
-                Some(command) = command_rx.recv() => match command {
-                    Command::Reload(reply) => Event::Reload(Some(reply)),
-                    Command::Upgrade(reply) => Event::Upgrade(Some(reply)),
-                },
-                changed = discovery.changed() => {
-                    if changed {
-                        if let Some(next) = discovery.publish(&engine.current(), &mut live) {
-                            publish_targets(next, &mut engine, &admin);
-                            checks.abort_all();
-                            checks = spawn_checks(&engine.current(), None);
+impl Control<'_> {
+    /// Serves until a stop signal or a binary upgrade that handed over.
+    fn run(&mut self) -> Stop {
+        let runtime = self.runtime;
+        runtime.block_on(async {
+            loop {
+                match self.next_event().await {
+                    Event::Reload(reply) => self.on_reload(reply).await,
+                    Event::Upgrade(reply) => {
+                        if let Some(stop) = self.on_upgrade(reply).await {
+                            break stop;
                         }
                     }
-                    admin.dns.store(Arc::new(discovery.status()));
-                    continue;
-                }
-                _ = terminate.recv() => break Stop::Signal("SIGTERM"),
-                _ = interrupt.recv() => break Stop::Signal("SIGINT"),
-            };
-            match event {
-                Event::Reload(reply) => {
-                    notify::reloading();
-                    let outcome = reload(
-                        &source,
-                        &mut live,
-                        &mut engine,
-                        &mut discovery,
-                        &session_log,
-                        &admin,
-                        logger,
-                        watching.as_ref(),
-                        &start_only,
-                        args,
-                    )
-                    .await;
-                    admin.dns.store(Arc::new(discovery.status()));
-                    if matches!(outcome, ReloadOutcome::Applied { .. }) {
-                        checks.abort_all();
-                        checks = spawn_checks(&engine.current(), None);
-                        jwks_fetches.abort_all();
-                        jwks_fetches = spawn_jwks_fetches(&engine.current());
-                        acme.follow(&engine.current());
-                    }
-                    status.record_reload(
-                        &outcome,
-                        &engine.current(),
-                        config_file(&source, live_sha256(&outcome), live_revision(&outcome)),
-                    );
-                    admin.status.store(Arc::new(status.clone()));
-                    notify::ready("serving");
-                    if let Some(reply) = reply {
-                        let _ = reply.send(outcome);
-                    }
-                }
-                Event::Upgrade(reply) => {
-                    let outcome = upgrade(
-                        &relaunch,
-                        &engine,
-                        admin_copy.as_ref(),
-                        engine.current().upgrade_timeout,
-                    )
-                    .await;
-                    // The admin listener stops accepting before the caller hears the outcome,
-                    // so its next connection reaches the new process.
-                    if matches!(outcome, UpgradeOutcome::Ready { .. }) {
-                        admin.handed_over.notify_one();
-                    }
-                    if let Some(reply) = reply {
-                        let _ = reply.send(outcome.clone());
-                    }
-                    if let UpgradeOutcome::Ready { pid } = outcome {
-                        notify::handed_over(pid);
-                        break Stop::Upgraded;
-                    }
-                    // The new process may have written its PID before it failed.
-                    if let Some(Err(e)) = pid_file.as_ref().map(crate::pid_file::PidFile::rewrite) {
-                        tracing::warn!("--pid-file: cannot write it back after the failed upgrade: {e}");
-                    }
+                    Event::Dns(changed) => self.on_dns(changed),
+                    Event::Stop(signal) => break Stop::Signal(signal),
                 }
             }
+        })
+    }
+
+    async fn next_event(&mut self) -> Event {
+        let signals = &mut self.signals;
+        tokio::select! {
+            _ = signals.hangup.recv() => Event::Reload(None),
+            _ = signals.user2.recv() => Event::Upgrade(None),
+            Some(command) = self.commands.recv() => match command {
+                Command::Reload(reply) => Event::Reload(Some(reply)),
+                Command::Upgrade(reply) => Event::Upgrade(Some(reply)),
+            },
+            Some(reply) = self.reloads.recv() => Event::Reload(Some(reply)),
+            changed = self.publisher.dns_changed() => Event::Dns(changed),
+            _ = signals.terminate.recv() => Event::Stop("SIGTERM"),
+            _ = signals.interrupt.recv() => Event::Stop("SIGINT"),
         }
-    });
-    // After an upgrade the new process holds the admin listener; this copy only kept it open.
-    drop(admin_copy);
-    let drain = match stop {
-        Stop::Signal(signal) => {
-            notify::stopping();
-            signal
+    }
+
+    /// SIGHUP, `POST /api/reload`, `--watch` or etcd: load again and apply.
+    async fn on_reload(&mut self, reply: Option<ReloadRequest>) {
+        notify::reloading();
+        let reload = self.publisher.reload().await;
+        self.admin.dns.store(Arc::new(self.publisher.dns_status()));
+        if let Reload::Applied(applied) = &reload {
+            self.applied(applied);
         }
-        Stop::Upgraded => "upgrade",
-    };
-    admin.draining.store(true, Ordering::Release);
-    drop(command_rx);
-    let drain_timeout = engine.current().drain_timeout;
-    let counters = engine.counters();
-    let drain_started = Instant::now();
-    tracing::info!(
-        signal = drain,
-        timeout_ms = drain_timeout.as_millis() as u64,
-        "{drain}: no longer accepting; draining open connections for up to {drain_timeout:?}"
-    );
-    // The drain runs on a blocking thread; a second SIGINT or SIGTERM meanwhile quits at once.
-    let cut = runtime.block_on(async {
-        let draining = tokio::task::spawn_blocking(move || engine.shutdown(drain_timeout));
-        let again = tokio::select! {
-            cut = draining => return cut.unwrap_or(0),
-            _ = interrupt.recv() => "SIGINT",
-            _ = terminate.recv() => "SIGTERM",
-        };
-        let open = counters
-            .iter()
-            .map(|c| c.open.load(std::sync::atomic::Ordering::Relaxed))
-            .sum::<u64>();
-        tracing::warn!(
-            signal = again,
-            elapsed_ms = drain_started.elapsed().as_millis() as u64,
-            cut = open,
-            "{again} during the drain: force quit, cutting {}",
-            rampart_proxy::log_summary::count_of(open, "open connection")
-        );
-        session_log.flush();
-        drop(pid_file.take());
-        std::process::exit(1);
-    });
-    let elapsed_ms = drain_started.elapsed().as_millis() as u64;
-    if cut > 0 {
-        tracing::warn!(
-            signal = drain,
-            elapsed_ms,
-            cut,
-            "drain ended: closed {} still open at the drain deadline",
-            rampart_proxy::log_summary::count_of(cut, "connection")
-        );
-    } else {
+        let outcome = reload.outcome();
+        let config = config_file(self.publisher.source(), outcome.sha256(), outcome.revision());
+        self.status.record_reload(&outcome, &self.publisher.current(), config);
+        self.admin.status.store(Arc::new(self.status.clone()));
+        notify::ready("serving");
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome);
+        }
+    }
+
+    /// What a reload that applied changes beside the snapshot: the log level, the admin token,
+    /// what the admin API shows, the health checks and JWKS fetches.
+    fn applied(&mut self, applied: &Applied) {
+        // The new level is in force from the "reloaded" line on.
+        self.logger.reload(applied.log);
+        let token = applied.admin_token.clone();
+        if self.admin.token.load().as_deref() != token.as_ref() {
+            tracing::info!(
+                "admin: {}",
+                if token.is_some() {
+                    "the token is now required (changed by this reload)"
+                } else {
+                    "the token was removed: the admin API asks for none"
+                }
+            );
+            self.admin.token.store(token.map(Arc::new));
+        }
         tracing::info!(
-            signal = drain,
-            elapsed_ms,
-            cut,
-            "drain ended: every connection finished"
+            result = "applied",
+            summary = applied.summary.as_str(),
+            sha256 = applied.sha256.as_deref(),
+            "reloaded"
         );
+        let source = self.publisher.source().name();
+        self.admin
+            .config
+            .store(Arc::new(RunningConfig::redacted(source, &applied.text)));
+        let current = self.publisher.current();
+        self.admin.snapshot.store(current.clone());
+        self.checks.abort_all();
+        self.checks = spawn_checks(&current, None);
+        self.jwks_fetches.abort_all();
+        self.jwks_fetches = spawn_jwks_fetches(&current);
     }
-    let sum = |f: fn(&rampart_proxy::worker::WorkerCounters) -> u64| counters.iter().map(|c| f(c)).sum::<u64>();
-    let (requests, opened, reused) = (
-        sum(|c| c.http_requests.load(std::sync::atomic::Ordering::Relaxed)),
-        sum(|c| c.upstream_connects.load(std::sync::atomic::Ordering::Relaxed)),
-        sum(|c| c.upstream_reuses.load(std::sync::atomic::Ordering::Relaxed)),
-    );
-    if requests > 0 {
-        let rate = if opened + reused > 0 {
-            100.0 * reused as f64 / (opened + reused) as f64
-        } else {
-            0.0
-        };
-        tracing::info!(
-            "http: {requests} request(s); upstream connections: {opened} opened, {reused} reuse(s) ({rate:.1}% reused)"
-        );
-    }
-    let failed_handshakes = sum(|c| c.tls_handshake_failures.load(std::sync::atomic::Ordering::Relaxed));
-    if failed_handshakes > 0 {
-        tracing::info!("tls: {failed_handshakes} handshake(s) failed or timed out (logged at debug level)");
-    }
-    session_log.flush();
-    drop(pid_file);
-    tracing::info!("stopped");
-    Ok(())
-}
 
-/// A request to the serving loop.
-enum Event {
-    Reload(Option<tokio::sync::oneshot::Sender<ReloadOutcome>>),
-    Upgrade(Option<tokio::sync::oneshot::Sender<UpgradeOutcome>>),
-}
-
-/// Starts the binary found at this process's path with every listening socket (the engine's and
-/// the admin listener's) and waits for it (SIGUSR2, or `POST /api/upgrade`).
-async fn upgrade(
-    relaunch: &std::io::Result<Relaunch>,
-    engine: &Engine,
-    admin: Option<&OwnedFd>,
-    timeout: std::time::Duration,
-) -> UpgradeOutcome {
-    let sockets: Vec<BorrowedFd<'_>> = engine.listening_sockets().chain(admin.map(|a| a.as_fd())).collect();
-    crate::upgrade::hand_over(relaunch, &sockets, timeout).await
-}
-
-/// The admin listener to serve: `--admin` (loopback or a unix socket, no token) wins over the
-/// config's `[admin]`.
-fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyhow::Result<Option<AdminSettings>> {
-    let Some(listen) = &args.admin else {
-        return Ok(from_config);
-    };
-    let listen = AdminAddress::parse(listen).map_err(|e| anyhow::anyhow!("--admin: {e}"))?;
-    anyhow::ensure!(
-        listen.is_local(),
-        "--admin {listen}: only a loopback address or a unix socket; serve it wider with [admin] and a token in a config file"
-    );
-    Ok(Some(AdminSettings { listen, token: None }))
-}
-
-/// Opens a log file the way the log writer does (append, create), to refuse a bad path at once.
-fn check_log_file(path: &Path) -> std::io::Result<()> {
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .map(drop)
-}
-
-/// Each connection takes two descriptors; take the hard limit rather than the usual 1024.
-fn raise_open_files_limit() {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: getrlimit/setrlimit read and write the struct we pass, which outlives the calls.
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
-            limit.rlim_cur = limit.rlim_max;
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+    /// New DNS answers: publish the targets they give.
+    fn on_dns(&mut self, changed: bool) {
+        if changed && self.publisher.publish_dns() {
+            let current = self.publisher.current();
+            self.admin.snapshot.store(current.clone());
+            self.checks.abort_all();
+            self.checks = spawn_checks(&current, None);
         }
+        self.admin.dns.store(Arc::new(self.publisher.dns_status()));
+    }
+
+    /// SIGUSR2 or `POST /api/upgrade`: start the binary found at this process's path with every
+    /// listening socket (the engine's and the admin listener's) and wait for it. `Some` once it
+    /// took over.
+    async fn on_upgrade(&mut self, reply: Option<oneshot::Sender<UpgradeOutcome>>) -> Option<Stop> {
+        let engine = self.publisher.engine();
+        let timeout = engine.current().upgrade_timeout;
+        let sockets: Vec<BorrowedFd<'_>> = engine
+            .listening_sockets()
+            .chain(self.admin_copy.as_ref().map(|a| a.as_fd()))
+            .collect();
+        let outcome = crate::upgrade::hand_over(&self.relaunch, &sockets, timeout).await;
+        // The admin listener stops accepting before the caller hears the outcome, so its next
+        // connection reaches the new process.
+        if matches!(outcome, UpgradeOutcome::Ready { .. }) {
+            self.admin.handed_over.notify_one();
+        }
+        if let Some(reply) = reply {
+            let _ = reply.send(outcome.clone());
+        }
+        if let UpgradeOutcome::Ready { pid } = outcome {
+            notify::handed_over(pid);
+            return Some(Stop::Upgraded);
+        }
+        // The new process may have written its PID before it failed.
+        if let Some(Err(e)) = self.pid_file.as_ref().map(PidFile::rewrite) {
+            tracing::warn!("--pid-file: cannot write it back after the failed upgrade: {e}");
+        }
+        None
     }
 }

@@ -12,12 +12,12 @@ use super::Etcd;
 
 impl Etcd {
     /// `rest` under this instance's prefix (`/rampart/` + `acme/...`).
-    pub fn key(&self, rest: &str) -> String {
+    pub(crate) fn key(&self, rest: &str) -> String {
         format!("{}{rest}", self.prefix)
     }
 
     /// The value of `key`, if there is one.
-    pub fn value(&self, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
+    pub(crate) fn value(&self, key: &str) -> anyhow::Result<Option<Vec<u8>>> {
         let reply = self.call("/v3/kv/range", &json!({ "key": STANDARD.encode(key) }))?;
         reply["kvs"][0]["value"]
             .as_str()
@@ -26,7 +26,7 @@ impl Etcd {
     }
 
     /// Writes `value` under `key`.
-    pub fn put(&self, key: &str, value: &[u8]) -> anyhow::Result<()> {
+    pub(crate) fn put(&self, key: &str, value: &[u8]) -> anyhow::Result<()> {
         let request = json!({ "key": STANDARD.encode(key), "value": STANDARD.encode(value) });
         self.call("/v3/kv/put", &request)?;
         Ok(())
@@ -34,7 +34,7 @@ impl Etcd {
 
     /// Writes `value` under `key` only if there is no such key (kept for `ttl_seconds` when
     /// given: the key goes with a lease that is never renewed); whether it was written.
-    pub fn create(&self, key: &str, value: &[u8], ttl_seconds: Option<u64>) -> anyhow::Result<bool> {
+    pub(crate) fn create(&self, key: &str, value: &[u8], ttl_seconds: Option<u64>) -> anyhow::Result<bool> {
         let key = STANDARD.encode(key);
         let mut put = json!({ "key": key, "value": STANDARD.encode(value) });
         if let Some(ttl) = ttl_seconds {
@@ -50,7 +50,7 @@ impl Etcd {
     }
 
     /// Deletes `key`; with `only_if`, only while its value is that.
-    pub fn delete(&self, key: &str, only_if: Option<&[u8]>) -> anyhow::Result<()> {
+    pub(crate) fn delete(&self, key: &str, only_if: Option<&[u8]>) -> anyhow::Result<()> {
         let key = STANDARD.encode(key);
         let delete = json!({ "request_delete_range": { "key": key } });
         match only_if {
@@ -67,7 +67,7 @@ impl Etcd {
     }
 
     /// Every key under `prefix` with its value, the prefix taken off the keys.
-    pub fn under(&self, prefix: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
+    pub(crate) fn under(&self, prefix: &str) -> anyhow::Result<Vec<(String, Vec<u8>)>> {
         let request = json!({ "key": STANDARD.encode(prefix), "range_end": STANDARD.encode(prefix_end(prefix)) });
         let reply = self.call("/v3/kv/range", &request)?;
         let mut found = Vec::new();

@@ -22,7 +22,7 @@ use tokio::io::Interest;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use crate::admin::Command;
+use crate::publisher::ReloadRequest;
 
 /// How long the watched directories must stay quiet before a change reloads.
 pub const QUIET: Duration = Duration::from_millis(200);
@@ -33,13 +33,15 @@ pub struct Watching {
 }
 
 impl Watching {
-    /// Starts watching `list` on the current runtime; a change sends a reload to `commands`
-    /// (the admin API's channel into the control loop).
-    pub fn start(list: WatchList, commands: mpsc::UnboundedSender<Command>) -> std::io::Result<Watching> {
+    /// Starts watching `list` on the current runtime; a change sends a reload request to
+    /// `reloads` (a channel into the control loop) and waits for its outcome before the next.
+    pub fn start(list: WatchList, reloads: mpsc::UnboundedSender<ReloadRequest>) -> std::io::Result<Watching> {
         let inotify = Inotify::init()?;
         let (files, updates) = watch::channel(list);
+        // The crate's one unsafe block: tokio's safe constructor is deprecated as unsound.
         // SAFETY: the AsyncFd owns the Inotify, whose descriptor stays open (and the same) until
         // it is dropped with it.
+        #[allow(unsafe_code)]
         let fd =
             unsafe { AsyncFd::register_with_interest(inotify, Interest::READABLE) }.map_err(std::io::Error::from)?;
         let mut watcher = Watcher {
@@ -47,7 +49,7 @@ impl Watching {
             interests: HashMap::new(),
         };
         watcher.set(&updates.borrow());
-        tokio::spawn(watcher.run(updates, commands));
+        tokio::spawn(watcher.run(updates, reloads));
         Ok(Watching { files })
     }
 
@@ -84,7 +86,7 @@ struct Watcher {
 }
 
 impl Watcher {
-    async fn run(mut self, mut updates: watch::Receiver<WatchList>, commands: mpsc::UnboundedSender<Command>) {
+    async fn run(mut self, mut updates: watch::Receiver<WatchList>, reloads: mpsc::UnboundedSender<ReloadRequest>) {
         let mut buffer = vec![0u8; 16 * 1024];
         // The first changed file of a burst, and when the burst ends.
         let mut pending: Option<(PathBuf, Instant)> = None;
@@ -107,7 +109,7 @@ impl Watcher {
                     let (path, _) = pending.take().expect("a deadline comes with a change");
                     tracing::info!(path = %path.display(), "watch: {} changed; reloading", path.display());
                     let (reply, outcome) = oneshot::channel();
-                    if commands.send(Command::Reload(reply)).is_err() {
+                    if reloads.send(reply).is_err() {
                         return;
                     }
                     // One reload at a time; changes meanwhile gather for the next.

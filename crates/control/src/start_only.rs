@@ -2,17 +2,26 @@
 //! admin listener listens, and the log format. A reload that changes one is refused, naming it,
 //! so that `/api/config` never shows a setting that is not in force; a binary upgrade (SIGUSR2)
 //! starts a process that reads them, without dropping a connection. The admin token is not among
-//! them: a reload applies it (see `reload`).
+//! them: a reload applies it (see [`crate::publisher::Publisher::reload`]).
 
 use rampart_config::{AdminAddress, LogFormat};
 
-use crate::cli::EngineArgs;
 use crate::source::Loaded;
+
+/// Which start-only settings the command line fixes (`--workers`, `--pin`, `--admin`,
+/// `--log-format`): the config's value of those is not compared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommandLine {
+    pub workers: bool,
+    pub pin: bool,
+    pub admin: bool,
+    pub log_format: bool,
+}
 
 /// The start-only settings of one load, `None` where the command line fixes the setting (a
 /// change in the config then changes nothing).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct StartOnly {
+pub struct StartOnly {
     workers: Option<Option<usize>>,
     pin: Option<bool>,
     admin_listen: Option<Option<AdminAddress>>,
@@ -20,21 +29,19 @@ pub(super) struct StartOnly {
 }
 
 impl StartOnly {
-    pub(super) fn of(loaded: &Loaded, args: &EngineArgs) -> StartOnly {
+    /// The settings of `loaded`, less those `command_line` fixes.
+    pub fn of(loaded: &Loaded, command_line: CommandLine) -> StartOnly {
         StartOnly {
-            workers: args.workers.is_none().then_some(loaded.workers),
-            pin: (!args.pin).then_some(loaded.pin),
-            admin_listen: args
-                .admin
-                .is_none()
-                .then(|| loaded.admin.as_ref().map(|a| a.listen.clone())),
-            log_format: args.log_format.is_none().then_some(loaded.log.format),
+            workers: (!command_line.workers).then_some(loaded.workers),
+            pin: (!command_line.pin).then_some(loaded.pin),
+            admin_listen: (!command_line.admin).then(|| loaded.admin.as_ref().map(|a| a.listen.clone())),
+            log_format: (!command_line.log_format).then_some(loaded.log.format),
         }
     }
 
     /// One line per setting that `next` changes from `self` (the one in force): what changed and
     /// what to do.
-    pub(super) fn changes(&self, next: &StartOnly) -> Vec<String> {
+    pub fn changes(&self, next: &StartOnly) -> Vec<String> {
         const HOW: &str = "put it back, or apply it with a binary upgrade (SIGUSR2), which drops no connection";
         let mut lines = Vec::new();
         if self.workers != next.workers {

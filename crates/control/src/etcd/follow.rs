@@ -23,7 +23,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::client::number;
 use super::stream::StreamEnd;
 use super::Etcd;
-use crate::admin::{Command, ReloadOutcome};
+use crate::publisher::{ReloadOutcome, ReloadRequest};
 
 /// How long a watch may stay silent before the key is read again to compare.
 pub const RESYNC: Duration = Duration::from_secs(3);
@@ -33,20 +33,20 @@ const BACKOFF_MIN: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Follows the config in etcd from revision `applied` (the one the instance started with),
-/// sending `Command::Reload` for each change: the same compile-and-swap path as SIGHUP, where a
+/// sending a reload request to `reloads` for each change: the same compile-and-swap path as SIGHUP, where a
 /// bad config is refused and the running one stays. `reachable` says whether etcd answered the
-/// last read. The thread ends when the control loop stops taking commands.
+/// last read. The thread ends when the control loop stops taking reload requests.
 pub fn follow(
     store: Arc<Etcd>,
     applied: i64,
     reachable: Arc<AtomicBool>,
-    commands: UnboundedSender<Command>,
+    reloads: UnboundedSender<ReloadRequest>,
 ) -> std::io::Result<()> {
     let follower = Follower {
         store,
         tried: applied,
         reachable,
-        commands,
+        reloads,
         unreachable: false,
         backoff: BACKOFF_MIN,
     };
@@ -56,7 +56,7 @@ pub fn follow(
         .map(drop)
 }
 
-/// The control loop stopped taking commands: the process is stopping.
+/// The control loop stopped taking reload requests: the process is stopping.
 struct Stopped;
 
 /// How a watch was lost.
@@ -75,7 +75,7 @@ struct Follower {
     /// key changes).
     tried: i64,
     reachable: Arc<AtomicBool>,
-    commands: UnboundedSender<Command>,
+    reloads: UnboundedSender<ReloadRequest>,
     /// Whether etcd's absence was logged (and its return is to be).
     unreachable: bool,
     backoff: Duration,
@@ -118,7 +118,7 @@ impl Follower {
     /// Reads the key's revision and reloads when it changed: the store's revision then, or
     /// `None` when etcd could not be read.
     fn resync(&mut self) -> Result<Option<i64>, Stopped> {
-        match self.store.revisions() {
+        match self.store.read_revisions() {
             Ok((changed, now)) => {
                 self.reached();
                 self.changed(changed)?;
@@ -147,7 +147,7 @@ impl Follower {
                 Ok(message) => message,
                 Err(StreamEnd::Idle) => {
                     last_read = Instant::now();
-                    match self.store.revisions() {
+                    match self.store.read_revisions() {
                         Ok((changed, _)) => {
                             self.reached();
                             if changed != 0 && changed != self.tried {
@@ -219,7 +219,7 @@ impl Follower {
             self.store.config_key()
         );
         let (reply, outcome) = tokio::sync::oneshot::channel();
-        self.commands.send(Command::Reload(reply)).map_err(|_| Stopped)?;
+        self.reloads.send(reply).map_err(|_| Stopped)?;
         self.tried = match outcome.blocking_recv().map_err(|_| Stopped)? {
             // The reload reads the key itself, and may have found a later revision.
             ReloadOutcome::Applied {

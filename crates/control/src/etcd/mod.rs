@@ -34,6 +34,20 @@ pub use follow::follow;
 use stream::WatchStream;
 pub use tls::TlsFiles;
 
+/// Why a request to etcd failed: the endpoints could not be reached or parsed, etcd refused the
+/// request, or its answer was not what the gateway sends. The message names the endpoint and
+/// etcd's reason, with its causes (the internals chain errors with anyhow; this type is the
+/// public face of that chain).
+#[derive(Debug, thiserror::Error)]
+#[error("{0:#}")]
+pub struct EtcdError(anyhow::Error);
+
+impl From<anyhow::Error> for EtcdError {
+    fn from(error: anyhow::Error) -> EtcdError {
+        EtcdError(error)
+    }
+}
+
 /// etcd's endpoints, the prefix Rampart's keys live under, and the credentials to use.
 pub struct Etcd {
     endpoints: Endpoints,
@@ -118,7 +132,7 @@ pub enum Written {
 impl Etcd {
     /// The endpoints `urls` (`http://HOST:PORT` or `https://HOST:PORT`, several separated by
     /// commas, tried in turn; `tls` for the `https` ones), keys under `prefix`.
-    pub fn new(urls: &str, prefix: &str, tls: &TlsFiles) -> anyhow::Result<Etcd> {
+    pub fn new(urls: &str, prefix: &str, tls: &TlsFiles) -> Result<Etcd, EtcdError> {
         Ok(Etcd {
             endpoints: Endpoints::parse(urls, tls)?,
             prefix: prefix.to_string(),
@@ -138,7 +152,11 @@ impl Etcd {
     }
 
     /// The config, if etcd has one, and the store's current revision.
-    pub fn get(&self) -> anyhow::Result<(Option<Stored>, i64)> {
+    pub fn get(&self) -> Result<(Option<Stored>, i64), EtcdError> {
+        Ok(self.read_config()?)
+    }
+
+    fn read_config(&self) -> anyhow::Result<(Option<Stored>, i64)> {
         let reply = self.call("/v3/kv/range", &json!({ "key": STANDARD.encode(self.config_key()) }))?;
         let revision = number(&reply["header"]["revision"]);
         let Some(kv) = reply["kvs"].as_array().and_then(|kvs| kvs.first()) else {
@@ -157,7 +175,11 @@ impl Etcd {
 
     /// The revision that last changed the config (0: there is none), and the store's current
     /// revision: a read of the key without its value.
-    pub fn revisions(&self) -> anyhow::Result<(i64, i64)> {
+    pub fn revisions(&self) -> Result<(i64, i64), EtcdError> {
+        Ok(self.read_revisions()?)
+    }
+
+    fn read_revisions(&self) -> anyhow::Result<(i64, i64)> {
         let request = json!({ "key": STANDARD.encode(self.config_key()), "keys_only": true });
         let reply = self.call("/v3/kv/range", &request)?;
         let changed = number(&reply["kvs"][0]["mod_revision"]);
@@ -166,7 +188,11 @@ impl Etcd {
 
     /// Writes `text` as the config if its key was last changed at `expected` (0: if there is no
     /// key), in one transaction.
-    pub fn put_if(&self, text: &str, expected: i64) -> anyhow::Result<Written> {
+    pub fn put_if(&self, text: &str, expected: i64) -> Result<Written, EtcdError> {
+        Ok(self.write_if(text, expected)?)
+    }
+
+    fn write_if(&self, text: &str, expected: i64) -> anyhow::Result<Written> {
         let key = STANDARD.encode(self.config_key());
         let request = json!({
             "compare": [{ "key": key, "target": "MOD", "result": "EQUAL", "mod_revision": expected.to_string() }],
@@ -238,5 +264,45 @@ impl Etcd {
     /// Forgets the token held (etcd refused it: expired, or etcd restarted).
     fn forget_token(&self) {
         self.token.store(None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_kept_config_reads_back_whole_and_a_partial_one_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let kept = KeptConfig::in_dir(&dir.path().join("state"));
+        assert!(kept.read().is_none());
+        let stored = Stored {
+            text: "[listeners.a]\n".to_string(),
+            mod_revision: 42,
+        };
+        kept.write(&stored).unwrap();
+        let back = kept.read().unwrap();
+        assert_eq!((back.text.as_str(), back.mod_revision), ("[listeners.a]\n", 42));
+        // Nothing is left aside once written.
+        let mut names: Vec<String> = std::fs::read_dir(dir.path().join("state"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["etcd-config.toml", "etcd-revision"]);
+        // A revision that is not a number is no kept config.
+        std::fs::write(dir.path().join("state/etcd-revision"), "forty-two").unwrap();
+        assert!(kept.read().is_none());
+    }
+
+    #[test]
+    fn an_endpoint_that_is_not_a_url_is_refused_with_a_public_error() {
+        let error = Etcd::new("ftp://127.0.0.1:2379", "/rampart/", &TlsFiles::default()).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "--etcd ftp://127.0.0.1:2379: give each endpoint as http://HOST:PORT or https://HOST:PORT"
+        );
+        let store = Etcd::new("http://127.0.0.1:2379", "/fleet/", &TlsFiles::default()).unwrap();
+        assert_eq!(store.config_key(), "/fleet/config");
     }
 }

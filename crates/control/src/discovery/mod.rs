@@ -88,7 +88,14 @@ impl DnsStatus {
     }
 }
 
+impl Default for Discovery {
+    fn default() -> Discovery {
+        Discovery::new()
+    }
+}
+
 impl Discovery {
+    /// No question asked yet; the first load's are asked by [`Discovery::complete`].
     pub fn new() -> Discovery {
         Discovery {
             settings: DnsSettings::default(),

@@ -279,3 +279,84 @@ pub fn issued(chain_pem: &[u8], key_pem: &[u8]) -> anyhow::Result<Issued> {
         not_after: dates.not_after,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::time::UNIX_EPOCH;
+
+    use rcgen::{date_time_ymd, CertificateParams, KeyPair};
+
+    use super::*;
+
+    fn mode(path: &Path) -> u32 {
+        std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+    }
+
+    #[tokio::test]
+    async fn a_directory_keeps_the_account_of_one_directory_url_as_a_secret() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::new(&AcmeStorage::Dir(dir.path().to_path_buf()), None);
+        assert!(!store.shared());
+        assert_eq!(store.account("https://ca/dir").await.unwrap(), None);
+        let credentials = serde_json::json!({ "id": "https://ca/acct/1", "key": "secret" });
+        store.keep_account("https://ca/dir", &credentials).await.unwrap();
+        assert_eq!(store.account("https://ca/dir").await.unwrap(), Some(credentials));
+        // Another CA's account is another account.
+        assert_eq!(store.account("https://other-ca/dir").await.unwrap(), None);
+        assert_eq!(mode(&dir.path().join("account.json")), 0o600);
+    }
+
+    #[tokio::test]
+    async fn a_certificate_kept_in_a_directory_comes_back_ready_to_serve_with_its_dates() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut store = Store::new(&AcmeStorage::Dir(dir.path().to_path_buf()), None);
+        assert!(store.certificate("*.b.example").await.unwrap().is_none());
+        let mut params = CertificateParams::new(vec!["*.b.example".to_string()]).unwrap();
+        params.not_before = date_time_ymd(2025, 1, 1);
+        params.not_after = date_time_ymd(2025, 4, 1);
+        let key = KeyPair::generate().unwrap();
+        let cert = params.self_signed(&key).unwrap();
+        store
+            .keep_certificate("*.b.example", &cert.pem(), &key.serialize_pem())
+            .await
+            .unwrap();
+
+        // No `*` in file names; the key is a secret, the chain is not.
+        let certs = dir.path().join("certs");
+        assert_eq!(mode(&certs.join("_wildcard.b.example.key")), 0o600);
+        assert_eq!(mode(&certs.join("_wildcard.b.example.pem")), 0o644);
+        let issued = store.certificate("*.b.example").await.unwrap().expect("kept");
+        let day = Duration::from_secs(86_400);
+        // 2025-01-01 and 2025-04-01 (90 days later), in Unix seconds.
+        assert_eq!(issued.not_before, UNIX_EPOCH + Duration::from_secs(1_735_689_600));
+        assert_eq!(issued.not_after, issued.not_before + day * 90);
+        // Renewed at two thirds of its lifetime.
+        assert_eq!(issued.renew_at(), issued.not_before + day * 60);
+        assert_eq!(issued.key.cert.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_kept_certificate_that_does_not_parse_is_not_served() {
+        let dir = tempfile::tempdir().unwrap();
+        write_file(dir.path(), "certs/a.example.pem", b"not a certificate", false).unwrap();
+        write_file(dir.path(), "certs/a.example.key", b"not a key", true).unwrap();
+        let mut store = Store::new(&AcmeStorage::Dir(dir.path().to_path_buf()), None);
+        assert!(store.certificate("a.example").await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn etcd_storage_without_a_config_from_etcd_says_how_to_have_one() {
+        let mut store = Store::new(&AcmeStorage::Etcd, None);
+        let error = store.account("https://ca/dir").await.unwrap_err().to_string();
+        assert!(error.contains("rampart run --etcd URL"), "{error}");
+        assert!(store.lock("a.example", "me").await.is_err());
+    }
+
+    #[test]
+    fn hex_digests_read_back_and_odd_ones_do_not() {
+        assert_eq!(unhex("00ff10"), Some(vec![0, 255, 16]));
+        assert_eq!(unhex("0g"), None);
+        assert_eq!(unhex("abc"), None);
+    }
+}

@@ -1,4 +1,7 @@
-//! Where the running config comes from, and how to (re)load it.
+//! Where the running config comes from, and how to (re)load it: a config file (with the files it
+//! includes), a hosts file, the command line, or etcd. Every source produces the same raw config
+//! and goes through the same compiler (`rampart_config`); [`crate::publisher`] puts the result
+//! in force.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -48,6 +51,25 @@ pub enum Source {
     },
 }
 
+/// Why a source could not be loaded. The message is ready to print: one `file:line:col:
+/// message` per line where the problem has a place.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct LoadError(String);
+
+impl LoadError {
+    /// Each problem, one per line of the message.
+    pub fn lines(&self) -> impl Iterator<Item = &str> {
+        self.0.lines()
+    }
+}
+
+impl From<String> for LoadError {
+    fn from(message: String) -> LoadError {
+        LoadError(message)
+    }
+}
+
 /// A loaded config.
 pub struct Loaded {
     pub snapshot: Snapshot,
@@ -91,7 +113,7 @@ impl Loaded {
 impl Source {
     /// Reads and compiles the source. The error is ready to print: one `file:line:col: message`
     /// per line where the problem has a place.
-    pub fn load(&self, live: &mut LiveState) -> Result<Loaded, String> {
+    pub fn load(&self, live: &mut LiveState) -> Result<Loaded, LoadError> {
         match self {
             Source::File { path, session_log, .. } => {
                 let loaded = load_config_file(path, live)?;
@@ -146,9 +168,9 @@ impl Source {
                 let stored = match store.get() {
                     Ok((Some(stored), _)) => stored,
                     Ok((None, _)) => {
-                        return Err(format!(
+                        return Err(LoadError(format!(
                             "etcd {url}: {key}: no config there (store one with `rampart push`)"
-                        ))
+                        )))
                     }
                     // etcd out of reach: the last config applied from it, when one was kept.
                     Err(e) => match kept.as_ref().and_then(|k| k.read()) {
@@ -163,7 +185,7 @@ impl Source {
                             );
                             stored
                         }
-                        None => return Err(format!("{e:#}")),
+                        None => return Err(LoadError(e.to_string())),
                     },
                 };
                 let name = format!("etcd:{key}");
@@ -220,15 +242,15 @@ impl Source {
 
 /// Reads and compiles a config file with the files it includes (`rampart run` and `rampart
 /// check`). The error is ready to print, one `file:line:col: message` per line.
-pub fn load_config_file(path: &std::path::Path, live: &mut LiveState) -> Result<LoadedConfig, String> {
+pub fn load_config_file(path: &std::path::Path, live: &mut LiveState) -> Result<LoadedConfig, LoadError> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| format!("{name}: cannot read: {e}"))?;
-    compile_config_env(&name, &text, live).map_err(|e| e.to_string())
+    compile_config_env(&name, &text, live).map_err(|e| LoadError(e.to_string()))
 }
 
 /// Compiles the config a command line stands for; its `[global]` start settings do not apply
 /// (the command line's own flags do).
-fn load_command_line(spec: &SimpleL4, live: &mut LiveState) -> Result<Loaded, String> {
+fn load_command_line(spec: &SimpleL4, live: &mut LiveState) -> Result<Loaded, LoadError> {
     let compiled = simple_l4(spec, live).map_err(|e| e.to_string())?;
     Ok(Loaded {
         text: spec.to_toml(),

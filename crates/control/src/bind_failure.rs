@@ -4,10 +4,8 @@ use std::net::SocketAddr;
 
 use rampart_runtime::EngineError;
 
-use crate::logger::Logger;
-
 /// Each listener's name and address, to name the listener a bind error is about.
-pub(super) fn listener_names(snapshot: &rampart_model::Snapshot) -> Vec<(String, SocketAddr)> {
+pub fn listener_names(snapshot: &rampart_model::Snapshot) -> Vec<(String, SocketAddr)> {
     snapshot
         .listeners
         .iter()
@@ -27,15 +25,8 @@ pub struct BindFailure {
 }
 
 impl BindFailure {
-    /// `error` with its listener when it is a bind error.
-    pub(super) fn wrap(listeners: &[(String, SocketAddr)], error: EngineError) -> anyhow::Error {
-        match BindFailure::of(listeners, &error) {
-            Some(failure) => anyhow::Error::new(failure),
-            None => error.into(),
-        }
-    }
-
-    pub(super) fn of(listeners: &[(String, SocketAddr)], error: &EngineError) -> Option<BindFailure> {
+    /// The listener `error` is about, when it is a bind error.
+    pub fn of(listeners: &[(String, SocketAddr)], error: &EngineError) -> Option<BindFailure> {
         let (address, reason) = match error {
             EngineError::InUse { addr } => (*addr, "already in use by another process".to_string()),
             EngineError::Bind { addr, error } => (*addr, error.to_string()),
@@ -53,7 +44,8 @@ impl BindFailure {
         })
     }
 
-    pub(super) fn log(&self) {
+    /// Logs it as an error event with the listener's fields.
+    pub fn log(&self) {
         tracing::error!(
             listener = self.listener.as_str(),
             address = %self.address,
@@ -70,15 +62,3 @@ impl std::fmt::Display for BindFailure {
 }
 
 impl std::error::Error for BindFailure {}
-
-/// Says why the process could not start: in text, the `rampart: reason` line it always wrote;
-/// in JSON, an error event (with the listener's fields for a bind failure).
-pub fn log_fatal(logger: &Logger, error: &anyhow::Error) {
-    if !logger.is_json() {
-        eprintln!("rampart: {error:#}");
-    } else if let Some(failure) = error.downcast_ref::<BindFailure>() {
-        failure.log();
-    } else {
-        tracing::error!("rampart: {error:#}");
-    }
-}
