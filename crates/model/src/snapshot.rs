@@ -70,8 +70,17 @@ pub struct Listener {
 /// name for a listener without one.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ListenerKey {
-    Bound(SocketAddr),
+    /// By its transport and address: a UDP listener (QUIC, later) and a TCP one may share one.
+    Bound(Transport, SocketAddr),
     Unbound(Arc<str>),
+}
+
+/// What a listener's socket carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    Tcp,
+    /// Datagrams (QUIC for HTTP/3, UDP load balancing): no listener binds one yet.
+    Udp,
 }
 
 impl Snapshot {
@@ -106,15 +115,20 @@ impl Listener {
     /// The key connections of this listener are known by.
     pub fn key(&self) -> ListenerKey {
         match self.bind {
-            Some(bind) => ListenerKey::Bound(bind),
+            Some(bind) => ListenerKey::Bound(self.transport(), bind),
             None => ListenerKey::Unbound(Arc::from(self.name.as_str())),
         }
+    }
+
+    /// What its socket carries: every listener today is a TCP one.
+    pub fn transport(&self) -> Transport {
+        Transport::Tcp
     }
 
     /// Whether `key` names this listener.
     pub fn is(&self, key: &ListenerKey) -> bool {
         match key {
-            ListenerKey::Bound(bind) => self.bind == Some(*bind),
+            ListenerKey::Bound(transport, bind) => *transport == self.transport() && self.bind == Some(*bind),
             ListenerKey::Unbound(name) => self.bind.is_none() && *self.name == **name,
         }
     }

@@ -19,6 +19,8 @@ pub enum Protocol {
     Http10,
     Http11,
     Http2,
+    /// HTTP/3 over QUIC (no mux speaks it yet: the arm its mux will give).
+    Http3,
 }
 
 impl Protocol {
@@ -28,6 +30,7 @@ impl Protocol {
             Protocol::Http10 => "HTTP/1.0",
             Protocol::Http11 => "HTTP/1.1",
             Protocol::Http2 => "HTTP/2.0",
+            Protocol::Http3 => "HTTP/3",
         }
     }
 }

@@ -7,7 +7,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 
-use rampart_model::{ListenerKey, Snapshot};
+use rampart_model::{ListenerKey, Snapshot, Transport};
 
 use crate::counters::{bump, drop_by, WorkerCounters};
 use crate::stream::Stream;
@@ -86,7 +86,7 @@ impl Conn {
     pub fn listener_key(&self) -> ListenerKey {
         match &self.handed_to {
             Some(key) => key.clone(),
-            None => ListenerKey::Bound(self.slot.listener().bind),
+            None => ListenerKey::Bound(Transport::Tcp, self.slot.listener().bind),
         }
     }
 }

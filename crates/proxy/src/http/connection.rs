@@ -13,7 +13,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         // Boxed: an HTTP/2 connection's state would otherwise enlarge every HTTP/1 task.
         return Box::pin(super::h2::serve(ctx, conn)).await;
     }
-    if let Some(preface) = super::session::serve_http1(ctx, conn).await {
+    if let Some(preface) = super::h1::serve_http1(ctx, conn).await {
         Box::pin(super::h2::serve(ctx, preface)).await;
     }
 }

@@ -122,11 +122,24 @@ impl IoBuf {
         self.end += bytes.len();
     }
 
-    /// Gives the storage back to the pool if no bytes are waiting in it.
+    /// Gives the storage back to the pool if no bytes are waiting in it (a buffer
+    /// [`IoBuf::adopt`] took in goes back to the write buffers it came from).
     pub fn release_if_empty(&mut self, ctx: &HttpWorkerState) {
-        if self.is_empty() && !self.data.is_empty() {
-            ctx.give_read_buffer(std::mem::take(&mut self.data));
+        if self.is_empty() && self.data.capacity() > 0 {
+            let data = std::mem::take(&mut self.data);
+            match data.len() >= super::state::HTTP_BUFFER_SIZE {
+                true => ctx.give_read_buffer(data),
+                false => ctx.give_write_buffer(data),
+            }
         }
+    }
+
+    /// Takes `buf` (a write buffer from the worker's pool, holding bytes laid out there: an
+    /// HTTP/2 request's head) as this buffer's content, without a copy. The buffer must be empty.
+    pub fn adopt(&mut self, ctx: &HttpWorkerState, buf: Vec<u8>) {
+        self.release(ctx);
+        self.end = buf.len();
+        self.data = buf;
     }
 
     /// Gives the storage back to the pool, dropping any bytes in it.

@@ -1,41 +1,37 @@
-//! The HTTP reverse proxy (HTTP/1.x, and HTTP/2 on both sides), in the order a request meets it:
+//! The HTTP reverse proxy (HTTP/1.x, and HTTP/2 on both sides), in layers, each knowing only the
+//! one below (docs/design.md, "Layers"):
 //!
-//! - [`connection`]: the connection stage: HTTP/2 (ALPN or the cleartext preface) or HTTP/1.
-//! - [`session`]: one client connection past the connection stage: read a request head, take the
-//!   current snapshot, route it, answer it locally or proxy it, log it, repeat while keep-alive
-//!   lasts (pipelined requests are answered in order), park when idle.
-//! - [`downstream`]: the seam between the client side and the exchange: [`downstream::Downstream`]
-//!   (request body frames in; interim responses, response head, body, local answers out),
-//!   implemented for HTTP/1 by [`downstream::H1Downstream`] (its request bodies read by
-//!   [`h1_request_body`]).
-//! - [`context`]: the per-request context (route, target, timings, status, bytes, error, and the
-//!   [`attempts`] made at the upstream) that the access log reads; [`attempts::observe`] is the
-//!   one place that hears of each attempt and of the request's end.
-//! - [`error`]: [`error::HttpError`], every way a request can fail: its source, status, log
-//!   name and whether it may be retried.
-//! - [`client`]: the internal client: requests of Rampart's own (a mirror's copy, background
-//!   requests with no client) sent through the exchange, their responses collected.
-//! - [`exchange`]: one proxied request: upstream connection from the pool or a new one, request
-//!   head and body out, response head and body back, retries before the first response byte.
+//! - [`connection`]: the connection stage's choice: HTTP/2 (ALPN or the cleartext preface) or
+//!   HTTP/1.
+//! - The muxes, neither importing the other: [`h1`] (one client connection: read a request head
+//!   with the HTTP/1 codec, answer it, repeat while keep-alive lasts, park when idle; its
+//!   downstream side [`h1::downstream::H1Downstream`]) and [`h2`] (the connection driver, each
+//!   stream as a request, its downstream side). HTTP/3 would be a third folder beside them.
+//! - [`request`]: the request layer, which knows no protocol: route, filters, the route's action
+//!   (local answer, redirect, [`static_files`], or the [`exchange`]), and the end of every request
+//!   (metrics, the access log, the filters' log phase). It reaches the client through
+//!   [`client_side::ClientSide`] and [`downstream::Downstream`] (request body frames in; interim
+//!   responses, response head, body, local answers out), which each mux implements.
+//! - [`exchange`]: one proxied request: upstream sessions (HTTP/1 from the pool or new, an HTTP/2
+//!   stream on a shared connection, [`h2pool`]), request head and body out, response back, retries
+//!   before the first response byte. [`client`]: the same exchange as an internal client (owned
+//!   requests with no client connection: the mirror, background requests).
+//! - [`attempts`]: what each attempt at an upstream did, and [`attempts::observe`], the one place
+//!   that hears of each attempt and of each request's end.
+//! - [`context`]: the per-request context (route, target, timings, status, bytes, error,
+//!   attempts) that the access log reads; [`error`]: [`error::HttpError`], every way a request can
+//!   fail: its source, status, log name and whether it may be retried.
 //! - [`filter`]: the filter model: the [`filter::HttpFilter`] trait, the parts of a message
 //!   filters see, and how a route's chain runs around the exchange (the built-ins are in
 //!   [`crate::filters`]).
-//! - [`head_out`]: writing heads: hop-by-hop fields dropped, forwarded headers, header edits.
-//! - [`target`]: request targets: origin- or absolute-form, path and query, host, rewrites.
-//! - [`affinity`]: the consistent-hashing key of a request (header, cookie or client address).
-//! - [`local`]: the bytes of Rampart's own answers (errors, `respond`, redirects).
-//! - [`static_files`]: the `static` action: files under a root (paths kept inside it, index,
-//!   fallback, listings, validators and conditions, ranges, precompressed siblings, MIME types).
+//! - [`message`]: the neutral response head and body frames at the seam; [`head_out`]: writing
+//!   heads (HTTP/1 text, HTTP/2 fields): hop-by-hop fields dropped, forwarded headers, edits.
+//! - [`target`]: request targets; [`affinity`]: the consistent-hashing key of a request;
+//!   [`local`]: the bytes of Rampart's own answers; [`mirror`]: a route's mirror.
 //! - [`state`]: what a worker keeps for HTTP: [`pool`] (idle upstream connections), [`park`]
-//!   (idle client connections held outside any task), buffers.
-//! - [`iobuf`]: the read buffer with cursors that these share; [`body_framing`]: where an HTTP/1
-//!   body ends, its chunks decoded (responses from HTTP/1 upstreams, requests from HTTP/1 clients).
+//!   (idle client connections held outside any task), buffers; [`iobuf`]: the read buffer;
+//!   [`body_framing`]: where an HTTP/1 body ends (HTTP/1 upstream responses, HTTP/1 requests).
 //! - [`access_log`]: access log lines (JSON or combined).
-//! - [`client_side`]: what the request path needs of a request's client side, for HTTP/1
-//!   (a [`crate::stream::Stream`]) and one HTTP/2 stream alike.
-//! - [`h2`]: HTTP/2 from clients: the connection driver, each stream as a request, its
-//!   downstream side. [`h2pool`]: HTTP/2 connections to targets, shared by a worker's requests
-//!   (the exchange over them is `exchange::upstream_h2`).
 //!
 //! Routes themselves are compiled data in `rampart_model::route`.
 
@@ -52,7 +48,7 @@ pub mod downstream;
 pub mod error;
 pub mod exchange;
 pub mod filter;
-pub mod h1_request_body;
+pub mod h1;
 pub mod h2;
 pub mod h2_send;
 pub mod h2pool;
@@ -63,7 +59,7 @@ pub mod message;
 mod mirror;
 pub mod park;
 pub mod pool;
-pub mod session;
+pub mod request;
 pub mod state;
 pub mod static_files;
 pub mod target;

@@ -70,6 +70,7 @@ impl HttpFilter for CompressSettings {
             Protocol::Http10 => http::Version::HTTP_10,
             Protocol::Http11 => http::Version::HTTP_11,
             Protocol::Http2 => http::Version::HTTP_2,
+            Protocol::Http3 => http::Version::HTTP_3,
         };
         state.offer = offer(self, req.method, version, &accept);
         Verdict::Continue

@@ -18,7 +18,7 @@ use super::kept_body::KeptBody;
 use super::response::record_response_head;
 use super::{Exchange, ProxyRequest};
 use crate::http::context::RequestContext;
-use crate::http::downstream::{BodyFrame, BodySource, Downstream};
+use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::{write_bytes, write_data};
 use crate::http::h2pool::H2Conn;
@@ -290,6 +290,33 @@ async fn send_body<D: Downstream>(
                 return body.send_trailers(map).map_err(|e| stream_error(&e));
             }
         }
+    }
+}
+
+/// An HTTP/2 upstream request stream as the sink of a body taken out of its downstream side.
+impl BodySink for SendStream<Bytes> {
+    async fn send_bytes(&mut self, data: Bytes, limit: Duration) -> Result<(), HttpError> {
+        let mut sent = 0;
+        write_bytes(self, data, false, limit, &mut sent)
+            .await
+            .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
+    }
+
+    fn end(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        let ended = match trailers {
+            FieldsRef::Map(map) => self.send_trailers(map.clone()),
+            empty if empty.is_empty() => self.send_data(Bytes::new(), true),
+            trailers => {
+                let mut map = HeaderMap::new();
+                to_h2_fields(trailers.iter(), &mut map, |_, _| true);
+                self.send_trailers(map)
+            }
+        };
+        ended.map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
+    }
+
+    fn cancel(&mut self) {
+        self.send_reset(Reason::CANCEL);
     }
 }
 

@@ -24,8 +24,8 @@ use crate::filters::worker::FilterWorkerState;
 /// A built-in filter: its [`HttpFilter::WorkerState`] is a variant of [`SlotState`] (the
 /// `builtin_filters!` list in `run.rs` implements it).
 pub(crate) trait BuiltinFilter: HttpFilter {
-    /// The filter's state in `slot`, made (default) if the slot holds something else.
-    fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState;
+    /// Runs `f` on the filter's state in `slot`, made (default) if the slot holds something else.
+    fn with_state_in<R>(slot: &mut SlotState, f: impl FnOnce(&mut Self::WorkerState) -> R) -> R;
     /// The filter's state in `slot`, if it holds the filter's.
     fn existing_in(slot: &mut SlotState) -> Option<&mut Self::WorkerState>;
 }
@@ -138,24 +138,23 @@ impl<'a> FilterWorker<'a> {
     pub fn with_state<F: HttpFilter, R>(&self, filter: &F, f: impl FnOnce(&mut F::WorkerState) -> R) -> R {
         let _ = filter;
         self.state.slots.with(self.slot, |slot| {
-            let fits = matches!(slot, SlotState::External(b) if b.is::<F::WorkerState>());
-            if !fits {
-                *slot = SlotState::External(Box::<F::WorkerState>::default());
+            if let Some(state) = match slot {
+                SlotState::External(b) => b.downcast_mut::<F::WorkerState>(),
+                _ => None,
+            } {
+                return f(state);
             }
-            match slot {
-                SlotState::External(b) => match b.downcast_mut::<F::WorkerState>() {
-                    Some(state) => f(state),
-                    None => unreachable!("the slot was just given an F::WorkerState"),
-                },
-                _ => unreachable!("the slot was just made External"),
-            }
+            let mut fresh = Box::<F::WorkerState>::default();
+            let result = f(&mut fresh);
+            *slot = SlotState::External(fresh);
+            result
         })
     }
 
     /// [`FilterWorker::with_state`] for a built-in: its state is a variant of the slot's enum.
     pub(crate) fn builtin_state<F: BuiltinFilter, R>(&self, filter: &F, f: impl FnOnce(&mut F::WorkerState) -> R) -> R {
         let _ = filter;
-        self.state.slots.with(self.slot, |slot| f(F::state_in(slot)))
+        self.state.slots.with(self.slot, |slot| F::with_state_in(slot, f))
     }
 
     /// Runs `f` on a built-in's state if this worker has it (`None` otherwise).
@@ -231,14 +230,14 @@ macro_rules! builtin_slot_states {
 
         $(
             impl BuiltinFilter for filter::$settings {
-                fn state_in(slot: &mut SlotState) -> &mut Self::WorkerState {
-                    if !matches!(slot, SlotState::$name(_)) {
-                        *slot = SlotState::$name(Default::default());
+                fn with_state_in<R>(slot: &mut SlotState, f: impl FnOnce(&mut Self::WorkerState) -> R) -> R {
+                    if let SlotState::$name(state) = slot {
+                        return f(state);
                     }
-                    match slot {
-                        SlotState::$name(state) => state,
-                        _ => unreachable!("the slot was just given the filter's state"),
-                    }
+                    let mut fresh = Default::default();
+                    let result = f(&mut fresh);
+                    *slot = SlotState::$name(fresh);
+                    result
                 }
 
                 fn existing_in(slot: &mut SlotState) -> Option<&mut Self::WorkerState> {

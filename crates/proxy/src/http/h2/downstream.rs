@@ -13,7 +13,7 @@ use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
-use crate::http::downstream::{BodyFrame, BodySource, Downstream, LocalAnswer};
+use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::h2_send::write_bytes;
 use crate::http::head_out::response_fields;
@@ -41,26 +41,23 @@ pub(crate) struct H2BodySource<'c> {
 
 impl BodySource for H2BodySource<'_> {
     /// Moves DATA and trailers to `to` until the client's side ends. Errors reset `to`.
-    async fn pump(mut self, to: &mut SendStream<Bytes>, write_timeout: Duration) -> Result<(), HttpError> {
+    async fn pump(mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         let result = self.pump_inner(to, write_timeout).await;
         if result.is_err() {
-            to.send_reset(h2::Reason::CANCEL);
+            to.cancel();
         }
         result
     }
 }
 
 impl H2BodySource<'_> {
-    async fn pump_inner(&mut self, to: &mut SendStream<Bytes>, write_timeout: Duration) -> Result<(), HttpError> {
-        let mut sent = 0;
+    async fn pump_inner(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         loop {
             match tokio::time::timeout(self.timeout, self.recv.data()).await {
                 Err(_) => return Err(HttpError::ClientBodyTimeout),
                 Ok(Some(Ok(bytes))) => {
                     let _ = self.recv.flow_control().release_capacity(bytes.len());
-                    write_bytes(to, bytes, false, write_timeout, &mut sent)
-                        .await
-                        .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })?;
+                    to.send_bytes(bytes, write_timeout).await?;
                 }
                 Ok(Some(Err(e))) => {
                     if e.is_reset() && e.is_remote() {
@@ -72,11 +69,10 @@ impl H2BodySource<'_> {
             }
         }
         match self.recv.trailers().await {
-            Ok(Some(trailers)) => to.send_trailers(trailers),
-            Ok(None) => to.send_data(Bytes::new(), true),
-            Err(_) => return Err(HttpError::ClientGone),
+            Ok(Some(trailers)) => to.end(FieldsRef::Map(&trailers)),
+            Ok(None) => to.end(FieldsRef::EMPTY),
+            Err(_) => Err(HttpError::ClientGone),
         }
-        .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
     }
 }
 

@@ -24,7 +24,7 @@ use crate::http::error::HttpError;
 use crate::http::filter::FilterRun;
 use crate::http::h2_send::write_data;
 use crate::http::iobuf::IoBuf;
-use crate::http::session::RequestPath;
+use crate::http::request::RequestPath;
 use crate::http::state::HttpWorkerState;
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
@@ -154,13 +154,18 @@ fn lay_out_head(
         &mut laid,
         &mut conn.fields,
     );
-    if result.is_ok() {
-        // The head's ranges count from the buffer's start: a stream's buffer starts empty.
-        debug_assert!(conn.inbuf.is_empty());
-        conn.inbuf.extend_from(&conn.ctx.http, &laid);
+    // The head's ranges count from the buffer's start: the laid-out buffer becomes the stream's
+    // read buffer (it starts empty), with no copy.
+    match result {
+        Ok((head, _)) => {
+            conn.inbuf.adopt(&conn.ctx.http, laid);
+            Ok(head)
+        }
+        Err(e) => {
+            conn.ctx.http.give_write_buffer(laid);
+            Err(e)
+        }
     }
-    conn.ctx.http.give_write_buffer(laid);
-    result.map(|(head, _)| head)
 }
 
 /// A `Sec-WebSocket-Key` for the HTTP/1.1 upgrade an extended CONNECT becomes: 16 bytes that

@@ -8,11 +8,11 @@ use rampart_proto::h1::{Field, Framing};
 use rampart_proto::h2map::trailer_field_ranges;
 use rampart_proto::message::FieldsRef;
 
-use super::body_framing::BodyFraming;
-use super::error::HttpError;
-use super::iobuf::IoBuf;
-use super::message::{BodyFrame, BodyWatcher};
-use super::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
+use crate::http::body_framing::BodyFraming;
+use crate::http::error::HttpError;
+use crate::http::iobuf::IoBuf;
+use crate::http::message::{BodyFrame, BodyWatcher};
+use crate::http::state::{HttpWorkerState, HTTP_BUFFER_SIZE};
 use crate::stream::Stream;
 
 /// Where one request's body stands.

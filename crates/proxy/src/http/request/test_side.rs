@@ -106,7 +106,7 @@ fn answers(config: &str, client: &str, requests: &[TestRequest<'_>]) -> Vec<Vec<
                 said: said.clone(),
                 protocol: Protocol::Http2,
             };
-            let key = ListenerKey::Bound(BIND.parse().unwrap());
+            let key = ListenerKey::Bound(rampart_model::Transport::Tcp, BIND.parse().unwrap());
             let Ok(mut path) = RequestPath::for_stream(&ctx, side, client, client.ip().to_string(), key) else {
                 panic!("listener web speaks HTTP");
             };

@@ -1,37 +1,32 @@
-//! One HTTP/1 client connection past the connection stage ([`crate::http::connection`]): wait
-//! for a request without holding a buffer, read its head, route it with the snapshot current at
-//! that moment, answer it (locally or by proxying), log it, and go on while keep-alive lasts.
-//! Pipelined requests wait in the read buffer and are answered in order. An idle connection
-//! leaves its task for the parking lot. [`RequestPath`] is also the request path an HTTP/2 stream
-//! is answered by.
+//! The HTTP/1 mux: one client connection past the connection stage
+//! ([`crate::http::connection`]): wait for a request without holding a buffer, read its head with
+//! the HTTP/1 codec, hand it to the request layer ([`crate::http::request`]), and go on while
+//! keep-alive lasts. Pipelined requests wait in the read buffer and are answered in order. An
+//! idle connection leaves its task for the parking lot. Its downstream side is
+//! [`downstream::H1Downstream`] (request bodies read by [`request_body`]).
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::pin::Pin;
-use std::rc::Rc;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
 use rampart_model::ListenerKey;
-use rampart_model::{HttpListener, Snapshot};
-use rampart_proto::h1::{parse_request, Field, H1Error, RequestHead};
+use rampart_proto::h1::{parse_request, H1Error, RequestHead};
 use rampart_proto::h2map::{preface, Preface};
 
 use super::context::RequestContext;
 use super::error::HttpError;
 use super::filter::FilterRun;
 use super::iobuf::IoBuf;
+use super::request::{http_listener, RequestPath};
 use super::state::HTTP_BUFFER_SIZE;
-use crate::slot::{Conn, ConnSlot};
+use crate::slot::Conn;
 use crate::stream::Stream;
-use crate::worker::{bump, SharedSnapshot, WorkerContext};
+use crate::worker::{bump, WorkerContext};
 
-mod action;
-mod common;
-mod proxy_action;
-mod request;
-mod static_answer;
+mod client_side;
+pub mod downstream;
+pub mod request_body;
 
 /// Serves an HTTP/1 connection until it closes or parks. Returns the connection when the client
 /// sent the HTTP/2 preface instead (in clear, with prior knowledge): its `early` bytes are the
@@ -65,35 +60,6 @@ pub(crate) async fn serve_http1(ctx: &WorkerContext, conn: Conn) -> Option<Conn>
         }
     }
     None
-}
-
-/// The request path of one client side: an HTTP/1 connection (`T` is its [`Stream`]) or one
-/// stream of an HTTP/2 connection, with what its requests need: the snapshot, buffers, the
-/// client.
-pub(crate) struct RequestPath<'a, T = Stream> {
-    pub(crate) ctx: &'a WorkerContext,
-    pub(crate) stream: T,
-    pub(crate) client: SocketAddr,
-    client_from_header: bool,
-    /// The connection's place in its listener's limit (HTTP/1; an HTTP/2 connection keeps it
-    /// where its streams are driven).
-    slot: Option<ConnSlot>,
-    /// What finds the connection's listener in a newer snapshot.
-    listener_key: ListenerKey,
-    /// The client's address as text, for X-Forwarded-For.
-    client_ip: String,
-    /// The snapshot the current (or last) request is routed with, this connection's listener in
-    /// it (its index, read with a check), and that listener's HTTP settings, held: set together
-    /// by [`RequestPath::new`], [`RequestPath::for_stream`] and [`RequestPath::follow_reload`].
-    snapshot: Rc<SharedSnapshot>,
-    listener: usize,
-    http: Arc<HttpListener>,
-    pub(crate) inbuf: IoBuf,
-    pub(crate) fields: Vec<Field>,
-    out: Vec<u8>,
-    head_out: Vec<u8>,
-    /// Copies of the request's method, target, host, referer and user agent for the access log.
-    log_scratch: Vec<u8>,
 }
 
 /// How long a connection stays in its active state waiting for the next request before it is
@@ -154,7 +120,7 @@ impl<'a> RequestPath<'a, Stream> {
             client_from_header: self.client_from_header,
             early,
             handed_to: self.slot.as_ref().and_then(|slot| {
-                let accepted = ListenerKey::Bound(slot.listener().bind);
+                let accepted = ListenerKey::Bound(rampart_model::Transport::Tcp, slot.listener().bind);
                 (accepted != self.listener_key).then(|| self.listener_key.clone())
             }),
             slot: self.slot?,
@@ -342,13 +308,6 @@ impl<'a> RequestPath<'a, Stream> {
     }
 }
 
-/// Listener `key` of `snapshot` when it speaks HTTP: its index and its HTTP settings.
-fn http_listener(snapshot: &Snapshot, key: &ListenerKey) -> Option<(usize, Arc<HttpListener>)> {
-    let index = snapshot.listener_index(key)?;
-    let http = snapshot.listeners.get(index)?.http_shared()?;
-    Some((index, http.clone()))
-}
-
 /// Reads whatever the client sent and discards it (used before closing after an error, so the
 /// client sees our answer rather than a reset).
 async fn drain_briefly(client: &mut Stream) {
@@ -364,8 +323,3 @@ async fn drain_briefly(client: &mut Stream) {
     })
     .await;
 }
-
-#[cfg(test)]
-mod test_side;
-#[cfg(test)]
-mod tests;
