@@ -34,7 +34,7 @@ import tempfile
 import time
 
 from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, HTTP_PORTS, HTTPS_PORTS,
-                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, wait_port, write)
+                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, threads, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
 from h2 import (GRPC_MODES, H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, grpc_interop_server, grpc_request,
@@ -358,6 +358,13 @@ def main():
                 except RuntimeError:
                     sys.exit(f"{p} ({mode}) did not start listening on {ports[mode][p]}; its log:\n"
                              + tail_log(workdir, p, mode))
+                # The CPU time read is that of every thread of this one process (no master, no
+                # other worker): say which threads those are, and stop unless all are on CPU 0.
+                ts = threads(procs[(mode, p)].pid)
+                print(f"{p} {mode}: pid {procs[(mode, p)].pid}, threads (CPUs): "
+                      + ", ".join(f"{name} ({cpus})" for name, cpus in ts), flush=True)
+                if any(cpus != "0" for _, cpus in ts):
+                    sys.exit(f"{p} ({mode}) has a thread allowed outside CPU 0")
         # Memory first, on freshly started proxies, so that no proxy's allocator still holds
         # what the throughput runs left behind.
         idle = ""
@@ -381,6 +388,7 @@ def main():
                     print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}"
+                          + (f"  proxy busy {r['busy'] * 100:.0f}%" if "busy" in r else "")
                           + (f"  FAILED: {r['failed']}" if r.get("failed") else ""), flush=True)
         # One table and one chart per group of modes.
         groups = [(("l4", "http"), report, ""), (("https",), https_report, "-https"), (H2_MODES, h2_report, "-h2"),

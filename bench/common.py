@@ -61,6 +61,15 @@ def cpu_seconds(pid):
     return int(fields[11]) / TICK, int(fields[12]) / TICK
 
 
+def threads(pid):
+    """[(name, CPUs allowed)] of every thread of the process, from /proc/PID/task/*/status."""
+    out = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status") if ":" in line)
+        out.append((fields["Name"].strip(), fields["Cpus_allowed_list"].strip()))
+    return out
+
+
 def rss_kib(pid):
     with open(f"/proc/{pid}/status") as f:
         for line in f:

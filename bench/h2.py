@@ -24,6 +24,7 @@ import os
 import re
 import statistics
 import subprocess
+import time
 
 from common import (BACKEND_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, GRPC_INTEROP_PORTS, GRPC_PORTS, H2_PORTS,
                     H2C_PORTS, TLS_HOST, cpu_seconds, nginx_main, start, write)
@@ -250,6 +251,7 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     total = -(-total // conns) * conns  # h2load gives each connection total / conns requests
     log = os.path.join(workdir, "h2load-requests.log")
     user0, sys0 = cpu_seconds(pid)
+    t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd + ["-n", str(total), "--log-file", log, url], capture_output=True, text=True,
                               timeout=duration * 10 + 30)
@@ -257,7 +259,11 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     except subprocess.TimeoutExpired as e:
         out = f"{e.stdout or ''}\nh2load did not finish {total} requests in {e.timeout} s"
     user1, sys1 = cpu_seconds(pid)
+    wall = time.monotonic() - t0
     res = parse_h2load(out, log, "h2" if mode == "h2" else "h2c")
+    # How busy the proxy's core was with it: its CPU seconds over the window's. Under 100%, the
+    # proxy waited on h2load and the backend (CPU 1), and found fewer frames per wakeup.
+    res["busy"] = ((user1 - user0) + (sys1 - sys0)) / wall if wall > 0 else float("nan")
     if os.path.exists(log):
         os.remove(log)
     if mode in GRPC_MODES and not res["failed"]:
@@ -270,18 +276,19 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
 
 
 def h2_report(results, args, proxies):
-    """The HTTP/2 table: CPU per request (user and kernel), Rampart's CPU per request and p99 over
-    the lower of HAProxy's and nginx's, and the issue's target: both ratios at most 1 and no errors
-    or failed rounds."""
+    """The HTTP/2 table: CPU per request (user and kernel), how busy the proxy kept CPU 0 (its CPU
+    seconds over the measured window's), Rampart's CPU per request and p99 over the lower of
+    HAProxy's and nginx's, and the issue's target: both ratios at most 1 and no errors or failed
+    rounds."""
     med = lambda rs, k: statistics.median(r[k] for r in rs)
     before = "rampart-before" in proxies
     lines = [f"HTTP/2 (h2load; HTTP/1.1 backend; gRPC: bench/grpc-backend, or grpc-go's interop server for grpc-*-interop). Medians of {args.rounds} interleaved rounds "
              f"of {args.duration} s; proxy on CPU 0, backend and h2load on CPU 1 ({os.cpu_count()} CPUs). "
              "\"CPU vs best\" and \"p99 vs best\": Rampart's over the lower of HAProxy's and nginx's; target: "
              "both at most 1.00 and no errors.", "",
-             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user | kernel | "
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user | kernel | busy % | "
              + ("vs before | " if before else "") + "CPU vs best | p99 vs best | target | errors |",
-             "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|---|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|---|---:|"]
     notes = []
     for (scenario, p), rs in results.items():
         cpu, user = med(rs, "cpu_us_per_req"), med(rs, "user_us_per_req")
@@ -303,7 +310,8 @@ def h2_report(results, args, proxies):
         notes += [f"- {scenario} {p}: {r['failed']}" for r in rs if r["failed"]]
         errors = f"{sum(r['errors'] for r in rs)}" + (f" ({failed} failed)" if failed else "")
         lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
-                     f"{cpu:.2f} | {user:.2f} | {kernel:.2f} | {vs_before}{cpu_vs} | {p99_vs} | {target} | {errors} |")
+                     f"{cpu:.2f} | {user:.2f} | {kernel:.2f} | {med(rs, 'busy') * 100:.0f} | "
+                     f"{vs_before}{cpu_vs} | {p99_vs} | {target} | {errors} |")
     if notes:
         lines += ["", "Failed rounds:", ""] + list(dict.fromkeys(notes))
     return "\n".join(lines) + "\n"
