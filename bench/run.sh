@@ -44,6 +44,10 @@
 #                      interop server's SimpleResponse and grpc-status 0 (`grpc-backend -call interop
 #                      -check`); --grpc-interop BIN uses another build
 #   bench/run.sh --scenarios grpc-unary-h2c,grpc-unary-h2c-interop --rounds 5 --duration 6 --idle-connections 0
+#   The HTTP/2 table's "busy %" is the proxy's CPU seconds over the measured window's. To check the
+#   CPU reading itself (issue 37): python3 bench/cpu_check.py --rampart target/release/rampart
+#   [--mode grpc-interop] reads one proxy under the same load three ways (/proc/PID/stat, schedstat,
+#   perf task-clock) with its system calls per call (after one run.sh has built bench/out).
 #   The table adds Rampart's CPU per request and p99 over the lower of HAProxy's and nginx's; a round
 #   with any failed request, or not over HTTP/2, or (gRPC) without grpc-status 0 in the trailers fails.
 # TLS passthrough by SNI (issue 14, bench/sni.py; the proxies hold no certificate):
