@@ -14,7 +14,8 @@ connection with a full or a resumed handshake uses bench/resume-client (OUT/resu
 by run.sh), since wrk resumes sessions whenever it can and cannot be told to stop or to start.
 
 HTTP/2 scenarios (h2-*, grpc-*) use h2load, and for gRPC bench/grpc-backend (OUT/grpc-backend,
-built by run.sh) as an h2c backend on CPU 1: see h2.py.
+built by run.sh) as an h2c backend on CPU 1, or for grpc-unary-h2c-interop grpc-go's interop server
+(OUT/grpc-interop, built by run.sh from bench/grpc-interop): see h2.py.
 
 sni-passthrough passes TLS through by SNI to the backend's TLS port (full handshakes by
 bench/resume-client, verified against the backend's own certificate): see sni.py.
@@ -32,11 +33,12 @@ import sys
 import tempfile
 import time
 
-from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, HTTP_PORTS, HTTPS_PORTS, PORTS, SNI_PORTS,
-                    TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, wait_port, write)
+from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, HTTP_PORTS, HTTPS_PORTS,
+                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, threads, wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
-from h2 import H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, h2_report, h2_starters, run_h2
+from h2 import (GRPC_MODES, H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, grpc_interop_server, grpc_request,
+                h2_report, h2_starters, run_h2)
 from sni import SNI_SCENARIOS, backend_tls_server, run_sni, sni_files, sni_report, sni_starters
 
 
@@ -289,6 +291,8 @@ def main():
                     help="the resumed-handshake load generator (default: OUT/resume-client, built by run.sh)")
     ap.add_argument("--grpc-backend", metavar="BIN",
                     help="the h2c gRPC backend (default: OUT/grpc-backend, built by run.sh)")
+    ap.add_argument("--grpc-interop", metavar="BIN",
+                    help="grpc-go's interop server (default: OUT/grpc-interop, built by run.sh)")
     args = ap.parse_args()
     default = "rampart,rampart-before,haproxy,nginx" if args.baseline else "rampart,haproxy,nginx"
     proxies = (args.proxies or default).split(",")
@@ -304,8 +308,12 @@ def main():
     if any(SCENARIOS[s][0] in H2_MODES for s in scenarios) and not shutil.which("h2load"):
         sys.exit("h2load is missing: run bench/run.sh, which installs it (nghttp2-client)")
     grpc_bin = os.path.abspath(args.grpc_backend or os.path.join(args.out, "grpc-backend"))
-    if any(SCENARIOS[s][0] == "grpc" for s in scenarios) and not os.access(grpc_bin, os.X_OK):
+    # grpc-backend also makes the request bodies and checks the calls of the interop scenario.
+    if any(SCENARIOS[s][0] in GRPC_MODES for s in scenarios) and not os.access(grpc_bin, os.X_OK):
         sys.exit(f"{grpc_bin} is missing: run bench/run.sh, which builds it from bench/grpc-backend")
+    interop_bin = os.path.abspath(args.grpc_interop or os.path.join(args.out, "grpc-interop"))
+    if any(SCENARIOS[s][0] == "grpc-interop" for s in scenarios) and not os.access(interop_bin, os.X_OK):
+        sys.exit(f"{interop_bin} is missing: run bench/run.sh, which builds it from bench/grpc-interop")
     resume_client = os.path.abspath(args.resume_client or os.path.join(args.out, "resume-client"))
     if any(SCENARIOS[s][3] in (RESUME, FULL, RESET) for s in scenarios) and not os.access(resume_client, os.X_OK):
         sys.exit(f"{resume_client} is missing: run bench/run.sh, which builds it from bench/resume-client")
@@ -319,10 +327,15 @@ def main():
         wait_port(BACKEND_PORT)
         if sni_tls:
             wait_port(BACKEND_TLS_PORT)
-        grpc_request = None
+        grpc_calls = {}
         if any(SCENARIOS[s][0] == "grpc" for s in scenarios):
-            procs["grpc-backend"], grpc_request = grpc_backend(workdir, grpc_bin)
+            grpc_calls["grpc"] = grpc_request(workdir, grpc_bin, "grpc")
+            procs["grpc-backend"] = grpc_backend(workdir, grpc_bin)
             wait_port(GRPC_BACKEND_PORT)
+        if any(SCENARIOS[s][0] == "grpc-interop" for s in scenarios):
+            grpc_calls["grpc-interop"] = grpc_request(workdir, grpc_bin, "grpc-interop")
+            procs["grpc-interop"] = grpc_interop_server(workdir, interop_bin)
+            wait_port(GRPC_INTEROP_PORT)
         starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),
                     ("l4", "haproxy"): lambda: proxy_haproxy(workdir), ("l4", "nginx"): lambda: proxy_nginx(workdir),
                     ("http", "rampart"): lambda: http_rampart(workdir, args.rampart),
@@ -345,6 +358,13 @@ def main():
                 except RuntimeError:
                     sys.exit(f"{p} ({mode}) did not start listening on {ports[mode][p]}; its log:\n"
                              + tail_log(workdir, p, mode))
+                # The CPU time read is that of every thread of this one process (no master, no
+                # other worker): say which threads those are, and stop unless all are on CPU 0.
+                ts = threads(procs[(mode, p)].pid)
+                print(f"{p} {mode}: pid {procs[(mode, p)].pid}, threads (CPUs): "
+                      + ", ".join(f"{name} ({cpus})" for name, cpus in ts), flush=True)
+                if any(cpus != "0" for _, cpus in ts):
+                    sys.exit(f"{p} ({mode}) has a thread allowed outside CPU 0")
         # Memory first, on freshly started proxies, so that no proxy's allocator still holds
         # what the throughput runs left behind.
         idle = ""
@@ -361,13 +381,14 @@ def main():
             for rnd in range(args.rounds):
                 for p in proxies:
                     r = run_one(p, procs[(mode, p)].pid, ports[mode][p], scenario, args.duration,
-                                (resume_client, tls[0] if tls else None, (workdir, (grpc_bin, grpc_request)),
+                                (resume_client, tls[0] if tls else None, (workdir, grpc_calls),
                                  sni_tls[0] if sni_tls else None))
                     results.setdefault((scenario, p), []).append(r)
                     resumed = f"  resumed {r['resumed'] * 100:.1f}% ({r['tls']})" if "resumed" in r else ""
                     print(f"{scenario} round {rnd + 1} {p:14s} {r['rps']:10.0f} req/s  p50 {r['p50']:.3f} ms  "
                           f"p99 {r['p99']:.3f} ms  cpu {r['cpu_us_per_req']:.2f} us/req (user {r['user_us_per_req']:.2f})  "
                           f"{r['bytes_per_s'] / 1e9:.2f} GB/s  errors {r['errors']}{resumed}"
+                          + (f"  proxy busy {r['busy'] * 100:.0f}%" if "busy" in r else "")
                           + (f"  FAILED: {r['failed']}" if r.get("failed") else ""), flush=True)
         # One table and one chart per group of modes.
         groups = [(("l4", "http"), report, ""), (("https",), https_report, "-https"), (H2_MODES, h2_report, "-h2"),

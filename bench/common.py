@@ -14,6 +14,9 @@ H2C_PORTS = {"rampart": 18031, "haproxy": 18032, "nginx": 18033, "rampart-before
 H2_PORTS = {"rampart": 18041, "haproxy": 18042, "nginx": 18043, "rampart-before": 18044}
 GRPC_PORTS = {"rampart": 18051, "haproxy": 18052, "nginx": 18053, "rampart-before": 18054}
 GRPC_BACKEND_PORT = 18081
+# gRPC to grpc-go's interop server (h2.py, grpc-unary-h2c-interop): the proxies' ports, the server's.
+GRPC_INTEROP_PORTS = {"rampart": 18121, "haproxy": 18122, "nginx": 18123, "rampart-before": 18124}
+GRPC_INTEROP_PORT = 18083
 # TLS passthrough by SNI (sni.py): the proxies' ports, and the backend's TLS port, whose
 # certificate names SNI_HOST (the name clients send; it need not resolve).
 SNI_PORTS = {"rampart": 18061, "haproxy": 18062, "nginx": 18063, "rampart-before": 18064}
@@ -56,6 +59,15 @@ def cpu_seconds(pid):
         fields = f.read().rsplit(")", 1)[1].split()
     # utime and stime are fields 14 and 15 of the whole line; after the command they are 12, 13.
     return int(fields[11]) / TICK, int(fields[12]) / TICK
+
+
+def threads(pid):
+    """[(name, CPUs allowed)] of every thread of the process, from /proc/PID/task/*/status."""
+    out = []
+    for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int):
+        fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status") if ":" in line)
+        out.append((fields["Name"].strip(), fields["Cpus_allowed_list"].strip()))
+    return out
 
 
 def rss_kib(pid):

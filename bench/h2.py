@@ -1,7 +1,10 @@
 """The HTTP/2 scenarios of bench.py (issue 12): h2load (Debian nghttp2-client) against each proxy
 over HTTP/2 in clear (prior knowledge) and over TLS (ALPN h2), with the HTTP/1.1 backend of the
 other scenarios; and gRPC unary calls (h2load posting one fixed gRPC frame) through each proxy to
-bench/grpc-backend, an h2c backend. One worker per proxy on CPU 0; h2load and the backends on CPU 1.
+bench/grpc-backend, an h2c backend (grpc-unary-h2c), or to grpc-go's interop server
+(grpc-unary-h2c-interop: google.golang.org/grpc/interop/server, built by run.sh from bench/grpc-interop,
+answering grpc.testing.TestService/UnaryCall). One worker per proxy on CPU 0; h2load and the
+backends on CPU 1.
 
 Proxies: Rampart `http` (HTTP/2 is on by default: prior knowledge detected from the preface on
 the HTTP/1.1 port, ALPN h2 first over TLS; `--upstream-protocol h2c`, or `protocol = "h2c"` in
@@ -12,21 +15,27 @@ came in 1.25.1) with `proxy_pass` or `grpc_pass grpc://`; HAProxy 2.6 `bind ... 
 A round fails (its `failed` says why, and the table says so) when h2load counts any failed,
 errored or timed-out request or any status other than 2xx, when it did not speak HTTP/2 (h2load
 falls back to HTTP/1.1 when ALPN offers nothing better), when no request succeeded, or, for gRPC,
-when one unary call made with `grpc-backend -check` after the round does not come back with the
-response message and the trailer `grpc-status: 0` (h2load never looks at trailers).
+when one unary call made with `grpc-backend -check` (`-call interop` for the interop server) after
+the round does not come back with the expected response message and the trailer `grpc-status: 0`
+(h2load never looks at trailers).
 """
 import math
 import os
 import re
 import statistics
 import subprocess
+import time
 
-from common import (BACKEND_PORT, GRPC_BACKEND_PORT, GRPC_PORTS, H2_PORTS, H2C_PORTS, TLS_HOST, cpu_seconds,
-                    nginx_main, start, write)
+from common import (BACKEND_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, GRPC_INTEROP_PORTS, GRPC_PORTS, H2_PORTS,
+                    H2C_PORTS, TLS_HOST, cpu_seconds, nginx_main, start, write)
 
 GRPC_PATH = "/bench.Bench/Unary"
-H2_PORTS_BY_MODE = {"h2c": H2C_PORTS, "h2": H2_PORTS, "grpc": GRPC_PORTS}
+GRPC_INTEROP_PATH = "/grpc.testing.TestService/UnaryCall"
+H2_PORTS_BY_MODE = {"h2c": H2C_PORTS, "h2": H2_PORTS, "grpc": GRPC_PORTS, "grpc-interop": GRPC_INTEROP_PORTS}
 H2_MODES = tuple(H2_PORTS_BY_MODE)
+# The gRPC modes: the backend's port, and the call (`grpc-backend -call`) that makes the request
+# body and checks an answer.
+GRPC_MODES = {"grpc": (GRPC_BACKEND_PORT, "bench"), "grpc-interop": (GRPC_INTEROP_PORT, "interop")}
 
 H2_SCENARIOS = {
     # name: (mode, connections, path, concurrent streams per connection, description)
@@ -35,16 +44,30 @@ H2_SCENARIOS = {
     "h2-tls-c1m100": ("h2", 1, "/", 100, "HTTP/2 over TLS (ALPN h2), 1 connection x 100 streams"),
     "h2-tls-c64m10": ("h2", 64, "/", 10, "HTTP/2 over TLS (ALPN h2), 64 connections x 10 streams"),
     "grpc-unary-h2c": ("grpc", 64, GRPC_PATH, 10, "gRPC unary calls over h2c to an h2c backend, 64 connections x 10 streams"),
+    "grpc-unary-h2c-interop": ("grpc-interop", 64, GRPC_INTEROP_PATH, 10,
+                               "gRPC unary calls over h2c to grpc-go's interop server, 64 connections x 10 streams"),
 }
 
 
+def grpc_request(workdir, binary, mode):
+    """The request body file for h2load in a gRPC mode (one gRPC frame, from `grpc-backend -call
+    ... -write-request`); returns (grpc-backend binary, request file, call) for run_h2."""
+    call = GRPC_MODES[mode][1]
+    request = os.path.join(workdir, f"{mode}-request.bin")
+    subprocess.run([binary, "-call", call, "-write-request", request], check=True)
+    return binary, request, call
+
+
 def grpc_backend(workdir, binary):
-    """bench/grpc-backend on CPU 1 (GOMAXPROCS follows the affinity: 1), and the request body file
-    for h2load; returns (process, request file)."""
-    request = os.path.join(workdir, "grpc-request.bin")
-    subprocess.run([binary, "-write-request", request], check=True)
-    proc = start(["taskset", "-c", "1", binary, "-listen", f"127.0.0.1:{GRPC_BACKEND_PORT}"], workdir, "grpc-backend")
-    return proc, request
+    """bench/grpc-backend on CPU 1 (GOMAXPROCS follows the affinity: 1)."""
+    return start(["taskset", "-c", "1", binary, "-listen", f"127.0.0.1:{GRPC_BACKEND_PORT}"], workdir, "grpc-backend")
+
+
+def grpc_interop_server(workdir, binary):
+    """grpc-go's interop server (google.golang.org/grpc/interop/server, in clear: its default) on
+    CPU 1 (GOMAXPROCS follows the affinity: 1). It takes only a port and listens on every address
+    of the machine; only 127.0.0.1 is used."""
+    return start(["taskset", "-c", "1", binary, "-port", str(GRPC_INTEROP_PORT)], workdir, "grpc-interop")
 
 
 _help = {}
@@ -61,22 +84,22 @@ def h2_rampart(workdir, binary, mode, tls, name="rampart"):
     `--upstream-protocol h2c`, or, in a build without that flag, the same from a config file."""
     binary = os.path.abspath(binary)
     port = H2_PORTS_BY_MODE[mode][name]
-    to = GRPC_BACKEND_PORT if mode == "grpc" else BACKEND_PORT
+    to = GRPC_MODES[mode][0] if mode in GRPC_MODES else BACKEND_PORT
     cmd = ["http", "--listen", f"127.0.0.1:{port}", "--to", f"127.0.0.1:{to}"]
     if mode == "h2":
         cmd += ["--tls-cert", tls[0], "--tls-key", tls[1]]
-    elif mode == "grpc":
+    elif mode in GRPC_MODES:
         if rampart_has_flag(binary, "--upstream-protocol"):
             cmd += ["--upstream-protocol", "h2c"]
         else:
-            conf = write(os.path.join(workdir, f"{name}-grpc.toml"), f"""
+            conf = write(os.path.join(workdir, f"{name}-{mode}.toml"), f"""
 [listeners.bench]
 bind = "127.0.0.1:{port}"
 protocol = "http"
 upstream = "grpc"
 
 [upstreams.grpc]
-targets = ["127.0.0.1:{GRPC_BACKEND_PORT}"]
+targets = ["127.0.0.1:{to}"]
 protocol = "h2c"
 """)
             cmd = ["run", "--config", conf]
@@ -90,7 +113,7 @@ def h2_haproxy(workdir, mode, tls):
     port = H2_PORTS_BY_MODE[mode]["haproxy"]
     bind = f" ssl crt {tls[2]} alpn h2,http/1.1" if mode == "h2" else " proto h2"
     ssl_global = "\n    ssl-default-bind-options ssl-min-ver TLSv1.2 ssl-max-ver TLSv1.3" if mode == "h2" else ""
-    server = f"g1 127.0.0.1:{GRPC_BACKEND_PORT} proto h2" if mode == "grpc" else f"b1 127.0.0.1:{BACKEND_PORT}"
+    server = f"g1 127.0.0.1:{GRPC_MODES[mode][0]} proto h2" if mode in GRPC_MODES else f"b1 127.0.0.1:{BACKEND_PORT}"
     conf = write(os.path.join(workdir, f"haproxy-{mode}.cfg"), f"""
 global
     nbthread 1
@@ -126,8 +149,8 @@ def h2_nginx(workdir, mode, tls):
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_session_cache shared:SSL:10m;
         ssl_session_tickets on"""
-    if mode == "grpc":
-        target, location = GRPC_BACKEND_PORT, "grpc_pass grpc://backend;"
+    if mode in GRPC_MODES:
+        target, location = GRPC_MODES[mode][0], "grpc_pass grpc://backend;"
     else:
         target, location = BACKEND_PORT, """proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -213,21 +236,22 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     requests, the warm-up's rate times `duration` (so about `duration` seconds), with the proxy's
     CPU time read around it. A count rather than h2load's -D: with -D, h2load counts nothing when a
     connection dies (a proxy that reset 1 of 4 connections halfway through a 3 s run still showed
-    0 failed); with -n, what a dead connection leaves undone is counted as failed. `grpc` is
-    (grpc-backend binary, request file) for the gRPC scenario. Returns the result and
+    0 failed); with -n, what a dead connection leaves undone is counted as failed. `grpc` maps each
+    gRPC mode to (grpc-backend binary, request file, call), see grpc_request. Returns the result and
     (user0, sys0, user1, sys1)."""
     mode, conns, path, streams, _ = H2_SCENARIOS[scenario]
     host = TLS_HOST if mode == "h2" else "127.0.0.1"
     url = f"{'https' if mode == 'h2' else 'http'}://{host}:{port}{path}"
     cmd = ["taskset", "-c", "1", "h2load", "-c", str(conns), "-m", str(streams)]
-    if mode == "grpc":
-        cmd += ["-d", grpc[1], "-H", "content-type: application/grpc", "-H", "te: trailers"]
+    if mode in GRPC_MODES:
+        cmd += ["-d", grpc[mode][1], "-H", "content-type: application/grpc", "-H", "te: trailers"]
     warm = subprocess.run(cmd + ["-D", "1", url], capture_output=True, text=True, timeout=60)
     rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", warm.stdout)
     total = max(int(float(rate.group(1)) * duration) if rate else 0, conns * streams * 10)
     total = -(-total // conns) * conns  # h2load gives each connection total / conns requests
     log = os.path.join(workdir, "h2load-requests.log")
     user0, sys0 = cpu_seconds(pid)
+    t0 = time.monotonic()
     try:
         proc = subprocess.run(cmd + ["-n", str(total), "--log-file", log, url], capture_output=True, text=True,
                               timeout=duration * 10 + 30)
@@ -235,29 +259,36 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     except subprocess.TimeoutExpired as e:
         out = f"{e.stdout or ''}\nh2load did not finish {total} requests in {e.timeout} s"
     user1, sys1 = cpu_seconds(pid)
+    wall = time.monotonic() - t0
     res = parse_h2load(out, log, "h2" if mode == "h2" else "h2c")
+    # How busy the proxy's core was with it: its CPU seconds over the window's. Under 100%, the
+    # proxy waited on h2load and the backend (CPU 1), and found fewer frames per wakeup.
+    res["busy"] = ((user1 - user0) + (sys1 - sys0)) / wall if wall > 0 else float("nan")
     if os.path.exists(log):
         os.remove(log)
-    if mode == "grpc" and not res["failed"]:
-        check = subprocess.run([grpc[0], "-check", f"http://127.0.0.1:{port}"], capture_output=True, text=True)
+    if mode in GRPC_MODES and not res["failed"]:
+        binary, _, call = grpc[mode]
+        check = subprocess.run([binary, "-call", call, "-check", f"http://127.0.0.1:{port}"], capture_output=True,
+                               text=True)
         if check.returncode != 0:
             res["failed"] = check.stderr.strip() or f"grpc-backend -check exited {check.returncode}"
     return res, (user0, sys0, user1, sys1)
 
 
 def h2_report(results, args, proxies):
-    """The HTTP/2 table: CPU per request (user and kernel), Rampart's CPU per request and p99 over
-    the lower of HAProxy's and nginx's, and the issue's target: both ratios at most 1 and no errors
-    or failed rounds."""
+    """The HTTP/2 table: CPU per request (user and kernel), how busy the proxy kept CPU 0 (its CPU
+    seconds over the measured window's), Rampart's CPU per request and p99 over the lower of
+    HAProxy's and nginx's, and the issue's target: both ratios at most 1 and no errors or failed
+    rounds."""
     med = lambda rs, k: statistics.median(r[k] for r in rs)
     before = "rampart-before" in proxies
-    lines = [f"HTTP/2 (h2load; HTTP/1.1 backend, gRPC: h2c backend). Medians of {args.rounds} interleaved rounds "
+    lines = [f"HTTP/2 (h2load; HTTP/1.1 backend; gRPC: bench/grpc-backend, or grpc-go's interop server for grpc-*-interop). Medians of {args.rounds} interleaved rounds "
              f"of {args.duration} s; proxy on CPU 0, backend and h2load on CPU 1 ({os.cpu_count()} CPUs). "
              "\"CPU vs best\" and \"p99 vs best\": Rampart's over the lower of HAProxy's and nginx's; target: "
              "both at most 1.00 and no errors.", "",
-             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user | kernel | "
+             "| scenario | proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user | kernel | busy % | "
              + ("vs before | " if before else "") + "CPU vs best | p99 vs best | target | errors |",
-             "|---|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|---|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if before else "") + "---:|---:|---|---:|"]
     notes = []
     for (scenario, p), rs in results.items():
         cpu, user = med(rs, "cpu_us_per_req"), med(rs, "user_us_per_req")
@@ -279,7 +310,8 @@ def h2_report(results, args, proxies):
         notes += [f"- {scenario} {p}: {r['failed']}" for r in rs if r["failed"]]
         errors = f"{sum(r['errors'] for r in rs)}" + (f" ({failed} failed)" if failed else "")
         lines.append(f"| {scenario} | {p} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
-                     f"{cpu:.2f} | {user:.2f} | {kernel:.2f} | {vs_before}{cpu_vs} | {p99_vs} | {target} | {errors} |")
+                     f"{cpu:.2f} | {user:.2f} | {kernel:.2f} | {med(rs, 'busy') * 100:.0f} | "
+                     f"{vs_before}{cpu_vs} | {p99_vs} | {target} | {errors} |")
     if notes:
         lines += ["", "Failed rounds:", ""] + list(dict.fromkeys(notes))
     return "\n".join(lines) + "\n"

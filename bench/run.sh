@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: Rampart, HAProxy and nginx, one worker each pinned to CPU 0, the same
 # backend (nginx) and load generator (wrk) on CPU 1. Installs what is missing from Debian, builds
-# Rampart in release mode and bench/resume-client and bench/grpc-backend (Go) into bench/out, then
-# runs bench/bench.py with the arguments given here.
+# Rampart in release mode and bench/resume-client, bench/grpc-backend, bench/fault-backend and
+# grpc-go's interop server (bench/grpc-interop, all Go) into bench/out, then runs bench/bench.py with
+# the arguments given here.
 #   bench/run.sh                      # every scenario (L4, HTTP, HTTPS, HTTP/2, SNI), 3 interleaved rounds of 10 s
 #   bench/run.sh --scenarios http-small-c64,http-small-c256
 #   bench/run.sh --rounds 5 --duration 20
@@ -34,6 +35,19 @@
 #     grpc-unary-h2c   h2load posting one fixed gRPC unary call over h2c, 64 x 10, to bench/out/grpc-backend
 #                      (h2c, on CPU 1) through Rampart `--upstream-protocol h2c`, nginx `grpc_pass`,
 #                      HAProxy `server ... proto h2`; --grpc-backend BIN uses another build
+#     grpc-unary-h2c-interop  the same load and proxies in front of grpc-go's interop server instead
+#                      (google.golang.org/grpc/interop/server, the gRPC interop suite's server, at the
+#                      version pinned in bench/grpc-interop/go.mod, built into bench/out/grpc-interop;
+#                      in clear, on CPU 1): grpc.testing.TestService/UnaryCall with a SimpleRequest
+#                      asking for a 22-byte payload (`grpc-backend -call interop -write-request`);
+#                      after each round one call through the proxy must come back with exactly the
+#                      interop server's SimpleResponse and grpc-status 0 (`grpc-backend -call interop
+#                      -check`); --grpc-interop BIN uses another build
+#   bench/run.sh --scenarios grpc-unary-h2c,grpc-unary-h2c-interop --rounds 5 --duration 6 --idle-connections 0
+#   The HTTP/2 table's "busy %" is the proxy's CPU seconds over the measured window's. To check the
+#   CPU reading itself (issue 37): python3 bench/cpu_check.py --rampart target/release/rampart
+#   [--mode grpc-interop] reads one proxy under the same load three ways (/proc/PID/stat, schedstat,
+#   perf task-clock) with its system calls per call (after one run.sh has built bench/out).
 #   The table adds Rampart's CPU per request and p99 over the lower of HAProxy's and nginx's; a round
 #   with any failed request, or not over HTTP/2, or (gRPC) without grpc-status 0 in the trailers fails.
 # TLS passthrough by SNI (issue 14, bench/sni.py; the proxies hold no certificate):
@@ -91,18 +105,21 @@ build() {
     python3 -c 'import json, sys; print([m["executable"] for m in map(json.loads, sys.stdin) if m.get("executable")][-1])'
 }
 rampart=$(build)
-# The Go tools: the resumed-handshake load generator, the h2c gRPC backend and the fault backends,
-# each rebuilt only
-# when its sources are newer than its binary.
+# The Go tools: the resumed-handshake load generator, the h2c gRPC backend, the fault backends and
+# grpc-go's interop server (a package of the module that bench/grpc-interop/go.mod pins, fetched
+# from the Go module proxy on the first build), each rebuilt only when bench/NAME holds a file
+# newer than bench/out/NAME.
 mkdir -p bench/out
 go=$(command -v go || echo /usr/local/go/bin/go)
-for tool in resume-client:https-resume,l4-reset-c64,sni-passthrough grpc-backend:grpc-unary-h2c fault-backend:badday; do
-  name=${tool%%:*}
+for tool in resume-client:.:https-resume,l4-reset-c64,sni-passthrough grpc-backend:.:grpc-unary-h2c \
+    fault-backend:.:badday grpc-interop:google.golang.org/grpc/interop/server:grpc-unary-h2c-interop; do
+  name=${tool%%:*} rest=${tool#*:}
+  pkg=${rest%%:*}
   if [ ! -x "bench/out/$name" ] || [ -n "$(find "bench/$name" -type f -newer "bench/out/$name")" ]; then
     if [ -x "$go" ] || command -v "$go" >/dev/null; then
-      (cd "bench/$name" && "$go" build -o "../out/$name" .)
+      (cd "bench/$name" && "$go" build -o "../out/$name" "$pkg")
     else
-      echo "run.sh: no Go toolchain: bench/out/$name not built (${tool#*:} needs it)" >&2
+      echo "run.sh: no Go toolchain: bench/out/$name not built (${rest#*:} needs it)" >&2
     fi
   fi
 done

@@ -13,6 +13,14 @@
 //	grpc-backend -check http://127.0.0.1:18051      one unary call over h2c through a proxy; exit 1
 //	                                                unless it got status 200, the response message
 //	                                                and the trailer grpc-status 0
+//
+// With -call interop, -write-request and -check use the call bench/h2.py makes to grpc-go's interop
+// server (bench/grpc-interop) instead: grpc.testing.TestService/UnaryCall with the SimpleRequest
+// {response_size: 22, payload: {body: "bench"}}, answered by the SimpleResponse
+// {payload: {body: 22 zero bytes}} (the interop server's answer to that request, byte for byte).
+//
+//	grpc-backend -call interop -write-request FILE
+//	grpc-backend -call interop -check http://127.0.0.1:18071
 package main
 
 import (
@@ -38,6 +46,36 @@ var (
 	responseFrame   = grpcFrame(responseMessage)
 )
 
+// A unary call: its path and the gRPC frames of its request and of the expected response.
+type call struct {
+	path              string
+	request, response []byte
+}
+
+// interopResponseSize is the size of the payload asked of the interop server (field 2 of
+// SimpleRequest), 22 bytes like this backend's own answer text.
+const interopResponseSize = 22
+
+var calls = map[string]call{
+	// This backend's own call (served by serve, below).
+	"bench": {path, requestFrame, responseFrame},
+	// grpc.testing.TestService/UnaryCall of grpc-go's interop server (interop/server), by hand in
+	// protobuf's wire format (grpc/testing/messages.proto): SimpleRequest field 2 response_size
+	// (varint), field 3 payload (a Payload, whose field 2 is body); SimpleResponse field 1 payload.
+	// Payload's field 1, type, is COMPRESSABLE (0), the default, so neither side writes it.
+	"interop": {
+		"/grpc.testing.TestService/UnaryCall",
+		grpcFrame(append([]byte{0x10, interopResponseSize, 0x1a, 7}, protoBytes(2, []byte("bench"))...)),
+		grpcFrame(protoBytes(1, protoBytes(2, make([]byte, interopResponseSize)))),
+	},
+}
+
+// protoBytes is the protobuf encoding of a length-delimited field (bytes, string or message)
+// numbered field (under 16) holding b (b under 128 bytes).
+func protoBytes(field byte, b []byte) []byte {
+	return append([]byte{field<<3 | 2, byte(len(b))}, b...)
+}
+
 // protoString is the protobuf encoding of a message whose field 1 is the string s (s under 128 bytes).
 func protoString(s string) []byte {
 	return append([]byte{0x0a, byte(len(s))}, s...)
@@ -56,11 +94,11 @@ func h2cOnly() *http.Protocols {
 	return &p
 }
 
-// check makes one unary call to base+path over h2c and verifies the answer.
-func check(base string) error {
+// check makes one unary call c to base+c.path over h2c and verifies the answer.
+func check(base string, c call) error {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{Protocols: h2cOnly()}}
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, strings.TrimSuffix(base, "/")+path,
-		bytes.NewReader(requestFrame))
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodPost, strings.TrimSuffix(base, "/")+c.path,
+		bytes.NewReader(c.request))
 	if err != nil {
 		return err
 	}
@@ -82,8 +120,8 @@ func check(base string) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	case resp.Header.Get("Grpc-Status") != "":
 		return fmt.Errorf("trailers-only answer: grpc-status %s (%s)", resp.Header.Get("Grpc-Status"), resp.Header.Get("Grpc-Message"))
-	case !bytes.Equal(body, responseFrame):
-		return fmt.Errorf("response body %q, want %q", body, responseFrame)
+	case !bytes.Equal(body, c.response):
+		return fmt.Errorf("response body %q, want %q", body, c.response)
 	case resp.Trailer.Get("Grpc-Status") != "0":
 		return fmt.Errorf("trailer grpc-status %q, want \"0\" (trailers: %v)", resp.Trailer.Get("Grpc-Status"), resp.Trailer)
 	}
@@ -94,19 +132,26 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:18081", "address to serve on")
 	writeRequest := flag.String("write-request", "", "write the request body (one gRPC frame) to this file and exit")
 	checkURL := flag.String("check", "", "make one unary call over h2c to this base URL, verify it and exit")
+	callName := flag.String("call", "bench", "the call of -write-request and -check: bench (this backend's) "+
+		"or interop (grpc.testing.TestService/UnaryCall of grpc-go's interop server)")
 	flag.Parse()
+	c, ok := calls[*callName]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "grpc-backend: -call %q: bench or interop\n", *callName)
+		os.Exit(2)
+	}
 	switch {
 	case *writeRequest != "":
-		if err := os.WriteFile(*writeRequest, requestFrame, 0o644); err != nil {
+		if err := os.WriteFile(*writeRequest, c.request, 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "grpc-backend:", err)
 			os.Exit(1)
 		}
 	case *checkURL != "":
-		if err := check(*checkURL); err != nil {
+		if err := check(*checkURL, c); err != nil {
 			fmt.Fprintf(os.Stderr, "grpc-backend: unary call through %s: %v\n", *checkURL, err)
 			os.Exit(1)
 		}
-		fmt.Println("ok: status 200, response message, grpc-status 0")
+		fmt.Printf("ok: %s: status 200, response message, grpc-status 0\n", c.path)
 	default:
 		ln, err := net.Listen("tcp", *listen)
 		if err != nil {
