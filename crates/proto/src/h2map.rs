@@ -1,8 +1,8 @@
 //! HTTP/2 messages and the neutral message (RFC 9113 section 8): an HTTP/2 request laid out as
 //! the neutral request head ([`lay_out_request`]: no HTTP/1 text), the neutral message's fields as
 //! HTTP/2 fields ([`to_h2_fields`], for heads and trailers), the cleartext preface. The HTTP/1.1
-//! head an HTTP/2 request stands for ([`request_head`]) is kept as the reference the layout is
-//! fuzzed against.
+//! head an HTTP/2 request stands for (`request_head`) is kept as the reference the layout is
+//! fuzzed against, built only with feature `fuzzing` (the fuzz crate, the tests).
 //!
 //! Sans-IO: HTTP/2 field lists come in as byte slices (the framing, HPACK and flow control are
 //! the `h2` crate's). Nothing here allocates beyond the output buffers.
@@ -196,7 +196,8 @@ fn check_request<'p, 'f: 'p>(
 }
 
 /// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out` (the reference
-/// [`lay_out_request`] is checked against; Rampart itself writes no such text):
+/// [`lay_out_request`] is checked against; Rampart itself writes no such text, and only the fuzz
+/// crate and the tests build it: feature `fuzzing`):
 /// - `:authority` becomes `Host` (a `host` field that differs is an error);
 /// - `cookie` crumbs are joined into one field (RFC 9113 section 8.2.3);
 /// - without `content-length`, a request whose stream goes on (`end_stream` false) gets
@@ -207,6 +208,7 @@ fn check_request<'p, 'f: 'p>(
 ///
 /// `te: trailers` is kept (as `te: trailers`, which HTTP/1 hop-by-hop rules then drop toward an
 /// HTTP/1 upstream and the HTTP/2 upstream side adds back for gRPC).
+#[cfg(any(test, feature = "fuzzing"))]
 pub fn request_head<'a>(
     pseudo: &RequestPseudo<'_>,
     fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
@@ -318,6 +320,7 @@ pub fn to_h2_fields<'a>(
     dropped
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
 fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.extend_from_slice(name);
     out.extend_from_slice(b": ");
@@ -328,7 +331,7 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 mod layout;
 pub use layout::{lay_out_request, LayoutError};
 
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
 #[cfg(test)]

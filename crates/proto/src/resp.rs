@@ -313,7 +313,7 @@ impl<'a> Parser<'a, '_> {
     }
 }
 
-#[doc(hidden)]
+#[cfg(feature = "fuzzing")]
 pub mod fuzzing;
 
 #[cfg(test)]
