@@ -63,6 +63,10 @@ pub struct InternalOptions {
     pub max_body: usize,
     /// Whether the body read is kept ([`InternalResponse::body`]) or only counted.
     pub keep_body: bool,
+    /// The one target of the upstream the request goes to, down or not, and not counted as the
+    /// upstream's traffic ([`ProxyRequest::pinned`]): a health check's. `None`: the balancer
+    /// picks, as for a client's request.
+    pub pinned: Option<usize>,
 }
 
 impl InternalOptions {
@@ -74,6 +78,7 @@ impl InternalOptions {
             retries: 0,
             max_body,
             keep_body: true,
+            pinned: None,
         }
     }
 }
@@ -131,7 +136,7 @@ impl InternalError {
 
 /// Sends `request` to upstream `upstream` of `snapshot` through the exchange and collects the
 /// response. The upstream's own timeouts bound it (connect, response head, body reads, its
-/// `request_timeout`).
+/// `request_timeout`). With [`InternalOptions::pinned`], to that target only.
 pub async fn send(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
@@ -179,12 +184,15 @@ pub async fn send(
         retries: options.retries,
         retry_on: up.http.retry_on,
         mirror: None,
+        pinned: options.pinned,
     };
     let mut down = Collecting::new(request.body.clone(), options.max_body, options.keep_body);
     let mut rctx = RequestContext::new(false);
     // Not an upgrade: no tunnel comes back.
     let _ = exchange::proxy(ctx, &req, &mut down, head, &mut rctx).await;
-    crate::http::attempts::observe::request_ended(ctx, snapshot, &rctx);
+    if req.counted() {
+        crate::http::attempts::observe::request_ended(ctx, snapshot, &rctx);
+    }
     down.finish(rctx.error)
 }
 
