@@ -151,7 +151,12 @@ fn note_outcome(f: &ForwardAuth, worker: FilterWorker<'_>, failed: Option<&str>)
 
 /// The sub-request for `req`: `GET` of the service's URL with the client's fields that the
 /// filter sends and the `X-Forwarded-*` fields.
-pub(crate) fn check_request(f: &ForwardAuth, req: &RequestParts<'_>, scheme: &str, client_ip: IpAddr) -> InternalRequest {
+pub(crate) fn check_request(
+    f: &ForwardAuth,
+    req: &RequestParts<'_>,
+    scheme: &str,
+    client_ip: IpAddr,
+) -> InternalRequest {
     let mut fields = Vec::with_capacity(16);
     let named_by_connection: Vec<&[u8]> = req
         .header_values("connection")

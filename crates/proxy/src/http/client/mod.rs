@@ -1,8 +1,10 @@
-//! The internal client: requests Rampart makes itself (a mirror's copy; later a cache's
-//! revalidation, any background request with no client) sent to an upstream of the snapshot
+//! The internal client: requests Rampart makes itself (a mirror's copy, a `forward_auth` check;
+//! later a cache's revalidation, any background request with no client) sent to an upstream of
+//! the snapshot
 //! through the exchange ([`crate::http::exchange::proxy`]), so they get what client requests get:
 //! pooled connections, TLS, HTTP/2 (h2c, h2, `auto` by ALPN), DNS targets, the balancer, retries,
-//! the upstream's timeouts, its metrics and outlier detection.
+//! the upstream's timeouts, its metrics and outlier detection. A request pinned to one target
+//! ([`InternalOptions::pinned`]) goes to it alone and counts as no traffic.
 //!
 //! The request is owned ([`InternalRequest`]: method, authority, path with query, fields, a body
 //! as [`Bytes`] or none). [`send`] lays it out in the forms the upstream's protocol needs (HTTP/1.1

@@ -287,6 +287,9 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     assert_eq!((cells.opened.get(), cells.active.get()), (0, 0));
 
     // Unpinned, the same request finds no target: one is down, the other refuses connections.
-    let result = local.block_on(&runtime, send(&ctx, &snapshot, 0, &get, &InternalOptions::new("test", 1024)));
+    let result = local.block_on(
+        &runtime,
+        send(&ctx, &snapshot, 0, &get, &InternalOptions::new("test", 1024)),
+    );
     assert!(matches!(result, Err(InternalError::NoResponse(_))), "{result:?}");
 }

@@ -160,7 +160,11 @@ fn text(request: InternalRequest) -> String {
         String::from_utf8_lossy(&request.authority)
     );
     for (name, value) in &request.fields {
-        out.push_str(&format!("{}: {}\r\n", String::from_utf8_lossy(name), String::from_utf8_lossy(value)));
+        out.push_str(&format!(
+            "{}: {}\r\n",
+            String::from_utf8_lossy(name),
+            String::from_utf8_lossy(value)
+        ));
     }
     assert_eq!(request.body, None);
     out
