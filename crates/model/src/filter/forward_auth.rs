@@ -86,6 +86,7 @@ mod tests {
         ForwardAuth {
             endpoint: HttpEndpoint::parse("http://auth.internal/check").unwrap(),
             tls: None,
+            upstream: 0,
             timeout: Duration::from_secs(1),
             request_headers,
             response_headers: Vec::new(),

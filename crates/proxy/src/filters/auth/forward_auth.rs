@@ -80,7 +80,7 @@ impl HttpFilter for ForwardAuth {
         let sent = client::send(cx.context, cx.snapshot, self.upstream, &request, &options);
         // Boxed: the exchange's buffers stay out of the chain's future.
         let asked = Box::pin(tokio::time::timeout(self.timeout, sent)).await;
-        let answer = match asked.map(|result| answer_of(result)) {
+        let answer = match asked.map(answer_of) {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
                 let (status, reason) = match e {

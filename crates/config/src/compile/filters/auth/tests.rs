@@ -271,7 +271,7 @@ fn forward_auth_services_become_internal_upstreams() {
     assert_eq!(plain.http.protocol, UpstreamProtocol::Auto);
     let named = &snapshot.upstreams[2];
     assert!(named.targets.is_empty());
-    assert_eq!(named.lookups[0].query.to_string(), "auth.example.com:443");
+    assert_eq!(named.lookups[0].query.to_string(), "dns+auth.example.com:443");
     let alpn = &named.tls.as_ref().unwrap().config.alpn_protocols;
     assert_eq!(alpn, &[b"h2".to_vec(), b"http/1.1".to_vec()]);
     let mut listeners = Arc::into_inner(snapshot.listeners).unwrap();
