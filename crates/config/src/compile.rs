@@ -8,7 +8,7 @@ use std::time::Duration;
 use rampart_model::balance::{BalancePolicy, Maglev};
 use rampart_model::defaults;
 use rampart_model::net::IpNet;
-use rampart_model::{Listener, ListenerProtocol, Snapshot, Target};
+use rampart_model::{Listener, ListenerProtocol, Snapshot, Target, INTERNAL_UPSTREAM_PREFIX};
 use toml::Spanned;
 
 use crate::error::{toml_error, ConfigError, ConfigErrors, SourceMap};
@@ -57,6 +57,7 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         filter_definition: None,
         acme_configured: false,
         acme_dns01: None,
+        internal: Default::default(),
     };
     live.begin_filter_slots();
     let compiled = cx.config(raw, live);
@@ -98,6 +99,9 @@ struct Checker<'a> {
     acme_configured: bool,
     /// With an `[acme.dns01]` table (wildcards need one): which names it must cover.
     acme_dns01: Option<acme::Dns01Scope>,
+    /// The upstreams made for Rampart's own requests (`forward_auth` services), placed after
+    /// the configured ones.
+    internal: internal::InternalUpstreams,
 }
 
 impl Checker<'_> {
@@ -166,7 +170,15 @@ impl Checker<'_> {
             })
             .collect();
         let mut upstreams = Vec::new();
+        self.internal.configured = raw.upstreams.len();
         for (name, up) in &raw.upstreams {
+            if name.get_ref().starts_with(INTERNAL_UPSTREAM_PREFIX) {
+                self.error(
+                    name.span(),
+                    format!("upstream names beginning `{INTERNAL_UPSTREAM_PREFIX}` are Rampart's own"),
+                );
+                continue;
+            }
             if let Some(u) = self.upstream(name.get_ref(), up, live) {
                 upstreams.push(u);
             }
@@ -190,6 +202,8 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
+        // After the configured upstreams, where the filters that use them were told.
+        upstreams.extend(std::mem::take(&mut self.internal.made).into_iter().map(|(_, u)| u));
         if let Some(settings) = acme.as_mut() {
             if raw.acme.as_ref().is_some_and(|a| a.get_ref().challenge.is_none()) {
                 settings.challenge = acme::challenge_that_can_work(&listeners);
@@ -440,6 +454,7 @@ mod error_pages;
 mod filter_slots;
 mod filters;
 mod http;
+mod internal;
 mod live;
 mod log;
 pub(crate) mod suggest;

@@ -94,7 +94,3 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 pub const FORWARD_AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// `forward_auth`: the largest denial body passed on to the client.
 pub const FORWARD_AUTH_MAX_BODY: usize = 64 << 10;
-/// `forward_auth`: idle keep-alive connections to the auth service each worker keeps per filter.
-pub const FORWARD_AUTH_MAX_IDLE: usize = 16;
-/// `forward_auth`: how long an idle connection to the auth service is kept for reuse.
-pub const FORWARD_AUTH_IDLE_TIMEOUT: Duration = Duration::from_secs(10);

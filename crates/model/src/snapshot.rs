@@ -368,7 +368,18 @@ pub struct Upstream {
     pub metrics: Arc<PerWorker<UpstreamCells>>,
 }
 
+/// The names of the upstreams the config compiler makes for Rampart's own requests (a
+/// `forward_auth` service's: `internal:forward_auth:http://auth:9000`) begin with this; a
+/// configured upstream's name may not.
+pub const INTERNAL_UPSTREAM_PREFIX: &str = "internal:";
+
 impl Upstream {
+    /// Whether Rampart made it for its own requests (not configured): the admin API, the metrics
+    /// and the status page leave it out.
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with(INTERNAL_UPSTREAM_PREFIX)
+    }
+
     /// The consistent-hashing key of a connection from `client` (0 when the policy does not
     /// hash, so nothing is computed).
     pub fn client_key(&self, client: std::net::IpAddr) -> u64 {

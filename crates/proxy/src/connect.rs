@@ -159,6 +159,28 @@ pub async fn connect_upstream(
     }
 }
 
+/// Connects to target `t` of upstream `up_index` and to no other, down or not, within the
+/// upstream's connect timeout: the connect of a pinned request (a health check). Nothing is
+/// counted or recorded (no target health, no metrics, no log summary): the caller says what the
+/// failure means.
+pub async fn connect_pinned(
+    snapshot: &Snapshot,
+    up_index: usize,
+    t: usize,
+    proxy_header: Option<&[u8]>,
+) -> Result<Stream, ConnectFailure> {
+    let upstream = snapshot.upstreams.get(up_index);
+    let Some((upstream, target)) = upstream.and_then(|u| Some((u, u.targets.get(t)?))) else {
+        return Err(ConnectFailure::NoHealthyTarget);
+    };
+    match tokio::time::timeout(upstream.connect_timeout, open(upstream, target, proxy_header)).await {
+        Ok(Ok(stream)) => Ok(stream),
+        Ok(Err(Failed::Tls(_))) => Err(ConnectFailure::Tls),
+        Ok(Err(Failed::Tcp(_))) => Err(ConnectFailure::Failed { timed_out: false }),
+        Err(_) => Err(ConnectFailure::Failed { timed_out: true }),
+    }
+}
+
 /// The summarised event "no target could be reached in upstream `upstream`".
 pub fn no_target_key(upstream: &str) -> EventKey {
     EventKey::no_target(upstream)

@@ -6,6 +6,7 @@
 
 #[path = "filters_auth/auth_service.rs"]
 mod auth_service;
+mod h2_service;
 use crate::common;
 
 use std::io::Write;
@@ -17,6 +18,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::http::{header, read_response, send};
 use common::*;
+use h2_service::H2AuthService;
 
 /// A one-worker gateway with `routes` (upstream `app`: an echoing backend), its access log in
 /// JSON, and `files` written beside its config first.
@@ -385,6 +387,37 @@ fn forward_auth_asks_the_service_and_passes_its_yes_or_its_answer() {
     let mut proxy = gw.proxy;
     proxy.wait_for("forward_auth: no answer within 500ms; requests fail closed");
     proxy.wait_for("forward_auth: the service answers again");
+}
+
+/// An auth service that speaks only HTTP/2 over TLS: the checks reach it as HTTP/2 (its
+/// internal upstream offers `h2` by ALPN), both on one pooled connection. (Before the internal
+/// client, the check was HTTP/1.1 only and the handshake failed: 502.)
+#[test]
+fn forward_auth_reaches_an_http2_only_tls_service_on_one_connection() {
+    let ca = common::tls::Ca::new("auth service CA");
+    let auth = H2AuthService::start(&ca);
+    let gw = gateway(
+        &[("auth-ca.pem", ca.pem.clone())],
+        &format!(
+            "[[listeners.gw.routes]]\nupstream = \"app\"\n\
+             filters = [{{ type = \"forward_auth\", url = \"https://{}/verify\", ca = \"auth-ca.pem\", \
+             response_headers = [\"X-Auth-User\"], user_header = \"X-Auth-User\" }}]\n",
+            auth.addr
+        ),
+    );
+    for path in ["/one", "/two"] {
+        let (status, _, body) = get(gw.port, path, "X-Auth-User: mallory\r\n");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(auth.next_check(), format!("GET /verify {path}"));
+        let upstream = gw.backend.next_head().to_ascii_lowercase();
+        assert!(upstream.contains("x-auth-user: alice\r\n"), "{upstream}");
+        assert!(!upstream.contains("mallory"), "{upstream}");
+    }
+    assert_eq!(
+        auth.connections.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "both checks on one HTTP/2 connection"
+    );
 }
 
 #[test]

@@ -10,8 +10,13 @@ use super::endpoint::{EndpointTls, HttpEndpoint};
 #[derive(Debug)]
 pub struct ForwardAuth {
     pub endpoint: HttpEndpoint,
-    /// For `https://`: the client configuration and the name the service's certificate carries.
+    /// For `https://`: the client configuration and the name the service's certificate carries
+    /// (its internal upstream's TLS is made from it).
     pub tls: Option<EndpointTls>,
+    /// The index in the snapshot of the service's internal upstream (its URL's host and port as
+    /// the target, by DNS for a name; TLS for `https://`; `protocol = "auto"`), which the checks
+    /// go to through the internal client. Filters with the same service share one.
+    pub upstream: usize,
     /// Time for one check: connect, request, the whole answer.
     pub timeout: Duration,
     /// The client's request headers sent to the service (lower-case); `None`: every end-to-end
@@ -81,6 +86,7 @@ mod tests {
         ForwardAuth {
             endpoint: HttpEndpoint::parse("http://auth.internal/check").unwrap(),
             tls: None,
+            upstream: 0,
             timeout: Duration::from_secs(1),
             request_headers,
             response_headers: Vec::new(),

@@ -208,6 +208,7 @@ fn upstreams(shared: &AdminShared) -> Answer {
     let upstreams: Vec<Value> = snapshot
         .upstreams
         .iter()
+        .filter(|u| !u.is_internal())
         .zip(&traffic.upstreams)
         .map(|(u, totals)| {
             let lookups: Vec<Value> = dns

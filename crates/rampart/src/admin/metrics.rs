@@ -103,7 +103,7 @@ pub fn render(shared: &AdminShared) -> String {
     let snapshot = shared.snapshot.load();
     let up = Family::<Labels, Gauge>::default();
     let drained = Family::<Labels, Gauge>::default();
-    for upstream in &snapshot.upstreams {
+    for upstream in snapshot.upstreams.iter().filter(|u| !u.is_internal()) {
         for target in &upstream.targets {
             let labels = vec![("upstream", upstream.name.clone()), ("target", target.name.clone())];
             up.get_or_create(&labels).set(i64::from(target.health.is_available()));

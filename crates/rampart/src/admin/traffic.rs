@@ -169,7 +169,8 @@ impl TrafficTotals {
                 });
             }
         }
-        for upstream in &snapshot.upstreams {
+        // (Rampart's own upstreams are not traffic the admin side shows.)
+        for upstream in snapshot.upstreams.iter().filter(|u| !u.is_internal()) {
             let cells = &upstream.metrics;
             let mut response_duration = HistogramTotal::default();
             cells

@@ -15,7 +15,7 @@ use toml::Spanned;
 use super::auth_files::{parse_api_keys, parse_htpasswd};
 use super::basic::is_token;
 use super::FilterTable;
-use crate::compile::Checker;
+use crate::compile::{Checker, LiveState};
 use crate::error::ConfigErrors;
 
 /// The largest `forward_auth` denial body that may be configured.
@@ -93,7 +93,7 @@ impl Checker<'_> {
         }))
     }
 
-    pub(super) fn forward_auth_filter(&mut self, t: &mut FilterTable<'_>) -> Option<Filter> {
+    pub(super) fn forward_auth_filter(&mut self, t: &mut FilterTable<'_>, live: &mut LiveState) -> Option<Filter> {
         let url = self.filter_string(t, "url");
         let timeout = self
             .filter_duration(t, "timeout")
@@ -128,9 +128,12 @@ impl Checker<'_> {
                 return None;
             }
         };
+        let roots = ca.as_ref().map(|c| c.get_ref().as_str());
+        let upstream = self.internal_upstream("forward_auth", &endpoint, (tls.as_ref(), roots), url.span(), live)?;
         Some(Filter::ForwardAuth(ForwardAuth {
             endpoint,
             tls,
+            upstream,
             timeout,
             request_headers: request_headers?.map(Spanned::into_inner),
             response_headers: response_headers?.map(Spanned::into_inner).unwrap_or_default(),

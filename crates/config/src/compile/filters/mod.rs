@@ -160,7 +160,7 @@ impl Checker<'_> {
             "rate_limit" => self.rate_limit_filter(t, live),
             "basic_auth" => self.basic_auth_filter(t),
             "api_key" => self.api_key_filter(t),
-            "forward_auth" => self.forward_auth_filter(t),
+            "forward_auth" => self.forward_auth_filter(t, live),
             _ => return None,
         })
     }

@@ -18,35 +18,32 @@
 //!   `forward_auth_bad_response` (TLS failure, garbage, a denial body over `max_body`). An
 //!   outage is logged once per worker when it starts and once when it ends, not per request.
 //!
-//! Each worker keeps idle keep-alive connections to the service per filter (at most
-//! [`FORWARD_AUTH_MAX_IDLE`](defaults::FORWARD_AUTH_MAX_IDLE), each for at most
-//! [`FORWARD_AUTH_IDLE_TIMEOUT`](defaults::FORWARD_AUTH_IDLE_TIMEOUT)), so a check costs one
-//! round trip. A check whose idle connection turns out closed or reset by the service is sent
-//! again on the next idle connection or a new one (the check is a `GET` without a body, so
-//! sending it twice is harmless). Nothing here blocks the worker: the wait is the request's own.
+//! The sub-request goes through the internal client ([`crate::http::client`]) to the service's
+//! internal upstream, which the config compiler made from the URL (the host and port as its
+//! target, by DNS for a name; TLS for `https://`; `protocol = "auto"`): pooled keep-alive
+//! connections on each worker, HTTP/2 when an `https://` service offers it by ALPN, the
+//! upstream's timeouts. A check that fails on a pooled connection the service had closed is
+//! sent again on a new one (the check is a `GET` without a body, so sending it twice is
+//! harmless). Nothing here blocks the worker: the wait is the request's own.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
-use std::time::Instant;
 
-use rampart_model::defaults;
 use rampart_model::filter::forward_auth::is_hop_by_hop;
 use rampart_model::filter::ForwardAuth;
-use rampart_proto::h1::Field;
 
-use super::subrequest::{self, SubrequestError};
+use crate::http::client::{self, InternalError, InternalOptions, InternalRequest, InternalResponse};
+use crate::http::error::HttpError;
 use crate::http::filter::FilterWorker;
 use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
-use crate::stream::Stream;
 
 /// The longest `user_header` value taken for the access log.
 const MAX_USER_LEN: usize = 256;
 
-/// What a worker keeps for one `forward_auth` filter.
+/// What a worker keeps for one `forward_auth` filter (its connections are the internal
+/// upstream's, in the worker's pools).
 #[derive(Default)]
-pub struct ServiceConnections {
-    /// Idle keep-alive connections, the most recently used last, with when they went idle.
-    idle: Vec<(Stream, Instant)>,
+pub struct ServiceState {
     /// The last check failed (no usable answer): the outage has been logged.
     failing: bool,
 }
@@ -71,17 +68,29 @@ impl ServiceAnswer {
 
 impl HttpFilter for ForwardAuth {
     type State = ();
-    type WorkerState = ServiceConnections;
+    type WorkerState = ServiceState;
 
     async fn request_head(&self, cx: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) -> Verdict {
         let request = check_request(self, req, cx.scheme, cx.facts.client_ip);
+        let options = InternalOptions {
+            // Once more on a new connection when a pooled one turns out closed.
+            retries: 1,
+            ..InternalOptions::new("forward_auth", self.max_body)
+        };
+        let sent = client::send(cx.context, cx.snapshot, self.upstream, &request, &options);
         // Boxed: the exchange's buffers stay out of the chain's future.
-        let asked = Box::pin(tokio::time::timeout(self.timeout, ask(self, cx.worker, &request))).await;
-        let answer = match asked {
+        let asked = Box::pin(tokio::time::timeout(self.timeout, sent)).await;
+        let answer = match asked.map(answer_of) {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => {
                 let (status, reason) = match e {
-                    SubrequestError::Connect(_) => (503, "forward_auth_unavailable"),
+                    InternalError::NoResponse(
+                        HttpError::ConnectFailed | HttpError::NoHealthyTarget | HttpError::UpstreamUnavailable,
+                    )
+                    | InternalError::NoUpstream(_) => (503, "forward_auth_unavailable"),
+                    InternalError::NoResponse(
+                        HttpError::ConnectTimeout | HttpError::UpstreamTimeout | HttpError::RequestTimeout,
+                    ) => (504, "forward_auth_timeout"),
                     _ => (502, "forward_auth_bad_response"),
                 };
                 note_outcome(self, cx.worker, Some(&e.to_string()));
@@ -142,18 +151,13 @@ fn note_outcome(f: &ForwardAuth, worker: FilterWorker<'_>, failed: Option<&str>)
 
 /// The sub-request for `req`: `GET` of the service's URL with the client's fields that the
 /// filter sends and the `X-Forwarded-*` fields.
-pub(crate) fn check_request(f: &ForwardAuth, req: &RequestParts<'_>, scheme: &str, client_ip: IpAddr) -> Vec<u8> {
-    let mut out = Vec::with_capacity(512);
-    out.extend_from_slice(b"GET ");
-    out.extend_from_slice(f.endpoint.path.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    let mut line = |name: &[u8], value: &[u8]| {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
-    line(b"host", f.endpoint.host_header.as_bytes());
+pub(crate) fn check_request(
+    f: &ForwardAuth,
+    req: &RequestParts<'_>,
+    scheme: &str,
+    client_ip: IpAddr,
+) -> InternalRequest {
+    let mut fields = Vec::with_capacity(16);
     let named_by_connection: Vec<&[u8]> = req
         .header_values("connection")
         .flat_map(|v| v.split(|&b| b == b','))
@@ -163,107 +167,64 @@ pub(crate) fn check_request(f: &ForwardAuth, req: &RequestParts<'_>, scheme: &st
     for (name, value) in req.headers() {
         let hop = named_by_connection.iter().any(|n| n.eq_ignore_ascii_case(name));
         if f.sends_header(name) && !(hop && f.request_headers.is_none()) {
-            line(name, value);
+            fields.push((name.to_vec(), value.to_vec()));
         }
     }
-    line(b"x-forwarded-method", req.method);
-    line(b"x-forwarded-proto", scheme.as_bytes());
-    line(b"x-forwarded-host", req.header("host").unwrap_or(req.host));
     let mut uri = req.path.to_vec();
     if !req.query.is_empty() {
         uri.push(b'?');
         uri.extend_from_slice(req.query);
     }
-    line(b"x-forwarded-uri", &uri);
-    line(b"x-forwarded-for", client_ip.to_string().as_bytes());
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-/// Sends `request` to the service and reads its answer, on an idle connection of this worker
-/// (the next one, or a new one, when the service had closed it) or a new one.
-async fn ask(f: &ForwardAuth, worker: FilterWorker<'_>, request: &[u8]) -> Result<ServiceAnswer, SubrequestError> {
-    loop {
-        let idle = worker.builtin_state(f, take_idle);
-        let reused = idle.is_some();
-        let mut stream = match idle {
-            Some(stream) => stream,
-            None => subrequest::connect(&f.endpoint, f.tls.as_ref()).await?,
-        };
-        match exchange(f, &mut stream, request).await {
-            Ok((answer, reusable)) => {
-                if reusable {
-                    worker.builtin_state(f, |c| {
-                        if c.idle.len() < defaults::FORWARD_AUTH_MAX_IDLE {
-                            c.idle.push((stream, Instant::now()));
-                        }
-                    });
-                }
-                return Ok(answer);
-            }
-            // The service closed the idle connection as the request went out: a new one.
-            Err(SubrequestError::Io(_) | SubrequestError::NoResponse) if reused => continue,
-            Err(e) => return Err(e),
-        }
+    let forwarded: [(&[u8], Vec<u8>); 5] = [
+        (b"x-forwarded-method", req.method.to_vec()),
+        (b"x-forwarded-proto", scheme.as_bytes().to_vec()),
+        (b"x-forwarded-host", req.header("host").unwrap_or(req.host).to_vec()),
+        (b"x-forwarded-uri", uri),
+        (b"x-forwarded-for", client_ip.to_string().into_bytes()),
+    ];
+    fields.extend(forwarded.into_iter().map(|(name, value)| (name.to_vec(), value)));
+    InternalRequest {
+        method: b"GET".to_vec(),
+        authority: f.endpoint.host_header.as_bytes().to_vec(),
+        path: f.endpoint.path.as_bytes().to_vec(),
+        fields,
+        body: None,
     }
 }
 
-/// The most recently used idle connection still fit to carry a request; stale ones are dropped.
-fn take_idle(c: &mut ServiceConnections) -> Option<Stream> {
-    let now = Instant::now();
-    while let Some((mut stream, since)) = c.idle.pop() {
-        if now.duration_since(since) < defaults::FORWARD_AUTH_IDLE_TIMEOUT && stream.is_reusable_when_idle() {
-            return Some(stream);
-        }
-    }
-    None
-}
-
-/// One request and its answer on `stream`; also whether the connection can carry another.
-async fn exchange(
-    f: &ForwardAuth,
-    stream: &mut Stream,
-    request: &[u8],
-) -> Result<(ServiceAnswer, bool), SubrequestError> {
-    stream.write_all(request).await?;
-    let mut buf = Vec::with_capacity(2048);
-    let mut fields = Vec::new();
-    let head = subrequest::read_response_head(stream, &mut buf, &mut fields).await?;
-    if head.status == 101 {
-        return Err(SubrequestError::BadResponse(rampart_proto::h1::H1Error::BadStatus));
-    }
-    let headers = end_to_end_fields(&buf, &fields);
-    let rest = buf.split_off(head.len);
-    let allowed = (200..300).contains(&head.status);
-    let (body, reusable) = match subrequest::read_body(stream, head.framing, rest, f.max_body).await {
-        Ok(body) => {
-            let reusable = body.clean_end && head.keep_alive;
-            (body.bytes, reusable)
-        }
-        // A 2xx says yes with its head; its body only matters to keep the connection.
-        Err(_) if allowed => (Vec::new(), false),
+/// The service's answer out of the client's outcome. A 2xx says yes with its head: a body that
+/// was too large or cut short does not matter then.
+fn answer_of(result: Result<InternalResponse, InternalError>) -> Result<ServiceAnswer, InternalError> {
+    let response = match result {
+        Ok(response) => response,
+        Err(e) if e.status().is_some_and(|s| (200..300).contains(&s)) => InternalResponse {
+            status: e.status().unwrap_or(200),
+            ..InternalResponse::default()
+        },
         Err(e) => return Err(e),
     };
-    let answer = ServiceAnswer {
-        status: head.status,
-        headers,
-        body: if allowed { Vec::new() } else { body },
-    };
-    Ok((answer, reusable))
+    if response.status == 101 || response.status < 200 {
+        return Err(InternalError::NoResponse(HttpError::UpstreamBadResponse));
+    }
+    let allowed = (200..300).contains(&response.status);
+    Ok(ServiceAnswer {
+        status: response.status,
+        headers: end_to_end_fields(&response.fields),
+        body: if allowed { Vec::new() } else { response.body },
+    })
 }
 
 /// The end-to-end fields of a response head (hop-by-hop ones, those its `Connection` names, and
 /// `Content-Length` left out), names lower-case.
-fn end_to_end_fields(buf: &[u8], fields: &[Field]) -> Vec<(String, String)> {
+fn end_to_end_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<(String, String)> {
     let named: Vec<&[u8]> = fields
         .iter()
-        .filter(|f| f.name(buf).eq_ignore_ascii_case(b"connection"))
-        .flat_map(|f| f.value(buf).split(|&b| b == b','))
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"connection"))
+        .flat_map(|(_, value)| value.split(|&b| b == b','))
         .map(<[u8]>::trim_ascii)
         .collect();
     fields
         .iter()
-        .map(|f| (f.name(buf), f.value(buf)))
         .filter(|(name, _)| {
             !is_hop_by_hop(name)
                 && !name.eq_ignore_ascii_case(b"content-length")

@@ -1,5 +1,5 @@
-//! The small HTTP/1.1 client behind the requests filters make themselves: a JWKS fetch
-//! ([`super::jwks_fetch`]), a `forward_auth` check ([`super::forward_auth`]). It connects to an
+//! The small HTTP/1.1 client behind the JWKS fetch ([`super::jwks_fetch`]), which runs on the
+//! control plane and is not on the internal client yet (`forward_auth` is). It connects to an
 //! [`HttpEndpoint`] (TLS through rustls for `https://`) and reads a response with Rampart's own
 //! codec: the head (interim 1xx answers skipped), then a `Content-Length`, chunked or
 //! close-delimited body of at most a given size. Nothing here has a time limit: callers bound

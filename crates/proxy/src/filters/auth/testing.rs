@@ -112,6 +112,7 @@ pub(crate) async fn request_head<F: HttpFilter>(
     };
     let mut cx = FilterCx {
         worker: filter_worker(worker, filter),
+        context: worker,
         snapshot: &snapshot,
         listener: "gw",
         route: "r",

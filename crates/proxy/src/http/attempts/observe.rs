@@ -5,7 +5,8 @@
 //! budget's account of requests in flight ([`exchange_started`]), and a failure after the
 //! response head was on its way, which is the target's too ([`request_ended`]). The access log
 //! reads the same record ([`super::AttemptLog`]) when the request is logged; the filters' per-attempt
-//! phases are called beside these by the exchange.
+//! phases are called beside these by the exchange. A pinned request (an internal one, a health
+//! check: [`ProxyRequest::pinned`]) is recorded in its context and counted nowhere else.
 
 use std::time::Duration;
 
@@ -68,14 +69,19 @@ pub(crate) fn attempt_started<'a>(
     rctx.attempts.begin(attempt);
     rctx.target = Some(attempt.target);
     let up = req.up;
-    let cells = up.targets.get(attempt.target).map(|t| t.metrics.worker(ctx.id));
+    let counted = req.counted();
+    let cells = up
+        .targets
+        .get(attempt.target)
+        .filter(|_| counted)
+        .map(|t| t.metrics.worker(ctx.id));
     if let Some(cells) = cells {
         cells.active.up();
         if attempt.reused {
             cells.reused.add(1);
         }
     }
-    let load = up.policy.uses_load();
+    let load = counted && up.policy.uses_load();
     if load {
         ctx.track_open(req.snapshot, req.upstream, attempt.target, true);
     }
@@ -102,6 +108,9 @@ pub(crate) fn attempt_responded(
 ) {
     rctx.attempts.responded(status, took);
     rctx.upstream_time = Some(took);
+    if !req.counted() {
+        return;
+    }
     let up = req.up;
     up.metrics.worker(ctx.id).response_duration.observe(took);
     let Some(index) = rctx.target else { return };
@@ -150,6 +159,9 @@ pub(crate) fn attempt_ended(
         return;
     }
     rctx.attempts.failed(error);
+    if !req.counted() {
+        return;
+    }
     count_target_error(ctx, req.up, attempt.target, error);
     if req.up.policy.uses_latency() {
         ctx.observe_latency(req.snapshot, req.upstream, attempt.target, took);

@@ -1,8 +1,10 @@
-//! The internal client: requests Rampart makes itself (a mirror's copy; later a cache's
-//! revalidation, any background request with no client) sent to an upstream of the snapshot
+//! The internal client: requests Rampart makes itself (a mirror's copy, a `forward_auth` check;
+//! later a cache's revalidation, any background request with no client) sent to an upstream of
+//! the snapshot
 //! through the exchange ([`crate::http::exchange::proxy`]), so they get what client requests get:
 //! pooled connections, TLS, HTTP/2 (h2c, h2, `auto` by ALPN), DNS targets, the balancer, retries,
-//! the upstream's timeouts, its metrics and outlier detection.
+//! the upstream's timeouts, its metrics and outlier detection. A request pinned to one target
+//! ([`InternalOptions::pinned`]) goes to it alone and counts as no traffic.
 //!
 //! The request is owned ([`InternalRequest`]: method, authority, path with query, fields, a body
 //! as [`Bytes`] or none). [`send`] lays it out in the forms the upstream's protocol needs (HTTP/1.1
@@ -63,6 +65,10 @@ pub struct InternalOptions {
     pub max_body: usize,
     /// Whether the body read is kept ([`InternalResponse::body`]) or only counted.
     pub keep_body: bool,
+    /// The one target of the upstream the request goes to, down or not, and not counted as the
+    /// upstream's traffic ([`ProxyRequest::pinned`]): a health check's. `None`: the balancer
+    /// picks, as for a client's request.
+    pub pinned: Option<usize>,
 }
 
 impl InternalOptions {
@@ -74,6 +80,7 @@ impl InternalOptions {
             retries: 0,
             max_body,
             keep_body: true,
+            pinned: None,
         }
     }
 }
@@ -131,7 +138,7 @@ impl InternalError {
 
 /// Sends `request` to upstream `upstream` of `snapshot` through the exchange and collects the
 /// response. The upstream's own timeouts bound it (connect, response head, body reads, its
-/// `request_timeout`).
+/// `request_timeout`). With [`InternalOptions::pinned`], to that target only.
 pub async fn send(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
@@ -179,12 +186,15 @@ pub async fn send(
         retries: options.retries,
         retry_on: up.http.retry_on,
         mirror: None,
+        pinned: options.pinned,
     };
     let mut down = Collecting::new(request.body.clone(), options.max_body, options.keep_body);
     let mut rctx = RequestContext::new(false);
     // Not an upgrade: no tunnel comes back.
     let _ = exchange::proxy(ctx, &req, &mut down, head, &mut rctx).await;
-    crate::http::attempts::observe::request_ended(ctx, snapshot, &rctx);
+    if req.counted() {
+        crate::http::attempts::observe::request_ended(ctx, snapshot, &rctx);
+    }
     down.finish(rctx.error)
 }
 

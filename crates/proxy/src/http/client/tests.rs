@@ -235,3 +235,61 @@ fn a_background_request_runs_on_a_task_of_its_own() {
     );
     assert_eq!(refused, Err(InternalError::NoWorker));
 }
+
+/// A request pinned to one target goes there and nowhere else, down or not, and is no traffic:
+/// no target metrics, no passive health, no outlier detection.
+#[test]
+fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted() {
+    let (alive, seen) = h1_upstream(b"HTTP/1.1 204 No Content\r\n\r\n");
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let config = format!(
+        "[listeners.web]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\n\
+         [upstreams.app]\ntargets = [\"{alive}\", \"{closed}\"]\nconnect_attempts = 2\n\
+         retry_on = [\"reset\", \"5xx\"]\n\
+         outlier_detection = {{ consecutive_5xx = 1 }}\n"
+    );
+    let (runtime, ctx) = shared_worker_for(&config);
+    let local = tokio::task::LocalSet::new();
+    let get = InternalRequest {
+        method: b"GET".to_vec(),
+        path: b"/health".to_vec(),
+        ..InternalRequest::default()
+    };
+    let pinned = |target| InternalOptions {
+        pinned: Some(target),
+        ..InternalOptions::new("test", 1024)
+    };
+    let snapshot = ctx.snapshot();
+    let up = &snapshot.upstreams[0];
+    // The closed target: the connect does not move on to the live one, and the failure is not
+    // the target's passive health nor its metrics.
+    let result = local.block_on(&runtime, send(&ctx, &snapshot, 0, &get, &pinned(1)));
+    assert_eq!(result.unwrap_err(), InternalError::NoResponse(HttpError::ConnectFailed));
+    let cells = up.targets[1].metrics.worker(0);
+    assert!(up.targets[1].health.is_available());
+    assert_eq!(cells.errors.iter().map(|c| c.get()).sum::<u64>(), 0);
+
+    // The live target, marked down by a health check: reached all the same, and its answer is
+    // counted nowhere.
+    up.targets[0].health.set_active_up(false);
+    assert!(!up.targets[0].health.is_available());
+    let response = local
+        .block_on(&runtime, send(&ctx, &snapshot, 0, &get, &pinned(0)))
+        .unwrap();
+    assert_eq!(response.status, 204);
+    assert!(seen.recv().unwrap().starts_with("GET /health HTTP/1.1\r\n"));
+    let cells = up.targets[0].metrics.worker(0);
+    assert_eq!(cells.responses.iter().map(|c| c.get()).sum::<u64>(), 0);
+    assert_eq!((cells.opened.get(), cells.active.get()), (0, 0));
+
+    // Unpinned, the same request finds no target: one is down, the other refuses connections.
+    let result = local.block_on(
+        &runtime,
+        send(&ctx, &snapshot, 0, &get, &InternalOptions::new("test", 1024)),
+    );
+    assert!(matches!(result, Err(InternalError::NoResponse(_))), "{result:?}");
+}

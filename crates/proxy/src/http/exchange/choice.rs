@@ -58,6 +58,10 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         again: Option<usize>,
     ) -> Result<Option<(usize, Option<Slot<'e>>)>, HttpError> {
         let req: &'e ProxyRequest<'_> = self.req;
+        if let Some(pinned) = req.pinned {
+            // Its one target, down or not, outside the limits; again only when asked.
+            return Ok(again.or(self.tried.is_empty().then_some(pinned)).map(|t| (t, None)));
+        }
         let up: &'e Upstream = req.up;
         let first = again.or_else(|| self.sticky_pick());
         // A request's first attempt takes the balancer's turn; a retry's does not.
@@ -159,7 +163,8 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
     /// response goes to the client as it is.
     pub(super) fn status_retry(&self) -> Option<StatusRetry<'e>> {
         let on = self.req.retry_on;
-        if !on.any_status() || self.retries_left == 0 {
+        // (A pinned request has no other target to drop a response for.)
+        if !on.any_status() || self.retries_left == 0 || self.req.pinned.is_some() {
             return None;
         }
         // The body may still be lost past the limit as it is sent: the attempt asks again then.

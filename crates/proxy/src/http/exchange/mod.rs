@@ -68,6 +68,12 @@ pub struct ProxyRequest<'a> {
     /// The route's mirror, when it copies this request and its body (sent once the exchange has
     /// sent the body; a bodiless request is copied before the exchange).
     pub mirror: Option<&'a rampart_model::split::Mirror>,
+    /// A request of Rampart's own pinned to this one target (a health check's): it goes there
+    /// and nowhere else, down or not (no pick, no limits or queue, no connect to another target,
+    /// a retry only on the same target), and it is not traffic: no target metrics, no outlier
+    /// detection, no pass-over, no retry budget, no load or latency for the balancer. Its
+    /// attempts are recorded in the request's context all the same.
+    pub pinned: Option<usize>,
 }
 
 impl ProxyRequest<'_> {
@@ -81,6 +87,11 @@ impl ProxyRequest<'_> {
 
     fn upstream(&self) -> &Upstream {
         self.up
+    }
+
+    /// Whether the request counts as the upstream's traffic (it is not [`ProxyRequest::pinned`]).
+    pub(crate) fn counted(&self) -> bool {
+        self.pinned.is_none()
     }
 }
 
@@ -125,7 +136,7 @@ async fn exchange<D: Downstream>(
     let up = req.upstream();
     let cells = up.metrics.worker(ctx.id);
     // The request's share of a retry, in this worker's budget account (until it ends).
-    let _in_budget = observe::exchange_started(up, cells);
+    let _in_budget = req.counted().then(|| observe::exchange_started(up, cells));
     let mut exchange = Exchange {
         ctx,
         req,
@@ -225,7 +236,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     // A connection to a target: an outage of this upstream (if one was being
                     // counted) is over. (Not at the pick: a target out of its backoff may fail
                     // again.)
-                    self.ctx.log_summary.recovered(|| no_target_key(&up.name));
+                    if self.req.counted() {
+                        self.ctx.log_summary.recovered(|| no_target_key(&up.name));
+                    }
                     // One attempt, whichever protocol the session speaks.
                     let Session {
                         target,
@@ -279,19 +292,23 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             }
             // (A reset on a pooled connection may be that connection's, not the target's.)
             let maybe_stale = reused && !matches!(error, HttpError::UpstreamStatus { .. } | HttpError::UpstreamTimeout);
-            if error.target_error().is_some() && !maybe_stale && error != HttpError::UpstreamRefused {
+            let counted = self.req.counted();
+            if counted && error.target_error().is_some() && !maybe_stale && error != HttpError::UpstreamRefused {
                 // This worker's next requests go elsewhere first for a while.
                 self.ctx.pass_over(self.req.snapshot, self.req.upstream, target);
             }
-            // (A dropped response took its retry from the budget when it was dropped.)
+            // (A dropped response took its retry from the budget when it was dropped; a pinned
+            // request's retries are outside the budget.)
             let dropped = matches!(error, HttpError::UpstreamStatus { .. });
-            if !(self.retry_allowed(error) && self.retries_left > 0 && (dropped || self.take_budget())) {
+            if !(self.retry_allowed(error) && self.retries_left > 0 && (dropped || !counted || self.take_budget())) {
                 answer_error(self.down, self.rctx, error).await;
                 return None;
             }
             self.retries_left -= 1;
             self.rctx.attempts.retried(error.reason());
-            self.cells.retries.add(1);
+            if counted {
+                self.cells.retries.add(1);
+            }
             if error == HttpError::UpstreamRefused {
                 again = Some(target);
             } else {

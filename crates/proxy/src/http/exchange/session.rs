@@ -8,7 +8,7 @@ use rampart_model::UpstreamProtocol;
 
 use super::{pool_key, ProxyRequest};
 use crate::balance::Tried;
-use crate::connect::{connect_upstream, proxy_header, ConnectFailure, ConnectFor};
+use crate::connect::{connect_pinned, connect_upstream, proxy_header, ConnectFailure, ConnectFor};
 use crate::http::attempts::observe::connect_failed;
 use crate::http::context::RequestContext;
 use crate::http::error::HttpError;
@@ -116,8 +116,8 @@ pub(super) async fn open(
     }
 }
 
-/// A new upstream connection, starting with target `first`; it begins with a PROXY header when
-/// the upstream wants one.
+/// A new upstream connection, starting with target `first` (only to it, for a pinned request);
+/// it begins with a PROXY header when the upstream wants one.
 pub(super) async fn connect(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
@@ -129,6 +129,17 @@ pub(super) async fn connect(
         .upstream()
         .send_proxy_protocol
         .map(|version| proxy_header(version, req.client, req.local.unwrap_or(req.client)));
+    if let Some(pinned) = req.pinned {
+        let began = std::time::Instant::now();
+        let conn = connect_pinned(req.snapshot, req.upstream, pinned, header.as_deref()).await;
+        return match conn {
+            Ok(conn) => Ok((pinned, conn)),
+            Err(failure) => {
+                connect_failed(rctx, pinned, as_error(failure), began.elapsed());
+                Err(as_error(failure))
+            }
+        };
+    }
     let whom = ConnectFor {
         listener: req.listener_name,
         client: req.client.ip(),

@@ -53,6 +53,7 @@ fn proxy_request<'a>(snapshot: &'a Snapshot, ops: &'a ResponseEdits, body: BodyL
         retries: snapshot.upstreams[0].http.retries,
         retry_on: snapshot.upstreams[0].http.retry_on,
         mirror: None,
+        pinned: None,
     }
 }
 

@@ -224,6 +224,9 @@ pub struct FilterCx<'a> {
     /// The worker, as far as filters see it: its id, random numbers, the filter's own
     /// per-worker state.
     pub worker: FilterWorker<'a>,
+    /// The whole worker, for the built-ins that send requests of their own through the internal
+    /// client ([`crate::http::client`]: `forward_auth`).
+    pub(crate) context: &'a crate::worker::WorkerContext,
     pub snapshot: &'a Snapshot,
     pub listener: &'a str,
     pub route: &'a str,

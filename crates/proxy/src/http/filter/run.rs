@@ -36,6 +36,7 @@ impl<'a> Where<'a> {
     {
         FilterCx {
             worker: FilterWorker::new(&self.worker.http.filters, slot),
+            context: self.worker,
             snapshot: self.snapshot,
             listener: self.listener,
             route: self.route,

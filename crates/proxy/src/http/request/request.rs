@@ -275,6 +275,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     retries,
                     retry_on,
                     mirror: None,
+                    pinned: None,
                 };
                 if let Some(mirror) = route
                     .mirror

@@ -239,3 +239,65 @@ fn a_reload_keeps_a_filters_slot_until_its_keys_or_its_file_change() {
     assert!(compile_toml(&file, &src, &mut live).is_err());
     assert_eq!(slots(&mut live, &format!("{realm},\n{keyed}")), file_changed);
 }
+
+/// Each `forward_auth` service becomes an internal upstream after the configured ones: its URL's
+/// address as the target, a name as a DNS question, TLS with `h2` offered for `https://`,
+/// `protocol = "auto"`; filters naming the same service share it, and no configured upstream may
+/// take such a name.
+#[test]
+fn forward_auth_services_become_internal_upstreams() {
+    use rampart_model::UpstreamProtocol;
+    let dir = files();
+    let (file, src) = config_file(
+        dir.path(),
+        r#"{ type = "forward_auth", url = "http://127.0.0.1:9000/verify" },
+           { type = "forward_auth", url = "http://127.0.0.1:9000/other" },
+           { type = "forward_auth", url = "https://auth.example.com/check" }"#,
+    );
+    let snapshot = compile_toml(&file, &src, &mut LiveState::default()).unwrap().snapshot;
+    let names: Vec<&str> = snapshot.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "app",
+            "internal:forward_auth:http://127.0.0.1:9000",
+            "internal:forward_auth:https://auth.example.com"
+        ]
+    );
+    assert!(!snapshot.upstreams[0].is_internal() && snapshot.upstreams[1].is_internal());
+    let plain = &snapshot.upstreams[1];
+    assert_eq!(plain.targets[0].addr, "127.0.0.1:9000".parse().unwrap());
+    assert!(plain.tls.is_none() && plain.lookups.is_empty());
+    assert_eq!(plain.http.protocol, UpstreamProtocol::Auto);
+    let named = &snapshot.upstreams[2];
+    assert!(named.targets.is_empty());
+    assert_eq!(named.lookups[0].query.to_string(), "dns+auth.example.com:443");
+    let alpn = &named.tls.as_ref().unwrap().config.alpn_protocols;
+    assert_eq!(alpn, &[b"h2".to_vec(), b"http/1.1".to_vec()]);
+    let mut listeners = Arc::into_inner(snapshot.listeners).unwrap();
+    let ListenerProtocol::Http(h) = listeners.remove(0).protocol else {
+        panic!("an HTTP listener")
+    };
+    let upstreams: Vec<usize> = h.routes[0]
+        .filters
+        .filters
+        .iter()
+        .map(|f| match &f.filter {
+            Filter::ForwardAuth(f) => f.upstream,
+            _ => panic!("forward_auth"),
+        })
+        .collect();
+    assert_eq!(upstreams, [1, 1, 2]);
+
+    let src = src.replace(
+        "[upstreams.app]",
+        "[upstreams.\"internal:mine\"]\ntargets = [\"127.0.0.1:3\"]\n\n[upstreams.app]",
+    );
+    let e = compile_toml(&file, &src, &mut LiveState::default()).unwrap_err();
+    assert!(
+        e.0.iter().any(|e| e
+            .message
+            .contains("upstream names beginning `internal:` are Rampart's own")),
+        "{e:?}"
+    );
+}

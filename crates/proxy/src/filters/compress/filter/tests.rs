@@ -47,6 +47,7 @@ impl Worker {
                 &self.worker.http.filters,
                 rampart_model::filter::FilterSlot::fresh(0),
             ),
+            context: &self.worker,
             snapshot: &self.snapshot,
             listener: "web",
             route: "default",
