@@ -45,10 +45,13 @@ pub(crate) fn install_hook() {
                     .copied()
                     .or_else(|| info.payload().downcast_ref::<String>().map(String::as_str))
                     .unwrap_or("(no message)");
+                let outcome = match cfg!(panic = "unwind") {
+                    true => "the connection it was serving is closed, the worker goes on",
+                    false => "this build aborts on a panic: the process ends",
+                };
                 tracing::error!(
                     worker,
-                    "worker {worker}: a bug in Rampart panicked{place}: {message}; the connection it was serving \
-                     is closed, the worker goes on (please report this)"
+                    "worker {worker}: a bug in Rampart panicked{place}: {message}; {outcome} (please report this)"
                 );
             }
             None => previous(info),

@@ -168,7 +168,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
             }
             accepted = connection.accept() => match accepted {
                 Some(Ok((request, respond))) => {
-                    streams.push(stream::serve(ctx, &info, request, respond));
+                    streams.push(Box::pin(stream::serve(ctx, &info, request, respond)));
                     if streams.len() > max_in_flight {
                         info.enhance_your_calm();
                     }
