@@ -17,7 +17,7 @@
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
-//! - [`checker`]: active health checks, run by the control plane.
+//! - [`checker`]: active health checks, on a thread and worker context of their own.
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread;
 //!   [`refusal`]: the records of connections closed before a relay or an HTTP session.

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use rampart_control::{Applied, Publisher, Reload, ReloadRequest};
-use rampart_proxy::checker::spawn_checks;
+use rampart_proxy::checker::Checks;
 use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
 use tokio::signal::unix::Signal;
 use tokio::sync::{mpsc, oneshot};
@@ -97,7 +97,8 @@ struct Control<'a> {
     /// A duplicate of the admin listener, handed over in an upgrade.
     admin_copy: Option<OwnedFd>,
     status: Status,
-    checks: JoinSet<()>,
+    /// The active health checks, on their own thread.
+    checks: Checks,
     jwks_fetches: JoinSet<()>,
     /// From the admin API.
     commands: mpsc::UnboundedReceiver<Command>,
@@ -189,8 +190,7 @@ impl Control<'_> {
             .store(Arc::new(RunningConfig::redacted(source, &applied.text)));
         let current = self.publisher.current();
         self.admin.snapshot.store(current.clone());
-        self.checks.abort_all();
-        self.checks = spawn_checks(&current, None);
+        self.checks.restart(current.clone(), None);
         self.jwks_fetches.abort_all();
         self.jwks_fetches = spawn_jwks_fetches(&current);
     }
@@ -200,8 +200,7 @@ impl Control<'_> {
         if changed && self.publisher.publish_dns() {
             let current = self.publisher.current();
             self.admin.snapshot.store(current.clone());
-            self.checks.abort_all();
-            self.checks = spawn_checks(&current, None);
+            self.checks.restart(current, None);
         }
         self.admin.dns.store(Arc::new(self.publisher.dns_status()));
     }
