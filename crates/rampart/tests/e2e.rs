@@ -24,6 +24,7 @@ mod filters_jwt;
 mod filters_rate_limit;
 mod fleet;
 mod grafana_dashboard;
+mod health_h2c;
 #[path = "http2/main.rs"]
 mod http2;
 mod http_balancing;
