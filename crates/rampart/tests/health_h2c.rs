@@ -102,11 +102,7 @@ fn an_http_check_of_an_h2c_upstream_speaks_http2_and_takes_the_target_down_and_b
         assert_eq!(backend.next_check(), "GET /healthz health.test rampart-health-check");
     }
     assert_eq!(status_through(port), 200);
-    assert!(
-        !proxy.log.iter().any(|l| l.contains("is down")),
-        "{:#?}",
-        proxy.log
-    );
+    assert!(!proxy.log.iter().any(|l| l.contains("is down")), "{:#?}", proxy.log);
     // The check path fails: the target goes down, and requests get 503.
     backend.healthy.store(false, Ordering::SeqCst);
     let line = proxy.wait_for("health check: target is down");

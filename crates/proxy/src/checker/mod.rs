@@ -93,7 +93,9 @@ async fn check_target(ctx: Rc<WorkerContext>, snapshot: Arc<Snapshot>, planned: 
         target,
         mut first,
     } = planned;
-    let Some(up) = snapshot.upstreams.get(upstream) else { return };
+    let Some(up) = snapshot.upstreams.get(upstream) else {
+        return;
+    };
     let (Some(check), Some(t)) = (&up.health_check, up.targets.get(target)) else {
         return;
     };
