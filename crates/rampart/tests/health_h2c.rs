@@ -96,7 +96,7 @@ fn an_http_check_of_an_h2c_upstream_speaks_http2_and_takes_the_target_down_and_b
     let dir = tempfile::tempdir().unwrap();
     let extra = "protocol = \"h2c\"\n\n[upstreams.app.health_check]\ninterval = \"50ms\"\ntimeout = \"1s\"\n\
                  rise = 1\nfall = 1\nhttp_path = \"/healthz\"\nhttp_host = \"health.test\"\nexpect_status = \"200-299\"\n";
-    let (mut proxy, port) = http_gateway(dir.path(), &[backend.target.clone()], extra);
+    let (mut proxy, port) = http_gateway(dir.path(), std::slice::from_ref(&backend.target), extra);
     // The checks reach the backend as HTTP/2 requests, with the configured host and path.
     for _ in 0..3 {
         assert_eq!(backend.next_check(), "GET /healthz health.test rampart-health-check");
