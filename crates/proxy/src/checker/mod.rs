@@ -5,13 +5,11 @@
 //! back. Workers see the verdict through the shared
 //! [`TargetHealth`](rampart_model::health::TargetHealth).
 //!
-//! The checks run on a thread of their own ([`Checks`]), a single-threaded runtime and a
-//! `LocalSet` with a [`WorkerContext`] of their own (its id past the workers', whose metric cells
-//! no worker writes), so an HTTP check speaks the upstream's protocol (HTTP/1.1, `h2c`, `h2`,
-//! `auto`) with its TLS settings and pooled connections, as a client's request does.
-//!
-//! - [`probe`]: one check of one target.
-//! - [`thread`]: the checks' thread, and the restart of every check with a new snapshot.
+//! The checks run on the control plane's context ([`crate::background::Background`]): a thread
+//! of their own, a single-threaded runtime and a `LocalSet` with a [`WorkerContext`] of their own
+//! (its id past the workers', whose metric cells no worker writes), so an HTTP check speaks the
+//! upstream's protocol (HTTP/1.1, `h2c`, `h2`, `auto`) with its TLS settings and pooled
+//! connections, as a client's request does. [`probe`] is one check of one target.
 
 use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -22,9 +20,6 @@ use rampart_model::Snapshot;
 use crate::worker::WorkerContext;
 
 mod probe;
-mod thread;
-
-pub use thread::Checks;
 
 /// Counts the targets whose first check has not finished yet (for readiness: Rampart is ready once
 /// every target was checked once). A task that is stopped before its first check counts as done.
@@ -57,7 +52,7 @@ impl Drop for FirstCheck {
 
 /// One target to check: its upstream's index and its own in the snapshot, and its place in the
 /// first round.
-struct Planned {
+pub(crate) struct Planned {
     upstream: usize,
     target: usize,
     first: FirstCheck,
@@ -65,7 +60,7 @@ struct Planned {
 
 /// Every target of every upstream that has a health check; with `first_round`, each counts
 /// there (from now) until its first check is done.
-fn plan(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> Vec<Planned> {
+pub(crate) fn plan(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> Vec<Planned> {
     let mut planned = Vec::new();
     for (u, upstream) in snapshot.upstreams.iter().enumerate() {
         if upstream.health_check.is_none() {
@@ -87,7 +82,7 @@ fn plan(snapshot: &Snapshot, first_round: Option<&FirstRound>) -> Vec<Planned> {
 }
 
 /// Checks one target every interval until the task is stopped, and records the verdicts.
-async fn check_target(ctx: Rc<WorkerContext>, snapshot: Arc<Snapshot>, planned: Planned) {
+pub(crate) async fn check_target(ctx: Rc<WorkerContext>, snapshot: Arc<Snapshot>, planned: Planned) {
     let Planned {
         upstream,
         target,
