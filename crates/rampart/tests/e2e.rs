@@ -39,6 +39,7 @@ mod http_retry_bodies;
 mod http_routing;
 mod http_stage;
 mod http_traffic;
+mod jwks_h2;
 mod l4_balancing;
 mod l4_failures;
 mod l4_relay;
