@@ -17,7 +17,9 @@
 //! - [`connect`]: target choice and connect with bounded retries, shared by L4 and HTTP.
 //! - [`relay`]: the bidirectional copy loop (read/write or splice), with half-close and idle timeout.
 //! - [`balance`]: each worker's balancing state for the policies of `rampart_model::balance`.
-//! - [`checker`]: active health checks, run by the control plane.
+//! - [`background`]: the control plane's context (a thread, a worker context) for the health
+//!   checks and JWKS fetches.
+//! - [`checker`]: active health checks, on that context.
 //! - [`worker`]: what one worker owns, and the calls the runtime makes; [`counters`]: its counters.
 //! - [`session_log`]: JSON-lines session records and access logs, written by one thread;
 //!   [`refusal`]: the records of connections closed before a relay or an HTTP session.
@@ -25,6 +27,7 @@
 //!   the whole process.
 //! - `free_list`, `pipes`: the shrinking free lists behind the pools, and splice pipes.
 
+pub mod background;
 pub mod balance;
 pub mod checker;
 pub mod conn;

@@ -24,6 +24,7 @@ mod filters_jwt;
 mod filters_rate_limit;
 mod fleet;
 mod grafana_dashboard;
+mod health_h2c;
 #[path = "http2/main.rs"]
 mod http2;
 mod http_balancing;
@@ -38,6 +39,7 @@ mod http_retry_bodies;
 mod http_routing;
 mod http_stage;
 mod http_traffic;
+mod jwks_h2;
 mod l4_balancing;
 mod l4_failures;
 mod l4_relay;

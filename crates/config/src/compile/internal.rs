@@ -1,9 +1,10 @@
-//! Upstreams of Rampart's own: each `forward_auth` service becomes an upstream of the snapshot,
-//! so that its checks go through the internal client (pooled connections, TLS, HTTP/2 by ALPN,
+//! Upstreams of Rampart's own: each `forward_auth` service and each `jwt` filter's JWKS URL
+//! becomes an upstream of the snapshot, so that its checks and fetches go through the internal
+//! client (pooled connections, TLS, HTTP/2 by ALPN,
 //! DNS targets, timeouts) like any proxied request. Its name begins with
 //! [`INTERNAL_UPSTREAM_PREFIX`], which configured upstreams may not use, and the admin side leaves
-//! such upstreams out. Filters that name the same service (scheme, host, port and trust roots)
-//! share one.
+//! such upstreams out. Filters of one kind that name the same service (scheme, host, port and
+//! trust roots) share one.
 
 use std::net::{IpAddr, SocketAddr};
 use std::ops::Range;

@@ -78,6 +78,12 @@ impl LiveState {
         self.workers.unwrap_or(1)
     }
 
+    /// The worker id of the control plane's own context (the active health checks' requests):
+    /// the metric cells have one past the workers' for it.
+    pub fn control_plane_id(&self) -> usize {
+        self.workers()
+    }
+
     /// Fixes the worker count at the first load; later loads keep it.
     pub(super) fn fix_workers(&mut self, configured: Option<usize>) {
         if self.workers.is_none() {
@@ -258,7 +264,9 @@ impl LiveState {
     }
 }
 
-/// The cells kept under `key`, made (one per worker) the first time.
+/// The cells kept under `key`, made the first time: one per worker (ids `0..workers`), and one
+/// more, id `workers`, for the control plane's context ([`LiveState::control_plane_id`]), which no worker
+/// writes.
 fn kept<K: Eq + std::hash::Hash, C: Default>(
     cells: &mut HashMap<K, Arc<PerWorker<C>>>,
     key: K,
@@ -266,6 +274,6 @@ fn kept<K: Eq + std::hash::Hash, C: Default>(
 ) -> Arc<PerWorker<C>> {
     cells
         .entry(key)
-        .or_insert_with(|| Arc::new(PerWorker::new(workers)))
+        .or_insert_with(|| Arc::new(PerWorker::new(workers + 1)))
         .clone()
 }

@@ -91,7 +91,12 @@ fn the_worker_count_is_fixed_by_the_first_load() {
     let mut from_cli = LiveState::new(Some(4));
     let c = compile_toml("a.toml", &with(2), &mut from_cli).unwrap();
     assert_eq!(from_cli.workers(), 4, "the command line wins");
-    assert_eq!(c.snapshot.listeners[0].metrics.workers(), 4, "metric cells per worker");
+    assert_eq!(
+        c.snapshot.listeners[0].metrics.workers(),
+        5,
+        "metric cells per worker, and one for the control plane"
+    );
+    assert_eq!(from_cli.control_plane_id(), 4);
     let mut unset = LiveState::default();
     compile_toml("a.toml", &with(1).replace("workers = 1\n", ""), &mut unset).unwrap();
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());

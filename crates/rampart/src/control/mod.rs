@@ -13,11 +13,9 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use rampart_control::{Applied, Publisher, Reload, ReloadRequest};
-use rampart_proxy::checker::spawn_checks;
-use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
+use rampart_proxy::background::Background;
 use tokio::signal::unix::Signal;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinSet;
 
 use crate::admin::state::{RunningConfig, Status};
 use crate::admin::{AdminShared, Command};
@@ -97,8 +95,8 @@ struct Control<'a> {
     /// A duplicate of the admin listener, handed over in an upgrade.
     admin_copy: Option<OwnedFd>,
     status: Status,
-    checks: JoinSet<()>,
-    jwks_fetches: JoinSet<()>,
+    /// The active health checks and JWKS fetches, on a thread of their own.
+    background: Background,
     /// From the admin API.
     commands: mpsc::UnboundedReceiver<Command>,
     /// From the sources that follow their config (`--watch`, etcd).
@@ -189,10 +187,7 @@ impl Control<'_> {
             .store(Arc::new(RunningConfig::redacted(source, &applied.text)));
         let current = self.publisher.current();
         self.admin.snapshot.store(current.clone());
-        self.checks.abort_all();
-        self.checks = spawn_checks(&current, None);
-        self.jwks_fetches.abort_all();
-        self.jwks_fetches = spawn_jwks_fetches(&current);
+        self.background.reload(current);
     }
 
     /// New DNS answers: publish the targets they give.
@@ -200,8 +195,7 @@ impl Control<'_> {
         if changed && self.publisher.publish_dns() {
             let current = self.publisher.current();
             self.admin.snapshot.store(current.clone());
-            self.checks.abort_all();
-            self.checks = spawn_checks(&current, None);
+            self.background.targets_changed(current);
         }
         self.admin.dns.store(Arc::new(self.publisher.dns_status()));
     }

@@ -11,8 +11,8 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use rampart_config::{AdminAddress, AdminSettings, LiveState};
 use rampart_control::discovery::Discovery;
 use rampart_control::{summary, CommandLine, Loaded, Publisher, Source, StartOnly, Started};
-use rampart_proxy::checker::{spawn_checks, FirstRound};
-use rampart_proxy::filters::auth::jwks_fetch::spawn_jwks_fetches;
+use rampart_proxy::background::Background;
+use rampart_proxy::checker::FirstRound;
 use rampart_proxy::session_log::SessionLogWriter;
 use rampart_runtime::{Engine, EngineOptions};
 use tokio::signal::unix::{signal, SignalKind};
@@ -78,6 +78,7 @@ impl<'a> Control<'a> {
             discovery,
         } = first;
         let workers = live.workers();
+        let background_id = live.control_plane_id();
         let pin = args.pin || loaded.pin;
         let session_log = open_session_log(&loaded)?;
         let admin_settings = admin_settings(args, loaded.admin.clone())?;
@@ -106,8 +107,8 @@ impl<'a> Control<'a> {
         )
         .map_err(|e| fatal::wrap(&listeners, e))?;
         let first_round = FirstRound::default();
-        let checks = spawn_checks(&engine.current(), Some(&first_round));
-        let jwks_fetches = spawn_jwks_fetches(&engine.current());
+        let background = Background::start(background_id, engine.current(), Some(&first_round))
+            .context("cannot start the thread of the health checks and JWKS fetches")?;
         let mut publisher = Publisher::new(Started {
             source,
             live,
@@ -150,8 +151,7 @@ impl<'a> Control<'a> {
             admin,
             admin_copy,
             status,
-            checks,
-            jwks_fetches,
+            background,
             commands: command_rx,
             reloads: reload_rx,
             pid_file,

@@ -263,6 +263,10 @@ impl Checker<'_> {
                     fetch.refresh = refresh;
                     fetch.min_refresh = fetch.min_refresh.min(refresh);
                 }
+                // Fetched through the internal client, from an upstream of Rampart's own.
+                let roots = ca.as_ref().map(|c| c.get_ref().as_str());
+                let tls = (fetch.tls.as_ref(), roots);
+                fetch.upstream = Some(self.internal_upstream("jwks", &fetch.endpoint, tls, url.span(), live)?);
                 Some((live.jwks_source(url.get_ref()), Some(fetch)))
             }
         }

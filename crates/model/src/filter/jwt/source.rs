@@ -139,6 +139,9 @@ pub struct JwksFetch {
     pub retry: Duration,
     /// Largest document accepted.
     pub max_body: usize,
+    /// The snapshot index of the upstream of Rampart's own that the fetch is sent to (one per
+    /// URL, made by the config compiler); `None` until it is set.
+    pub upstream: Option<usize>,
 }
 
 impl JwksFetch {
@@ -154,6 +157,7 @@ impl JwksFetch {
             timeout: defaults::JWKS_TIMEOUT,
             retry: defaults::JWKS_RETRY,
             max_body: defaults::JWKS_MAX_BODY,
+            upstream: None,
         })
     }
 }
@@ -165,6 +169,7 @@ impl fmt::Debug for JwksFetch {
             .field("refresh", &self.refresh)
             .field("min_refresh", &self.min_refresh)
             .field("timeout", &self.timeout)
+            .field("upstream", &self.upstream)
             .finish_non_exhaustive()
     }
 }

@@ -1,4 +1,5 @@
-//! Fetching a `jwt` filter's JWKS document, on the control plane's runtime (never in a worker).
+//! Fetching a `jwt` filter's JWKS document, on the control plane's context (the thread of the
+//! health checks, [`crate::background`]; never in a worker).
 //!
 //! [`run_jwks_fetch`] is one task per key source: it installs a waker on the source, fetches the
 //! document at once, publishes each new key set, and loops:
@@ -17,11 +18,14 @@
 //! survive a refresh that changed nothing. The task ends when it is dropped (a reload aborts the
 //! old filters' tasks), and takes its waker off the source as it goes.
 //!
-//! The request is one `GET` over HTTP/1.1 with `Connection: close` (TLS through rustls for
-//! `https://`), through [`super::subrequest`]: a `Content-Length` or chunked body of at most
-//! `max_body` bytes, or one that runs to the close.
+//! The request is one `GET` through the internal client ([`crate::http::client::send`]) to the
+//! upstream of Rampart's own that the config compiler made for the URL ([`JwksFetch::upstream`]):
+//! pooled connections, TLS for `https://` (HTTP/2 when the server offers it), the URL's host
+//! asked of DNS by the control plane, a body of at most `max_body` bytes, one resend on a stale
+//! pooled connection.
 
 use std::future::poll_fn;
+use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
@@ -34,7 +38,8 @@ use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use super::subrequest::{self, SubrequestError};
+use crate::http::client::{self, InternalError, InternalOptions, InternalRequest};
+use crate::worker::WorkerContext;
 
 /// The longest wait after a failure.
 const MAX_RETRY: Duration = Duration::from_secs(60);
@@ -42,9 +47,12 @@ const MAX_RETRY: Duration = Duration::from_secs(60);
 /// Why a fetch gave no key set. Messages hold no document content.
 #[derive(Debug, thiserror::Error)]
 pub enum JwksFetchError {
+    /// The fetch has no upstream to go to (a fetch the config compiler did not make).
+    #[error("no upstream for the URL")]
+    NoUpstream,
     /// No usable answer (connect, TLS, a bad or cut response, a document over `max_body`).
     #[error(transparent)]
-    Request(#[from] SubrequestError),
+    Request(#[from] InternalError),
     #[error("status {0}")]
     Status(u16),
     #[error("no answer within {0:?}")]
@@ -61,34 +69,49 @@ pub struct JwksDocument {
     pub max_age: Option<Duration>,
 }
 
-/// One GET of the document (no time limit of its own: [`run_jwks_fetch`] bounds it by
-/// `timeout`).
-pub async fn fetch_jwks(fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchError> {
+/// One GET of the document, through the internal client on `ctx` with `snapshot` (no time limit
+/// of its own: [`run_jwks_fetch`] bounds it by `timeout`).
+pub async fn fetch_jwks(
+    ctx: &WorkerContext,
+    snapshot: &Snapshot,
+    fetch: &JwksFetch,
+) -> Result<JwksDocument, JwksFetchError> {
+    let upstream = fetch.upstream.ok_or(JwksFetchError::NoUpstream)?;
     let endpoint = &fetch.endpoint;
-    let mut stream = subrequest::connect(endpoint, fetch.tls.as_ref()).await?;
-    let request = format!(
-        "GET {} HTTP/1.1\r\nHost: {}\r\nAccept: application/jwk-set+json, application/json\r\nUser-Agent: rampart-jwks\r\nConnection: close\r\n\r\n",
-        endpoint.path, endpoint.host_header
-    );
-    stream
-        .write_all(request.as_bytes())
-        .await
-        .map_err(SubrequestError::Io)?;
-
-    let mut buf = Vec::with_capacity(4096);
-    let mut fields = Vec::new();
-    let head = subrequest::read_response_head(&mut stream, &mut buf, &mut fields).await?;
-    if head.status != 200 {
-        return Err(JwksFetchError::Status(head.status));
+    let request = InternalRequest {
+        method: b"GET".to_vec(),
+        authority: endpoint.host_header.as_bytes().to_vec(),
+        path: endpoint.path.as_bytes().to_vec(),
+        fields: vec![
+            (
+                b"accept".to_vec(),
+                b"application/jwk-set+json, application/json".to_vec(),
+            ),
+            (b"user-agent".to_vec(), b"rampart-jwks".to_vec()),
+        ],
+        body: None,
+    };
+    let options = InternalOptions {
+        retries: 1,
+        ..InternalOptions::new("jwks", fetch.max_body)
+    };
+    let response = match client::send(ctx, snapshot, upstream, &request, &options).await {
+        Ok(response) => response,
+        Err(e) => match e.status() {
+            Some(status) if status != 200 => return Err(JwksFetchError::Status(status)),
+            _ => return Err(e.into()),
+        },
+    };
+    if response.status != 200 {
+        return Err(JwksFetchError::Status(response.status));
     }
-    let max_age = fields
+    let max_age = response
+        .fields
         .iter()
-        .filter(|f| f.name(&buf).eq_ignore_ascii_case(b"cache-control"))
-        .find_map(|f| max_age(f.value(&buf)));
-    let rest = buf.split_off(head.len);
-    let body = subrequest::read_body(&mut stream, head.framing, rest, fetch.max_body).await?;
+        .filter(|(name, _)| name.eq_ignore_ascii_case(b"cache-control"))
+        .find_map(|(_, value)| max_age(value));
     Ok(JwksDocument {
-        body: body.bytes,
+        body: response.body,
         max_age,
     })
 }
@@ -180,10 +203,11 @@ impl Drop for WakerGuard<'_> {
 }
 
 /// Starts one fetching task per JWKS URL that the `jwt` filters of `snapshot` name (filters that
-/// share a URL share its key source, and so one task). Dropping (or aborting) the set stops them,
-/// as a reload does before starting the new set; the key sources outlive it (the config keeps
-/// them across reloads), so the keys fetched so far stay in use until the new tasks replace them.
-pub fn spawn_jwks_fetches(snapshot: &Snapshot) -> JoinSet<()> {
+/// share a URL share its key source, and so one task), on `ctx` (local tasks: call it inside the
+/// `LocalSet` of `ctx`'s thread). Dropping (or aborting) the set stops them, as a reload does
+/// before starting the new set; the key sources outlive it (the config keeps them across
+/// reloads), so the keys fetched so far stay in use until the new tasks replace them.
+pub fn spawn_jwks_fetches(ctx: &Rc<WorkerContext>, snapshot: &Snapshot) -> JoinSet<()> {
     let mut set = JoinSet::new();
     let mut started: Vec<*const JwtKeySource> = Vec::new();
     let jwts = snapshot.http_filters().filter_map(|f| match f {
@@ -196,14 +220,14 @@ pub fn spawn_jwks_fetches(snapshot: &Snapshot) -> JoinSet<()> {
             continue;
         }
         started.push(Arc::as_ptr(&jwt.keys));
-        set.spawn(run_jwks_fetch(fetch.clone(), jwt.keys.clone()));
+        set.spawn_local(run_jwks_fetch(ctx.clone(), fetch.clone(), jwt.keys.clone()));
     }
     set
 }
 
-/// Keeps `source` filled from `fetch`'s URL, forever (until dropped). Spawn it on the control
-/// plane's runtime.
-pub async fn run_jwks_fetch(fetch: JwksFetch, source: Arc<JwtKeySource>) {
+/// Keeps `source` filled from `fetch`'s URL, forever (until dropped), each fetch sent on `ctx`
+/// with its snapshot current then (new DNS answers change the upstream's targets in place).
+pub async fn run_jwks_fetch(ctx: Rc<WorkerContext>, fetch: JwksFetch, source: Arc<JwtKeySource>) {
     let wake = Arc::new(AtomicWaker::new());
     let waker = wake.clone();
     source.set_refresh_waker(Some(Box::new(move || waker.wake())));
@@ -216,7 +240,8 @@ pub async fn run_jwks_fetch(fetch: JwksFetch, source: Arc<JwtKeySource>) {
         source.take_refresh_request();
         let started = Instant::now();
         schedule.started(started);
-        let result = match tokio::time::timeout(fetch.timeout, fetch_jwks(&fetch)).await {
+        let snapshot = ctx.snapshot();
+        let result = match tokio::time::timeout(fetch.timeout, fetch_jwks(&ctx, &snapshot, &fetch)).await {
             Ok(Ok(doc)) => accept(&doc, &mut last_document, &source, &url).map(|()| doc.max_age),
             Ok(Err(e)) => Err(e),
             Err(_) => Err(JwksFetchError::TimedOut(fetch.timeout)),

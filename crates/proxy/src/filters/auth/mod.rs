@@ -11,10 +11,9 @@
 //!   `exp`/`nbf` with leeway, `iss`, `aud`, required claims, claims to forward; every refusal a
 //!   [`jwt::JwtRejection`] with a short, log-safe reason.
 //! - [`jwt_cache`]: the per-worker cache of verified tokens, checked before any decoding.
-//! - [`jwks_fetch`]: the control-plane task that fetches a JWKS document and swaps it into the
-//!   filter's [`JwtKeySource`](rampart_model::filter::jwt::JwtKeySource).
-//! - [`subrequest`]: the small HTTP/1.1 client of the requests filters make themselves (a JWKS
-//!   fetch, a `forward_auth` check).
+//! - [`jwks_fetch`]: the control-plane task that fetches a JWKS document (through the internal
+//!   client) and swaps it into the filter's
+//!   [`JwtKeySource`](rampart_model::filter::jwt::JwtKeySource).
 
 pub mod api_key;
 pub mod basic;
@@ -23,6 +22,5 @@ pub mod jwks_fetch;
 pub mod jwt;
 pub mod jwt_cache;
 pub mod password;
-pub mod subrequest;
 #[cfg(test)]
 mod testing;

@@ -1,6 +1,6 @@
-//! The internal client: requests Rampart makes itself (a mirror's copy, a `forward_auth` check;
-//! later a cache's revalidation, any background request with no client) sent to an upstream of
-//! the snapshot
+//! The internal client: requests Rampart makes itself (a mirror's copy, a `forward_auth` check,
+//! an active HTTP health check, a JWKS fetch; later a cache's revalidation, any background
+//! request with no client) sent to an upstream of the snapshot
 //! through the exchange ([`crate::http::exchange::proxy`]), so they get what client requests get:
 //! pooled connections, TLS, HTTP/2 (h2c, h2, `auto` by ALPN), DNS targets, the balancer, retries,
 //! the upstream's timeouts, its metrics and outlier detection. A request pinned to one target

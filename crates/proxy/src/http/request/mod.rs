@@ -22,6 +22,7 @@ use crate::worker::{SharedSnapshot, WorkerContext};
 mod action;
 mod common;
 mod proxy_action;
+#[allow(clippy::module_inception)] // the request path of one request, in the request layer
 mod request;
 mod static_answer;
 

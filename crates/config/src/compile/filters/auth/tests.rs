@@ -301,3 +301,44 @@ fn forward_auth_services_become_internal_upstreams() {
         "{e:?}"
     );
 }
+
+/// Each JWKS URL of the `jwt` filters becomes an internal upstream too (kind `jwks`, its own
+/// beside a `forward_auth` service at the same place), which the fetch names; filters naming the
+/// same service share it.
+#[test]
+fn jwks_urls_become_internal_upstreams() {
+    use rampart_model::UpstreamProtocol;
+    let dir = files();
+    let (file, src) = config_file(
+        dir.path(),
+        r#"{ type = "jwt", jwks_url = "http://127.0.0.1:9000/jwks.json" },
+           { type = "forward_auth", url = "http://127.0.0.1:9000/verify" },
+           { type = "jwt", jwks_url = "https://idp.example.com/.well-known/jwks.json" }"#,
+    );
+    let snapshot = compile_toml(&file, &src, &mut LiveState::default()).unwrap().snapshot;
+    let names: Vec<&str> = snapshot.upstreams.iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "app",
+            "internal:jwks:http://127.0.0.1:9000",
+            "internal:forward_auth:http://127.0.0.1:9000",
+            "internal:jwks:https://idp.example.com"
+        ]
+    );
+    let plain = &snapshot.upstreams[1];
+    assert!(plain.is_internal() && plain.tls.is_none());
+    assert_eq!(plain.targets[0].addr, "127.0.0.1:9000".parse().unwrap());
+    assert_eq!(plain.http.protocol, UpstreamProtocol::Auto);
+    let named = &snapshot.upstreams[3];
+    assert_eq!(named.lookups[0].query.to_string(), "dns+idp.example.com:443");
+    assert!(named.tls.is_some());
+    let fetches: Vec<Option<usize>> = snapshot
+        .http_filters()
+        .filter_map(|f| match f {
+            Filter::Jwt(jwt) => Some(jwt.jwks.as_ref().and_then(|j| j.upstream)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(fetches, [Some(1), Some(3)]);
+}

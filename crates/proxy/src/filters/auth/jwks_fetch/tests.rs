@@ -1,7 +1,10 @@
 //! The fetcher against a real JWKS server on 127.0.0.1:0 (plain and TLS), whose document a test
 //! changes to play a key rotation or an outage; readiness is awaited by polling the source with
-//! a deadline. The schedule is tested on its own with made-up instants.
+//! a deadline. Each fetch goes through the internal client, on a context of its own and a
+//! snapshot compiled with a `jwt` filter for the server's URL (so with its internal upstream),
+//! as on the control plane. The schedule is tested on its own with made-up instants.
 
+use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,8 +13,9 @@ use arc_swap::ArcSwap;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use jsonwebtoken::{EncodingKey, Header};
+use rampart_config::{compile_toml, LiveState};
 use rampart_model::filter::jwt::{JwtAlgorithm, JwtSettings};
-use rampart_model::tls::ListenerTls;
+use rampart_model::tls::{ListenerTls, UpstreamTls};
 use serde_json::json;
 use tokio::io::AsyncReadExt;
 use tokio::net::TcpListener;
@@ -19,6 +23,7 @@ use tokio::net::TcpListener;
 use super::*;
 use crate::filters::auth::jwt::{verify, JwtRejection};
 use crate::filters::auth::testing::{accept_stream, tls_pair};
+use crate::http::error::HttpError;
 use crate::stream::Stream;
 
 const NOW: u64 = 1_700_000_000;
@@ -153,14 +158,64 @@ fn token(kid: &str, key: &EncodingKey) -> String {
     jsonwebtoken::encode(&header, &json!({"sub": kid, "exp": NOW + 60}), key).unwrap()
 }
 
-/// Fetch settings for tests: no waiting between requested fetches, quick retries.
-fn quick(url: &str) -> JwksFetch {
-    let mut fetch = JwksFetch::new(url, None).unwrap();
-    fetch.refresh = Duration::from_secs(3600);
-    fetch.min_refresh = Duration::ZERO;
-    fetch.retry = Duration::from_millis(10);
-    fetch.timeout = Duration::from_secs(5);
-    fetch
+/// A context of its own and a snapshot whose one `jwt` filter fetches `url` (for `https://`,
+/// trusting what `tls` trusts), as the control plane's; `fetch` is that filter's.
+struct Fetcher {
+    ctx: Rc<WorkerContext>,
+    snapshot: Arc<Snapshot>,
+    fetch: JwksFetch,
+}
+
+impl Fetcher {
+    fn new(url: &str, tls: Option<Arc<rustls::ClientConfig>>) -> Fetcher {
+        let config = format!(
+            "[listeners.gw]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\n\n\
+             [[listeners.gw.routes]]\nupstream = \"app\"\nfilters = [{{ type = \"jwt\", jwks_url = \"{url}\" }}]\n\n\
+             [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n"
+        );
+        let mut snapshot = compile_toml("t.toml", &config, &mut LiveState::default())
+            .unwrap()
+            .snapshot;
+        let fetch = snapshot
+            .http_filters()
+            .find_map(|f| match f {
+                Filter::Jwt(jwt) => jwt.jwks.clone(),
+                _ => None,
+            })
+            .unwrap();
+        if let Some(client) = tls {
+            // The test's trust roots instead of the system's.
+            let up = &mut snapshot.upstreams[fetch.upstream.unwrap()];
+            up.tls = Some(UpstreamTls {
+                config: client,
+                sni: None,
+            });
+        }
+        let snapshot = Arc::new(snapshot);
+        let current = Arc::new(ArcSwap::new(snapshot.clone()));
+        let ctx = WorkerContext::shared(0, Default::default(), current, None);
+        Fetcher { ctx, snapshot, fetch }
+    }
+
+    /// Fetch settings for tests: no waiting between requested fetches, quick retries.
+    fn quick(url: &str) -> Fetcher {
+        let mut fetcher = Fetcher::new(url, None);
+        let fetch = &mut fetcher.fetch;
+        fetch.refresh = Duration::from_secs(3600);
+        fetch.min_refresh = Duration::ZERO;
+        fetch.retry = Duration::from_millis(10);
+        fetch.timeout = Duration::from_secs(5);
+        fetcher
+    }
+
+    async fn get(&self, fetch: &JwksFetch) -> Result<JwksDocument, JwksFetchError> {
+        fetch_jwks(&self.ctx, &self.snapshot, fetch).await
+    }
+
+    /// [`run_jwks_fetch`] of `fetch` into `source`, on a task of its own.
+    fn spawn(&self, fetch: JwksFetch, source: Arc<JwtKeySource>) -> tokio::task::JoinHandle<()> {
+        tokio::task::spawn_local(run_jwks_fetch(self.ctx.clone(), fetch, source))
+    }
 }
 
 async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -171,12 +226,13 @@ async fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
+/// Runs `test` in a `LocalSet`, as the control plane's context runs its tasks.
 fn run(test: impl std::future::Future<Output = ()>) {
-    tokio::runtime::Builder::new_current_thread()
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .unwrap()
-        .block_on(test);
+        .unwrap();
+    tokio::task::LocalSet::new().block_on(&runtime, test);
 }
 
 #[test]
@@ -186,7 +242,8 @@ fn keys_are_fetched_and_follow_a_rotation_when_a_worker_asks() {
         let (k2, sign2) = es256("k2");
         let server = JwksServer::start(Answer::ok(jwks(&[&k1])), None).await;
         let source = Arc::new(JwtKeySource::awaiting_fetch());
-        let task = tokio::spawn(run_jwks_fetch(quick(&server.url()), source.clone()));
+        let fetcher = Fetcher::quick(&server.url());
+        let task = fetcher.spawn(fetcher.fetch.clone(), source.clone());
         wait_for("the first key set", || source.generation() == 1).await;
         let settings = JwtSettings::new(vec![JwtAlgorithm::ES256]);
         let check = |t: &str| verify(t.as_bytes(), &settings, &source.current().keys, NOW);
@@ -243,7 +300,8 @@ fn an_outage_keeps_the_last_set_retries_and_is_logged_once() {
             let (k2, sign2) = es256("k2");
             let server = JwksServer::start(Answer::ok(jwks(&[&k1])), None).await;
             let source = Arc::new(JwtKeySource::awaiting_fetch());
-            let task = tokio::spawn(run_jwks_fetch(quick(&server.url()), source.clone()));
+            let fetcher = Fetcher::quick(&server.url());
+            let task = fetcher.spawn(fetcher.fetch.clone(), source.clone());
             wait_for("the first key set", || source.generation() == 1).await;
 
             // The server fails: fetches go on (backing off), the set stays.
@@ -291,9 +349,10 @@ fn a_max_age_schedules_the_next_fetches() {
         let source = Arc::new(JwtKeySource::awaiting_fetch());
         // max-age=0 is held to min_refresh (20 ms): fetches follow each other without any
         // request from a worker.
-        let mut fetch = quick(&server.url());
+        let fetcher = Fetcher::quick(&server.url());
+        let mut fetch = fetcher.fetch.clone();
         fetch.min_refresh = Duration::from_millis(20);
-        let task = tokio::spawn(run_jwks_fetch(fetch, source.clone()));
+        let task = fetcher.spawn(fetch, source.clone());
         wait_for("three scheduled fetches", || server.requests() >= 3).await;
         assert_eq!(source.generation(), 1, "an unchanged document publishes nothing");
         server.set(answer(&[&k2]));
@@ -309,8 +368,9 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
         let (k1, _) = es256("k1");
         let doc = jwks(&[&k1]);
         let server = JwksServer::start(Answer::ok(doc.clone()), None).await;
-        let fetch = quick(&server.url());
-        let got = fetch_jwks(&fetch).await.unwrap();
+        let fetcher = Fetcher::quick(&server.url());
+        let fetch = fetcher.fetch.clone();
+        let got = fetcher.get(&fetch).await.unwrap();
         assert_eq!((got.body.as_slice(), got.max_age), (doc.as_slice(), None));
         for framing in [Body::Chunked, Body::UntilClose] {
             server.set(Answer {
@@ -318,7 +378,7 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
                 max_age: Some(120),
                 ..Answer::ok(doc.clone())
             });
-            let got = fetch_jwks(&fetch).await.unwrap();
+            let got = fetcher.get(&fetch).await.unwrap();
             assert_eq!(got.body, doc);
             assert_eq!(got.max_age, Some(Duration::from_secs(120)));
         }
@@ -326,7 +386,7 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
             status: 404,
             ..Answer::ok("not here")
         });
-        assert!(matches!(fetch_jwks(&fetch).await, Err(JwksFetchError::Status(404))));
+        assert!(matches!(fetcher.get(&fetch).await, Err(JwksFetchError::Status(404))));
         // Over the size limit, however the body is framed.
         let mut small = fetch.clone();
         small.max_body = 100;
@@ -337,8 +397,8 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
             });
             assert!(
                 matches!(
-                    fetch_jwks(&small).await,
-                    Err(JwksFetchError::Request(SubrequestError::TooLarge(100)))
+                    fetcher.get(&small).await,
+                    Err(JwksFetchError::Request(InternalError::TooLarge { max: 100, .. }))
                 ),
                 "framing {}",
                 framing as u8
@@ -348,9 +408,10 @@ fn one_fetch_reads_each_framing_and_refuses_what_is_wrong() {
         let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}/", closed.local_addr().unwrap());
         drop(closed);
+        let nobody = Fetcher::quick(&url);
         assert!(matches!(
-            fetch_jwks(&quick(&url)).await,
-            Err(JwksFetchError::Request(SubrequestError::Connect(_)))
+            nobody.get(&nobody.fetch).await,
+            Err(JwksFetchError::Request(InternalError::NoResponse(_)))
         ));
     });
 }
@@ -362,15 +423,17 @@ fn https_fetches_check_the_server_certificate() {
         let (server_tls, client) = tls_pair();
         let server = JwksServer::start(Answer::ok(jwks(&[&k1])), Some(server_tls)).await;
         let url = format!("https://127.0.0.1:{}/.well-known/jwks.json", server.port);
-        let fetch = JwksFetch::new(&url, Some(client)).unwrap();
-        let got = fetch_jwks(&fetch).await.unwrap();
+        let fetcher = Fetcher::new(&url, Some(client));
+        let got = fetcher.get(&fetcher.fetch).await.unwrap();
         assert_eq!(JwtKeySet::from_jwks(&got.body).unwrap().len(), 1);
         // A client that trusts another CA refuses the server.
         let (_, stranger) = tls_pair();
-        let fetch = JwksFetch::new(&url, Some(stranger)).unwrap();
+        let fetcher = Fetcher::new(&url, Some(stranger));
         assert!(matches!(
-            fetch_jwks(&fetch).await,
-            Err(JwksFetchError::Request(SubrequestError::Tls(_)))
+            fetcher.get(&fetcher.fetch).await,
+            Err(JwksFetchError::Request(InternalError::NoResponse(
+                HttpError::UpstreamTls
+            )))
         ));
     });
 }
