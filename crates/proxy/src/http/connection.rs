@@ -1,8 +1,8 @@
 //! The connection stage of HTTP: which protocol a client connection speaks, and the side that
 //! serves it. ALPN `h2` over TLS, or the HTTP/2 preface in clear (prior knowledge, seen by the
 //! HTTP/1 side in the connection's first bytes), go to [`crate::http::h2`]; everything else to
-//! the HTTP/1 session ([`crate::http::session`]). Both hand their requests to the same request
-//! path. A third protocol plugs in here.
+//! the HTTP/1 mux ([`crate::http::h1`]). Both hand their requests to the same request layer
+//! ([`crate::http::request`]). A third protocol over TCP plugs in here.
 
 use crate::slot::Conn;
 use crate::worker::WorkerContext;
