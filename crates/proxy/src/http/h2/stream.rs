@@ -83,7 +83,9 @@ pub(super) async fn serve(
     rctx.deadline = deadline.and_then(|limit| rctx.began.checked_add(limit));
     match lay_out_head(&mut conn, &parts) {
         Ok(head) => {
-            let handled = conn.handle(&head, &mut rctx, &mut run, true);
+            // Boxed: built in place, not moved through this future and the timeout (see
+            // docs/benchmarks.md, "Panics: unwind or abort").
+            let handled = Box::pin(conn.handle(&head, &mut rctx, &mut run, true));
             let timed_out = match deadline {
                 Some(limit) => tokio::time::timeout(limit, handled).await.is_err(),
                 None => {
