@@ -95,8 +95,8 @@ pub(crate) fn attempt_started<'a>(
     }
 }
 
-/// The response head of the attempt going on came with `status`, `took` after the request was
-/// sent: the upstream's response time, the target's responses by class and latency, the balancer's
+/// The response head of the attempt going on came with `status` at `now`, `took` after the
+/// request was sent: the upstream's response time, the target's responses by class and latency, the balancer's
 /// latency, the outcome for outlier detection; a status `retry_on` names has this worker's next
 /// requests pass the target over for a while.
 pub(crate) fn attempt_responded(
@@ -104,7 +104,7 @@ pub(crate) fn attempt_responded(
     req: &ProxyRequest<'_>,
     rctx: &mut RequestContext,
     status: u16,
-    took: Duration,
+    (took, now): (Duration, std::time::Instant),
 ) {
     rctx.attempts.responded(status, took);
     rctx.upstream_time = Some(took);
@@ -117,7 +117,7 @@ pub(crate) fn attempt_responded(
     if let Some(target) = up.targets.get(index) {
         let cells = target.metrics.worker(ctx.id);
         cells.responses[code_class(status)].add(1);
-        cells.latency.observe(took, ms_at(std::time::Instant::now()));
+        cells.latency.observe(took, ms_at(now));
     }
     if up.policy.uses_latency() {
         ctx.observe_latency(req.snapshot, req.upstream, index, took);
@@ -141,9 +141,9 @@ pub(crate) fn attempt_responded(
 }
 
 /// The attempt going on failed with `error` (as the client would be told it) before a response
-/// head reached the client, `took` after it began: recorded, counted in the target's error
-/// metrics (when it is the target's failure) and by outlier detection, and, for a latency-aware
-/// balancer, the time it took. An attempt whose response head came already (a status dropped for
+/// head reached the client, `took` after it began (measured only for a latency-aware balancer,
+/// its one reader): recorded, counted in the target's error metrics (when it is the target's
+/// failure) and by outlier detection, and, for that balancer, the time it took. An attempt whose response head came already (a status dropped for
 /// a retry) has its end recorded.
 pub(crate) fn attempt_ended(
     ctx: &WorkerContext,

@@ -218,7 +218,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     return None;
                 }
             };
-            let began = std::time::Instant::now();
+            // The clock is read only for what needs an attempt's time: a latency-aware balancer.
+            let began = up.policy.uses_latency().then(std::time::Instant::now);
+            let elapsed = || began.map_or(std::time::Duration::ZERO, |b| b.elapsed());
             let recorded = usize::from(self.rctx.attempts.made());
             let session = match session::pooled(self.ctx, self.req, choice) {
                 Some(session) => Ok(session),
@@ -270,7 +272,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     error,
                 }) => {
                     // Connected, but the HTTP/2 handshake failed: an attempt at that target.
-                    let attempt = Attempt::new(target, false, Some(began.elapsed()));
+                    let attempt = Attempt::new(target, false, None);
                     drop(observe::attempt_started(self.ctx, self.req, self.rctx, attempt));
                     Attempted::Failed {
                         target,
@@ -285,7 +287,7 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             };
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
-            observe::attempt_ended(self.ctx, self.req, self.rctx, error, began.elapsed());
+            observe::attempt_ended(self.ctx, self.req, self.rctx, error, elapsed());
             // The filters' phase for an attempt that failed.
             if let Some(attempt) = self.rctx.attempts.last() {
                 self.down.upstream_error(up, attempt);

@@ -210,8 +210,10 @@ pub(super) fn record_response_head<D: Downstream>(
     (status, fields): (u16, FieldsRef<'_>),
     sent_at: tokio::time::Instant,
 ) {
-    let took = tokio::time::Instant::now().saturating_duration_since(sent_at);
-    observe::attempt_responded(ctx, req, rctx, status, took);
+    // One clock read for the response time and the latency's time stamp.
+    let now = std::time::Instant::now();
+    let took = now.saturating_duration_since(sent_at.into_std());
+    observe::attempt_responded(ctx, req, rctx, status, (took, now));
     if let Some(attempt) = rctx.attempts.last() {
         down.upstream_response(req.up, attempt, fields);
     }

@@ -50,8 +50,9 @@ impl<T: ClientSide> RequestPath<'_, T> {
             capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
         }
         let snapshot = self.snapshot.clone();
-        let http = self.http.clone();
-        let Some(listener) = snapshot.listeners.get(self.listener) else {
+        // The listener and its HTTP settings, read from the snapshot held for this request (the
+        // settings are the ones `self.http` holds: both were set from this snapshot).
+        let Some((listener, http)) = snapshot.listeners.get(self.listener).and_then(|l| Some((l, l.http()?))) else {
             self.inbuf.consume(head.len);
             return self.fail(rctx, HttpError::MissingConfig, false, false).await;
         };
@@ -60,7 +61,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
         let method = slice(head.method);
         let target = request_target(slice(head.target), head.host.map(slice));
-        let route = route_of(&http, method, &target, buf, &self.fields).and_then(|i| Some((i, http.routes.get(i)?)));
+        let route = route_of(http, method, &target, buf, &self.fields).and_then(|i| Some((i, http.routes.get(i)?)));
         rctx.route = route.map(|(i, _)| i);
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
