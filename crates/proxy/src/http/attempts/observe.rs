@@ -96,9 +96,9 @@ pub(crate) fn attempt_started<'a>(
 }
 
 /// The response head of the attempt going on came with `status` at `now`, `took` after the
-/// request was sent: the upstream's response time, the target's responses by class and latency, the balancer's
-/// latency, the outcome for outlier detection; a status `retry_on` names has this worker's next
-/// requests pass the target over for a while.
+/// request was sent: the upstream's response time, the target's responses by class and latency,
+/// the balancer's latency, the outcome for outlier detection; a status `retry_on` names has this
+/// worker's next requests pass the target over for a while.
 pub(crate) fn attempt_responded(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
@@ -143,8 +143,8 @@ pub(crate) fn attempt_responded(
 /// The attempt going on failed with `error` (as the client would be told it) before a response
 /// head reached the client, `took` after it began (measured only for a latency-aware balancer,
 /// its one reader): recorded, counted in the target's error metrics (when it is the target's
-/// failure) and by outlier detection, and, for that balancer, the time it took. An attempt whose response head came already (a status dropped for
-/// a retry) has its end recorded.
+/// failure) and by outlier detection, and, for that balancer, the time it took. An attempt whose
+/// response head came already (a status dropped for a retry) has its end recorded.
 pub(crate) fn attempt_ended(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
@@ -169,7 +169,7 @@ pub(crate) fn attempt_ended(
 }
 
 /// A connect to `target` failed inside one attempt (the connect moved on to another target):
-/// recorded as an attempt of its own, retried for `error`. Its metrics were counted where the
+/// recorded as an attempt of its own (marked retried when the next attempt begins). Its metrics were counted where the
 /// connect failed ([`crate::connect::connect_upstream`]).
 pub(crate) fn connect_failed(rctx: &mut RequestContext, target: usize, error: HttpError, took: Duration) {
     let mut attempt = Attempt::new(target, false, Some(took));

@@ -288,8 +288,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
             // Past the client's deadline, a failure is the deadline: no retry.
             let error = self.rctx.blame(error);
             observe::attempt_ended(self.ctx, self.req, self.rctx, error, elapsed());
-            // The filters' phase for an attempt that failed.
-            if let Some(attempt) = self.rctx.attempts.last() {
+            // The filters' phase for an attempt that failed (one whose response was dropped for a
+            // retry had its upstream-response phase).
+            if let Some(attempt) = self.rctx.attempts.last().filter(|a| a.error().is_some()) {
                 self.down.upstream_error(up, attempt);
             }
             // (A reset on a pooled connection may be that connection's, not the target's.)
