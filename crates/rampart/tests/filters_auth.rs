@@ -6,7 +6,6 @@
 
 #[path = "filters_auth/auth_service.rs"]
 mod auth_service;
-mod h2_service;
 use crate::common;
 
 use std::io::Write;
@@ -16,9 +15,9 @@ use argon2::password_hash::{PasswordHasher, SaltString};
 use auth_service::AuthService;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use common::h2_tls::{H2Answer, H2TlsServer};
 use common::http::{header, read_response, send};
 use common::*;
-use h2_service::H2AuthService;
 
 /// A one-worker gateway with `routes` (upstream `app`: an echoing backend), its access log in
 /// JSON, and `files` written beside its config first.
@@ -395,7 +394,13 @@ fn forward_auth_asks_the_service_and_passes_its_yes_or_its_answer() {
 #[test]
 fn forward_auth_reaches_an_http2_only_tls_service_on_one_connection() {
     let ca = common::tls::Ca::new("auth service CA");
-    let auth = H2AuthService::start(&ca);
+    // An auth service that speaks only HTTP/2 over TLS; every check is answered 200 with
+    // `X-Auth-User: alice`.
+    let answer = H2Answer {
+        header: ("x-auth-user", "alice"),
+        body: bytes::Bytes::from_static(b"ok"),
+    };
+    let auth = H2TlsServer::start(&ca, "x-forwarded-uri", answer);
     let gw = gateway(
         &[("auth-ca.pem", ca.pem.clone())],
         &format!(
@@ -408,7 +413,11 @@ fn forward_auth_reaches_an_http2_only_tls_service_on_one_connection() {
     for path in ["/one", "/two"] {
         let (status, _, body) = get(gw.port, path, "X-Auth-User: mallory\r\n");
         assert_eq!(status, 200, "{body}");
-        assert_eq!(auth.next_check(), format!("GET /verify {path}"));
+        let check = auth
+            .requests
+            .recv_timeout(common::WAIT)
+            .expect("the auth service received no check");
+        assert_eq!(check, format!("GET /verify {path}"));
         let upstream = gw.backend.next_head().to_ascii_lowercase();
         assert!(upstream.contains("x-auth-user: alice\r\n"), "{upstream}");
         assert!(!upstream.contains("mallory"), "{upstream}");

@@ -7,7 +7,6 @@ use crate::common;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::Arc;
-use std::thread;
 
 use bytes::Bytes;
 use common::http::{get, send};
@@ -24,23 +23,11 @@ struct H2cBackend {
 impl H2cBackend {
     fn start() -> H2cBackend {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let target = listener.local_addr().unwrap().to_string();
         let healthy = Arc::new(AtomicBool::new(true));
         let (tx, checks) = channel();
         let state = healthy.clone();
-        thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                while let Ok((tcp, _)) = listener.accept().await {
-                    tokio::spawn(serve(tcp, state.clone(), tx.clone()));
-                }
-            });
-        });
+        common::servers::serve_tokio(listener, move |tcp| serve(tcp, state.clone(), tx.clone()));
         H2cBackend {
             target,
             healthy,

@@ -63,21 +63,9 @@ impl Shadow {
     /// An HTTP/2 shadow in clear text (h2c, prior knowledge).
     fn h2c() -> Shadow {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        listener.set_nonblocking(true).unwrap();
         let target = listener.local_addr().unwrap().to_string();
         let (tx, seen) = channel();
-        thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async move {
-                let listener = tokio::net::TcpListener::from_std(listener).unwrap();
-                while let Ok((tcp, _)) = listener.accept().await {
-                    tokio::spawn(serve_h2(tcp, tx.clone()));
-                }
-            });
-        });
+        common::servers::serve_tokio(listener, move |tcp| serve_h2(tcp, tx.clone()));
         Shadow { target, seen }
     }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod dns;
+pub mod h2_tls;
 pub mod http;
 pub mod load;
 pub mod pebble;

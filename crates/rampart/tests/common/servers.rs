@@ -288,3 +288,26 @@ pub fn b64(s: &str) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(s)
 }
+
+/// Serves `listener` (bound by the test, set non-blocking here) on a thread of its own with a
+/// tokio runtime: each accepted connection runs `each` as a task. For the tests' own HTTP/2
+/// servers (h2c, h2 over TLS).
+pub fn serve_tokio<F, Fut>(listener: std::net::TcpListener, each: F)
+where
+    F: Fn(tokio::net::TcpStream) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            while let Ok((tcp, _)) = listener.accept().await {
+                tokio::spawn(each(tcp));
+            }
+        });
+    });
+}
