@@ -21,29 +21,27 @@ use crate::worker::WorkerContext;
 
 /// A current-thread runtime and worker 0 with the snapshot `config` compiles to.
 pub(crate) fn worker_for(config: &str) -> (tokio::runtime::Runtime, WorkerContext) {
-    let snapshot = compile_toml("t.toml", config, &mut LiveState::default())
-        .unwrap()
-        .snapshot;
-    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (runtime, shared) = runtime_and_snapshot(config);
     (runtime, WorkerContext::new(0, Default::default(), shared, None))
 }
 
 /// [`worker_for`] with the context shared ([`WorkerContext::shared`]): tasks of its own can
 /// hold it. Run it inside a `LocalSet`.
 pub(crate) fn shared_worker_for(config: &str) -> (tokio::runtime::Runtime, std::rc::Rc<WorkerContext>) {
+    let (runtime, shared) = runtime_and_snapshot(config);
+    (runtime, WorkerContext::shared(0, Default::default(), shared, None))
+}
+
+/// A current-thread runtime and the snapshot `config` compiles to, as workers hold it.
+fn runtime_and_snapshot(config: &str) -> (tokio::runtime::Runtime, Arc<ArcSwap<rampart_model::Snapshot>>) {
     let snapshot = compile_toml("t.toml", config, &mut LiveState::default())
         .unwrap()
         .snapshot;
-    let shared = Arc::new(ArcSwap::from_pointee(snapshot));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
-    (runtime, WorkerContext::shared(0, Default::default(), shared, None))
+    (runtime, Arc::new(ArcSwap::from_pointee(snapshot)))
 }
 
 /// What was said, in order.
