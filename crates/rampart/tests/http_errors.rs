@@ -288,6 +288,36 @@ fn http_health_checks_take_targets_down_and_bring_them_back() {
 }
 
 #[test]
+fn a_reload_restarts_the_health_checks_with_their_new_settings() {
+    let well = HttpBackend::start(Reply::Echo);
+    let dir = tempfile::tempdir().unwrap();
+    let checks = |path: &str| {
+        format!(
+            "[upstreams.app.health_check]\ninterval = \"50ms\"\ntimeout = \"500ms\"\nrise = 1\nfall = 1\nhttp_path = \"{path}\"\n"
+        )
+    };
+    let (mut proxy, _port) = http_gateway(dir.path(), &[well.target()], &checks("/before"));
+    let first = well.next_head();
+    assert!(first.starts_with("GET /before HTTP/1.1"), "{first}");
+    // The same config with another check path: the checks run again with it.
+    let path = dir.path().join("gw.toml");
+    let text = std::fs::read_to_string(&path).unwrap().replace("/before", "/after");
+    std::fs::write(&path, text).unwrap();
+    let outcome = proxy.reload();
+    assert!(outcome.contains("reloaded"), "{outcome}");
+    // Checks already under way may still use the old path; the next ones use the new.
+    let mut seen = Vec::new();
+    loop {
+        let head = well.next_head();
+        if head.starts_with("GET /after HTTP/1.1") {
+            break;
+        }
+        assert!(seen.len() < 40, "no check with the new path after the reload: {seen:?}");
+        seen.push(head);
+    }
+}
+
+#[test]
 fn an_outage_is_logged_once_then_summarised_not_once_per_request() {
     let dir = tempfile::tempdir().unwrap();
     let dead = dead_target();
