@@ -6,6 +6,7 @@
 # bench/out/grpc-backend (built by bench/run.sh).
 #   bench/instructions.sh grpc target/release/rampart   # gRPC unary over h2c (h2load -c 16 -m 10)
 #   bench/instructions.sh h1 bench/out/rampart-<commit>  # HTTP/1.1 keep-alive (h2load --h1 -c 16)
+#   bench/instructions.sh h2 target/release/rampart      # HTTP/2 in clear to HTTP/1.1 (h2load -c 16 -m 10)
 set -euo pipefail
 mode=$1 bin=$(realpath "$2")
 cd "$(dirname "$0")/.."
@@ -22,9 +23,11 @@ bench/out/grpc-backend -listen 127.0.0.1:19081 >"$work/backend.log" 2>&1 &
 case $mode in
   grpc) to=(--to 127.0.0.1:19081 --upstream-protocol h2c)
         load=(h2load -c 16 -m 10 -d "$work/request.bin" -H 'content-type: application/grpc' -H 'te: trailers' http://127.0.0.1:19052/bench.Bench/Unary) ;;
+  h2)   to=(--to 127.0.0.1:19080)
+        load=(h2load -c 16 -m 10 http://127.0.0.1:19052/) ;;
   h1)   to=(--to 127.0.0.1:19080)
         load=(h2load --h1 -c 16 http://127.0.0.1:19052/) ;;
-  *) echo "mode: grpc or h1" >&2; exit 2 ;;
+  *) echo "mode: grpc, h1 or h2" >&2; exit 2 ;;
 esac
 # Total instructions of one run of N requests.
 total() {
