@@ -25,7 +25,6 @@ import ssl
 import os
 import re
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -34,7 +33,8 @@ import tempfile
 import time
 
 from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, HTTP_PORTS, HTTPS_PORTS,
-                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, tail_log, threads, wait_port, write)
+                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, stop_all, tail_log, threads,
+                    wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
 from h2 import (GRPC_MODES, H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, grpc_interop_server, grpc_request,
@@ -403,13 +403,7 @@ def main():
         for part, _, suffix in parts:
             chart(part, proxies, os.path.join(args.out, f"cpu-per-request{suffix}.png"))
     finally:
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
 
 
 def idle_memory(procs, proxies, count, cacert=None):

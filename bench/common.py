@@ -1,5 +1,6 @@
 """Shared by bench.py, https.py and h2.py: ports, and starting and watching processes."""
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -81,6 +82,18 @@ def rss_kib(pid):
 def start(cmd, workdir, name):
     log = open(os.path.join(workdir, f"{name}.log"), "w")
     return subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=workdir)
+
+
+def stop_all(procs):
+    """SIGTERM to every process of `procs` (a dict of Popen), then waits for each, killing one
+    that takes longer than 10 s."""
+    for p in procs.values():
+        p.send_signal(signal.SIGTERM)
+    for p in procs.values():
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 def tail_log(workdir, name, mode):

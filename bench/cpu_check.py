@@ -23,7 +23,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, cpu_seconds, threads, wait_port  # noqa: E402
+from common import GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, cpu_seconds, stop_all, threads, wait_port  # noqa: E402
 from h2 import (GRPC_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, grpc_interop_server,  # noqa: E402
                 grpc_request, h2_haproxy, h2_nginx, h2_rampart)
 
@@ -107,13 +107,7 @@ def main():
             for p in proxies:
                 one_round(p, procs[p].pid, H2_PORTS_BY_MODE[args.mode][p], args.mode, request, args.duration)
     finally:
-        for p in procs.values():
-            p.send_signal(signal.SIGTERM)
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
 
 
 if __name__ == "__main__":
