@@ -64,16 +64,6 @@ pub enum H2MapError {
     BadPseudo,
 }
 
-/// The pseudo-header fields of an HTTP/2 request.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RequestPseudo<'a> {
-    pub method: &'a [u8],
-    pub authority: Option<&'a [u8]>,
-    pub path: Option<&'a [u8]>,
-    /// `:protocol` of an extended CONNECT (RFC 8441).
-    pub protocol: Option<&'a [u8]>,
-}
-
 /// What the HTTP/1.1 request stands for beyond its head.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RequestKind {
@@ -130,6 +120,7 @@ fn is_clean_value(value: &[u8]) -> bool {
 /// What [`check_request`] found out about a well-formed HTTP/2 request.
 struct Checked<'p> {
     kind: RequestKind,
+    method: &'p [u8],
     path: &'p [u8],
     /// `:authority`, or the `host` field when there is none.
     authority: Option<&'p [u8]>,
@@ -137,36 +128,59 @@ struct Checked<'p> {
     has_length: bool,
 }
 
-/// Refuses a malformed HTTP/2 request (RFC 9113 section 8.1.1): pseudo-header fields, names that
-/// are not lowercase tokens, values with CR, LF or NUL, connection-specific fields, a `host` that
-/// differs from `:authority`, CONNECT other than an extended CONNECT for WebSockets.
-fn check_request<'p, 'f: 'p>(
-    pseudo: &RequestPseudo<'p>,
-    fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
-) -> Result<Checked<'p>, H2MapError> {
-    if pseudo.method.is_empty() || !pseudo.method.iter().all(|b| b.is_ascii_graphic()) {
-        return Err(H2MapError::BadPseudo);
-    }
-    if let Some(a) = pseudo.authority {
-        if a.is_empty() || !a.iter().all(|b| b.is_ascii_graphic()) || a.contains(&b'@') {
-            return Err(H2MapError::BadPseudo);
+/// The pseudo-header fields of a request's field block, as [`check_request`] collects them.
+#[derive(Default)]
+struct Pseudo<'a> {
+    method: Option<&'a [u8]>,
+    scheme: Option<&'a [u8]>,
+    authority: Option<&'a [u8]>,
+    path: Option<&'a [u8]>,
+    /// `:protocol` of an extended CONNECT (RFC 8441).
+    protocol: Option<&'a [u8]>,
+}
+
+impl<'a> Pseudo<'a> {
+    /// Notes pseudo-header field `name`: one that is unknown or comes twice is malformed.
+    fn note(&mut self, name: &[u8], value: &'a [u8]) -> Result<(), H2MapError> {
+        let slot = match name {
+            b":method" => &mut self.method,
+            b":scheme" => &mut self.scheme,
+            b":authority" => &mut self.authority,
+            b":path" => &mut self.path,
+            b":protocol" => &mut self.protocol,
+            _ => return Err(H2MapError::BadPseudo),
+        };
+        match slot.replace(value) {
+            Some(_) => Err(H2MapError::BadPseudo),
+            None => Ok(()),
         }
     }
-    let kind = match (pseudo.method, pseudo.protocol) {
-        (b"CONNECT", Some(p)) if p.eq_ignore_ascii_case(b"websocket") => RequestKind::WebSocket,
-        (b"CONNECT", Some(_)) => return Err(H2MapError::UnsupportedProtocol),
-        (b"CONNECT", None) => return Err(H2MapError::Connect),
-        (_, Some(_)) => return Err(H2MapError::BadPseudo),
-        _ => RequestKind::Plain,
-    };
-    let path = pseudo.path.filter(|p| !p.is_empty()).ok_or(H2MapError::MissingPath)?;
-    let asterisk = path == b"*" && pseudo.method == b"OPTIONS";
-    if !(path[0] == b'/' || asterisk) || !path.iter().all(|b| b.is_ascii_graphic()) {
-        return Err(H2MapError::BadPath);
-    }
+}
+
+/// Whether `name` is a pseudo-header field's (`:method`, `:path`, ...).
+pub fn is_pseudo(name: &[u8]) -> bool {
+    name.first() == Some(&b':')
+}
+
+/// Refuses a malformed HTTP/2 request (RFC 9113 section 8.1.1): its field block (the
+/// pseudo-header fields first, as an HPACK decoder gives them, then the fields) with a pseudo-header
+/// field that is unknown, repeated, or after a field; names that are not lowercase tokens, values
+/// with CR, LF or NUL, connection-specific fields, a `host` that differs from `:authority`,
+/// CONNECT other than an extended CONNECT for WebSockets.
+fn check_request<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> Result<Checked<'f>, H2MapError> {
+    let mut pseudo = Pseudo::default();
     let mut has_length = false;
     let mut host = None;
+    let mut in_fields = false;
     for (name, value) in fields {
+        if is_pseudo(name) {
+            if in_fields {
+                return Err(H2MapError::BadPseudo);
+            }
+            pseudo.note(name, value)?;
+            continue;
+        }
+        in_fields = true;
         if !is_token_lower(name) {
             return Err(H2MapError::BadName);
         }
@@ -182,6 +196,33 @@ fn check_request<'p, 'f: 'p>(
             _ => {}
         }
     }
+    if pseudo
+        .scheme
+        .is_some_and(|s| s.is_empty() || !s.iter().all(|b| b.is_ascii_graphic()))
+    {
+        return Err(H2MapError::BadPseudo);
+    }
+    let method = pseudo.method.unwrap_or_default();
+    if method.is_empty() || !method.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(H2MapError::BadPseudo);
+    }
+    if let Some(a) = pseudo.authority {
+        if a.is_empty() || !a.iter().all(|b| b.is_ascii_graphic()) || a.contains(&b'@') {
+            return Err(H2MapError::BadPseudo);
+        }
+    }
+    let kind = match (method, pseudo.protocol) {
+        (b"CONNECT", Some(p)) if p.eq_ignore_ascii_case(b"websocket") => RequestKind::WebSocket,
+        (b"CONNECT", Some(_)) => return Err(H2MapError::UnsupportedProtocol),
+        (b"CONNECT", None) => return Err(H2MapError::Connect),
+        (_, Some(_)) => return Err(H2MapError::BadPseudo),
+        _ => RequestKind::Plain,
+    };
+    let path = pseudo.path.filter(|p| !p.is_empty()).ok_or(H2MapError::MissingPath)?;
+    let asterisk = path == b"*" && method == b"OPTIONS";
+    if !(path[0] == b'/' || asterisk) || !path.iter().all(|b| b.is_ascii_graphic()) {
+        return Err(H2MapError::BadPath);
+    }
     let authority = match (pseudo.authority, host) {
         (Some(a), Some(h)) if !a.eq_ignore_ascii_case(h) => return Err(H2MapError::HostMismatch),
         (Some(a), _) => Some(a),
@@ -189,13 +230,15 @@ fn check_request<'p, 'f: 'p>(
     };
     Ok(Checked {
         kind,
+        method,
         path,
         authority,
         has_length,
     })
 }
 
-/// Writes the HTTP/1.1 request head an HTTP/2 request stands for into `out` (the reference
+/// Writes the HTTP/1.1 request head an HTTP/2 request (its field block, pseudo-header fields
+/// first) stands for into `out` (the reference
 /// [`lay_out_request`] is checked against; Rampart itself writes no such text, and only the fuzz
 /// crate and the tests build it: feature `fuzzing`):
 /// - `:authority` becomes `Host` (a `host` field that differs is an error);
@@ -210,7 +253,6 @@ fn check_request<'p, 'f: 'p>(
 /// HTTP/1 upstream and the HTTP/2 upstream side adds back for gRPC).
 #[cfg(any(test, feature = "fuzzing"))]
 pub fn request_head<'a>(
-    pseudo: &RequestPseudo<'_>,
     fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     end_stream: bool,
     websocket_key: &[u8],
@@ -218,12 +260,14 @@ pub fn request_head<'a>(
 ) -> Result<RequestKind, H2MapError> {
     let Checked {
         kind,
+        method,
         path,
         authority,
         has_length,
-    } = check_request(pseudo, fields.clone())?;
+    } = check_request(fields.clone())?;
+    let fields = fields.filter(|(name, _)| !is_pseudo(name));
     match kind {
-        RequestKind::Plain => out.extend_from_slice(pseudo.method),
+        RequestKind::Plain => out.extend_from_slice(method),
         RequestKind::WebSocket => out.extend_from_slice(b"GET"),
     }
     out.push(b' ');
@@ -329,7 +373,7 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 mod layout;
-pub use layout::{lay_out_request, LayoutError};
+pub use layout::{lay_out_request, HeadStorage, LayoutError};
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

@@ -21,10 +21,16 @@ fn corpus(target: &str, min: usize) -> Vec<Vec<u8>> {
 #[test]
 fn h1_request_corpus_replays_cleanly() {
     for data in corpus("h1_request", 8) {
-        let mut fields = Vec::new();
+        let mut head = rampart_proto::message::RequestHead::default();
         for cut in 0..=data.len() {
-            if let Ok(Some(head)) = parse_request(&data[..cut], &Limits::default(), &mut fields) {
-                assert!(head.len <= cut);
+            if let Ok(Some(parsed)) = parse_request(&data[..cut], &Limits::default(), &mut head) {
+                assert!(parsed.len <= cut);
+                head.attach(data[..cut].to_vec(), 0, parsed.len);
+                // The owned head reads its parts from its own bytes, all within the head.
+                let within = |r: (u32, u32)| r.0 <= r.1 && r.1 as usize <= parsed.len;
+                assert!(within(head.method) && within(head.target) && head.host.is_none_or(within));
+                assert!(head.fields.iter().all(|f| within(f.name) && within(f.value)));
+                assert!(!head.method().is_empty() && !head.target().is_empty());
             }
         }
     }

@@ -81,8 +81,8 @@ fn serve_http1(mut conn: impl Read + Write, tx: &Sender<String>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
-        let mut fields = Vec::new();
-        let head = match parse_request(&buf, &Limits::default(), &mut fields) {
+        let mut req = rampart_proto::message::RequestHead::default();
+        let head = match parse_request(&buf, &Limits::default(), &mut req) {
             Ok(Some(head)) => head,
             Ok(None) => match conn.read(&mut chunk) {
                 Ok(0) | Err(_) => return,
@@ -104,15 +104,16 @@ fn serve_http1(mut conn: impl Read + Write, tx: &Sender<String>) {
             }
         }
         let slice = |r: (u32, u32)| String::from_utf8_lossy(&buf[r.0 as usize..r.1 as usize]).into_owned();
-        let header = fields
+        let header = req
+            .fields
             .iter()
             .find(|f| f.name(&buf).eq_ignore_ascii_case(b"x-test"))
             .map(|f| String::from_utf8_lossy(f.value(&buf)).into_owned());
         let body = String::from_utf8_lossy(&buf[head.len..head.len + body_len]).into_owned();
         let _ = tx.send(format!(
             "{} {} x-test={} {body}",
-            slice(head.method),
-            slice(head.target),
+            slice(req.method),
+            slice(req.target),
             header.as_deref().unwrap_or("-")
         ));
         buf.drain(..head.len + body_len);

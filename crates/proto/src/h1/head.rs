@@ -3,6 +3,7 @@
 use std::mem::MaybeUninit;
 
 use super::{H1Error, Limits};
+use crate::message::{BodyLength, Protocol, RequestHead};
 
 /// The most fields a head may be parsed with, whatever [`Limits::max_fields`] says.
 const FIELD_CAPACITY: usize = 256;
@@ -59,27 +60,14 @@ impl Field {
     }
 }
 
-/// A parsed request head; ranges point into the buffer it was parsed from.
+/// What the HTTP/1 codec learnt of a request beyond its [`RequestHead`]: how many bytes the head
+/// took (its final CRLF included; the body, if any, starts there), its version and its body's
+/// framing: HTTP/1 details the request path does not see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestHead {
-    /// Bytes taken by the head, final CRLF included; the body (if any) starts here.
+pub struct Parsed {
     pub len: usize,
-    pub method: (u32, u32),
-    pub target: (u32, u32),
     pub version: Version,
     pub framing: Framing,
-    /// Whether the client lets the connection stay open after this exchange.
-    pub keep_alive: bool,
-    /// `Expect: 100-continue`.
-    pub expect_continue: bool,
-    /// `Connection: upgrade` with an `Upgrade` field (e.g. WebSocket).
-    pub upgrade: bool,
-    pub host: Option<(u32, u32)>,
-    /// The ranges point into HTTP/1 text as this codec read it, so each field is a whole line
-    /// (name, colon, value, CRLF) that may be copied as it came; `false` for a head laid out
-    /// from another protocol ([`crate::h2map::lay_out_request`]), whose buffer holds names and
-    /// values only.
-    pub lines: bool,
 }
 
 /// A parsed response head.
@@ -353,9 +341,10 @@ pub(crate) fn valid_host(v: &[u8]) -> bool {
     !v.iter().any(|&b| NOT_IN_HOST[b as usize])
 }
 
-/// Parses a request head at the start of `buf`. `Ok(None)`: the head is not complete yet (and no
-/// limit is exceeded so far). `fields` is cleared and filled with the header fields.
-pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Result<Option<RequestHead>, H1Error> {
+/// Parses a request head at the start of `buf` into `head`, in place: its ranges point into
+/// `buf`, which the caller then gives the head ([`RequestHead::attach`]). `Ok(None)`: the head is
+/// not complete yet (and no limit is exceeded so far). The head's fields are cleared and filled.
+pub fn parse_request(buf: &[u8], limits: &Limits, head: &mut RequestHead) -> Result<Option<Parsed>, H1Error> {
     // Uninitialised storage: httparse writes only the fields it finds, so a parse costs nothing
     // per unused slot.
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; FIELD_CAPACITY];
@@ -391,7 +380,7 @@ pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Re
         return Err(H1Error::BadTarget);
     }
     let version = version(req.version)?;
-    let facts = collect_facts(buf, req.headers, fields)?;
+    let facts = collect_facts(buf, req.headers, &mut head.fields)?;
     match (version, facts.hosts) {
         (_, n) if n > 1 => return Err(H1Error::DuplicateHost),
         (Version::Http11, 0) => return Err(H1Error::MissingHost),
@@ -410,18 +399,27 @@ pub fn parse_request(buf: &[u8], limits: &Limits, fields: &mut Vec<Field>) -> Re
         (false, Some(0) | None) => Framing::None,
         (false, Some(n)) => Framing::Length(n),
     };
-    Ok(Some(RequestHead {
-        len,
-        method: range(buf, method),
-        target: range(buf, target),
-        version,
-        framing,
-        keep_alive: keep_alive(version, &facts),
-        expect_continue: facts.expect_continue && version == Version::Http11,
-        upgrade: facts.upgrade_token && facts.upgrade_field,
-        host: facts.host,
-        lines: true,
-    }))
+    head.method = range(buf, method);
+    head.target = range(buf, target);
+    head.host = facts.host;
+    head.body = BodyLength::of_framing(framing);
+    head.protocol = Protocol::from(version);
+    head.keep_alive = keep_alive(version, &facts);
+    head.expect_continue = facts.expect_continue && version == Version::Http11;
+    head.upgrade = facts.upgrade_token && facts.upgrade_field;
+    head.lines = true;
+    Ok(Some(Parsed { len, version, framing }))
+}
+
+/// Parses a request head at the start of `buf` into an owned head holding a copy of the head's
+/// bytes (for tools and tests; the proxy parses in place, without the copy).
+pub fn parse_request_owned(buf: &[u8], limits: &Limits) -> Result<Option<(Parsed, RequestHead)>, H1Error> {
+    let mut head = RequestHead::default();
+    let Some(parsed) = parse_request(buf, limits, &mut head)? else {
+        return Ok(None);
+    };
+    head.attach(buf[..parsed.len].to_vec(), 0, parsed.len);
+    Ok(Some((parsed, head)))
 }
 
 /// The length of the request line of a complete head in `buf` (up to its LF): from the start of

@@ -1,7 +1,8 @@
 //! HTTP/1.x, sans-IO: one codec for both roles.
 //!
-//! - [`parse_request`] (server role) and [`parse_response`] (client role) read a message head
-//!   from the start of a buffer and decide how its body is framed. They are strict where request
+//! - [`parse_request`] (server role) reads a request head into the owned
+//!   [`RequestHead`](crate::message::RequestHead), in place, and [`parse_response`] (client role)
+//!   a response head; both decide how the body is framed. They are strict where request
 //!   smuggling lives: conflicting or malformed framing, bare LF, obs-fold, whitespace before a
 //!   colon, control bytes in values, duplicate Host, invalid targets. Every rejection maps to the
 //!   status a proxy should answer ([`H1Error::status`]).
@@ -15,7 +16,9 @@ mod chunked;
 mod head;
 
 pub use chunked::{chunk_size_line, write_chunk, ChunkedDecoder, ChunkedPart, ChunkedProgress};
-pub use head::{append_range, parse_request, parse_response, Field, Framing, RequestHead, ResponseHead, Version};
+pub use head::{
+    append_range, parse_request, parse_request_owned, parse_response, Field, Framing, Parsed, ResponseHead, Version,
+};
 pub(crate) use head::{content_length, trim, valid_host, valid_target};
 
 /// Size limits applied while parsing a head.

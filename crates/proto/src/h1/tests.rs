@@ -1,7 +1,40 @@
 use super::*;
 
-fn req(raw: &[u8]) -> Result<Option<RequestHead>, H1Error> {
-    parse_request(raw, &Limits::default(), &mut Vec::new())
+use crate::message::RequestHead;
+
+/// What the tests read of a parsed request: the codec's facts and the owned head's.
+#[derive(Debug, PartialEq, Eq)]
+struct Req {
+    len: usize,
+    method: (u32, u32),
+    target: (u32, u32),
+    version: Version,
+    framing: Framing,
+    keep_alive: bool,
+    expect_continue: bool,
+    upgrade: bool,
+    host: Option<(u32, u32)>,
+}
+
+fn parse(raw: &[u8], fields: &mut Vec<Field>) -> Result<Option<Req>, H1Error> {
+    let mut head = RequestHead::default();
+    let parsed = parse_request(raw, &Limits::default(), &mut head);
+    *fields = head.fields.clone();
+    Ok(parsed?.map(|p| Req {
+        len: p.len,
+        method: head.method,
+        target: head.target,
+        version: p.version,
+        framing: p.framing,
+        keep_alive: head.keep_alive,
+        expect_continue: head.expect_continue,
+        upgrade: head.upgrade,
+        host: head.host,
+    }))
+}
+
+fn req(raw: &[u8]) -> Result<Option<Req>, H1Error> {
+    parse(raw, &mut Vec::new())
 }
 
 fn res(raw: &[u8], head: bool) -> Result<Option<ResponseHead>, H1Error> {
@@ -12,7 +45,7 @@ fn res(raw: &[u8], head: bool) -> Result<Option<ResponseHead>, H1Error> {
 fn a_plain_get() {
     let raw = b"GET /a?b=c HTTP/1.1\r\nHost: example.com\r\nX-Y: z\r\n\r\nNEXT";
     let mut fields = Vec::new();
-    let h = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
+    let h = parse(raw, &mut fields).unwrap().unwrap();
     assert_eq!(h.len, raw.len() - 4);
     assert_eq!(&raw[h.method.0 as usize..h.method.1 as usize], b"GET");
     assert_eq!(&raw[h.target.0 as usize..h.target.1 as usize], b"/a?b=c");
@@ -358,9 +391,7 @@ fn name_tests_and_the_request_line_length() {
         assert_eq!(is_name(name, lower), same, "{}", String::from_utf8_lossy(name));
     }
     let line_len = |raw: &[u8]| {
-        let mut fields = Vec::new();
-        let limits = Limits::default();
-        let head = parse_request(raw, &limits, &mut fields).unwrap().unwrap();
+        let head = req(raw).unwrap().unwrap();
         let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
         request_line_len(raw, slice(head.method), slice(head.target))
     };
@@ -370,7 +401,7 @@ fn name_tests_and_the_request_line_length() {
         max_request_line: 18,
         ..Limits::default()
     };
-    let parse = |raw: &[u8]| parse_request(raw, &limits, &mut Vec::new()).map(|h| h.is_some());
+    let parse = |raw: &[u8]| parse_request(raw, &limits, &mut RequestHead::default()).map(|h| h.is_some());
     assert_eq!(parse(b"GET /abc HTTP/1.1\r\nHost: a\r\n\r\n"), Ok(true));
     assert_eq!(
         parse(b"GET /abcd HTTP/1.1\r\nHost: a\r\n\r\n"),

@@ -1,17 +1,19 @@
 //! The properties the HTTP/2 fuzz targets check (and the corpus replay tests re-check).
 //!
-//! `h2_request`: an HTTP/2 request either is refused, or is laid out as a head with the same
-//! method, target and host, and a framing that matches the stream's; and the layout
-//! ([`lay_out_request`]) reads exactly as the HTTP/1.1 head the request stands for
-//! ([`request_head`]) reads once the HTTP/1 codec has parsed it: the same fields, facts and
-//! framing, or the same refusal.
+//! `h2_request`: an HTTP/2 request either is refused, or is laid out as an owned head with the
+//! same method, target and host, and a body length that matches the stream's; and the layout
+//! ([`lay_out_request`]) is the same owned head ([`RequestHead::same_request`]) as the HTTP/1
+//! codec makes of the HTTP/1.1 head the request stands for ([`request_head`]): the same fields,
+//! facts and body length, or the same refusal. Both codecs' heads are the one owned type.
 
-use super::{is_token_lower, lay_out_request, request_head, LayoutError, RequestKind, RequestPseudo};
-use crate::h1::{parse_request, Field, Framing, Limits};
+use super::{is_token_lower, lay_out_request, request_head, LayoutError, RequestKind};
+use crate::h1::{parse_request, Framing, Limits};
+use crate::message::{BodyLength, Protocol, RequestHead};
 
 /// Reads fuzz input as an HTTP/2 request: a flags byte (bit 0: END_STREAM on the head; bits 1-2:
 /// which limits apply), then `\n`-separated lines: `:method`, `:authority`, `:path`, `:protocol`
-/// (an empty line is absent, except for the method), then fields as `name\0value`.
+/// (an empty line is absent, except for the method), then fields as `name\0value` (a name
+/// beginning with `:` is one more pseudo-header field, where the field block has it).
 pub fn request_translation_holds(data: &[u8]) {
     let Some((&flags, rest)) = data.split_first() else {
         return;
@@ -19,18 +21,14 @@ pub fn request_translation_holds(data: &[u8]) {
     let mut lines = rest.split(|&b| b == b'\n');
     let mut pseudo_line = || lines.next().filter(|l| !l.is_empty());
     let method = pseudo_line().unwrap_or(b"GET");
-    let pseudo = RequestPseudo {
-        method,
-        authority: pseudo_line(),
-        path: pseudo_line(),
-        protocol: pseudo_line(),
-    };
-    let fields: Vec<(&[u8], &[u8])> = lines
-        .filter_map(|l| {
-            let at = l.iter().position(|&b| b == 0)?;
-            Some((&l[..at], &l[at + 1..]))
-        })
-        .collect();
+    let (authority, path, protocol) = (pseudo_line(), pseudo_line(), pseudo_line());
+    let mut fields: Vec<(&[u8], &[u8])> = vec![(b":method", method)];
+    let named: [(&[u8], _); 3] = [(b":authority", authority), (b":path", path), (b":protocol", protocol)];
+    fields.extend(named.into_iter().filter_map(|(n, v)| Some((n, v?))));
+    fields.extend(lines.filter_map(|l| {
+        let at = l.iter().position(|&b| b == 0)?;
+        Some((&l[..at], &l[at + 1..]))
+    }));
     let end_stream = flags & 1 == 1;
     let limits = match (flags >> 1) & 3 {
         0 => Limits {
@@ -51,31 +49,23 @@ pub fn request_translation_holds(data: &[u8]) {
         _ => Limits::default(),
     };
     let key = b"dGhlIHNhbXBsZSBub25jZQ==";
-    let (mut buf, mut list) = (Vec::new(), Vec::new());
-    let laid_out = lay_out_request(
-        &pseudo,
-        fields.iter().copied(),
-        end_stream,
-        key,
-        &limits,
-        &mut buf,
-        &mut list,
-    );
+    let laid_out =
+        lay_out_request(fields.iter().copied(), end_stream, key, &limits, Default::default()).map_err(|(e, _)| e);
     let mut out = Vec::new();
-    let kind = match request_head(&pseudo, fields.iter().copied(), end_stream, key, &mut out) {
+    let kind = match request_head(fields.iter().copied(), end_stream, key, &mut out) {
         Ok(kind) => kind,
         Err(e) => {
-            assert_eq!(laid_out, Err(LayoutError::Malformed(e)), "refused alike");
+            assert_eq!(laid_out.err(), Some(LayoutError::Malformed(e)), "refused alike");
             return;
         }
     };
-    let mut parsed = Vec::new();
-    let head = match parse_request(&out, &limits, &mut parsed) {
-        Ok(Some(head)) => head,
+    let mut head = RequestHead::default();
+    let parsed = match parse_request(&out, &limits, &mut head) {
+        Ok(Some(parsed)) => parsed,
         Err(e) => {
             assert_eq!(
-                laid_out,
-                Err(LayoutError::Refused(e)),
+                laid_out.err(),
+                Some(LayoutError::Refused(e)),
                 "{:?}",
                 String::from_utf8_lossy(&out)
             );
@@ -83,45 +73,39 @@ pub fn request_translation_holds(data: &[u8]) {
         }
         Ok(None) => panic!("a translated head is complete: {:?}", String::from_utf8_lossy(&out)),
     };
-    assert_eq!(head.len, out.len(), "one head, nothing behind it");
-    let slice = |r: (u32, u32)| &out[r.0 as usize..r.1 as usize];
+    assert_eq!(parsed.len, out.len(), "one head, nothing behind it");
+    head.attach(out.clone(), 0, parsed.len);
     match kind {
-        RequestKind::Plain => assert_eq!(slice(head.method), method),
-        RequestKind::WebSocket => assert!(head.upgrade && slice(head.method) == b"GET"),
+        RequestKind::Plain => assert_eq!(head.method(), method),
+        RequestKind::WebSocket => assert!(head.upgrade && head.method() == b"GET"),
     }
-    assert_eq!(Some(slice(head.target)), pseudo.path);
-    if let Some(authority) = pseudo.authority {
-        assert_eq!(head.host.map(slice), Some(authority));
+    assert_eq!(Some(head.target()), path);
+    if let Some(authority) = authority {
+        assert_eq!(head.host(), Some(authority));
     }
     let has_length = fields.iter().any(|(n, _)| *n == b"content-length");
-    match head.framing {
+    match parsed.framing {
         Framing::Chunked => assert!(!end_stream && !has_length && kind == RequestKind::Plain),
         Framing::Length(_) => assert!(has_length),
         Framing::None => assert!(end_stream || has_length || kind == RequestKind::WebSocket),
         Framing::UntilClose => panic!("a request is never delimited by close"),
     }
+    assert_eq!(head.body, BodyLength::of_framing(parsed.framing));
 
-    // The layout reads as the parsed text does.
-    let Ok((laid, laid_kind)) = laid_out else {
-        panic!("laid out alike: {laid_out:?} for {:?}", String::from_utf8_lossy(&out));
+    // The layout is the head the HTTP/1 codec made of the text, but for the protocol and the
+    // framing field (the HTTP/1.1 head's way of saying the length is unknown).
+    let (laid, laid_kind) = match laid_out {
+        Ok(laid) => laid,
+        Err(e) => panic!("laid out alike: {e:?} for {:?}", String::from_utf8_lossy(&out)),
     };
     assert_eq!(laid_kind, kind);
-    let at = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
-    assert_eq!(at(laid.method), slice(head.method));
-    assert_eq!(at(laid.target), slice(head.target));
-    assert_eq!(laid.host.map(at), head.host.map(slice));
-    assert_eq!(laid.len, buf.len());
-    let facts = |h: &crate::h1::RequestHead| (h.version, h.framing, h.keep_alive, h.expect_continue, h.upgrade);
-    assert_eq!(facts(&laid), facts(&head));
-    let pairs = |b: &[u8], l: &[Field]| -> Vec<(Vec<u8>, Vec<u8>)> {
-        l.iter().map(|f| (f.name(b).to_vec(), f.value(b).to_vec())).collect()
-    };
-    let mut expected = pairs(&out, &parsed);
-    // The framing field is the HTTP/1.1 head's way of saying the length is unknown.
-    if head.framing == Framing::Chunked {
-        assert_eq!(expected.pop().map(|(n, _)| n), Some(b"transfer-encoding".to_vec()));
+    assert_eq!(laid.protocol, Protocol::Http2);
+    if parsed.framing == Framing::Chunked {
+        let last = head.fields.pop().map(|f| f.name(head.bytes()).to_vec());
+        assert_eq!(last, Some(b"transfer-encoding".to_vec()));
     }
-    assert_eq!(pairs(&buf, &list), expected);
+    head.protocol = Protocol::Http2;
+    assert!(laid.same_request(&head), "{laid:?} against {head:?}");
 }
 
 /// The property the `h2_fields` fuzz target checks: whatever fields a neutral message holds

@@ -1,17 +1,16 @@
-//! An HTTP/2 request laid out as the neutral request head: method, target, host and fields as
-//! byte ranges into one buffer ([`Field`], the same shape the HTTP/1 codec gives a request it
-//! reads), with its body's framing. No HTTP/1 text is written and nothing is parsed twice.
+//! An HTTP/2 request laid out as the owned request head ([`RequestHead`]): method, target, host
+//! and fields as byte ranges into the head's own buffer ([`Field`], the same shape the HTTP/1
+//! codec gives a request it reads), with its body's length. No HTTP/1 text is written and nothing is parsed twice.
 //!
 //! The request path reads an HTTP/2 request exactly as it reads the HTTP/1.1 head the request
-//! stands for ([`super::request_head`]) once the HTTP/1 codec has read it: same method, target,
-//! host and fields, same framing, and the same refusals with the same status in the same order
+//! stands for ([`super::request_head`]) once the HTTP/1 codec has read it: the same owned head
+//! (method, target, host and fields, body length, flags; only the protocol differs), and the same refusals with the same status in the same order
 //! (the limits on the request line, the head and the number of fields, tokens, values, targets,
 //! `content-length`, `host`). The `h2_request` fuzz target checks that equivalence.
 
-use super::{check_request, Checked, H2MapError, RequestKind, RequestPseudo};
-use crate::h1::{
-    append_range, content_length, trim, valid_host, valid_target, Field, Framing, H1Error, Limits, RequestHead, Version,
-};
+use super::{check_request, is_pseudo, Checked, H2MapError, RequestKind};
+use crate::h1::{append_range, content_length, trim, valid_host, valid_target, Field, H1Error, Limits};
+use crate::message::{BodyLength, Protocol, RequestHead};
 
 /// Why an HTTP/2 request was not laid out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,35 +28,74 @@ impl From<H2MapError> for LayoutError {
     }
 }
 
+/// A head's storage: its bytes and its field list (from a pool, given back with a refusal).
+pub type HeadStorage = (Vec<u8>, Vec<Field>);
+
 /// The most fields a head may have, whatever [`Limits::max_fields`] says (the HTTP/1 codec's).
 const FIELD_CAPACITY: usize = 256;
 
 /// The fields an extended CONNECT for a WebSocket adds (the HTTP/1.1 upgrade it becomes).
 const WEBSOCKET_FIELDS: [(&[u8], &[u8]); 2] = [(b"connection", b"upgrade"), (b"upgrade", b"websocket")];
 
-/// Lays out an HTTP/2 request (its pseudo-header fields and fields, `end_stream`: its HEADERS
-/// ended the stream) into `buf` and `list`, which are cleared first: the head's ranges point
-/// into `buf`. A request without `content-length` whose stream goes on has a body of unknown
-/// length (`Framing::Chunked`: the stream's DATA, whose end the stream says). An extended CONNECT
-/// for `websocket` becomes a `GET` with `Connection: upgrade`, `Upgrade: websocket` and the key
-/// given (HTTP/2 WebSockets carry none). `cookie` crumbs are joined into one field.
+/// Lays out an HTTP/2 request (its field block, pseudo-header fields first; `end_stream`: its
+/// HEADERS ended the stream) as the owned head, in `storage` (a buffer and a field list, cleared
+/// first; given back with the error when the request is refused). A request without
+/// `content-length` whose stream goes on has a body of unknown length (the stream's DATA, whose
+/// end the stream says). An extended CONNECT for `websocket` becomes a `GET` with
+/// `Connection: upgrade`, `Upgrade: websocket` and the key given (HTTP/2 WebSockets carry none).
+/// `cookie` crumbs are joined into one field.
 pub fn lay_out_request<'a>(
-    pseudo: &RequestPseudo<'_>,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    end_stream: bool,
+    websocket_key: &[u8],
+    limits: &Limits,
+    storage: HeadStorage,
+) -> Result<(RequestHead, RequestKind), (LayoutError, HeadStorage)> {
+    let (mut buf, mut list) = storage;
+    match lay_out(fields, end_stream, websocket_key, limits, &mut buf, &mut list) {
+        Ok((facts, kind)) => {
+            let mut head = RequestHead::laid_out(buf, list);
+            head.method = facts.method;
+            head.target = facts.target;
+            head.host = facts.host;
+            head.body = facts.body;
+            head.protocol = Protocol::Http2;
+            head.keep_alive = true;
+            head.expect_continue = facts.expect_continue;
+            head.upgrade = kind == RequestKind::WebSocket;
+            Ok((head, kind))
+        }
+        Err(e) => Err((e, (buf, list))),
+    }
+}
+
+/// What [`lay_out`] found, beside the bytes and fields it laid out.
+struct Facts {
+    method: (u32, u32),
+    target: (u32, u32),
+    host: Option<(u32, u32)>,
+    body: BodyLength,
+    expect_continue: bool,
+}
+
+fn lay_out<'a>(
     fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
     end_stream: bool,
     websocket_key: &[u8],
     limits: &Limits,
     buf: &mut Vec<u8>,
     list: &mut Vec<Field>,
-) -> Result<(RequestHead, RequestKind), LayoutError> {
+) -> Result<(Facts, RequestKind), LayoutError> {
     let Checked {
         kind,
+        method,
         path,
         authority,
         has_length,
-    } = check_request(pseudo, fields.clone())?;
+    } = check_request(fields.clone())?;
+    let fields = fields.filter(|(name, _)| !is_pseudo(name));
     let websocket = kind == RequestKind::WebSocket;
-    let method: &[u8] = if websocket { b"GET" } else { pseudo.method };
+    let method: &[u8] = if websocket { b"GET" } else { method };
     let unknown_length = !websocket && !has_length && !end_stream;
     let fields = Crossing {
         fields,
@@ -157,24 +195,19 @@ pub fn lay_out_request<'a>(
     if !valid_host(&buf[host.0 as usize..host.1 as usize]) {
         return Err(LayoutError::Refused(H1Error::BadFieldValue));
     }
-    let framing = match length {
-        _ if unknown_length => Framing::Chunked,
-        Some(0) | None => Framing::None,
-        Some(n) => Framing::Length(n),
+    let body = match length {
+        _ if unknown_length => BodyLength::Unknown,
+        Some(0) | None => BodyLength::None,
+        Some(n) => BodyLength::Exact(n),
     };
-    let head = RequestHead {
-        len: buf.len(),
+    let facts = Facts {
         method: method_range,
         target,
-        version: Version::Http11,
-        framing,
-        keep_alive: true,
-        expect_continue,
-        upgrade: websocket,
         host: Some(host),
-        lines: false,
+        body,
+        expect_continue,
     };
-    Ok((head, kind))
+    Ok((facts, kind))
 }
 
 fn is_tchar(b: u8) -> bool {

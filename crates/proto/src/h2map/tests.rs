@@ -1,8 +1,35 @@
 use super::*;
 use crate::h1::{parse_request, write_chunk, ChunkedDecoder, ChunkedPart, Framing, Limits};
+use crate::message::RequestHead;
 
-fn get(path: &[u8]) -> RequestPseudo<'_> {
-    RequestPseudo {
+type Fields<'a> = &'a [(&'a [u8], &'a [u8])];
+
+/// The pseudo-header fields of a request: `:method`, `:authority`, `:path`, `:protocol` (each
+/// left out when `None`).
+#[derive(Clone, Copy)]
+struct Pseudo<'a> {
+    method: &'a [u8],
+    authority: Option<&'a [u8]>,
+    path: Option<&'a [u8]>,
+    protocol: Option<&'a [u8]>,
+}
+
+impl<'a> Pseudo<'a> {
+    fn block(&self, fields: Fields<'a>) -> Vec<(&'a [u8], &'a [u8])> {
+        let mut block: Vec<(&[u8], &[u8])> = vec![(b":method", self.method)];
+        let named: [(&[u8], _); 3] = [
+            (b":authority", self.authority),
+            (b":path", self.path),
+            (b":protocol", self.protocol),
+        ];
+        block.extend(named.into_iter().filter_map(|(n, v)| Some((n, v?))));
+        block.extend_from_slice(fields);
+        block
+    }
+}
+
+fn get(path: &[u8]) -> Pseudo<'_> {
+    Pseudo {
         method: b"GET",
         authority: Some(b"example.com"),
         path: Some(path),
@@ -10,13 +37,17 @@ fn get(path: &[u8]) -> RequestPseudo<'_> {
     }
 }
 
-type Fields<'a> = &'a [(&'a [u8], &'a [u8])];
+fn parse(text: &[u8]) -> (crate::h1::Parsed, RequestHead) {
+    let mut head = RequestHead::default();
+    let parsed = parse_request(text, &Limits::default(), &mut head).unwrap().unwrap();
+    head.attach(text.to_vec(), 0, parsed.len);
+    (parsed, head)
+}
 
-fn translate(pseudo: &RequestPseudo<'_>, fields: Fields<'_>, end: bool) -> Result<String, H2MapError> {
+fn translate(pseudo: &Pseudo<'_>, fields: Fields<'_>, end: bool) -> Result<String, H2MapError> {
     let mut out = Vec::new();
     request_head(
-        pseudo,
-        fields.iter().copied(),
+        pseudo.block(fields).into_iter(),
         end,
         b"dGhlIHNhbXBsZSBub25jZQ==",
         &mut out,
@@ -52,17 +83,14 @@ fn a_request_becomes_an_http1_head_the_codec_reads() {
         head,
         "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\naccept: */*\r\ncookie: a=1; b=2\r\nx: y\r\n\r\n"
     );
-    let mut fields = Vec::new();
-    let parsed = parse_request(head.as_bytes(), &Limits::default(), &mut fields)
-        .unwrap()
-        .unwrap();
+    let (parsed, head) = parse(head.as_bytes());
     assert_eq!(parsed.framing, Framing::None);
-    assert!(parsed.host.is_some());
+    assert!(head.host.is_some());
 }
 
 #[test]
 fn a_body_without_length_is_chunked_and_one_with_length_keeps_it() {
-    let post = RequestPseudo {
+    let post = Pseudo {
         method: b"POST",
         ..get(b"/up")
     };
@@ -78,16 +106,13 @@ fn a_body_without_length_is_chunked_and_one_with_length_keeps_it() {
     );
     let sized = translate(&post, &[(b"content-length", b"5")], false).unwrap();
     assert!(!sized.contains("transfer-encoding"));
-    let mut fields = Vec::new();
-    let head = parse_request(sized.as_bytes(), &Limits::default(), &mut fields)
-        .unwrap()
-        .unwrap();
-    assert_eq!(head.framing, Framing::Length(5));
+    let (parsed, _) = parse(sized.as_bytes());
+    assert_eq!(parsed.framing, Framing::Length(5));
 }
 
 #[test]
 fn malformed_requests_are_refused() {
-    let e = |pseudo: &RequestPseudo<'_>, fields: Fields<'_>| translate(pseudo, fields, true).unwrap_err();
+    let e = |pseudo: &Pseudo<'_>, fields: Fields<'_>| translate(pseudo, fields, true).unwrap_err();
     assert_eq!(
         e(&get(b"/"), &[(b"connection", b"close")]),
         H2MapError::ConnectionSpecific
@@ -102,13 +127,13 @@ fn malformed_requests_are_refused() {
     assert_eq!(e(&get(b"/"), &[(b"host", b"other.example")]), H2MapError::HostMismatch);
     assert_eq!(e(&get(b""), &[]), H2MapError::MissingPath);
     assert_eq!(e(&get(b"a b"), &[]), H2MapError::BadPath);
-    let connect = RequestPseudo {
+    let connect = Pseudo {
         method: b"CONNECT",
         path: None,
         ..get(b"/")
     };
     assert_eq!(e(&connect, &[]), H2MapError::Connect);
-    let other = RequestPseudo {
+    let other = Pseudo {
         method: b"CONNECT",
         protocol: Some(b"chat"),
         ..get(b"/")
@@ -117,26 +142,56 @@ fn malformed_requests_are_refused() {
 }
 
 #[test]
+fn pseudo_header_fields_come_first_once_each_and_known() {
+    let e = |block: Fields<'_>| request_head(block.iter().copied(), true, b"k", &mut Vec::new()).unwrap_err();
+    let get: [(&[u8], &[u8]); 2] = [(b":method", b"GET"), (b":path", b"/")];
+    let twice = [get[0], get[1], (b":path", b"/b")];
+    assert_eq!(e(&twice), H2MapError::BadPseudo);
+    let late = [get[0], (b"x", b"1"), get[1]];
+    assert_eq!(e(&late), H2MapError::BadPseudo);
+    let unknown = [get[0], get[1], (b":status", b"200")];
+    assert_eq!(e(&unknown), H2MapError::BadPseudo);
+    assert_eq!(e(&[get[1]]), H2MapError::BadPseudo);
+    // The scheme is known; the authority may also come as `host`.
+    let with_scheme = [get[0], (b":scheme", b"https"), get[1], (b"host", b"a")];
+    let mut out = Vec::new();
+    request_head(with_scheme.iter().copied(), true, b"k", &mut out).unwrap();
+    assert_eq!(out, b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+    let (laid, _) = lay_out_request(
+        with_scheme.iter().copied(),
+        true,
+        b"k",
+        &Limits::default(),
+        Default::default(),
+    )
+    .unwrap();
+    let (_, parsed) = parse(&out);
+    assert_eq!(
+        (laid.method(), laid.target(), laid.host()),
+        (&b"GET"[..], &b"/"[..], Some(&b"a"[..]))
+    );
+    assert_eq!(laid.pairs().collect::<Vec<_>>(), parsed.pairs().collect::<Vec<_>>());
+}
+
+#[test]
 fn an_extended_connect_becomes_a_websocket_upgrade() {
-    let ws = RequestPseudo {
+    let ws = Pseudo {
         method: b"CONNECT",
         protocol: Some(b"websocket"),
         ..get(b"/chat")
     };
     let mut out = Vec::new();
     let kind = request_head(
-        &ws,
-        [(&b"sec-websocket-version"[..], &b"13"[..])].into_iter(),
+        ws.block(&[(b"sec-websocket-version", b"13")]).into_iter(),
         false,
         b"dGhlIHNhbXBsZSBub25jZQ==",
         &mut out,
     )
     .unwrap();
     assert_eq!(kind, RequestKind::WebSocket);
-    let mut fields = Vec::new();
-    let head = parse_request(&out, &Limits::default(), &mut fields).unwrap().unwrap();
+    let (parsed, head) = parse(&out);
     assert!(head.upgrade);
-    assert_eq!(head.framing, Framing::None);
+    assert_eq!(parsed.framing, Framing::None);
     assert!(String::from_utf8(out).unwrap().starts_with("GET /chat HTTP/1.1\r\n"));
 }
 

@@ -4,7 +4,7 @@
 use rampart_model::{HealthCheck, HttpCheck, Snapshot};
 use tokio::net::TcpStream;
 
-use crate::http::client::{self, InternalOptions, InternalRequest};
+use crate::http::client::{self, InternalOptions};
 use crate::worker::WorkerContext;
 
 /// The most response body bytes an HTTP check reads (the status decides; past this the
@@ -48,20 +48,16 @@ async fn request(
     target: usize,
     http: &HttpCheck,
 ) -> Result<(), String> {
-    let request = InternalRequest {
-        method: b"GET".to_vec(),
-        authority: http.host.as_bytes().to_vec(),
-        path: http.path.as_bytes().to_vec(),
-        fields: vec![(b"user-agent".to_vec(), b"rampart-health-check".to_vec())],
-        body: None,
-    };
+    let user_agent: [(&[u8], &[u8]); 1] = [(b"user-agent", b"rampart-health-check")];
+    let request = client::request_head(b"GET", http.host.as_bytes(), http.path.as_bytes(), user_agent)
+        .map_err(|e| e.to_string())?;
     let options = InternalOptions {
         retries: 1,
         keep_body: false,
         pinned: Some(target),
         ..InternalOptions::new("health_check", MAX_BODY)
     };
-    let status = match client::send(ctx, snapshot, upstream, &request, &options).await {
+    let status = match client::send(ctx, snapshot, upstream, &request, None, &options).await {
         Ok(response) => response.status,
         Err(e) => e.status().ok_or_else(|| e.to_string())?,
     };

@@ -61,7 +61,7 @@ impl HttpFilter for Jwt {
             match value {
                 ClaimValue::Text(text) => req.set_header(&forward.header, text),
                 ClaimValue::Absent | ClaimValue::NotForwardable(_) => req.remove_header(&forward.header),
-            }
+            };
         }
         if self.strip_token && in_header {
             if let Some(header) = &self.token.header {

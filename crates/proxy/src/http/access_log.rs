@@ -4,7 +4,7 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime};
 
-use rampart_proto::h1::{Field, RequestHead};
+use rampart_proto::message::RequestHead;
 
 use super::attempts::{Attempt, AttemptEnd, AttemptLog};
 use crate::session_log::{write_json_str, write_timestamp, write_tls_json};
@@ -295,21 +295,15 @@ pub fn redact_query<'t>(target: &'t [u8], secrets: &[&str]) -> std::borrow::Cow<
     out.into()
 }
 
-/// Copies what the access log needs before the head's bytes are consumed: method, target, host,
-/// referer and user agent, each behind its length.
-pub fn capture_for_log(scratch: &mut Vec<u8>, fields: &[Field], buf: &[u8], head: &RequestHead) {
-    let field = |name: &[u8]| {
-        fields
-            .iter()
-            .find(|f| f.name(buf).eq_ignore_ascii_case(name))
-            .map_or(&b""[..], |f| f.value(buf))
-    };
-    let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+/// Copies what the access log needs of the request head: method, target, host, referer and
+/// user agent, each behind its length.
+pub fn capture_for_log(scratch: &mut Vec<u8>, head: &RequestHead) {
+    let field = |name: &[u8]| head.field(name).unwrap_or_default();
     scratch.clear();
     for part in [
-        slice(head.method),
-        slice(head.target),
-        head.host.map(slice).unwrap_or(b""),
+        head.method(),
+        head.target(),
+        head.host().unwrap_or_default(),
         field(b"referer"),
         field(b"user-agent"),
     ] {

@@ -98,16 +98,16 @@ pub trait Downstream {
     /// an empty read buffer goes back to the worker's pool while the upstream thinks.
     fn release_read_buffer(&mut self);
     /// The request head about to go to target `target` of `upstream` (the filters' upstream-request
-    /// phase, once per attempt): the head to send, `head` itself or an edited copy in `scratch`.
-    fn upstream_request<'h>(
+    /// phase, once per attempt): the attempt's view of `parts` when a filter edited it for this
+    /// attempt; `None`: `parts` goes as it is.
+    fn upstream_request<'v>(
         &mut self,
-        upstream: &'h rampart_model::Upstream,
+        upstream: &'v rampart_model::Upstream,
         target: usize,
-        head: super::head_out::UpstreamHead<'h>,
-        scratch: &'h mut super::filter::UpstreamHeadBuf,
-    ) -> super::head_out::UpstreamHead<'h> {
-        let _ = (upstream, target, scratch);
-        head
+        parts: &'v super::head_out::RequestParts<'_>,
+    ) -> Option<super::head_out::RequestParts<'v>> {
+        let _ = (upstream, target, parts);
+        None
     }
     /// The response head of an attempt at `upstream` came (the filters' upstream-response phase,
     /// once per attempt, before it is relayed, dropped for a retry, or turned into a tunnel).

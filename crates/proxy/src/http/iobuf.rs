@@ -126,12 +126,26 @@ impl IoBuf {
     /// [`IoBuf::adopt`] took in goes back to the write buffers it came from).
     pub fn release_if_empty(&mut self, ctx: &HttpWorkerState) {
         if self.is_empty() && self.data.capacity() > 0 {
-            let data = std::mem::take(&mut self.data);
-            match data.len() >= super::state::HTTP_BUFFER_SIZE {
-                true => ctx.give_read_buffer(data),
-                false => ctx.give_write_buffer(data),
-            }
+            ctx.give_bytes(std::mem::take(&mut self.data));
         }
+    }
+
+    /// Gives up the head just parsed, its first `len` bytes, as bytes of its own: the storage
+    /// itself (with the offset the head starts at) when nothing follows the head, so a request
+    /// with no body waiting costs no copy (the next read takes storage from the pool again);
+    /// else a copy of the head in a write buffer from the pool, the bytes behind it staying here.
+    pub fn take_head(&mut self, ctx: &HttpWorkerState, len: usize) -> (Vec<u8>, usize) {
+        let len = len.min(self.len());
+        if self.start + len == self.end {
+            let at = self.start;
+            self.start = 0;
+            self.end = 0;
+            return (std::mem::take(&mut self.data), at);
+        }
+        let mut copy = ctx.take_write_buffer();
+        copy.extend_from_slice(&self.filled()[..len]);
+        self.consume(len);
+        (copy, 0)
     }
 
     /// Takes `buf` (a write buffer from the worker's pool, holding bytes laid out there: an

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use rampart_model::Snapshot;
 use rampart_proto::h1::Field;
+use rampart_proto::message::RequestHead;
 
 use super::filter::FilterState;
 use super::h2pool::H2Pool;
@@ -74,6 +75,29 @@ impl HttpWorkerState {
     pub(crate) fn give_field_list(&self, mut fields: Vec<Field>) {
         fields.clear();
         self.field_lists.give(fields);
+    }
+
+    /// An empty request head with storage from the pools (a write buffer and a field list), for
+    /// a head laid out rather than read in place.
+    pub(crate) fn take_head_storage(&self) -> (Vec<u8>, Vec<Field>) {
+        (self.take_write_buffer(), self.take_field_list())
+    }
+
+    /// Gives a request head's storage back: its bytes to the pool they fit (a read buffer it was
+    /// read in place into, or a write buffer), its field list to the field lists.
+    pub(crate) fn give_request_head(&self, head: RequestHead) {
+        let (bytes, fields) = head.into_storage();
+        self.give_bytes(bytes);
+        self.give_field_list(fields);
+    }
+
+    /// Gives a buffer back to the pool it came from: a read buffer is as long as
+    /// [`HTTP_BUFFER_SIZE`] (or longer, grown for a large head), a write buffer shorter.
+    pub(crate) fn give_bytes(&self, bytes: Vec<u8>) {
+        match bytes.len() >= HTTP_BUFFER_SIZE {
+            true => self.give_read_buffer(bytes),
+            false => self.give_write_buffer(bytes),
+        }
     }
 
     /// An empty write buffer (for heads being written).

@@ -190,22 +190,23 @@ pub struct Request {
 /// between requests; `Err(status)` for a malformed or oversized one.
 async fn read_request(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) -> Result<Option<Request>, u16> {
     let limits = Limits::default();
-    let mut fields = Vec::new();
+    let mut req = rampart_proto::message::RequestHead::default();
     loop {
-        match parse_request(buf, &limits, &mut fields) {
+        match parse_request(buf, &limits, &mut req) {
             Ok(Some(head)) => {
                 let slice = |r: (u32, u32)| String::from_utf8_lossy(&buf[r.0 as usize..r.1 as usize]).into_owned();
-                let target = slice(head.target);
+                let target = slice(req.target);
                 let path = target.split('?').next().unwrap_or("").to_string();
-                let authorization = fields
+                let authorization = req
+                    .fields
                     .iter()
                     .find(|f| f.name(buf).eq_ignore_ascii_case(b"authorization"))
                     .map(|f| String::from_utf8_lossy(f.value(buf)).into_owned());
                 let request = Request {
-                    method: slice(head.method),
+                    method: slice(req.method),
                     path,
                     authorization,
-                    keep_alive: head.keep_alive,
+                    keep_alive: req.keep_alive,
                 };
                 let body = match head.framing {
                     Framing::None => 0,

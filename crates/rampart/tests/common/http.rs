@@ -109,9 +109,9 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         // Read one head.
-        let mut fields = Vec::new();
+        let mut req = rampart_proto::message::RequestHead::default();
         let head = loop {
-            match parse_request(&buf, &Limits::default(), &mut fields) {
+            match parse_request(&buf, &Limits::default(), &mut req) {
                 Ok(Some(h)) => break h,
                 Ok(None) => {}
                 Err(_) => return,
@@ -176,7 +176,7 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
         if !answer(&mut conn, &reply, &head_text, body_len, &buf) {
             return;
         }
-        if !head.keep_alive {
+        if !req.keep_alive {
             return;
         }
     }

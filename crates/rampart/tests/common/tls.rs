@@ -896,8 +896,8 @@ fn serve_tls(
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
-        let mut fields = Vec::new();
-        let head = match parse_request(&buf, &Limits::default(), &mut fields) {
+        let mut req = rampart_proto::message::RequestHead::default();
+        let head = match parse_request(&buf, &Limits::default(), &mut req) {
             Ok(Some(head)) => head,
             Ok(None) => match tls.read(&mut chunk) {
                 Ok(0) | Err(_) => return Ok(()),
@@ -922,7 +922,7 @@ fn serve_tls(
         buf.drain(..head.len + body_len);
         let _ = heads.send(head_text.clone());
         let body = format!("{tag}\n{head_text}");
-        let close = !head.keep_alive;
+        let close = !req.keep_alive;
         let reply = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n{}\r\n{body}",
             body.len(),

@@ -56,9 +56,9 @@ fn serve(mut conn: TcpStream, heads: Sender<String>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
-        let mut fields = Vec::new();
+        let mut req = rampart_proto::message::RequestHead::default();
         let head = loop {
-            match parse_request(&buf, &Limits::default(), &mut fields) {
+            match parse_request(&buf, &Limits::default(), &mut req) {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
                 Err(_) => return,

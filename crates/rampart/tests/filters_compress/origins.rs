@@ -73,9 +73,9 @@ fn serve_origin(mut conn: TcpStream, heads: Sender<String>) {
     let mut buf = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     loop {
-        let mut fields = Vec::new();
+        let mut req = rampart_proto::message::RequestHead::default();
         let head = loop {
-            match parse_request(&buf, &Limits::default(), &mut fields) {
+            match parse_request(&buf, &Limits::default(), &mut req) {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
                 Err(_) => return,
@@ -88,7 +88,7 @@ fn serve_origin(mut conn: TcpStream, heads: Sender<String>) {
         let text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
         buf.drain(..head.len);
         let _ = heads.send(text.clone());
-        if conn.write_all(&origin_answer(&text)).is_err() || !head.keep_alive {
+        if conn.write_all(&origin_answer(&text)).is_err() || !req.keep_alive {
             return;
         }
     }

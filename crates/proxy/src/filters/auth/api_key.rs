@@ -52,7 +52,9 @@ impl HttpFilter for ApiKey {
                         req.target = Cow::Owned(target);
                     }
                 }
-                KeyPlace::Bearer => req.remove_header("authorization"),
+                KeyPlace::Bearer => {
+                    req.remove_header("authorization");
+                }
             }
         }
         if let Some(header) = &self.forward_name_header {

@@ -32,10 +32,11 @@ use std::net::IpAddr;
 use rampart_model::filter::forward_auth::is_hop_by_hop;
 use rampart_model::filter::ForwardAuth;
 
-use crate::http::client::{self, InternalError, InternalOptions, InternalRequest, InternalResponse};
+use crate::http::client::{self, InternalError, InternalOptions, InternalResponse};
 use crate::http::error::HttpError;
 use crate::http::filter::FilterWorker;
 use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
+use rampart_proto::message::RequestHead;
 
 /// The longest `user_header` value taken for the access log.
 const MAX_USER_LEN: usize = 256;
@@ -77,7 +78,8 @@ impl HttpFilter for ForwardAuth {
             retries: 1,
             ..InternalOptions::new("forward_auth", self.max_body)
         };
-        let sent = client::send(cx.context, cx.snapshot, self.upstream, &request, &options);
+        let (context, snapshot, upstream) = (cx.context, cx.snapshot, self.upstream);
+        let sent = async move { client::send(context, snapshot, upstream, &request?, None, &options).await };
         // Boxed: the exchange's buffers stay out of the chain's future.
         let asked = Box::pin(tokio::time::timeout(self.timeout, sent)).await;
         let answer = match asked.map(answer_of) {
@@ -156,7 +158,7 @@ pub(crate) fn check_request(
     req: &RequestParts<'_>,
     scheme: &str,
     client_ip: IpAddr,
-) -> InternalRequest {
+) -> Result<RequestHead, InternalError> {
     let mut fields = Vec::with_capacity(16);
     let named_by_connection: Vec<&[u8]> = req
         .header_values("connection")
@@ -183,13 +185,13 @@ pub(crate) fn check_request(
         (b"x-forwarded-for", client_ip.to_string().into_bytes()),
     ];
     fields.extend(forwarded.into_iter().map(|(name, value)| (name.to_vec(), value)));
-    InternalRequest {
-        method: b"GET".to_vec(),
-        authority: f.endpoint.host_header.as_bytes().to_vec(),
-        path: f.endpoint.path.as_bytes().to_vec(),
+    let endpoint = &f.endpoint;
+    client::request_head(
+        b"GET",
+        endpoint.host_header.as_bytes(),
+        endpoint.path.as_bytes(),
         fields,
-        body: None,
-    }
+    )
 }
 
 /// The service's answer out of the client's outcome. A 2xx says yes with its head: a body that

@@ -38,7 +38,7 @@ use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::http::client::{self, InternalError, InternalOptions, InternalRequest};
+use crate::http::client::{self, InternalError, InternalOptions};
 use crate::worker::WorkerContext;
 
 /// The longest wait after a failure.
@@ -78,24 +78,22 @@ pub async fn fetch_jwks(
 ) -> Result<JwksDocument, JwksFetchError> {
     let upstream = fetch.upstream.ok_or(JwksFetchError::NoUpstream)?;
     let endpoint = &fetch.endpoint;
-    let request = InternalRequest {
-        method: b"GET".to_vec(),
-        authority: endpoint.host_header.as_bytes().to_vec(),
-        path: endpoint.path.as_bytes().to_vec(),
-        fields: vec![
-            (
-                b"accept".to_vec(),
-                b"application/jwk-set+json, application/json".to_vec(),
-            ),
-            (b"user-agent".to_vec(), b"rampart-jwks".to_vec()),
-        ],
-        body: None,
-    };
+    let fields: [(&[u8], &[u8]); 2] = [
+        (b"accept", b"application/jwk-set+json, application/json"),
+        (b"user-agent", b"rampart-jwks"),
+    ];
+    let request = client::request_head(
+        b"GET",
+        endpoint.host_header.as_bytes(),
+        endpoint.path.as_bytes(),
+        fields,
+    );
+    let request = request?;
     let options = InternalOptions {
         retries: 1,
         ..InternalOptions::new("jwks", fetch.max_body)
     };
-    let response = match client::send(ctx, snapshot, upstream, &request, &options).await {
+    let response = match client::send(ctx, snapshot, upstream, &request, None, &options).await {
         Ok(response) => response,
         Err(e) => match e.status() {
             Some(status) if status != 200 => return Err(JwksFetchError::Status(status)),

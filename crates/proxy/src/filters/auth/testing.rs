@@ -10,7 +10,8 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use rampart_model::tls::ListenerTls;
 use rampart_model::Snapshot;
-use rampart_proto::h1::{parse_request, Field, RequestHead};
+use rampart_proto::h1::parse_request_owned;
+use rampart_proto::message::RequestHead;
 use tokio::net::TcpStream;
 
 use rampart_model::filter::FilterSlot;
@@ -21,47 +22,20 @@ use crate::worker::WorkerContext;
 
 /// A request head parsed from raw bytes.
 pub(crate) struct RawRequest {
-    raw: Vec<u8>,
-    fields: Vec<Field>,
     head: RequestHead,
 }
 
 impl RawRequest {
     pub fn new(raw: &str) -> Self {
-        let mut fields = Vec::new();
-        let head = parse_request(raw.as_bytes(), &Default::default(), &mut fields)
+        let (_, head) = parse_request_owned(raw.as_bytes(), &Default::default())
             .expect("a valid request")
             .expect("a whole head");
-        RawRequest {
-            raw: raw.as_bytes().to_vec(),
-            fields,
-            head,
-        }
+        RawRequest { head }
     }
 
     /// The request as the filters see it (no edits yet).
     pub fn parts(&self) -> RequestParts<'_> {
-        let slice = |r: (u32, u32)| &self.raw[r.0 as usize..r.1 as usize];
-        let target = slice(self.head.target);
-        let (path, query) = match target.iter().position(|&b| b == b'?') {
-            Some(q) => (&target[..q], &target[q + 1..]),
-            None => (target, &b""[..]),
-        };
-        let host = self.head.host.map(slice).unwrap_or_default();
-        let host = host.split(|&b| b == b':').next().unwrap_or_default();
-        RequestParts::new(
-            slice(self.head.method),
-            host,
-            path,
-            query,
-            self.head.version.into(),
-            rampart_proto::message::BodyLength::of_framing(self.head.framing),
-            &self.raw,
-            &self.fields,
-            Cow::Borrowed(target),
-            Cow::Owned(Default::default()),
-            None,
-        )
+        RequestParts::of(&self.head, Cow::Owned(Default::default()), None)
     }
 }
 

@@ -6,47 +6,58 @@
 //! the upstream's timeouts, its metrics and outlier detection. A request pinned to one target
 //! ([`InternalOptions::pinned`]) goes to it alone and counts as no traffic.
 //!
-//! The request is owned ([`InternalRequest`]: method, authority, path with query, fields, a body
-//! as [`Bytes`] or none). [`send`] lays it out in the forms the upstream's protocol needs (HTTP/1.1
-//! text, the fields head of an HTTP/2 stream: [`UpstreamHead`], as the request path does for a
-//! client's request) and hands it to the exchange with a downstream side of its own
-//! ([`collect::Collecting`]) that gives the body and collects the response: status, fields and
-//! body up to a bound. [`spawn`] does the same on a task of its own, with only the worker's
+//! The request is the owned request head every request is ([`RequestHead`], made by
+//! [`request_head`] or copied from a client's request), with a body as [`Bytes`] or none.
+//! [`send`] hands it to the exchange through the same edit view a client's request has
+//! ([`RequestParts`], which writes it in the form each attempt's connection speaks), with a
+//! downstream side of its own ([`collect::Collecting`]) that gives the body and collects the
+//! response: status, fields and body up to a bound. [`spawn`] does the same on a task of its own, with only the worker's
 //! context and a snapshot: a request that no client connection waits for.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::rc::Rc;
 
 use bytes::Bytes;
+use std::borrow::Cow;
+
 use rampart_model::filter::ResponseEdits;
-use rampart_model::{Snapshot, UpstreamProtocol};
-use rampart_proto::h1::{append_range, Field};
-use rampart_proto::message::BodyLength;
+use rampart_model::route::HeaderOps;
+use rampart_model::{ForwardedHeaders, Snapshot};
+use rampart_proto::message::{BodyLength, RequestHead};
 
 use super::context::RequestContext;
 use super::error::HttpError;
 use super::exchange::{self, ProxyRequest};
-use super::head_out::{FieldsHead, UpstreamHead};
+use super::head_out::{Forwarding, RequestParts};
 use crate::worker::{SharedSnapshot, WorkerContext};
 
 mod collect;
 
 use collect::Collecting;
 
-/// A request of Rampart's own, owning its bytes.
-#[derive(Debug, Clone, Default)]
-pub struct InternalRequest {
-    pub method: Vec<u8>,
-    /// The `Host` (HTTP/1) or `:authority` (HTTP/2); empty: the upstream's name.
-    pub authority: Vec<u8>,
-    /// Path and query (origin-form), or `*`.
-    pub path: Vec<u8>,
-    /// Header fields, in order. `Host` and the fields that frame the message or belong to a
-    /// connection (`content-length`, `transfer-encoding`, `connection`, ...) are not taken from
-    /// here: the client writes its own.
-    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
-    /// The body (`None`: the request has none).
-    pub body: Option<Bytes>,
+/// A request head of Rampart's own: `method`, `authority` (its `Host`; empty: the upstream's
+/// name), `path` (origin-form with its query, or `*`) and `fields` in order. `Host` and the fields
+/// that frame the message or belong to a connection (`content-length`, `transfer-encoding`,
+/// `connection`, ...) are not taken from the fields when it is sent: the client writes its own.
+/// Refused when it cannot be written as a request head (see [`check`]).
+pub fn request_head<N: AsRef<[u8]>, V: AsRef<[u8]>>(
+    method: &[u8],
+    authority: &[u8],
+    path: &[u8],
+    fields: impl IntoIterator<Item = (N, V)>,
+) -> Result<RequestHead, InternalError> {
+    let mut head = RequestHead::with_storage(Vec::with_capacity(256), Vec::new());
+    head.method = head.append(method);
+    head.target = head.append(path);
+    if !authority.is_empty() {
+        head.host = Some(head.push_field(b"host", authority).value);
+    }
+    for (name, value) in fields {
+        head.push_field(name.as_ref(), value.as_ref());
+    }
+    head.keep_alive = true;
+    check(&head)?;
+    Ok(head)
 }
 
 /// How a request is sent and its answer kept.
@@ -136,34 +147,41 @@ impl InternalError {
     }
 }
 
-/// Sends `request` to upstream `upstream` of `snapshot` through the exchange and collects the
-/// response. The upstream's own timeouts bound it (connect, response head, body reads, its
-/// `request_timeout`). With [`InternalOptions::pinned`], to that target only.
+/// Sends `head` (and `body`, when there is one) to upstream `upstream` of `snapshot` through the
+/// exchange and collects the response. The upstream's own timeouts bound it (connect, response
+/// head, body reads, its `request_timeout`). With [`InternalOptions::pinned`], to that target
+/// only.
 pub async fn send(
     ctx: &WorkerContext,
     snapshot: &Snapshot,
     upstream: usize,
-    request: &InternalRequest,
+    head: &RequestHead,
+    body: Option<Bytes>,
     options: &InternalOptions,
 ) -> Result<InternalResponse, InternalError> {
     let up = snapshot
         .upstreams
         .get(upstream)
         .ok_or(InternalError::NoUpstream(upstream))?;
-    check(request)?;
-    let authority = match &request.authority[..] {
-        b"" => up.name.as_bytes(),
-        given => given,
+    check(head)?;
+    let body_length = match &body {
+        Some(body) if !body.is_empty() => BodyLength::Exact(body.len() as u64),
+        _ => BodyLength::None,
     };
-    let protocol = up.http.protocol;
-    let text =
-        matches!(protocol, UpstreamProtocol::Http1 | UpstreamProtocol::Auto).then(|| write_text(request, authority));
-    let laid = (protocol != UpstreamProtocol::Http1).then(|| LaidOut::new(request, authority));
-    let head = UpstreamHead {
-        text: text.as_deref(),
-        fields: laid.as_ref().map(LaidOut::head),
-    };
-    let method = &request.method[..];
+    let no_edits = HeaderOps::default();
+    let mut parts = RequestParts::of(head, Cow::Borrowed(&no_edits), Some(upstream));
+    parts.body = body_length;
+    parts.forwarding = Some(Forwarding {
+        host: head.host(),
+        replace_host: false,
+        default_host: &up.name,
+        client_ip: "",
+        scheme: if up.tls.is_some() { "https" } else { "http" },
+        forwarded: ForwardedHeaders::Off,
+        client_cert: None,
+        internal: true,
+    });
+    let method = head.method();
     let ops = ResponseEdits::default();
     let req = ProxyRequest {
         snapshot,
@@ -175,10 +193,7 @@ pub async fn send(
         hash_key: 0,
         idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
         head_method: method == b"HEAD",
-        body: match &request.body {
-            Some(body) if !body.is_empty() => BodyLength::Exact(body.len() as u64),
-            _ => BodyLength::None,
-        },
+        body: body_length,
         expect_continue: false,
         upgrade: false,
         response_ops: &ops,
@@ -188,17 +203,17 @@ pub async fn send(
         mirror: None,
         pinned: options.pinned,
     };
-    let mut down = Collecting::new(request.body.clone(), options.max_body, options.keep_body);
+    let mut down = Collecting::new(body, options.max_body, options.keep_body);
     let mut rctx = RequestContext::new(false);
     // Not an upgrade: no tunnel comes back.
-    let _ = exchange::proxy(ctx, &req, &mut down, head, &mut rctx).await;
+    let _ = exchange::proxy(ctx, &req, &mut down, &parts, &mut rctx).await;
     if req.counted() {
         crate::http::attempts::observe::request_ended(ctx, snapshot, &rctx);
     }
     down.finish(rctx.error)
 }
 
-/// Sends `request` as [`send`] does, on a task of its own on this worker: no client connection
+/// Sends `head` as [`send`] does, on a task of its own on this worker: no client connection
 /// waits for it, and `done` gets its outcome. Fails at once (and `done` is not called) when the
 /// worker's context cannot be held by a task (one not made by [`WorkerContext::shared`]). Call it
 /// on a worker (inside its `LocalSet`).
@@ -206,7 +221,8 @@ pub fn spawn(
     ctx: &WorkerContext,
     snapshot: Rc<SharedSnapshot>,
     upstream: usize,
-    request: InternalRequest,
+    head: RequestHead,
+    body: Option<Bytes>,
     options: InternalOptions,
     done: impl FnOnce(Result<InternalResponse, InternalError>) + 'static,
 ) -> Result<(), InternalError> {
@@ -215,27 +231,9 @@ pub fn spawn(
         return Err(InternalError::NoUpstream(upstream));
     }
     tokio::task::spawn_local(async move {
-        done(send(&worker, &snapshot, upstream, &request, &options).await);
+        done(send(&worker, &snapshot, upstream, &head, body, &options).await);
     });
     Ok(())
-}
-
-/// Whether `name` is one the client writes itself (or drops): `Host`, the framing, and the
-/// connection's own fields.
-fn written_by_the_client(name: &[u8]) -> bool {
-    const OURS: &[&[u8]] = &[
-        b"host",
-        b"content-length",
-        b"transfer-encoding",
-        b"connection",
-        b"keep-alive",
-        b"proxy-connection",
-        b"te",
-        b"upgrade",
-        b"expect",
-        b"trailer",
-    ];
-    OURS.iter().any(|o| o.eq_ignore_ascii_case(name))
 }
 
 fn is_token(bytes: &[u8]) -> bool {
@@ -250,94 +248,26 @@ fn valid_value(value: &[u8]) -> bool {
 }
 
 /// Refuses what cannot be written as a request head: a method that is no token, a path that is
-/// neither origin-form nor `*` or that holds a space or control byte, an authority or a field that would break a
-/// line.
-fn check(request: &InternalRequest) -> Result<(), InternalError> {
-    if !is_token(&request.method) {
+/// neither origin-form nor `*` or that holds a space or control byte, an authority or a field
+/// that would break a line.
+fn check(head: &RequestHead) -> Result<(), InternalError> {
+    if !is_token(head.method()) {
         return Err(InternalError::Invalid("method"));
     }
     // Origin-form, or `*` (asterisk-form, an `OPTIONS` for the whole server).
-    let form = request.path.first() == Some(&b'/') || request.path == b"*";
-    let path_ok = form && request.path.iter().all(|&b| b > 0x20 && b != 0x7f);
+    let path = head.target();
+    let form = path.first() == Some(&b'/') || path == b"*";
+    let path_ok = form && path.iter().all(|&b| b > 0x20 && b != 0x7f);
     if !path_ok {
         return Err(InternalError::Invalid("path"));
     }
-    if !request.authority.iter().all(|&b| b > 0x20 && b != 0x7f) {
+    if !head.host().unwrap_or_default().iter().all(|&b| b > 0x20 && b != 0x7f) {
         return Err(InternalError::Invalid("authority"));
     }
-    if request
-        .fields
-        .iter()
-        .any(|(name, value)| !is_token(name) || !valid_value(value))
-    {
+    if head.pairs().any(|(name, value)| !is_token(name) || !valid_value(value)) {
         return Err(InternalError::Invalid("header field"));
     }
     Ok(())
-}
-
-/// The fields to send after `Host`: the request's own (less those the client writes), then the
-/// body's length.
-fn each_field(request: &InternalRequest, mut each: impl FnMut(&[u8], &[u8])) {
-    for (name, value) in request.fields.iter().filter(|(n, _)| !written_by_the_client(n)) {
-        each(name, value);
-    }
-    if let Some(body) = &request.body {
-        each(b"content-length", body.len().to_string().as_bytes());
-    }
-}
-
-/// The request as HTTP/1.1 text.
-fn write_text(request: &InternalRequest, authority: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(256);
-    let line = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        out.extend_from_slice(name);
-        out.extend_from_slice(b": ");
-        out.extend_from_slice(value);
-        out.extend_from_slice(b"\r\n");
-    };
-    out.extend_from_slice(&request.method);
-    out.push(b' ');
-    out.extend_from_slice(&request.path);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    line(&mut out, b"host", authority);
-    each_field(request, |name, value| line(&mut out, name, value));
-    out.extend_from_slice(b"\r\n");
-    out
-}
-
-/// The request laid out as fields, for an HTTP/2 upstream (`host` first: it becomes the
-/// `:authority`).
-struct LaidOut {
-    buf: Vec<u8>,
-    fields: Vec<Field>,
-    method: (u32, u32),
-    target: (u32, u32),
-}
-
-impl LaidOut {
-    fn new(request: &InternalRequest, authority: &[u8]) -> Self {
-        let mut buf = Vec::with_capacity(256);
-        let mut fields = Vec::with_capacity(request.fields.len() + 2);
-        let method = append_range(&mut buf, &request.method);
-        let target = append_range(&mut buf, &request.path);
-        fields.push(Field::append(&mut buf, b"host", authority));
-        each_field(request, |name, value| fields.push(Field::append(&mut buf, name, value)));
-        LaidOut {
-            buf,
-            fields,
-            method,
-            target,
-        }
-    }
-
-    fn head(&self) -> FieldsHead<'_> {
-        FieldsHead {
-            buf: &self.buf,
-            method: self.method,
-            target: self.target,
-            fields: &self.fields,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -112,31 +112,30 @@ async fn answer(
     let _ = send.send_data(Bytes::from_static(b"made"), true);
 }
 
-fn post() -> InternalRequest {
-    InternalRequest {
-        method: b"POST".to_vec(),
-        authority: b"app.test".to_vec(),
-        path: b"/items?x=1".to_vec(),
-        fields: vec![
-            (b"x-test".to_vec(), b"one".to_vec()),
-            // Framing is the client's to write: this one is dropped.
-            (b"transfer-encoding".to_vec(), b"chunked".to_vec()),
-        ],
-        body: Some(Bytes::from_static(b"hello")),
-    }
+/// A request head and its body.
+type Request = (RequestHead, Option<Bytes>);
+
+fn post() -> Request {
+    let fields: [(&[u8], &[u8]); 2] = [
+        (b"x-test", b"one"),
+        // Framing is the client's to write: this one is dropped.
+        (b"transfer-encoding", b"chunked"),
+    ];
+    let head = request_head(b"POST", b"app.test", b"/items?x=1", fields).unwrap();
+    (head, Some(Bytes::from_static(b"hello")))
+}
+
+fn get(path: &[u8]) -> RequestHead {
+    request_head::<&[u8], &[u8]>(b"GET", b"", path, []).unwrap()
 }
 
 /// Sends `request` to upstream 0 of `config` from a request path's task.
-fn send_once(
-    config: &str,
-    request: &InternalRequest,
-    options: InternalOptions,
-) -> Result<InternalResponse, InternalError> {
+fn send_once(config: &str, request: &Request, options: InternalOptions) -> Result<InternalResponse, InternalError> {
     let (runtime, ctx) = shared_worker_for(config);
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
         let snapshot = ctx.snapshot();
-        send(&ctx, &snapshot, 0, request, &options).await
+        send(&ctx, &snapshot, 0, &request.0, request.1.clone(), &options).await
     })
 }
 
@@ -180,12 +179,10 @@ fn a_body_past_the_bound_cuts_the_response_and_no_answer_is_an_error() {
     );
     assert_eq!(result.unwrap_err(), InternalError::NoResponse(HttpError::ConnectFailed));
 
-    let bad = InternalRequest {
-        path: b"no slash".to_vec(),
-        ..post()
-    };
-    let result = send_once(&config(&closed, ""), &bad, InternalOptions::new("test", 4));
-    assert_eq!(result.unwrap_err(), InternalError::Invalid("path"));
+    let bad = request_head::<&[u8], &[u8]>(b"POST", b"app.test", b"no slash", []);
+    assert_eq!(bad.unwrap_err(), InternalError::Invalid("path"));
+    let bad = request_head(b"GET", b"", b"/", [(&b"x"[..], &b"a\r\nb: c"[..])]);
+    assert_eq!(bad.unwrap_err(), InternalError::Invalid("header field"));
 }
 
 /// A background request: spawned with only the worker's context and a snapshot, no client
@@ -199,16 +196,12 @@ fn a_background_request_runs_on_a_task_of_its_own() {
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let got = outcome.clone();
     local.block_on(&runtime, async {
-        let request = InternalRequest {
-            method: b"GET".to_vec(),
-            path: b"/revalidate".to_vec(),
-            ..InternalRequest::default()
-        };
         spawn(
             &ctx,
             ctx.snapshot(),
             0,
-            request,
+            get(b"/revalidate"),
+            None,
             InternalOptions::new("test", 1024),
             move |result| {
                 *got.borrow_mut() = Some(result);
@@ -229,7 +222,8 @@ fn a_background_request_runs_on_a_task_of_its_own() {
         &plain,
         plain.snapshot(),
         0,
-        InternalRequest::default(),
+        get(b"/"),
+        None,
         InternalOptions::new("test", 0),
         |_| {},
     );
@@ -254,11 +248,7 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     );
     let (runtime, ctx) = shared_worker_for(&config);
     let local = tokio::task::LocalSet::new();
-    let get = InternalRequest {
-        method: b"GET".to_vec(),
-        path: b"/health".to_vec(),
-        ..InternalRequest::default()
-    };
+    let get = get(b"/health");
     let pinned = |target| InternalOptions {
         pinned: Some(target),
         ..InternalOptions::new("test", 1024)
@@ -267,7 +257,7 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     let up = &snapshot.upstreams[0];
     // The closed target: the connect does not move on to the live one, and the failure is not
     // the target's passive health nor its metrics.
-    let result = local.block_on(&runtime, send(&ctx, &snapshot, 0, &get, &pinned(1)));
+    let result = local.block_on(&runtime, send(&ctx, &snapshot, 0, &get, None, &pinned(1)));
     assert_eq!(result.unwrap_err(), InternalError::NoResponse(HttpError::ConnectFailed));
     let cells = up.targets[1].metrics.worker(0);
     assert!(up.targets[1].health.is_available());
@@ -278,7 +268,7 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     up.targets[0].health.set_active_up(false);
     assert!(!up.targets[0].health.is_available());
     let response = local
-        .block_on(&runtime, send(&ctx, &snapshot, 0, &get, &pinned(0)))
+        .block_on(&runtime, send(&ctx, &snapshot, 0, &get, None, &pinned(0)))
         .unwrap();
     assert_eq!(response.status, 204);
     assert!(seen.recv().unwrap().starts_with("GET /health HTTP/1.1\r\n"));
@@ -289,7 +279,7 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     // Unpinned, the same request finds no target: one is down, the other refuses connections.
     let result = local.block_on(
         &runtime,
-        send(&ctx, &snapshot, 0, &get, &InternalOptions::new("test", 1024)),
+        send(&ctx, &snapshot, 0, &get, None, &InternalOptions::new("test", 1024)),
     );
     assert!(matches!(result, Err(InternalError::NoResponse(_))), "{result:?}");
 }

@@ -16,8 +16,7 @@ use super::attempts::{observe, Attempt};
 use super::context::RequestContext;
 use super::downstream::{answer_error, Downstream};
 use super::error::HttpError;
-use super::filter::UpstreamHeadBuf;
-use super::head_out::UpstreamHead;
+use super::head_out::RequestParts;
 use super::pool::PoolKey;
 use crate::balance::Tried;
 use crate::connect::no_target_key;
@@ -95,7 +94,7 @@ impl ProxyRequest<'_> {
     }
 }
 
-/// Proxies one request whose upstream head is `head_out` and whose body (if any) starts in the
+/// Proxies one request whose head's edit view is `head` and whose body (if any) starts in the
 /// downstream's buffer. Returns the upstream connection when the response was a `101` that
 /// turned both connections into a tunnel, which the caller runs.
 ///
@@ -106,7 +105,7 @@ pub async fn proxy<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head: UpstreamHead<'_>,
+    head: &RequestParts<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
     let Some(limit) = req.upstream().http.request_timeout else {
@@ -130,7 +129,7 @@ async fn exchange<D: Downstream>(
     ctx: &WorkerContext,
     req: &ProxyRequest<'_>,
     down: &mut D,
-    head: UpstreamHead<'_>,
+    head: &RequestParts<'_>,
     rctx: &mut RequestContext,
 ) -> Option<Stream> {
     let up = req.upstream();
@@ -163,7 +162,8 @@ struct Exchange<'e, 'r, D> {
     ctx: &'e WorkerContext,
     req: &'e ProxyRequest<'r>,
     down: &'e mut D,
-    head: UpstreamHead<'e>,
+    /// The request head's edit view: each attempt writes the head to send from it.
+    head: &'e RequestParts<'e>,
     rctx: &'e mut RequestContext,
     /// Targets that failed this request (a balancer picks among the others).
     tried: Tried,
@@ -251,8 +251,9 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
                     let attempt = Attempt::new(target, reused, connect);
                     let _in_flight = observe::attempt_started(self.ctx, self.req, self.rctx, attempt);
                     // The filters' upstream-request phase, for this attempt's target.
-                    let mut edited = UpstreamHeadBuf::default();
-                    let head = self.down.upstream_request(up, target, self.head, &mut edited);
+                    let base = self.head;
+                    let edited = self.down.upstream_request(up, target, base);
+                    let head = edited.as_ref().unwrap_or(base);
                     let result = match conn {
                         UpstreamSession::Http2(conn) => self.over_http2(head, &conn).await.map(|()| None),
                         UpstreamSession::Http1(conn) => self.over_http1(head, target, conn).await,

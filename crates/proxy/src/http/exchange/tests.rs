@@ -7,6 +7,8 @@ use std::net::TcpListener;
 use super::*;
 use crate::http::iobuf::IoBuf;
 use crate::http::testing::{worker_for, Recording, Said};
+use rampart_proto::h1::parse_request_owned;
+use std::borrow::Cow;
 
 /// An upstream that answers each request on a connection with the next of `replies`, then
 /// closes.
@@ -72,11 +74,11 @@ fn exchange_once(target: &str, upstream_extra: &str) -> (Vec<String>, RequestCon
         let said = Said::default();
         let mut down = Recording::new(IoBuf::default(), said.clone());
         let mut rctx = RequestContext::new(true);
-        let head = UpstreamHead {
-            text: Some(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n"),
-            fields: None,
-        };
-        let tunnel = proxy(&ctx, &req, &mut down, head, &mut rctx).await;
+        let (_, head) = parse_request_owned(b"GET / HTTP/1.1\r\nhost: t\r\n\r\n", &Default::default())
+            .unwrap()
+            .unwrap();
+        let parts = RequestParts::of(&head, Cow::Owned(Default::default()), Some(0));
+        let tunnel = proxy(&ctx, &req, &mut down, &parts, &mut rctx).await;
         assert!(tunnel.is_none());
         drop(down);
         (said.take(), rctx)
@@ -158,11 +160,10 @@ fn a_body_shorter_than_its_length_is_the_clients_fault() {
         body.extend_from(&ctx.http, b"short");
         let mut down = Recording::new(body, said.clone());
         let mut rctx = RequestContext::new(true);
-        let head = UpstreamHead {
-            text: Some(b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 10\r\n\r\n"),
-            fields: None,
-        };
-        proxy(&ctx, &req, &mut down, head, &mut rctx).await;
+        let raw = b"POST / HTTP/1.1\r\nhost: t\r\ncontent-length: 10\r\n\r\n";
+        let (_, head) = parse_request_owned(raw, &Default::default()).unwrap().unwrap();
+        let parts = RequestParts::of(&head, Cow::Owned(Default::default()), Some(0));
+        proxy(&ctx, &req, &mut down, &parts, &mut rctx).await;
         drop(down);
         (said.take(), rctx)
     });

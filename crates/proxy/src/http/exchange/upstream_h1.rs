@@ -12,7 +12,7 @@ use super::response::{respond, Responded, Sent};
 use super::{pool_key, Exchange, ProxyRequest};
 use crate::http::downstream::{BodyFrame, Downstream};
 use crate::http::error::HttpError;
-use crate::http::head_out::{write_chunked_end, UpstreamHead};
+use crate::http::head_out::{write_chunked_end, write_request_head, RequestParts};
 use crate::stream::Stream;
 
 impl<D: Downstream> Exchange<'_, '_, D> {
@@ -20,7 +20,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     /// it into a tunnel; an error means nothing of the response reached the client.
     pub(super) async fn over_http1(
         &mut self,
-        head: UpstreamHead<'_>,
+        head: &RequestParts<'_>,
         target: usize,
         mut conn: Stream,
     ) -> Result<Option<Stream>, HttpError> {
@@ -30,15 +30,18 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         let sent_continue = &mut self.sent_continue;
         let up = req.upstream();
         let settings = up.http;
-        // The text is written for every upstream that may speak HTTP/1.
-        let head_out = head.text.ok_or(HttpError::UpstreamUnavailable)?;
         if req.expect_continue && !*sent_continue && req.body != BodyLength::None && !down.body_waiting() {
             // The client waits for it: ours, before the upstream's (which is not relayed then).
             down.send_continue().await?;
             *sent_continue = true;
         }
         let kept = &mut self.kept;
-        send_request(req, &mut conn, down, kept, head_out, settings.write_timeout).await?;
+        // The head as HTTP/1.1 text, written for this attempt.
+        let mut head_out = ctx.http.take_write_buffer();
+        write_request_head(&mut head_out, head);
+        let sent = send_request(req, &mut conn, down, kept, &head_out, settings.write_timeout).await;
+        ctx.http.give_write_buffer(head_out);
+        sent?;
         // A body lost past its limit as it went: no response is dropped for a retry then.
         let retry = retry.filter(|_| kept.replayable(req));
         // Nothing of the client's is needed while the upstream thinks: its buffer goes back now

@@ -22,7 +22,7 @@ use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::{write_bytes, write_data};
 use crate::http::h2pool::H2Conn;
-use crate::http::head_out::UpstreamHead;
+use crate::http::head_out::{sent_fields, RequestParts};
 use crate::http::message::ResponseHeader;
 use crate::worker::WorkerContext;
 
@@ -30,7 +30,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     /// Exchanges the request on a stream of `conn`. An error means nothing of the response
     /// reached the client; one that may have broken the connection (GOAWAY, a reset) retires it
     /// from the pool, so new streams go elsewhere.
-    pub(super) async fn over_http2(&mut self, head: UpstreamHead<'_>, conn: &H2Conn) -> Result<(), HttpError> {
+    pub(super) async fn over_http2(&mut self, head: &RequestParts<'_>, conn: &H2Conn) -> Result<(), HttpError> {
         let _stream = conn.open_stream();
         let retry = self.status_retry();
         let result = self.exchange_on(head, conn, retry).await;
@@ -43,7 +43,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
     /// The request on a new stream of `conn`, and its response back.
     async fn exchange_on(
         &mut self,
-        head: UpstreamHead<'_>,
+        head: &RequestParts<'_>,
         conn: &H2Conn,
         retry: Option<StatusRetry<'_>>,
     ) -> Result<(), HttpError> {
@@ -107,42 +107,46 @@ fn stream_error(e: &h2::Error) -> HttpError {
     }
 }
 
-/// The request head, laid out as fields, as an HTTP/2 request (mapped field by field).
+/// The request head to send, as an HTTP/2 request: its fields (see [`sent_fields`]) mapped one
+/// by one into the `h2` crate's map, `host` becoming the authority (the target's name without
+/// one); connection-specific fields and `te` left out (`te: trailers` put back for gRPC).
 fn h2_request(
     req: &ProxyRequest<'_>,
     target: usize,
-    head: UpstreamHead<'_>,
+    head: &RequestParts<'_>,
     tls: bool,
 ) -> Result<Request<()>, HttpError> {
-    // The fields are laid out for every upstream that may speak HTTP/2.
-    let head = head.fields.ok_or(HttpError::UpstreamUnavailable)?;
-    let host = head
-        .fields
-        .iter()
-        .find(|f| f.name(head.buf).eq_ignore_ascii_case(b"host"))
-        .map(|f| f.value(head.buf));
-    let fields = head.fields.iter().map(|f| (f.name(head.buf), f.value(head.buf)));
-    build_request(req, target, tls, head.method(), head.target(), host, fields)
-}
-
-/// An HTTP/2 request: `host` becomes the authority (the target's name without one), and the
-/// fields go field by field, without `host`, connection-specific fields and `te`.
-fn build_request<'a>(
-    req: &ProxyRequest<'_>,
-    target: usize,
-    tls: bool,
-    method: &[u8],
-    path: &[u8],
-    host: Option<&[u8]>,
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-) -> Result<Request<()>, HttpError> {
-    let method = Method::from_bytes(method).map_err(|_| HttpError::BadRequestBody)?;
+    let method = Method::from_bytes(head.method).map_err(|_| HttpError::BadRequestBody)?;
+    let mut request = Request::new(());
+    let map = request.headers_mut();
+    let mut grpc = false;
+    let mut host: Option<HeaderValue> = None;
+    sent_fields(head, |name, value| {
+        if name.eq_ignore_ascii_case(b"host") {
+            if host.is_none() {
+                host = HeaderValue::from_bytes(value).ok();
+            }
+            return;
+        }
+        if is_connection_specific(name, value) || name.eq_ignore_ascii_case(b"te") {
+            return;
+        }
+        grpc |= name.eq_ignore_ascii_case(b"content-type") && value.starts_with(b"application/grpc");
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            map.append(n, v);
+        }
+    });
+    if grpc {
+        // gRPC servers want to know the client takes trailers (HTTP/1 hop-by-hop rules dropped it).
+        map.insert(http::header::TE, HeaderValue::from_static("trailers"));
+    }
     let up = req.upstream();
     let fallback = up.targets.get(target).map_or(&up.name, |t| &t.name).as_bytes();
     let scheme = if tls { "https" } else { "http" };
+    let path = &head.target[..];
     let uri = Uri::builder()
         .scheme(scheme)
-        .authority(host.unwrap_or(fallback))
+        .authority(host.as_ref().map_or(fallback, |h| h.as_bytes()))
         .path_and_query(path)
         .build()
         .or_else(|_| {
@@ -153,25 +157,8 @@ fn build_request<'a>(
                 .build()
         })
         .map_err(|_| HttpError::BadRequestBody)?;
-    let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
-    let map = request.headers_mut();
-    let mut grpc = false;
-    for (name, value) in fields {
-        if name.eq_ignore_ascii_case(b"host") || is_connection_specific(name, value) || name.eq_ignore_ascii_case(b"te")
-        {
-            continue;
-        }
-        grpc |= name.eq_ignore_ascii_case(b"content-type") && value.starts_with(b"application/grpc");
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-            map.append(n, v);
-        }
-    }
-    if grpc {
-        // gRPC servers want to know the client takes trailers (HTTP/1 hop-by-hop rules dropped it).
-        map.insert(http::header::TE, HeaderValue::from_static("trailers"));
-    }
     Ok(request)
 }
 

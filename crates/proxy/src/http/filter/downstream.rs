@@ -19,13 +19,10 @@ use rampart_proto::h1::{Field, Framing};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::run::Where;
-use super::{
-    FilterRun, Rejection, ResponseParts, TrailerParts, UpstreamAttempt, UpstreamHeadBuf, UpstreamRequestParts,
-};
+use super::{AttemptTo, FilterRun, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamAttempt};
 use crate::http::attempts::Attempt;
 use crate::http::downstream::{copy_file, BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::head_out::UpstreamHead;
 use crate::http::message::ResponseHeader;
 
 /// A downstream side with a route's filters on it.
@@ -270,22 +267,26 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         self.inner.release_read_buffer();
     }
 
-    fn upstream_request<'h>(
+    fn upstream_request<'v>(
         &mut self,
-        upstream: &'h Upstream,
+        upstream: &'v Upstream,
         target: usize,
-        head: UpstreamHead<'h>,
-        scratch: &'h mut UpstreamHeadBuf,
-    ) -> UpstreamHead<'h> {
+        parts: &'v RequestParts<'_>,
+    ) -> Option<RequestParts<'v>> {
         let (Some(f), Some(t)) = (
             self.filtering.as_mut().filter(|f| f.run.is_active()),
             upstream.targets.get(target),
         ) else {
-            return head;
+            return None;
         };
-        let mut parts = UpstreamRequestParts::new(&upstream.name, &t.name, t.addr, head);
-        f.run.upstream_request(f.chain, f.at, &mut parts);
-        parts.finish(scratch)
+        let to = AttemptTo {
+            upstream: &upstream.name,
+            target: &t.name,
+            address: t.addr,
+        };
+        let mut attempt = parts.for_attempt(to);
+        f.run.upstream_request(f.chain, f.at, &mut attempt);
+        (!attempt.attempt_edits.is_empty()).then_some(attempt)
     }
 
     fn upstream_response(&mut self, upstream: &Upstream, attempt: &Attempt, fields: FieldsRef<'_>) {

@@ -23,8 +23,7 @@ use std::sync::Arc;
 use rampart_model::filter::{ExternalFilter, FilterOptions, FilterRegistry};
 
 use super::{
-    FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamAttempt,
-    UpstreamRequestParts, Verdict,
+    FilterCx, HttpFilter, Outcome, Rejection, RequestParts, ResponseParts, TrailerParts, UpstreamAttempt, Verdict,
 };
 
 /// A filter future borrowing the request for `'a`.
@@ -46,7 +45,7 @@ pub trait DynHttpFilter {
         chunk: &[u8],
         end: bool,
     ) -> Result<(), Rejection>;
-    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>);
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut RequestParts<'_>);
     fn upstream_attempt(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, attempt: &UpstreamAttempt<'_>, failed: bool);
     fn response_head(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, resp: &mut ResponseParts<'_>);
     fn response_body(
@@ -97,7 +96,7 @@ where
         }
     }
 
-    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut UpstreamRequestParts<'_>) {
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut dyn Any, req: &mut RequestParts<'_>) {
         if let Some(state) = state.downcast_mut::<F::State>() {
             HttpFilter::upstream_request(self, cx, state, req);
         }

@@ -1,5 +1,5 @@
 //! The HTTP filter model: what a filter is ([`HttpFilter`]), what it sees ([`RequestParts`],
-//! [`UpstreamRequestParts`], [`ResponseParts`], [`TrailerParts`], [`FilterCx`]), what it can say
+//! [`ResponseParts`], [`TrailerParts`], [`FilterCx`]), what it can say
 //! ([`Verdict`], [`Answer`], [`Rejection`]), and how a route's chain runs ([`FilterRun`],
 //! [`FilteredDownstream`]).
 //!
@@ -9,7 +9,8 @@
 //!    header edits), pick another upstream, or ask to see the body. Filters run in chain order;
 //!    the first answer stops the chain.
 //! 2. **upstream request** (sync): the target is chosen (upstream, backend address); the head
-//!    about to go to it may be read and its header fields edited ([`UpstreamRequestParts`]).
+//!    about to go to it may be read and its header fields edited (the same [`RequestParts`],
+//!    with [`RequestParts::attempt`] set).
 //!    Once per attempt: a retry runs it again, on the head as it was before any edit.
 //! 3. **request body** (sync, only when a filter asked with [`RequestParts::inspect_body`]): each
 //!    run of payload bytes before it goes upstream; a [`Rejection`] ends the request.
@@ -46,17 +47,15 @@ pub mod external;
 mod parts;
 mod run;
 mod slots;
-mod upstream_request;
 
 pub use attempt::UpstreamAttempt;
 pub use downstream::FilteredDownstream;
 pub use extensions::Extensions;
-pub use parts::{RequestParts, ResponseParts, TrailerParts};
+pub use parts::{AttemptTo, RequestParts, ResponseParts, TrailerParts};
 pub use run::FilterRun;
 pub(crate) use run::FilterState;
 pub(crate) use run::Where;
 pub use slots::{FilterWorker, WorkerSlots};
-pub use upstream_request::{UpstreamHeadBuf, UpstreamRequestParts};
 
 /// A filter: per-request state, per-worker state, and up to seven phases, each with a default
 /// that does nothing.
@@ -105,8 +104,11 @@ pub trait HttpFilter {
     /// target's names and address and the head, edit its header fields (sign it for the
     /// backend). Runs once per attempt, in chain order, after the target is chosen and before
     /// the head leaves: a retry runs it again, on the head as it was before this phase's edits.
-    /// Not for requests a filter or the route answered.
-    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, req: &mut UpstreamRequestParts<'_>) {
+    /// Not for requests a filter or the route answered. The view is the request head's
+    /// ([`RequestParts`]) with [`RequestParts::attempt`] set: its header edits apply to the head
+    /// as written for this attempt ([`RequestParts::sent_headers`]), and refuse the fields that
+    /// frame the message or belong to the connection.
+    fn upstream_request(&self, cx: &mut FilterCx<'_>, state: &mut Self::State, req: &mut RequestParts<'_>) {
         let _ = (cx, state, req);
     }
 

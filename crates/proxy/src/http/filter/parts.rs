@@ -1,4 +1,4 @@
-//! The messages as filters see them, protocol-neutral: a request head ([`RequestParts`]), a
+//! The messages as filters see them, protocol-neutral: a request head's edit view ([`RequestParts`]), a
 //! response head ([`ResponseParts`]) and a response's trailers ([`TrailerParts`]). Reads see the
 //! message as it arrived; edits are recorded and applied when the head is written, so a filter's reads never
 //! depend on which filter edited before it. Header names are matched case-insensitively.
@@ -6,133 +6,9 @@
 use std::borrow::Cow;
 
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::Field;
-use rampart_proto::message::{BodyLength, FieldsRef, Protocol};
+use rampart_proto::message::{BodyLength, FieldsRef};
 
-/// A request head on its way through the filters.
-pub struct RequestParts<'a> {
-    pub method: &'a [u8],
-    /// The request's host, without its port (empty when it named none).
-    pub host: &'a [u8],
-    /// The path as received (no query).
-    pub path: &'a [u8],
-    /// The query as received (without `?`).
-    pub query: &'a [u8],
-    /// The protocol the request came in.
-    pub protocol: Protocol,
-    /// What is known of the request body's length.
-    pub body: BodyLength,
-    buf: &'a [u8],
-    fields: &'a [Field],
-    /// The target sent upstream (origin-form: path and query); a filter may rewrite it.
-    pub target: Cow<'a, [u8]>,
-    /// Header edits of the request sent upstream.
-    pub edits: Cow<'a, HeaderOps>,
-    /// The upstream (an index into the snapshot's) the request goes to; `None` on routes that
-    /// answer themselves. A filter may pick another.
-    pub upstream: Option<usize>,
-    pub(super) inspect_body: bool,
-}
-
-impl<'a> RequestParts<'a> {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        method: &'a [u8],
-        host: &'a [u8],
-        path: &'a [u8],
-        query: &'a [u8],
-        protocol: Protocol,
-        body: BodyLength,
-        buf: &'a [u8],
-        fields: &'a [Field],
-        target: Cow<'a, [u8]>,
-        edits: Cow<'a, HeaderOps>,
-        upstream: Option<usize>,
-    ) -> Self {
-        RequestParts {
-            method,
-            host,
-            path,
-            query,
-            protocol,
-            body,
-            buf,
-            fields,
-            target,
-            edits,
-            upstream,
-            inspect_body: false,
-        }
-    }
-
-    /// The first value of header `name`, as the client sent it.
-    pub fn header(&self, name: &str) -> Option<&'a [u8]> {
-        self.header_values(name).next()
-    }
-
-    /// Every value of header `name`, in order.
-    pub fn header_values<'n>(&self, name: &'n str) -> impl Iterator<Item = &'a [u8]> + 'n
-    where
-        'a: 'n,
-    {
-        let buf = self.buf;
-        self.fields
-            .iter()
-            .filter(move |f| f.name(buf).eq_ignore_ascii_case(name.as_bytes()))
-            .map(move |f| f.value(buf))
-    }
-
-    /// The value of cookie `name` (the first one of that name, in any `Cookie` field); `None`
-    /// when it is missing or empty.
-    pub fn cookie(&self, name: &str) -> Option<&'a [u8]> {
-        self.header_values("cookie")
-            .flat_map(|v| v.split(|&b| b == b';'))
-            .find_map(|pair| {
-                let pair = pair.trim_ascii();
-                let eq = pair.iter().position(|&b| b == b'=')?;
-                (&pair[..eq] == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
-            })
-            .filter(|v| !v.is_empty())
-    }
-
-    /// Every header field as the client sent it: `(name, value)`.
-    pub fn headers(&self) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
-        let buf = self.buf;
-        self.fields.iter().map(move |f| (f.name(buf), f.value(buf)))
-    }
-
-    /// The value of query parameter `name` (its first occurrence, not percent-decoded).
-    pub fn query_param(&self, name: &str) -> Option<&'a [u8]> {
-        self.query.split(|&b| b == b'&').find_map(|pair| {
-            let (k, v) = match pair.iter().position(|&b| b == b'=') {
-                Some(i) => (&pair[..i], &pair[i + 1..]),
-                None => (pair, &b""[..]),
-            };
-            (k == name.as_bytes()).then_some(v)
-        })
-    }
-
-    /// Replaces every field `name` of the request sent upstream with one `value`.
-    pub fn set_header(&mut self, name: &str, value: &str) {
-        self.edits.to_mut().set(name, value);
-    }
-
-    /// Adds a field to the request sent upstream.
-    pub fn add_header(&mut self, name: &str, value: &str) {
-        self.edits.to_mut().add(name, value);
-    }
-
-    /// Removes every field `name` from the request sent upstream.
-    pub fn remove_header(&mut self, name: &str) {
-        self.edits.to_mut().remove(name);
-    }
-
-    /// Asks for the request body phase: the filters that ran will see the body's payload bytes
-    /// before they go upstream. Without it, bodies stream untouched.
-    pub fn inspect_body(&mut self) {
-        self.inspect_body = true;
-    }
-}
+pub use crate::http::head_out::{AttemptTo, RequestParts};
 
 /// Where a response head's fields are.
 enum Fields<'a> {

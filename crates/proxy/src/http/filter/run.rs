@@ -10,7 +10,7 @@ use rampart_model::filter::{self, Filter, FilterChain, FilterSlot};
 use rampart_model::Snapshot;
 
 use super::slots::FilterWorker;
-use super::{external, UpstreamAttempt, UpstreamRequestParts};
+use super::{external, UpstreamAttempt};
 use super::{
     Answer, FilterCx, HttpFilter, Outcome, Rejection, RequestFacts, RequestParts, ResponseParts, TrailerParts, Verdict,
 };
@@ -105,7 +105,7 @@ impl FilterRun {
 
     /// Runs the upstream-request phase over the filters that let the request through, in chain
     /// order: once per attempt, after the target is chosen.
-    pub(crate) fn upstream_request(&mut self, chain: &FilterChain, at: Where<'_>, req: &mut UpstreamRequestParts<'_>) {
+    pub(crate) fn upstream_request(&mut self, chain: &FilterChain, at: Where<'_>, req: &mut RequestParts<'_>) {
         let ran = self.ran;
         for (f, state) in chain.filters[..ran].iter().zip(&mut self.states[..ran]) {
             let mut cx = at.cx(&mut self.facts, f.slot);
@@ -255,7 +255,7 @@ macro_rules! builtin_filters {
             }
         }
 
-        fn upstream_request(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, req: &mut UpstreamRequestParts<'_>) {
+        fn upstream_request(f: &Filter, state: &mut FilterState, cx: &mut FilterCx<'_>, req: &mut RequestParts<'_>) {
             match (f, state) {
                 $((Filter::$name(f), FilterState::$name(s)) => f.upstream_request(cx, s, req),)*
                 (Filter::External(e), FilterState::External(s)) => {

@@ -495,15 +495,16 @@ impl HttpFilter for Signer {
         Verdict::Continue
     }
 
-    fn upstream_request(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut UpstreamRequestParts<'_>) {
-        let early = req.header("x-early").is_some();
+    fn upstream_request(&self, _: &mut FilterCx<'_>, _: &mut (), req: &mut RequestParts<'_>) {
+        let early = req.sent_header("x-early").is_some();
+        let to = req.attempt.expect("an attempt");
         let signature = format!(
             "{} {} {} {} {} {early}",
-            req.upstream,
-            req.target,
-            req.address,
-            String::from_utf8_lossy(req.method()),
-            String::from_utf8_lossy(req.path_and_query()),
+            to.upstream,
+            to.target,
+            to.address,
+            String::from_utf8_lossy(req.method),
+            String::from_utf8_lossy(&req.target),
         );
         assert!(req.set_header("x-signed-for", &signature));
         assert!(req.remove_header("x-early"));
@@ -548,11 +549,10 @@ fn client_address_from_trusted_proxies() {
     let trusted: Vec<rampart_model::net::IpNet> = vec!["10.0.0.0/8".parse().unwrap()];
     let fields_of = |xff: &str| {
         let raw = format!("GET / HTTP/1.1\r\nHost: a\r\nX-Forwarded-For: {xff}\r\n\r\n");
-        let mut fields = Vec::new();
-        let head = rampart_proto::h1::parse_request(raw.as_bytes(), &Default::default(), &mut fields)
+        let (_, head) = rampart_proto::h1::parse_request_owned(raw.as_bytes(), &Default::default())
             .unwrap()
             .unwrap();
-        (raw, fields, head)
+        head
     };
     let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
     let cases = [
@@ -563,20 +563,8 @@ fn client_address_from_trusted_proxies() {
         ("192.0.2.1", "198.51.100.1", "192.0.2.1"),
     ];
     for (peer, xff, want) in cases {
-        let (raw, fields, head) = fields_of(xff);
-        let parts = RequestParts::new(
-            b"GET",
-            b"a",
-            b"/",
-            b"",
-            rampart_proto::message::Protocol::Http11,
-            rampart_proto::message::BodyLength::of_framing(head.framing),
-            raw.as_bytes(),
-            &fields,
-            std::borrow::Cow::Borrowed(b"/"),
-            std::borrow::Cow::Owned(Default::default()),
-            None,
-        );
+        let head = fields_of(xff);
+        let parts = RequestParts::of(&head, std::borrow::Cow::Owned(Default::default()), None);
         assert_eq!(client_ip(ip(peer), &trusted, &parts), ip(want), "{peer} {xff}");
     }
 }

@@ -11,8 +11,9 @@ use std::task::Poll;
 use std::time::Duration;
 
 use rampart_model::ListenerKey;
-use rampart_proto::h1::{parse_request, H1Error, RequestHead};
+use rampart_proto::h1::{parse_request, H1Error};
 use rampart_proto::h2map::{preface, Preface};
+use rampart_proto::message::RequestHead;
 
 use super::context::RequestContext;
 use super::error::HttpError;
@@ -104,7 +105,6 @@ impl<'a> RequestPath<'a, Stream> {
             listener,
             http,
             inbuf,
-            fields: Vec::new(),
             out: Vec::new(),
             head_out: Vec::new(),
             log_scratch: Vec::new(),
@@ -231,6 +231,7 @@ impl<'a> RequestPath<'a, Stream> {
             }
             self.handle(&head, &mut rctx, &mut run, may_keep).await;
             let done = self.finish(Some(&head), &rctx, &mut run);
+            self.ctx.http.give_request_head(head);
             if !rctx.keep_client {
                 return Next::Close;
             }
@@ -259,11 +260,13 @@ impl<'a> RequestPath<'a, Stream> {
         // The first read takes what is already there without arming a timer (or reading the
         // clock); only a head that needs to wait for bytes gets the header deadline.
         let (mut polled, mut deadline) = (false, None);
-        loop {
-            match parse_request(self.inbuf.filled(), &limits, &mut self.fields) {
-                Ok(Some(head)) => return HeadRead::Head(head),
+        // The head is parsed in place; once whole, it takes the bytes it was read into.
+        let mut head = RequestHead::with_storage(Vec::new(), self.ctx.http.take_field_list());
+        let read = loop {
+            match parse_request(self.inbuf.filled(), &limits, &mut head) {
+                Ok(Some(parsed)) => break Ok(parsed.len),
                 Ok(None) => {}
-                Err(e) => return HeadRead::Failed(HttpError::BadRequest(e)),
+                Err(e) => break Err(HeadRead::Failed(HttpError::BadRequest(e))),
             }
             let (state, inbuf, stream) = (&self.ctx.http, &mut self.inbuf, &mut self.stream);
             let now = match polled {
@@ -280,18 +283,29 @@ impl<'a> RequestPath<'a, Stream> {
                     let at = *deadline.get_or_insert_with(|| tokio::time::Instant::now() + header_timeout);
                     match tokio::time::timeout_at(at, inbuf.read_from(state, stream, max)).await {
                         Ok(r) => r,
-                        Err(_) if inbuf.is_empty() => return HeadRead::Closed,
-                        Err(_) => return HeadRead::Failed(HttpError::ClientHeaderTimeout),
+                        Err(_) if inbuf.is_empty() => break Err(HeadRead::Closed),
+                        Err(_) => break Err(HeadRead::Failed(HttpError::ClientHeaderTimeout)),
                     }
                 }
             };
             match read {
-                Ok(0) => return HeadRead::Closed,
+                Ok(0) => break Err(HeadRead::Closed),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::OutOfMemory => {
-                    return HeadRead::Failed(HttpError::BadRequest(H1Error::HeadTooLarge))
+                    break Err(HeadRead::Failed(HttpError::BadRequest(H1Error::HeadTooLarge)))
                 }
-                Err(_) => return HeadRead::Closed,
+                Err(_) => break Err(HeadRead::Closed),
+            }
+        };
+        match read {
+            Ok(len) => {
+                let (bytes, at) = self.inbuf.take_head(&self.ctx.http, len);
+                head.attach(bytes, at, len);
+                HeadRead::Head(head)
+            }
+            Err(failed) => {
+                self.ctx.http.give_request_head(head);
+                failed
             }
         }
     }

@@ -10,8 +10,9 @@ use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, RecvStream};
 use http::Request;
-use rampart_proto::h1::{Framing, RequestHead};
-use rampart_proto::h2map::{lay_out_request, LayoutError, RequestPseudo};
+use rampart_proto::h1::Framing;
+use rampart_proto::h2map::{lay_out_request, LayoutError};
+use rampart_proto::message::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client_stream::{H2Stream, ResponseBody};
@@ -100,6 +101,7 @@ pub(super) async fn serve(
                 answer_error(&mut down, &mut rctx, HttpError::RequestTimeout).await;
             }
             conn.finish(Some(&head), &rctx, &mut run);
+            ctx.http.give_request_head(head);
         }
         Err(LayoutError::Refused(e)) => {
             // A head the request path refuses as it would the same HTTP/1.1 head: 431 for one
@@ -118,53 +120,44 @@ pub(super) async fn serve(
     conn.release_idle();
 }
 
-/// Lays the stream's head out in the connection's read buffer as the neutral request head
-/// (ranges into the buffer, as the HTTP/1 codec leaves a head it read): no HTTP/1 text.
+/// Lays the stream's head out as the owned request head (its field block, pseudo-header fields
+/// first, copied once into storage from the worker's pools): no HTTP/1 text.
 fn lay_out_head(
     conn: &mut RequestPath<'_, H2Stream<'_>>,
     parts: &http::request::Parts,
 ) -> Result<RequestHead, LayoutError> {
-    let path = parts.uri.path_and_query().map(|p| p.as_str().as_bytes());
-    let pseudo = RequestPseudo {
-        method: parts.method.as_str().as_bytes(),
-        authority: parts.uri.authority().map(|a| a.as_str().as_bytes()),
-        // `http` reads an empty :path as "/"; an asterisk stays one.
-        path,
-        protocol: parts
-            .extensions
-            .get::<h2::ext::Protocol>()
-            .map(|p| p.as_str().as_bytes()),
-    };
-    let fields: Vec<(&[u8], &[u8])> = parts
-        .headers
-        .iter()
-        .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
-        .collect();
+    let protocol = parts
+        .extensions
+        .get::<h2::ext::Protocol>()
+        .map(|p| p.as_str().as_bytes());
+    let mut block: Vec<(&[u8], &[u8])> = Vec::with_capacity(parts.headers.len() + 4);
+    block.push((b":method", parts.method.as_str().as_bytes()));
+    if let Some(scheme) = parts.uri.scheme_str() {
+        block.push((b":scheme", scheme.as_bytes()));
+    }
+    if let Some(authority) = parts.uri.authority() {
+        block.push((b":authority", authority.as_str().as_bytes()));
+    }
+    // `http` reads an empty :path as "/"; an asterisk stays one.
+    if let Some(path) = parts.uri.path_and_query() {
+        block.push((b":path", path.as_str().as_bytes()));
+    }
+    if let Some(protocol) = protocol {
+        block.push((b":protocol", protocol));
+    }
+    block.extend(parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())));
     // Only an extended CONNECT needs a key: the clock and hash stay off other requests.
-    let key = match pseudo.protocol {
+    let key = match protocol {
         Some(_) => websocket_key(conn.ctx.id, conn.stream.info),
         None => [0; 24],
     };
     let limits = conn.http().limits;
-    let mut laid = conn.ctx.http.take_write_buffer();
-    let result = lay_out_request(
-        &pseudo,
-        fields.iter().copied(),
-        conn.stream.request_ended,
-        &key,
-        &limits,
-        &mut laid,
-        &mut conn.fields,
-    );
-    // The head's ranges count from the buffer's start: the laid-out buffer becomes the stream's
-    // read buffer (it starts empty), with no copy.
-    match result {
-        Ok((head, _)) => {
-            conn.inbuf.adopt(&conn.ctx.http, laid);
-            Ok(head)
-        }
-        Err(e) => {
-            conn.ctx.http.give_write_buffer(laid);
+    let storage = conn.ctx.http.take_head_storage();
+    match lay_out_request(block.iter().copied(), conn.stream.request_ended, &key, &limits, storage) {
+        Ok((head, _)) => Ok(head),
+        Err((e, (bytes, fields))) => {
+            conn.ctx.http.give_write_buffer(bytes);
+            conn.ctx.http.give_field_list(fields);
             Err(e)
         }
     }

@@ -1,4 +1,8 @@
-use rampart_proto::h1::{parse_request, parse_response, Limits};
+use std::borrow::Cow;
+
+use rampart_model::ForwardedHeaders;
+use rampart_proto::h1::{parse_request_owned, parse_response, Limits};
+use rampart_proto::message::RequestHead;
 
 use super::*;
 
@@ -6,83 +10,76 @@ fn request_out(raw: &[u8], forwarded: ForwardedHeaders, ops: &HeaderOps) -> Stri
     encode_request(raw, forwarded, ops, |_| {})
 }
 
-/// The head `raw` parses to, as sent upstream after `edit` (a filter, say) changed it.
-fn encode_request(
-    raw: &[u8],
-    forwarded: ForwardedHeaders,
-    ops: &HeaderOps,
-    edit: impl FnOnce(&mut RequestHeader<'_>),
-) -> String {
-    let mut fields = Vec::new();
-    let head = parse_request(raw, &Limits::default(), &mut fields).unwrap().unwrap();
-    let slice = |r: (u32, u32)| &raw[r.0 as usize..r.1 as usize];
-    let mut header = RequestHeader {
-        buf: raw,
-        fields: &fields,
-        method: slice(head.method),
-        target: Cow::Borrowed(slice(head.target)),
-        framing: head.framing,
-        upgrade: head.upgrade,
-        host: head.host.map(slice),
-        lines: head.lines,
+/// The head `raw` parses to, owned.
+fn owned(raw: &[u8]) -> RequestHead {
+    parse_request_owned(raw, &Limits::default()).unwrap().unwrap().1
+}
+
+/// The fields of HTTP/1.1 text Rampart wrote.
+fn pairs(text: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    owned(text).pairs().map(|(n, v)| (n.to_vec(), v.to_vec())).collect()
+}
+
+/// The forwarding of the tests: upstream `app`, client 192.0.2.7 over plain HTTP.
+fn forwarding<'a>(head: &'a RequestHead, forwarded: ForwardedHeaders) -> Forwarding<'a> {
+    Forwarding {
+        host: head.host(),
         replace_host: false,
         default_host: "app",
         client_ip: "192.0.2.7",
         scheme: "http",
         forwarded,
         client_cert: None,
-        edits: Cow::Borrowed(ops),
-    };
-    edit(&mut header);
+        internal: false,
+    }
+}
+
+/// The head `raw` parses to, as sent upstream after `edit` (a filter, say) changed its view.
+fn encode_request(
+    raw: &[u8],
+    forwarded: ForwardedHeaders,
+    ops: &HeaderOps,
+    edit: impl Fn(&mut RequestParts<'_>),
+) -> String {
+    let head = owned(raw);
+    let mut parts = RequestParts::of(&head, Cow::Borrowed(ops), Some(0));
+    parts.forwarding = Some(forwarding(&head, forwarded));
+    edit(&mut parts);
     let mut out = Vec::new();
-    write_request_head(&mut out, &header);
+    write_request_head(&mut out, &parts);
     // The same head with its fields laid out as names and values only (as an HTTP/2 stream's
     // are: no lines to copy) is written field by field, to the same fields.
-    let (mut neutral, mut neutral_list) = (Vec::new(), Vec::new());
-    for f in &fields {
-        neutral_list.push(Field::append(&mut neutral, f.name(raw), f.value(raw)));
+    let mut laid = RequestHead::with_storage(Vec::new(), Vec::new());
+    laid.method = laid.append(head.method());
+    laid.target = laid.append(head.target());
+    for (name, value) in head.pairs() {
+        let field = laid.push_field(name, value);
+        if name.eq_ignore_ascii_case(b"host") {
+            laid.host = Some(field.value);
+        }
     }
-    let laid_header = RequestHeader {
-        buf: &neutral,
-        fields: &neutral_list,
-        lines: false,
-        target: header.target.clone(),
-        edits: header.edits.clone(),
-        ..header
-    };
+    (laid.body, laid.upgrade, laid.protocol) = (head.body, head.upgrade, head.protocol);
+    let mut laid_parts = RequestParts::of(&laid, Cow::Borrowed(ops), Some(0));
+    laid_parts.forwarding = Some(forwarding(&laid, forwarded));
+    edit(&mut laid_parts);
     let mut field_by_field = Vec::new();
-    write_request_head(&mut field_by_field, &laid_header);
-    let pairs = |text: &[u8]| -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut list = Vec::new();
-        parse_request(text, &Limits::default(), &mut list).unwrap().unwrap();
-        list.iter()
-            .map(|f| (f.name(text).to_vec(), f.value(text).to_vec()))
-            .collect()
-    };
+    write_request_head(&mut field_by_field, &laid_parts);
     assert_eq!(pairs(&field_by_field), pairs(&out));
-    // The same head laid out as fields (for an HTTP/2 upstream) holds the same fields as the
-    // text, less the HTTP/1 framing and `Connection`, and the same method and target.
-    let (mut laid, mut list) = (Vec::new(), Vec::new());
-    let (method, target) = write_request_fields(&mut laid, &mut list, &header);
-    let mut parsed_fields = Vec::new();
-    let parsed = parse_request(&out, &Limits::default(), &mut parsed_fields)
-        .unwrap()
-        .unwrap();
-    let from_text: Vec<(&[u8], &[u8])> = parsed_fields
-        .iter()
-        .map(|f| (f.name(&out), f.value(&out)))
+    // The fields an HTTP/2 upstream gets are those of the text, less the HTTP/1 framing and
+    // `Connection`; an owned copy of what is sent has the same method and target.
+    let from_text: Vec<(Vec<u8>, Vec<u8>)> = pairs(&out)
+        .into_iter()
         .filter(|(n, _)| !n.eq_ignore_ascii_case(b"transfer-encoding") && !n.eq_ignore_ascii_case(b"connection"))
         .collect();
-    let laid_out: Vec<(&[u8], &[u8])> = list.iter().map(|f| (f.name(&laid), f.value(&laid))).collect();
-    assert_eq!(laid_out, from_text);
-    let head = FieldsHead {
-        buf: &laid,
-        method,
-        target,
-        fields: &list,
-    };
-    assert_eq!(head.method(), &out[parsed.method.0 as usize..parsed.method.1 as usize]);
-    assert_eq!(head.target(), &out[parsed.target.0 as usize..parsed.target.1 as usize]);
+    let sent: Vec<(Vec<u8>, Vec<u8>)> = parts.sent_headers();
+    assert_eq!(sent, from_text);
+    let copy = lay_out_sent(&parts, Default::default());
+    let parsed = owned(&out);
+    assert_eq!((copy.method(), copy.target()), (parsed.method(), parsed.target()));
+    assert_eq!(
+        copy.pairs().map(|(n, v)| (n.to_vec(), v.to_vec())).collect::<Vec<_>>(),
+        sent
+    );
     String::from_utf8(out).unwrap()
 }
 
@@ -206,9 +203,9 @@ fn a_filter_edits_a_request_head_without_touching_the_routes_edits() {
     let mut route_ops = HeaderOps::default();
     route_ops.set("x-route", "r");
     let out = encode_request(raw, ForwardedHeaders::Off, &route_ops, |header| {
-        header.edits_mut().remove("X-Old");
-        header.edits_mut().set("x-route", "filtered");
-        header.edits_mut().add("x-added", "yes");
+        header.remove_header("X-Old");
+        header.set_header("x-route", "filtered");
+        header.add_header("x-added", "yes");
         header.target = Cow::Owned(b"/rewritten".to_vec());
     });
     assert_eq!(
@@ -223,7 +220,9 @@ fn the_client_cert_header_is_ours_alone() {
     let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Client-Cert: Subject=\"CN=forged\"\r\nX-Other: 1\r\n\r\n";
     let with = |cert| {
         encode_request(raw, ForwardedHeaders::Append, &HeaderOps::default(), |h| {
-            h.client_cert = Some(("x-client-cert", cert));
+            if let Some(f) = h.forwarding.as_mut() {
+                f.client_cert = Some(("x-client-cert", cert));
+            }
         })
     };
     let verified = with(Some("Subject=\"CN=real\""));
@@ -289,5 +288,74 @@ fn request_field_lines_that_cross_go_out_as_they_came() {
     assert_eq!(
         request_out(raw, ForwardedHeaders::Append, &HeaderOps::default()),
         "GET / HTTP/1.1\r\nHost: h\r\nA:  1 \r\nB:2\r\nX-Forwarded-Protocol: p\r\nx-forwarded-for: 10.0.0.1, 192.0.2.7\r\nx-forwarded-proto: http\r\nx-forwarded-host: h\r\n\r\n"
+    );
+}
+
+#[test]
+fn an_attempts_edits_apply_to_the_head_as_written_and_spare_the_framing() {
+    let raw = b"POST /a?b HTTP/1.1\r\nHost: app\r\nX-Sig: old\r\nTransfer-Encoding: chunked\r\n\r\n";
+    let head = owned(raw);
+    let mut route_ops = HeaderOps::default();
+    route_ops.set("x-early", "1");
+    let mut parts = RequestParts::of(&head, Cow::Borrowed(&route_ops), Some(0));
+    parts.forwarding = Some(forwarding(&head, ForwardedHeaders::Off));
+    let to = AttemptTo {
+        upstream: "app",
+        target: "one",
+        address: "127.0.0.1:9".parse().unwrap(),
+    };
+    let mut attempt = parts.for_attempt(to);
+    assert_eq!(attempt.sent_header("x-early"), Some(b"1".to_vec()));
+    assert_eq!(attempt.sent_header("X-Sig"), Some(b"old".to_vec()));
+    assert!(attempt.set_header("x-sig", "new"));
+    assert!(attempt.add_header("x-backend", "one"));
+    assert!(attempt.remove_header("x-early"));
+    assert!(
+        !attempt.remove_header("transfer-encoding"),
+        "framing is not the filters'"
+    );
+    assert!(!attempt.set_header("x-bad", "a\r\nb: c"));
+    assert!(!attempt.set_header("bad name", "v"));
+    let mut out = Vec::new();
+    write_request_head(&mut out, &attempt);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "POST /a?b HTTP/1.1\r\nHost: app\r\ntransfer-encoding: chunked\r\nx-sig: new\r\nx-backend: one\r\n\r\n"
+    );
+    // The request's own view is as it was: a retry starts from it again.
+    let mut again = Vec::new();
+    write_request_head(&mut again, &parts);
+    assert_eq!(
+        String::from_utf8(again).unwrap(),
+        "POST /a?b HTTP/1.1\r\nHost: app\r\nX-Sig: old\r\ntransfer-encoding: chunked\r\nx-early: 1\r\n\r\n"
+    );
+}
+
+#[test]
+fn a_request_of_ramparts_own_writes_its_host_and_length_itself() {
+    let head = crate::http::client::request_head(
+        b"POST",
+        b"",
+        b"/items",
+        [
+            (&b"x-test"[..], &b"one"[..]),
+            (b"content-length", b"99"),
+            (b"connection", b"close"),
+        ],
+    )
+    .unwrap();
+    let ops = HeaderOps::default();
+    let mut parts = RequestParts::of(&head, Cow::Borrowed(&ops), Some(0));
+    parts.body = BodyLength::Exact(5);
+    parts.forwarding = Some(Forwarding {
+        internal: true,
+        forwarded: ForwardedHeaders::Append,
+        ..forwarding(&head, ForwardedHeaders::Off)
+    });
+    let mut out = Vec::new();
+    write_request_head(&mut out, &parts);
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "POST /items HTTP/1.1\r\nhost: app\r\nx-test: one\r\ncontent-length: 5\r\n\r\n"
     );
 }

@@ -1,14 +1,12 @@
 //! The pieces of a request's answer that its handling and its proxy action share: how the answer
-//! is to be delivered ([`Delivery`]) and the request head laid out for an HTTP/2 upstream
-//! ([`LaidOut`]).
+//! is to be delivered ([`Delivery`]) and how its body is framed ([`request_framing`]).
 
 use rampart_model::error_pages::{ErrorPages, MediaWeights};
 use rampart_model::filter::FilterChain;
-use rampart_proto::h1::{Field, Framing};
+use rampart_proto::h1::Framing;
+use rampart_proto::message::BodyLength;
 
 use crate::http::filter::Where;
-use crate::http::head_out::FieldsHead;
-use crate::worker::WorkerContext;
 
 /// How a request's answer is to be delivered: the route's filters, and what the client allows.
 #[derive(Clone, Copy)]
@@ -23,28 +21,11 @@ pub(super) struct Delivery<'d> {
     pub(super) error_pages: Option<(&'d ErrorPages, Option<MediaWeights>)>,
 }
 
-/// A request head laid out as fields (for an HTTP/2 upstream): a buffer and a field list from
-/// the worker's pools, and the ranges of the method and target.
-pub(super) struct LaidOut {
-    pub(super) buf: Vec<u8>,
-    pub(super) fields: Vec<Field>,
-    pub(super) method: (u32, u32),
-    pub(super) target: (u32, u32),
-}
-
-impl LaidOut {
-    pub(super) fn head(&self) -> FieldsHead<'_> {
-        FieldsHead {
-            buf: &self.buf,
-            method: self.method,
-            target: self.target,
-            fields: &self.fields,
-        }
-    }
-
-    /// Gives the buffers back.
-    pub(super) fn release(self, ctx: &WorkerContext) {
-        ctx.http.give_write_buffer(self.buf);
-        ctx.http.give_field_list(self.fields);
+/// How an HTTP/1 side frames a request body of length `body` (unknown: chunked).
+pub(super) fn request_framing(body: BodyLength) -> Framing {
+    match body {
+        BodyLength::None => Framing::None,
+        BodyLength::Exact(n) => Framing::Length(n),
+        BodyLength::Unknown => Framing::Chunked,
     }
 }

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 use rampart_model::metrics::code_class;
 use rampart_model::ListenerKey;
 use rampart_model::{HttpListener, Listener};
-use rampart_proto::h1::{Framing, RequestHead};
+use rampart_proto::h1::{Framing, Version};
+use rampart_proto::message::RequestHead;
 
 use super::{http_listener, RequestPath};
 use crate::http::access_log::{captured, redact_query, write_line, AccessRecord};
@@ -49,7 +50,6 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             listener,
             http,
             inbuf: IoBuf::default(),
-            fields: Vec::new(),
             out: Vec::new(),
             head_out: Vec::new(),
             log_scratch: Vec::new(),
@@ -205,9 +205,8 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             client: self.client,
             method: parts[0],
             target: &target,
-            version: self
-                .stream
-                .protocol(head.map_or(rampart_proto::h1::Version::Http11, |h| h.version))
+            version: head
+                .map_or_else(|| self.stream.protocol(Version::Http11), |h| h.protocol)
                 .as_str(),
             host: parts[2],
             referer: parts[3],
@@ -232,7 +231,6 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
     pub(crate) fn release_idle(&mut self) {
         self.inbuf.release(&self.ctx.http);
         self.release_write_buffers();
-        self.fields = Vec::new();
         self.log_scratch = Vec::new();
     }
 }

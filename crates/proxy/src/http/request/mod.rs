@@ -13,7 +13,6 @@ use std::sync::Arc;
 
 use rampart_model::ListenerKey;
 use rampart_model::{HttpListener, Snapshot};
-use rampart_proto::h1::Field;
 
 use super::iobuf::IoBuf;
 use crate::slot::ConnSlot;
@@ -48,7 +47,6 @@ pub(crate) struct RequestPath<'a, T> {
     pub(in crate::http) listener: usize,
     pub(in crate::http) http: Arc<HttpListener>,
     pub(crate) inbuf: IoBuf,
-    pub(crate) fields: Vec<Field>,
     pub(in crate::http) out: Vec<u8>,
     pub(in crate::http) head_out: Vec<u8>,
     /// Copies of the request's method, target, host, referer and user agent for the access log.

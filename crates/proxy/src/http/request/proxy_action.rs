@@ -1,11 +1,10 @@
-//! The proxy action of the request path: the head to send upstream written in the forms the
-//! upstream's protocol needs ([`LaidOut`], HTTP/1.1 text), the exchange through the route's
-//! filters, and the tunnel a 101 opens.
+//! The proxy action of the request path: the exchange through the route's filters (each attempt
+//! writes the head to send from the request's edit view, in the form its connection speaks), and
+//! the tunnel a 101 opens.
 
-use rampart_model::UpstreamProtocol;
 use rampart_proto::message::BodyLength;
 
-use super::action::{Delivery, LaidOut};
+use super::action::Delivery;
 use super::RequestPath;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
@@ -13,25 +12,22 @@ use crate::http::downstream::{answer_error, Downstream};
 use crate::http::error::HttpError;
 use crate::http::exchange::{self, ProxyRequest};
 use crate::http::filter::FilterRun;
-use crate::http::head_out::{write_request_fields, write_request_head, RequestHeader, UpstreamHead};
-use crate::worker::WorkerContext;
+use crate::http::head_out::RequestParts;
 
 impl<T: ClientSide> RequestPath<'_, T> {
-    /// Exchanges a request whose upstream head is in `head_out` with the upstream, then runs the
+    /// Exchanges a request (its head's edit view `parts`) with the upstream, then runs the
     /// tunnel a 101 may have opened.
     pub(super) async fn exchange(
         &mut self,
         req: &ProxyRequest<'_>,
-        text: bool,
-        fields_head: Option<LaidOut>,
+        parts: &RequestParts<'_>,
         rctx: &mut RequestContext,
         run: &mut FilterRun,
         delivery: Delivery<'_>,
     ) {
-        // The head now lives in `head_out`; with no body bytes waiting, the read buffer goes back
+        // The head is the request's own; with no body bytes waiting, the read buffer goes back
         // to the pool before the (possibly slow) upstream connect.
         self.inbuf.release_if_empty(&self.ctx.http);
-        let head_out = std::mem::take(&mut self.head_out);
         let ctx = self.ctx;
         let mut down = self.filtered(run, delivery);
         // The body bytes that came with the head are checked before anything goes upstream (a
@@ -42,13 +38,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
             _ => down.check_received_body(),
         };
         let tunnel = match received {
-            Ok(()) => {
-                let head = UpstreamHead {
-                    text: text.then_some(&head_out[..]),
-                    fields: fields_head.as_ref().map(LaidOut::head),
-                };
-                exchange::proxy(ctx, req, &mut down, head, rctx).await
-            }
+            Ok(()) => exchange::proxy(ctx, req, &mut down, parts, rctx).await,
             Err(error) => {
                 answer_error(&mut down, rctx, error).await;
                 None
@@ -63,10 +53,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
         }
         // Else the error decided: kept only when answered whole on a request read in full.
         drop(down);
-        self.head_out = head_out;
-        if let Some(laid) = fields_head {
-            laid.release(self.ctx);
-        }
         if let Some(upstream) = tunnel {
             rctx.keep_client = false;
             match req.snapshot.listeners.get(self.listener) {
@@ -103,30 +89,4 @@ impl<T: ClientSide> RequestPath<'_, T> {
             listener.metrics.worker(self.ctx.id).bytes_in.add(up);
         }
     }
-}
-
-/// Writes the request head to send upstream in the forms its protocol may need: HTTP/1.1 text in
-/// `text` (`http1`, `auto`), laid out as fields (`h2`, `h2c`, `auto`).
-pub(super) fn write_upstream_head(
-    ctx: &WorkerContext,
-    text: &mut Vec<u8>,
-    header: &RequestHeader<'_>,
-    protocol: UpstreamProtocol,
-) -> (bool, Option<LaidOut>) {
-    let wants_text = matches!(protocol, UpstreamProtocol::Http1 | UpstreamProtocol::Auto);
-    if wants_text {
-        text.clear();
-        write_request_head(text, header);
-    }
-    let laid = (protocol != UpstreamProtocol::Http1).then(|| {
-        let (mut buf, mut fields) = (ctx.http.take_write_buffer(), ctx.http.take_field_list());
-        let (method, target) = write_request_fields(&mut buf, &mut fields, header);
-        LaidOut {
-            buf,
-            fields,
-            method,
-            target,
-        }
-    });
-    (wants_text, laid)
 }

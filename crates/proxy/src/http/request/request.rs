@@ -15,11 +15,10 @@ use rampart_model::error_pages::MediaWeights;
 use rampart_model::route::{RedirectTo, RequestView, RouteAction};
 use rampart_model::split::SplitWay;
 use rampart_model::HttpListener;
-use rampart_proto::h1::{Field, Framing, RequestHead, Version};
-use rampart_proto::message::BodyLength;
+use rampart_proto::h1::Framing;
+use rampart_proto::message::{BodyLength, RequestHead};
 
-use super::action::Delivery;
-use super::proxy_action::write_upstream_head;
+use super::action::{request_framing, Delivery};
 use super::RequestPath;
 use crate::http::access_log::capture_for_log;
 use crate::http::client_side::ClientSide;
@@ -28,7 +27,7 @@ use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::exchange::ProxyRequest;
 use crate::http::filter::{client_ip, FilterRun, FilteredDownstream, RequestParts, Where};
-use crate::http::head_out::{RequestHeader, UpstreamHead};
+use crate::http::head_out::Forwarding;
 use crate::http::mirror;
 use crate::http::static_files::{self, StaticRequest};
 use crate::http::target::{request_target, split_target, RequestTarget};
@@ -47,43 +46,40 @@ impl<T: ClientSide> RequestPath<'_, T> {
         may_keep: bool,
     ) {
         if rctx.logged_at.is_some() {
-            capture_for_log(&mut self.log_scratch, &self.fields, self.inbuf.filled(), head);
+            capture_for_log(&mut self.log_scratch, head);
         }
         let snapshot = self.snapshot.clone();
         // The listener and its HTTP settings, read from the snapshot held for this request (the
         // settings are the ones `self.http` holds: both were set from this snapshot).
         let Some((listener, http)) = snapshot.listeners.get(self.listener).and_then(|l| Some((l, l.http()?))) else {
-            self.inbuf.consume(head.len);
             return self.fail(rctx, HttpError::MissingConfig, false, false).await;
         };
         let listener_tls = listener.tls.as_deref();
-        let buf = self.inbuf.filled();
-        let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
-        let method = slice(head.method);
-        let target = request_target(slice(head.target), head.host.map(slice));
-        let route = route_of(http, method, &target, buf, &self.fields).and_then(|i| Some((i, http.routes.get(i)?)));
+        let method = head.method();
+        let target = request_target(head.target(), head.host());
+        let route = route_of(http, method, &target, head).and_then(|i| Some((i, http.routes.get(i)?)));
         rctx.route = route.map(|(i, _)| i);
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
         let keep = may_keep && head.keep_alive;
-        let http10 = head.version == Version::Http10;
-        let keep_after_local = keep && head.framing == Framing::None;
+        let http10 = head.http10();
+        let framing = request_framing(head.body);
+        let keep_after_local = keep && framing == Framing::None;
         // Read only where a page may be chosen by it.
         let pages = match route {
             Some((_, route)) => route.error_pages.as_deref(),
             None => http.error_pages.as_deref(),
         };
-        let error_pages = pages.map(|p| (p, accept_weights(buf, &self.fields)));
+        let error_pages = pages.map(|p| (p, accept_weights(head)));
         let mut delivery = Delivery {
             filters: None,
             keep: keep_after_local,
             http10,
             head_only,
-            framing: head.framing,
+            framing,
             error_pages,
         };
         let Some((route_index, route)) = route else {
-            self.inbuf.consume(head.len);
             let answer = LocalAnswer {
                 status: 404,
                 headers: &[],
@@ -105,15 +101,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
         };
         delivery.filters = Some((chain, at));
         let mut parts = RequestParts::new(
-            method,
-            target.host,
-            target.path,
-            target.query,
-            self.stream.protocol(head.version),
-            BodyLength::of_framing(head.framing),
-            buf,
-            &self.fields,
-            target.origin_form.clone(),
+            head,
+            &target,
             Cow::Borrowed(&chain.request_edits),
             match route.action {
                 RouteAction::Proxy { upstream } => Some(upstream),
@@ -134,7 +123,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
             // Boxed: the filters' futures stay out of every request's state.
             if let Some(answer) = Box::pin(run.request_head(chain, at, &mut parts)).await {
                 drop(parts);
-                self.inbuf.consume(head.len);
                 rctx.filter_reason = answer.reason;
                 let headers: Vec<(&str, &str)> = answer.headers.iter().map(|(n, v)| (n.as_ref(), v.as_str())).collect();
                 let local = LocalAnswer {
@@ -151,7 +139,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
             RouteAction::Respond { status, headers, body } => {
                 let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
                 drop(parts);
-                self.inbuf.consume(head.len);
                 let answer = LocalAnswer {
                     status: *status,
                     headers: &headers,
@@ -170,7 +157,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     None => None,
                 };
                 drop(parts);
-                self.inbuf.consume(head.len);
                 let local = match &answer {
                     Some(key_authorization) => LocalAnswer {
                         status: 200,
@@ -192,7 +178,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
             RouteAction::Redirect { status, to } => {
                 let to = self.redirect_location(to, &target);
                 drop(parts);
-                self.inbuf.consume(head.len);
                 let body = format!("{status} redirect to {to}\n");
                 let answer = LocalAnswer {
                     status: *status,
@@ -215,7 +200,6 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 };
                 let prepared = static_files::prepare(files, &request, &mut out, &mut fields);
                 drop(parts);
-                self.inbuf.consume(head.len);
                 self.answer_static(rctx, run, delivery, prepared, &out, &fields, &chain.response_edits)
                     .await;
                 self.head_out = out;
@@ -227,36 +211,28 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 rctx.upstream = Some(upstream);
                 let Some(up) = snapshot.upstreams.get(upstream) else {
                     drop(parts);
-                    self.inbuf.consume(head.len);
                     return self.fail(rctx, HttpError::MissingConfig, http10, head_only).await;
                 };
                 let sticky_target = crate::http::exchange::sticky_target(up, |name| parts.cookie(name));
                 // An absolute-form request names its host in the target, which wins over `Host`.
                 let host = match target.from_authority {
                     true => Some(target.authority),
-                    false => head.host.map(slice),
+                    false => head.host(),
                 };
-                let header = RequestHeader {
-                    buf,
-                    fields: &self.fields,
-                    lines: head.lines,
-                    method,
-                    target: parts.target,
-                    framing: head.framing,
-                    upgrade: head.upgrade,
+                // Held aside while the exchange borrows the connection (and given back after).
+                let client_ip = std::mem::take(&mut self.client_ip);
+                let cert_field = listener_tls.and_then(|t| t.forward_client_cert.as_deref());
+                let cert = cert_field.and_then(|_| self.stream.client_cert().map(str::to_owned));
+                parts.forwarding = Some(Forwarding {
                     host,
                     replace_host: target.from_authority,
                     default_host: &up.name,
-                    client_ip: &self.client_ip,
+                    client_ip: &client_ip,
                     scheme: self.stream.scheme(),
                     forwarded: http.forwarded,
-                    client_cert: listener_tls
-                        .and_then(|t| t.forward_client_cert.as_deref())
-                        .map(|name| (name, self.stream.client_cert())),
-                    edits: parts.edits,
-                };
-                let protocol = up.http.protocol;
-                let (text, fields_head) = write_upstream_head(self.ctx, &mut self.head_out, &header, protocol);
+                    client_cert: cert_field.map(|name| (name, cert.as_deref())),
+                    internal: false,
+                });
                 let (retries, retry_on) = ProxyRequest::retry_settings(up, route.retry);
                 let mut req = ProxyRequest {
                     snapshot: &snapshot,
@@ -265,10 +241,10 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     up,
                     client: self.client,
                     local: up.send_proxy_protocol.and_then(|_| self.stream.local_addr().ok()),
-                    hash_key: crate::http::affinity::request_key(up, self.client.ip(), buf, &self.fields),
+                    hash_key: crate::http::affinity::request_key(up, self.client.ip(), head.bytes(), &head.fields),
                     idempotent: matches!(method, b"GET" | b"HEAD" | b"OPTIONS" | b"TRACE" | b"PUT" | b"DELETE"),
                     head_method: head_only,
-                    body: BodyLength::of_framing(head.framing),
+                    body: head.body,
                     expect_continue: head.expect_continue,
                     upgrade: head.upgrade,
                     response_ops: &chain.response_edits,
@@ -283,21 +259,18 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     .as_ref()
                     .filter(|m| !head.upgrade && mirror::drawn(self.ctx, m))
                 {
-                    if head.framing == Framing::None {
-                        let head = UpstreamHead {
-                            text: text.then_some(&self.head_out[..]),
-                            fields: fields_head.as_ref().map(|laid| laid.head()),
-                        };
-                        mirror::copy(self.ctx, &snapshot, mirror, head, mirror::CopyBody::None);
+                    if head.body == BodyLength::None {
+                        mirror::copy(self.ctx, &snapshot, mirror, &parts, mirror::CopyBody::None);
                     } else {
                         // Copied once the exchange has sent the body (and kept it).
                         req.mirror = Some(mirror);
                     }
                 }
-                self.inbuf.consume(head.len);
                 delivery.keep = keep;
-                rctx.bodyless = head.framing == Framing::None && !head.upgrade;
-                self.exchange(&req, text, fields_head, rctx, run, delivery).await;
+                rctx.bodyless = head.body == BodyLength::None && !head.upgrade;
+                self.exchange(&req, &parts, rctx, run, delivery).await;
+                drop(parts);
+                self.client_ip = client_ip;
             }
         }
     }
@@ -371,28 +344,19 @@ impl<T: ClientSide> RequestPath<'_, T> {
 }
 
 /// How the request's `Accept` field weighs the media types of error pages (`None`: no field).
-fn accept_weights(buf: &[u8], fields: &[rampart_proto::h1::Field]) -> Option<MediaWeights> {
-    fields
-        .iter()
-        .find(|f| f.name(buf).eq_ignore_ascii_case(b"accept"))
-        .map(|f| MediaWeights::from_accept(f.value(buf)))
+fn accept_weights(head: &RequestHead) -> Option<MediaWeights> {
+    head.field(b"accept").map(MediaWeights::from_accept)
 }
 
 /// The first of the listener's routes that takes the request.
-fn route_of(
-    http: &HttpListener,
-    method: &[u8],
-    target: &RequestTarget<'_>,
-    buf: &[u8],
-    fields: &[Field],
-) -> Option<usize> {
+fn route_of(http: &HttpListener, method: &[u8], target: &RequestTarget<'_>, head: &RequestHead) -> Option<usize> {
     let view = RequestView {
         method,
         host: target.host,
         path: target.path,
         query: target.query,
-        buf,
-        fields,
+        buf: head.bytes(),
+        fields: &head.fields,
     };
     http.routes.iter().position(|r| r.matcher.matches(&view))
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rampart_model::ListenerKey;
 use rampart_proto::h1::Version;
-use rampart_proto::h2map::{lay_out_request, RequestPseudo};
+use rampart_proto::h2map::lay_out_request;
 use rampart_proto::message::Protocol;
 
 use super::RequestPath;
@@ -111,18 +111,17 @@ fn answers(config: &str, client: &str, requests: &[TestRequest<'_>]) -> Vec<Vec<
                 panic!("listener web speaks HTTP");
             };
             path.ensure_out();
-            let pseudo = RequestPseudo {
-                method: request.method.as_bytes(),
-                authority: Some(b"a.test"),
-                path: Some(request.path.as_bytes()),
-                protocol: None,
-            };
+            let pseudo: [(&[u8], &[u8]); 3] = [
+                (b":method", request.method.as_bytes()),
+                (b":authority", b"a.test"),
+                (b":path", request.path.as_bytes()),
+            ];
             let fields = request.fields.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes()));
-            let (mut laid, limits) = (Vec::new(), path.http().limits);
+            let limits = path.http().limits;
             let end = request.body.is_empty();
-            let (head, _) = lay_out_request(&pseudo, fields, end, &[], &limits, &mut laid, &mut path.fields).unwrap();
-            // The body's frames wait behind the head, as they would in a stream's buffer.
-            path.inbuf.extend_from(&ctx.http, &laid);
+            let block = pseudo.into_iter().chain(fields);
+            let (head, _) = lay_out_request(block, end, &[], &limits, Default::default()).unwrap();
+            // The body's frames wait in the stream's buffer.
             path.inbuf.extend_from(&ctx.http, request.body);
             let mut rctx = RequestContext::new(false);
             let mut run = FilterRun::default();

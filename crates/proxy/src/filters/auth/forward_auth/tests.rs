@@ -57,8 +57,8 @@ async fn service_over(script: Script, tls: Option<ListenerTls>) -> Service {
                 };
                 let mut buf = Vec::new();
                 loop {
-                    let mut fields = Vec::new();
-                    let head = match parse_request(&buf, &Default::default(), &mut fields) {
+                    let mut parsed_head = rampart_proto::message::RequestHead::default();
+                    let head = match parse_request(&buf, &Default::default(), &mut parsed_head) {
                         Ok(Some(head)) => head,
                         Ok(None) => {
                             let mut chunk = [0u8; 4096];
@@ -151,22 +151,24 @@ fn answer(verdict: Verdict) -> Answer {
     }
 }
 
-/// A sub-request as `METHOD PATH AUTHORITY` and a `name: value` line for each field.
-fn text(request: InternalRequest) -> String {
+/// A sub-request as `METHOD PATH AUTHORITY` and a `name: value` line for each field (its `host`,
+/// the authority, left out).
+fn text(request: Result<RequestHead, InternalError>) -> String {
+    let request = request.expect("a valid sub-request");
     let mut out = format!(
         "{} {} {}\r\n",
-        String::from_utf8_lossy(&request.method),
-        String::from_utf8_lossy(&request.path),
-        String::from_utf8_lossy(&request.authority)
+        String::from_utf8_lossy(request.method()),
+        String::from_utf8_lossy(request.target()),
+        String::from_utf8_lossy(request.host().unwrap_or_default())
     );
-    for (name, value) in &request.fields {
+    for (name, value) in request.pairs().skip(usize::from(request.host.is_some())) {
         out.push_str(&format!(
             "{}: {}\r\n",
             String::from_utf8_lossy(name),
             String::from_utf8_lossy(value)
         ));
     }
-    assert_eq!(request.body, None);
+    assert_eq!(request.body, rampart_proto::message::BodyLength::None);
     out
 }
 

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use rampart_config::{compile_toml, LiveState};
 use rampart_model::filter::compress::CompressSettings;
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{parse_request, parse_response, Limits};
+use rampart_proto::h1::{parse_request_owned, parse_response, Limits};
 
 use super::*;
 use crate::http::filter::RequestFacts;
@@ -61,26 +61,10 @@ impl Worker {
 
 /// The request phase for a raw request head.
 fn request(settings: &CompressSettings, worker: &mut Worker, raw: &str) -> CompressRequest {
-    let mut fields = Vec::new();
-    let head = parse_request(raw.as_bytes(), &Limits::default(), &mut fields)
+    let (_, head) = parse_request_owned(raw.as_bytes(), &Limits::default())
         .unwrap()
         .unwrap();
-    let buf = raw.as_bytes();
-    let slice = |(from, to): (u32, u32)| &buf[from as usize..to as usize];
-    let method = slice(head.method);
-    let mut parts = RequestParts::new(
-        method,
-        b"",
-        slice(head.target),
-        b"",
-        head.version.into(),
-        rampart_proto::message::BodyLength::of_framing(head.framing),
-        buf,
-        &fields,
-        Cow::Borrowed(slice(head.target)),
-        Cow::Owned(HeaderOps::default()),
-        Some(0),
-    );
+    let mut parts = RequestParts::of(&head, Cow::Owned(HeaderOps::default()), Some(0));
     let mut state = CompressRequest::default();
     let mut cx = worker.cx();
     {

@@ -7,16 +7,24 @@
 //! Fields are borrowed where they already are: byte ranges into the buffer HTTP/1 read a head
 //! into (no copy on the HTTP/1 path), the `http::HeaderMap` the `h2` crate decoded (no copy on
 //! the HTTP/2 path), or name/value pairs (a chunked body's trailer section).
+//!
+//! A request head is owned ([`RequestHead`]): its bytes and field ranges, filled in place by the
+//! HTTP/1 codec and laid out by the HTTP/2 side, the one request-head type every protocol's
+//! request becomes.
 
 use http::HeaderMap;
+
+mod request;
+pub use request::{RequestHead, Span};
 
 use crate::h1::{Field, Framing, Version};
 
 /// The protocol a message came in, as the request path sees it (an HTTP/2 request is HTTP/2,
 /// not the HTTP/1.1 head it once was written as).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Protocol {
     Http10,
+    #[default]
     Http11,
     Http2,
     /// HTTP/3 over QUIC (no mux speaks it yet: the arm its mux will give).
@@ -46,9 +54,10 @@ impl From<Version> for Protocol {
 }
 
 /// What is known of a body's length before it flows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum BodyLength {
     /// No body at all (a response to HEAD, a 204 or 304, a bodiless request).
+    #[default]
     None,
     /// Exactly this many data bytes.
     Exact(u64),

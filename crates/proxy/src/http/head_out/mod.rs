@@ -3,16 +3,21 @@
 //! Hop-by-hop fields never cross: `Connection` and every field it names, `Keep-Alive`,
 //! `Proxy-Connection`, `TE`, `Transfer-Encoding` (written again by us when the body is chunked),
 //! `Upgrade` outside a tunnel, and `Expect` (Rampart answers `100 Continue` itself).
+//!
+//! The request side (`request`, `attempt`) writes from the request head's edit view
+//! ([`RequestParts`]); the response side, here, from the neutral response head.
 
-use std::borrow::Cow;
-
-use rampart_proto::h1::{append_range, Field, Framing};
+use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::message::ResponseHeader;
 
 use rampart_model::route::HeaderOps;
-use rampart_model::ForwardedHeaders;
+
+mod attempt;
+mod request;
+pub(crate) use request::{lay_out_sent, sent_fields, write_request_head, Forwarding};
+pub use request::{AttemptTo, RequestParts};
 
 /// The fields a `Connection` header names (at most 16 are honoured), less `keep-alive` and
 /// `upgrade`, which [`is_hop_by_hop`] decides about on its own.
@@ -125,242 +130,6 @@ fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
     for (name, value) in ops.set.iter().chain(&ops.add) {
         write_field(out, name.as_bytes(), value.as_bytes());
     }
-}
-
-/// A request head on its way upstream: the client's head (HTTP/1 keeps its fields as byte ranges
-/// into the bytes it was read into), the target after rewrites, and header edits (the route's,
-/// borrowed until a filter changes them: see [`RequestHeader::edits_mut`]).
-pub struct RequestHeader<'a> {
-    pub buf: &'a [u8],
-    pub fields: &'a [Field],
-    /// The fields are whole lines of HTTP/1 text in `buf` (see `RequestHead::lines`): they may be
-    /// copied as they came.
-    pub lines: bool,
-    pub method: &'a [u8],
-    /// The target to send, in origin-form (rewritten or as received).
-    pub target: Cow<'a, [u8]>,
-    pub framing: Framing,
-    pub upgrade: bool,
-    /// The request's host: the `Host` field, or the authority of an absolute-form target.
-    pub host: Option<&'a [u8]>,
-    /// `host` came from the target: the client's `Host` field is replaced by it.
-    pub replace_host: bool,
-    /// Sent as `Host` when the client sent none (HTTP/1.0): the upstream's name, as nginx does.
-    pub default_host: &'a str,
-    /// The client's address as text (formatted once per connection).
-    pub client_ip: &'a str,
-    /// The scheme the client used (`X-Forwarded-Proto`).
-    pub scheme: &'a str,
-    pub forwarded: ForwardedHeaders,
-    /// The listener's client-certificate header (lowercase) and the verified certificate to send
-    /// in it, if the client presented one. A client-sent field of that name is always dropped.
-    pub client_cert: Option<(&'a str, Option<&'a str>)>,
-    pub edits: Cow<'a, HeaderOps>,
-}
-
-impl RequestHeader<'_> {
-    /// The header edits, to change: the route's are copied on the first change, so requests that
-    /// no filter touches allocate nothing.
-    pub fn edits_mut(&mut self) -> &mut HeaderOps {
-        self.edits.to_mut()
-    }
-}
-
-/// What the client's own `X-Forwarded-*` fields were, as far as [`ForwardedHeaders::Append`]
-/// needs to know: an `X-Forwarded-For` (its values begin the combined field Rampart sends), and
-/// whether a `Proto` or `Host` one crossed (then Rampart adds none).
-#[derive(Default)]
-struct ClientForwarded {
-    chain: bool,
-    proto: bool,
-    host: bool,
-}
-
-/// Whether the client's field `name` crosses upstream as it came: not hop-by-hop or dropped by
-/// the edits (see [`Crossing::passes`]), not a `Host` that the target replaces, not the client-certificate
-/// field, not an `X-Forwarded-*` field that Rampart replaces. Notes in `seen` the forwarded
-/// fields that decide what Rampart adds.
-fn client_field_crosses(r: &RequestHeader<'_>, crossing: &Crossing, name: &[u8], seen: &mut ClientForwarded) -> bool {
-    if !crossing.passes(name) {
-        return false;
-    }
-    if r.client_cert
-        .is_some_and(|(cert, _)| name.eq_ignore_ascii_case(cert.as_bytes()))
-    {
-        return false;
-    }
-    // By length first: most names are neither `host` nor `x-forwarded-{for,host,proto}`.
-    match name.len() {
-        4 => !(r.replace_host && name.eq_ignore_ascii_case(b"host")),
-        15..=17 if r.forwarded != ForwardedHeaders::Off && name[..12].eq_ignore_ascii_case(b"x-forwarded-") => {
-            let which = &name[12..];
-            let (xff, xfp, xfh) = (
-                which.eq_ignore_ascii_case(b"for"),
-                which.eq_ignore_ascii_case(b"proto"),
-                which.eq_ignore_ascii_case(b"host"),
-            );
-            match r.forwarded {
-                _ if !(xff || xfp || xfh) => true,
-                ForwardedHeaders::Append if xff => {
-                    // Sent with the others as one combined field.
-                    seen.chain = true;
-                    false
-                }
-                ForwardedHeaders::Append => {
-                    seen.proto |= xfp;
-                    seen.host |= xfh;
-                    true
-                }
-                ForwardedHeaders::Replace | ForwardedHeaders::Off => false,
-            }
-        }
-        _ => true,
-    }
-}
-
-/// Calls `each` with the fields Rampart adds to a request going upstream, after the client's
-/// own that cross ([`client_field_crosses`] told `seen`): the forwarded headers, `Host` where it
-/// is ours, the client certificate field; not the edits' own fields nor the framing.
-fn added_request_fields(r: &RequestHeader<'_>, seen: &ClientForwarded, mut each: impl FnMut(&[u8], &[u8])) {
-    let buf = r.buf;
-    if r.forwarded != ForwardedHeaders::Off {
-        // One field: the chain the client sent (all its fields, in order), then this client.
-        if seen.chain {
-            let mut chain = Vec::new();
-            for f in r
-                .fields
-                .iter()
-                .filter(|f| f.name(buf).eq_ignore_ascii_case(b"x-forwarded-for"))
-            {
-                chain.extend_from_slice(f.value(buf));
-                chain.extend_from_slice(b", ");
-            }
-            chain.extend_from_slice(r.client_ip.as_bytes());
-            each(b"x-forwarded-for", &chain);
-        } else {
-            each(b"x-forwarded-for", r.client_ip.as_bytes());
-        }
-        if !seen.proto {
-            each(
-                b"x-forwarded-proto",
-                match r.scheme {
-                    "https" => b"https",
-                    _ => b"http",
-                },
-            );
-        }
-        if let (false, Some(host)) = (seen.host, r.host) {
-            each(b"x-forwarded-host", host);
-        }
-    }
-    match (r.host, r.replace_host) {
-        (Some(host), true) => each(b"host", host),
-        (None, _) => each(b"host", r.default_host.as_bytes()),
-        (Some(_), false) => {}
-    }
-    if let Some((name, Some(cert))) = r.client_cert {
-        each(name.as_bytes(), cert.as_bytes());
-    }
-}
-
-/// Calls `each` with every field of the request head to send upstream, in order: the client's
-/// fields that cross (see [`client_field_crosses`]), then those Rampart adds (see
-/// [`added_request_fields`]); not the edits' own fields (see [`HeaderOps`]) nor the framing.
-fn request_fields(r: &RequestHeader<'_>, mut each: impl FnMut(&[u8], &[u8])) {
-    let buf = r.buf;
-    let crossing = Crossing::new(FieldsRef::Ranges { buf, list: r.fields }, r.upgrade, &r.edits);
-    let mut seen = ClientForwarded::default();
-    for f in r.fields {
-        let name = f.name(buf);
-        if client_field_crosses(r, &crossing, name, &mut seen) {
-            each(name, f.value(buf));
-        }
-    }
-    added_request_fields(r, &seen, each);
-}
-
-/// Writes the request head to send upstream (HTTP/1.1): the client's field lines that cross go
-/// out as they came, a run at a time (field by field for a head that came as no HTTP/1 text).
-pub fn write_request_head(out: &mut Vec<u8>, r: &RequestHeader<'_>) {
-    out.extend_from_slice(r.method);
-    out.push(b' ');
-    out.extend_from_slice(&r.target);
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    if r.lines {
-        let fields = FieldsRef::Ranges {
-            buf: r.buf,
-            list: r.fields,
-        };
-        let crossing = Crossing::new(fields, r.upgrade, &r.edits);
-        let mut seen = ClientForwarded::default();
-        copy_field_lines(out, r.buf, r.fields, |name| {
-            client_field_crosses(r, &crossing, name, &mut seen)
-        });
-        added_request_fields(r, &seen, |name, value| write_field(out, name, value));
-    } else {
-        // A head laid out from another protocol: field by field.
-        request_fields(r, |name, value| write_field(out, name, value));
-    }
-    if r.framing == Framing::Chunked {
-        out.extend_from_slice(b"transfer-encoding: chunked\r\n");
-    }
-    if r.upgrade {
-        out.extend_from_slice(b"connection: upgrade\r\n");
-    }
-    write_ops(out, &r.edits);
-    out.extend_from_slice(b"\r\n");
-}
-
-/// The request head to send upstream, in the forms the upstream's protocol may need: HTTP/1.1
-/// text for an HTTP/1 connection, laid out as fields for an HTTP/2 one (both for `auto`, which
-/// learns the protocol at the connect). Neither is ever read back from the other.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct UpstreamHead<'a> {
-    pub text: Option<&'a [u8]>,
-    pub fields: Option<FieldsHead<'a>>,
-}
-
-/// A request head to send to an HTTP/2 upstream, laid out as fields: the method, target and
-/// every field's name and value in one buffer, with their ranges. No HTTP/1 text: the upstream
-/// side maps it field by field.
-#[derive(Debug, Clone, Copy)]
-pub struct FieldsHead<'a> {
-    pub buf: &'a [u8],
-    pub method: (u32, u32),
-    pub target: (u32, u32),
-    pub fields: &'a [Field],
-}
-
-impl<'a> FieldsHead<'a> {
-    pub fn method(&self) -> &'a [u8] {
-        &self.buf[self.method.0 as usize..self.method.1 as usize]
-    }
-
-    pub fn target(&self) -> &'a [u8] {
-        &self.buf[self.target.0 as usize..self.target.1 as usize]
-    }
-}
-
-/// Lays the request head to send to an HTTP/2 upstream out in `out` and `fields` (the same fields
-/// [`write_request_head`] writes, the edits' included, no framing or `Connection`); returns the
-/// ranges of its method and target.
-pub fn write_request_fields(
-    out: &mut Vec<u8>,
-    fields: &mut Vec<Field>,
-    r: &RequestHeader<'_>,
-) -> ((u32, u32), (u32, u32)) {
-    out.clear();
-    fields.clear();
-    let method = append_range(out, r.method);
-    let target = append_range(out, &r.target);
-    let mut field = |name: &[u8], value: &[u8]| {
-        fields.push(Field::append(out, name, value));
-    };
-    request_fields(r, &mut field);
-    for (name, value) in r.edits.set.iter().chain(&r.edits.add) {
-        field(name.as_bytes(), value.as_bytes());
-    }
-    (method, target)
 }
 
 /// What a response head toward an HTTP/1 client is written from.
