@@ -28,7 +28,7 @@ use rampart_proto::message::{BodyLength, RequestHead};
 use super::context::RequestContext;
 use super::error::HttpError;
 use super::exchange::{self, ProxyRequest};
-use super::head_out::{Forwarding, RequestParts};
+use super::head_out::{is_field_value, is_token, Forwarding, RequestParts};
 use crate::worker::{SharedSnapshot, WorkerContext};
 
 mod collect;
@@ -236,17 +236,6 @@ pub fn spawn(
     Ok(())
 }
 
-fn is_token(bytes: &[u8]) -> bool {
-    !bytes.is_empty()
-        && bytes
-            .iter()
-            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-fn valid_value(value: &[u8]) -> bool {
-    value.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
-}
-
 /// Refuses what cannot be written as a request head: a method that is no token, a path that is
 /// neither origin-form nor `*` or that holds a space or control byte, an authority or a field
 /// that would break a line.
@@ -264,7 +253,10 @@ fn check(head: &RequestHead) -> Result<(), InternalError> {
     if !head.host().unwrap_or_default().iter().all(|&b| b > 0x20 && b != 0x7f) {
         return Err(InternalError::Invalid("authority"));
     }
-    if head.pairs().any(|(name, value)| !is_token(name) || !valid_value(value)) {
+    if head
+        .pairs()
+        .any(|(name, value)| !is_token(name) || !is_field_value(value))
+    {
         return Err(InternalError::Invalid("header field"));
     }
     Ok(())

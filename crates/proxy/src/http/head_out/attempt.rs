@@ -33,16 +33,25 @@ const PROTECTED: &[&str] = &[
     "upgrade",
 ];
 
-pub(crate) fn editable(name: &str) -> bool {
+/// Whether `name` is a field name (a token).
+pub(crate) fn is_token(name: &[u8]) -> bool {
     !name.is_empty()
         && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-        && !PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(name))
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// Whether `value` may be a field's value: no control byte but tab.
+pub(crate) fn is_field_value(value: &[u8]) -> bool {
+    value.iter().all(|&b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+}
+
+pub(crate) fn editable(name: &str) -> bool {
+    is_token(name.as_bytes()) && !PROTECTED.iter().any(|p| p.eq_ignore_ascii_case(name))
 }
 
 pub(crate) fn valid_value(value: &str) -> bool {
-    value.bytes().all(|b| b == b'\t' || (b >= 0x20 && b != 0x7f))
+    is_field_value(value.as_bytes())
 }
 
 impl<'a> RequestParts<'a> {

@@ -16,6 +16,7 @@ use rampart_model::route::HeaderOps;
 
 mod attempt;
 mod request;
+pub(crate) use attempt::{is_field_value, is_token};
 pub(crate) use request::{lay_out_sent, sent_fields, write_request_head, Forwarding};
 pub use request::{AttemptTo, RequestParts};
 
