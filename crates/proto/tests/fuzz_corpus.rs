@@ -39,10 +39,14 @@ fn h1_request_corpus_replays_cleanly() {
 #[test]
 fn h1_response_corpus_replays_cleanly() {
     for data in corpus("h1_response", 6) {
-        let mut fields = Vec::new();
+        let mut head = rampart_proto::message::ResponseHead::default();
         for head_request in [false, true] {
-            if let Ok(Some(head)) = parse_response(&data, &Limits::default(), head_request, &mut fields) {
-                assert!(head.len <= data.len());
+            if let Ok(Some(parsed)) = parse_response(&data, &Limits::default(), head_request, &mut head) {
+                assert!(parsed.len <= data.len());
+                head.attach(data[..parsed.len].to_vec(), 0, parsed.len);
+                let within = |r: (u32, u32)| r.0 <= r.1 && r.1 as usize <= parsed.len;
+                assert!(within(parsed.reason) && head.fields.iter().all(|f| within(f.name) && within(f.value)));
+                assert!((100..=599).contains(&head.status));
             }
         }
     }

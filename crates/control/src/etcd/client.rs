@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
-use rampart_proto::h1::{parse_response, ChunkedDecoder, ChunkedPart, Framing, Limits, ResponseHead};
+use rampart_proto::h1::{parse_response_owned, ChunkedDecoder, ChunkedPart, Framing, Limits, Parsed};
 use serde_json::Value;
 
 use super::tls::{Conn, TlsFiles};
@@ -156,21 +156,20 @@ impl Endpoints {
         send(&mut conn, &endpoint, path, body, token, false).with_context(|| format!("etcd at {endpoint}"))?;
         let mut raw = Vec::new();
         let mut buf = [0u8; 8192];
-        let head: ResponseHead = loop {
+        let (head, status): (Parsed, u16) = loop {
             let n = conn.read(&mut buf).with_context(|| format!("etcd at {endpoint}"))?;
             if n == 0 {
                 bail!("etcd at {endpoint}: closed the connection before answering");
             }
             raw.extend_from_slice(&buf[..n]);
-            let mut fields = Vec::new();
-            match parse_response(&raw, &Limits::default(), false, &mut fields) {
-                Ok(Some(head)) => break head,
+            match parse_response_owned(&raw, &Limits::default(), false) {
+                Ok(Some((parsed, owned))) => break (parsed, owned.status),
                 Ok(None) => continue,
                 Err(e) => bail!("etcd at {endpoint}: a malformed answer ({e})"),
             }
         };
-        if head.status != 200 || head.framing != Framing::Chunked {
-            bail!("etcd at {endpoint}: {path}: answered {} to a watch", head.status);
+        if status != 200 || head.framing != Framing::Chunked {
+            bail!("etcd at {endpoint}: {path}: answered {status} to a watch");
         }
         let rest = raw.split_off(head.len);
         Ok((conn, rest, endpoint))
@@ -229,8 +228,7 @@ pub fn rejected(endpoint: &str, status: u16, json: &Value) -> Rejected {
 
 /// The status and body of the HTTP/1.1 response in `raw` (its body by length, chunks or close).
 fn response_body(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
-    let mut fields = Vec::new();
-    let head = parse_response(raw, &Limits::default(), false, &mut fields).ok()??;
+    let (head, owned) = parse_response_owned(raw, &Limits::default(), false).ok()??;
     let rest = &raw[head.len..];
     let body = match head.framing {
         Framing::None => Vec::new(),
@@ -248,7 +246,7 @@ fn response_body(raw: &[u8]) -> Option<(u16, Vec<u8>)> {
             body
         }
     };
-    Some((head.status, body))
+    Some((owned.status, body))
 }
 
 /// An etcd number, which the gateway writes as a string (int64 in JSON); 0 when absent.

@@ -3,7 +3,7 @@
 use std::mem::MaybeUninit;
 
 use super::{H1Error, Limits};
-use crate::message::{BodyLength, Protocol, RequestHead};
+use crate::message::{BodyLength, Protocol, RequestHead, ResponseHead};
 
 /// The most fields a head may be parsed with, whatever [`Limits::max_fields`] says.
 const FIELD_CAPACITY: usize = 256;
@@ -60,33 +60,18 @@ impl Field {
     }
 }
 
-/// What the HTTP/1 codec learnt of a request beyond its [`RequestHead`]: how many bytes the head
-/// took (its final CRLF included; the body, if any, starts there), its version and its body's
-/// framing: HTTP/1 details the request path does not see.
+/// What the HTTP/1 codec learnt of a message beyond its owned head ([`RequestHead`],
+/// [`ResponseHead`]): how many bytes the head took (its final CRLF included; the body, if any,
+/// starts there), its version, its body's framing, whether the connection may carry another
+/// message, and a response's reason phrase (a range of the head's bytes; empty when it has none):
+/// HTTP/1 details the request path does not see.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parsed {
     pub len: usize,
     pub version: Version,
     pub framing: Framing,
-}
-
-/// A parsed response head.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ResponseHead {
-    pub len: usize,
-    pub status: u16,
-    /// The reason phrase, as a byte range (empty when the status line has none).
-    pub reason: (u32, u32),
-    pub version: Version,
-    pub framing: Framing,
     pub keep_alive: bool,
-}
-
-impl ResponseHead {
-    /// The reason phrase in `buf`, the bytes the head was parsed from.
-    pub fn reason_in<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
-        &buf[self.reason.0 as usize..self.reason.1 as usize]
-    }
+    pub reason: (u32, u32),
 }
 
 fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
@@ -408,7 +393,13 @@ pub fn parse_request(buf: &[u8], limits: &Limits, head: &mut RequestHead) -> Res
     head.expect_continue = facts.expect_continue && version == Version::Http11;
     head.upgrade = facts.upgrade_token && facts.upgrade_field;
     head.lines = true;
-    Ok(Some(Parsed { len, version, framing }))
+    Ok(Some(Parsed {
+        len,
+        version,
+        framing,
+        keep_alive: head.keep_alive,
+        reason: (0, 0),
+    }))
 }
 
 /// Parses a request head at the start of `buf` into an owned head holding a copy of the head's
@@ -442,14 +433,16 @@ fn obs_fold_follows(buf: &[u8]) -> bool {
         .any(|w| w[0] == b'\n' && matches!(w[1], b' ' | b'\t') && w[2] != b'\r')
 }
 
-/// Parses a response head at the start of `buf`, for a request whose method was HEAD
-/// (`head_request`) or not. 1xx, 204 and 304 responses and responses to HEAD have no body.
+/// Parses a response head at the start of `buf` into `head`, in place (its ranges point into
+/// `buf`, which the caller gives the head, or a copy of the head's bytes: see
+/// [`ResponseHead::attach`]), for a request whose method was HEAD (`head_request`) or not. 1xx,
+/// 204 and 304 responses and responses to HEAD have no body.
 pub fn parse_response(
     buf: &[u8],
     limits: &Limits,
     head_request: bool,
-    fields: &mut Vec<Field>,
-) -> Result<Option<ResponseHead>, H1Error> {
+    head: &mut ResponseHead,
+) -> Result<Option<Parsed>, H1Error> {
     let mut storage = [const { MaybeUninit::<httparse::Header<'_>>::uninit() }; FIELD_CAPACITY];
     let max_fields = limits.max_fields.min(FIELD_CAPACITY);
     let mut res = httparse::Response::new(&mut []);
@@ -474,7 +467,7 @@ pub fn parse_response(
     if !(100..=599).contains(&status) {
         return Err(H1Error::BadStatus);
     }
-    let facts = collect_facts(buf, res.headers, fields)?;
+    let facts = collect_facts(buf, res.headers, &mut head.fields)?;
     let bodiless = head_request || (100..200).contains(&status) || status == 204 || status == 304;
     let framing = match (bodiless, facts.chunked, facts.content_length) {
         (true, _, _) => Framing::None,
@@ -485,12 +478,29 @@ pub fn parse_response(
     };
     let keep_alive = keep_alive(version, &facts) && framing != Framing::UntilClose;
     let reason = res.reason.map_or((0, 0), |r| range(buf, r.as_bytes()));
-    Ok(Some(ResponseHead {
+    head.status = status;
+    head.length = BodyLength::of_framing(framing);
+    head.upgrade = false;
+    Ok(Some(Parsed {
         len,
-        status,
-        reason,
         version,
         framing,
         keep_alive,
+        reason,
     }))
+}
+
+/// Parses a response head at the start of `buf` into an owned head holding a copy of the head's
+/// bytes (for tools and tests).
+pub fn parse_response_owned(
+    buf: &[u8],
+    limits: &Limits,
+    head_request: bool,
+) -> Result<Option<(Parsed, ResponseHead)>, H1Error> {
+    let mut head = ResponseHead::default();
+    let Some(parsed) = parse_response(buf, limits, head_request, &mut head)? else {
+        return Ok(None);
+    };
+    head.attach(buf[..parsed.len].to_vec(), 0, parsed.len);
+    Ok(Some((parsed, head)))
 }

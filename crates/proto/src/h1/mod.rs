@@ -2,7 +2,8 @@
 //!
 //! - [`parse_request`] (server role) reads a request head into the owned
 //!   [`RequestHead`](crate::message::RequestHead), in place, and [`parse_response`] (client role)
-//!   a response head; both decide how the body is framed. They are strict where request
+//!   a response head into the owned [`ResponseHead`](crate::message::ResponseHead); both decide
+//!   how the body is framed, and return the codec's own facts ([`Parsed`]). They are strict where request
 //!   smuggling lives: conflicting or malformed framing, bare LF, obs-fold, whitespace before a
 //!   colon, control bytes in values, duplicate Host, invalid targets. Every rejection maps to the
 //!   status a proxy should answer ([`H1Error::status`]).
@@ -17,7 +18,8 @@ mod head;
 
 pub use chunked::{chunk_size_line, write_chunk, ChunkedDecoder, ChunkedPart, ChunkedProgress};
 pub use head::{
-    append_range, parse_request, parse_request_owned, parse_response, Field, Framing, Parsed, ResponseHead, Version,
+    append_range, parse_request, parse_request_owned, parse_response, parse_response_owned, Field, Framing, Parsed,
+    Version,
 };
 pub(crate) use head::{content_length, trim, valid_host, valid_target};
 

@@ -10,12 +10,15 @@
 //!
 //! A request head is owned ([`RequestHead`]): its bytes and field ranges, filled in place by the
 //! HTTP/1 codec and laid out by the HTTP/2 side, the one request-head type every protocol's
-//! request becomes.
+//! request becomes. A response head is owned too ([`ResponseHead`]): an HTTP/1 head's bytes and
+//! ranges, or the map an HTTP/2 head was decoded into.
 
 use http::HeaderMap;
 
 mod request;
+mod response;
 pub use request::{RequestHead, Span};
+pub use response::ResponseHead;
 
 use crate::h1::{Field, Framing, Version};
 
@@ -143,12 +146,15 @@ mod tests {
     #[test]
     fn fields_read_the_same_from_every_backing() {
         let raw = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nX-A: 1\r\nx-a: 2\r\n\r\n";
-        let mut list = Vec::new();
-        let head = parse_response(raw, &Limits::default(), false, &mut list)
+        let mut head = ResponseHead::default();
+        let parsed = parse_response(raw, &Limits::default(), false, &mut head)
             .unwrap()
             .unwrap();
-        assert_eq!(BodyLength::of_framing(head.framing), BodyLength::Unknown);
-        let ranges = FieldsRef::Ranges { buf: raw, list: &list };
+        assert_eq!(BodyLength::of_framing(parsed.framing), BodyLength::Unknown);
+        let ranges = FieldsRef::Ranges {
+            buf: raw,
+            list: &head.fields,
+        };
         let mut map = HeaderMap::new();
         map.append("content-type", "text/plain".parse().unwrap());
         map.append("x-a", "1".parse().unwrap());

@@ -58,7 +58,7 @@ async fn request(
         ..InternalOptions::new("health_check", MAX_BODY)
     };
     let status = match client::send(ctx, snapshot, upstream, &request, None, &options).await {
-        Ok(response) => response.status,
+        Ok(response) => response.status(),
         Err(e) => e.status().ok_or_else(|| e.to_string())?,
     };
     let (lo, hi) = http.expect_status;

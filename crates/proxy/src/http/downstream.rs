@@ -22,8 +22,8 @@ use rampart_proto::message::FieldsRef;
 
 use super::context::RequestContext;
 use super::error::{ErrorSource, HttpError};
+use super::head_out::ResponseParts;
 use super::local::error_body;
-use super::message::ResponseHeader;
 pub use super::message::{BodyFrame, BodyWatcher};
 
 /// An answer of Rampart's own: an error, a `respond` route, a redirect, a 404.
@@ -127,14 +127,14 @@ pub trait Downstream {
     /// Our own `100 Continue`.
     async fn send_continue(&mut self) -> Result<(), HttpError>;
     /// An interim (1xx) response from the upstream.
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError>;
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError>;
     /// The response head, with the first body data when it came with it; once the client stops
     /// taking bytes, the rest must go within `limit`. A head whose length is not
     /// [`BodyLength::None`] is followed by its data and then [`Downstream::end_body`] or
     /// [`Downstream::send_trailers`].
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError>;

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use rampart_model::split::Mirror;
 use rampart_model::Snapshot;
 
-use super::client::{self, InternalError, InternalOptions, InternalResponse};
+use super::client::{self, Collected, InternalError, InternalOptions};
 use super::head_out::{lay_out_sent, RequestParts};
 use crate::worker::WorkerContext;
 
@@ -78,7 +78,7 @@ pub fn copy(ctx: &WorkerContext, snapshot: &Snapshot, mirror: &Mirror, parts: &R
 }
 
 /// Whether the shadow answered with a response head (a body cut off or too long still counts).
-fn answered(result: &Result<InternalResponse, InternalError>) -> bool {
+fn answered(result: &Result<Collected, InternalError>) -> bool {
     match result {
         Ok(_) => true,
         Err(e) => e.status().is_some(),

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use rampart_model::Snapshot;
 use rampart_proto::h1::Field;
-use rampart_proto::message::RequestHead;
+use rampart_proto::message::{RequestHead, ResponseHead};
 
 use super::filter::FilterState;
 use super::h2pool::H2Pool;
@@ -88,6 +88,15 @@ impl HttpWorkerState {
     pub(crate) fn give_request_head(&self, head: RequestHead) {
         let (bytes, fields) = head.into_storage();
         self.give_bytes(bytes);
+        self.give_field_list(fields);
+    }
+
+    /// Gives a response head's storage back (see [`HttpWorkerState::give_request_head`]).
+    pub(crate) fn give_response_head(&self, head: ResponseHead) {
+        let (bytes, fields) = head.into_storage();
+        if bytes.capacity() > 0 {
+            self.give_bytes(bytes);
+        }
         self.give_field_list(fields);
     }
 

@@ -15,8 +15,8 @@ use rampart_proto::message::FieldsRef;
 
 use super::downstream::{BodyFrame, Downstream, LocalAnswer, NoBodySource};
 use super::error::HttpError;
+use super::head_out::ResponseParts;
 use super::iobuf::IoBuf;
-use super::message::ResponseHeader;
 use crate::worker::WorkerContext;
 
 /// A current-thread runtime and worker 0 with the snapshot `config` compiles to.
@@ -100,14 +100,14 @@ impl<B: BorrowMut<IoBuf>> Downstream for Recording<B> {
         Ok(())
     }
 
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
         self.say(format!("interim {}", head.status));
         Ok(())
     }
 
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         _: Duration,
     ) -> Result<(), HttpError> {

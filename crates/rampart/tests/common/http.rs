@@ -260,7 +260,7 @@ pub fn send(stream: &mut TcpStream, raw: &[u8]) -> (u16, String, Vec<u8>) {
 /// consumed to their exact length.
 pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
     let mut peeked = vec![0u8; 128 * 1024];
-    let mut fields = Vec::new();
+    let mut res = rampart_proto::message::ResponseHead::default();
     // Bytes already consumed of a head that was not complete yet (all of them belong to it).
     let mut prefix: Vec<u8> = Vec::new();
     loop {
@@ -270,7 +270,7 @@ pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
         };
         let mut joined = prefix.clone();
         joined.extend_from_slice(&peeked[..n]);
-        let head = match rampart_proto::h1::parse_response(&joined, &Limits::default(), false, &mut fields) {
+        let head = match rampart_proto::h1::parse_response(&joined, &Limits::default(), false, &mut res) {
             Ok(Some(head)) => head,
             Ok(None) => {
                 let mut more = vec![0u8; n];
@@ -284,7 +284,7 @@ pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
         let mut rest_of_head = vec![0u8; head.len - prefix.len()];
         stream.read_exact(&mut rest_of_head).unwrap();
         prefix.clear();
-        if (100..200).contains(&head.status) && head.status != 101 {
+        if (100..200).contains(&res.status) && res.status != 101 {
             continue;
         }
         let mut body = Vec::new();
@@ -312,7 +312,7 @@ pub fn read_response(stream: &mut TcpStream) -> (u16, String, Vec<u8>) {
             }
             Framing::None => {}
         }
-        return (head.status, head_text, body);
+        return (res.status, head_text, body);
     }
 }
 

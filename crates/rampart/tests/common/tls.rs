@@ -627,8 +627,8 @@ pub fn read_response<S: Read>(stream: &mut S) -> io::Result<Response> {
         }
     };
     loop {
-        let mut fields = Vec::new();
-        let head = match parse_response(&buf, &Limits::default(), false, &mut fields) {
+        let mut res = rampart_proto::message::ResponseHead::default();
+        let head = match parse_response(&buf, &Limits::default(), false, &mut res) {
             Ok(Some(head)) => head,
             Ok(None) => {
                 fill(&mut buf)?;
@@ -643,7 +643,7 @@ pub fn read_response<S: Read>(stream: &mut S) -> io::Result<Response> {
         };
         let head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
         buf.drain(..head.len);
-        if (100..200).contains(&head.status) && head.status != 101 {
+        if (100..200).contains(&res.status) && res.status != 101 {
             continue;
         }
         let body = match head.framing {
@@ -686,7 +686,7 @@ pub fn read_response<S: Read>(stream: &mut S) -> io::Result<Response> {
             }
         };
         return Ok(Response {
-            status: head.status,
+            status: res.status,
             head: head_text,
             body,
         });

@@ -32,7 +32,7 @@ use std::net::IpAddr;
 use rampart_model::filter::forward_auth::is_hop_by_hop;
 use rampart_model::filter::ForwardAuth;
 
-use crate::http::client::{self, InternalError, InternalOptions, InternalResponse};
+use crate::http::client::{self, Collected, InternalError, InternalOptions};
 use crate::http::error::HttpError;
 use crate::http::filter::FilterWorker;
 use crate::http::filter::{Answer, FilterCx, HttpFilter, RequestParts, Verdict};
@@ -196,29 +196,32 @@ pub(crate) fn check_request(
 
 /// The service's answer out of the client's outcome. A 2xx says yes with its head: a body that
 /// was too large or cut short does not matter then.
-fn answer_of(result: Result<InternalResponse, InternalError>) -> Result<ServiceAnswer, InternalError> {
+fn answer_of(result: Result<Collected, InternalError>) -> Result<ServiceAnswer, InternalError> {
     let response = match result {
         Ok(response) => response,
-        Err(e) if e.status().is_some_and(|s| (200..300).contains(&s)) => InternalResponse {
-            status: e.status().unwrap_or(200),
-            ..InternalResponse::default()
-        },
+        Err(e) if e.status().is_some_and(|s| (200..300).contains(&s)) => {
+            let mut answer = Collected::default();
+            answer.head.status = e.status().unwrap_or(200);
+            answer
+        }
         Err(e) => return Err(e),
     };
-    if response.status == 101 || response.status < 200 {
+    let status = response.status();
+    if status == 101 || status < 200 {
         return Err(InternalError::NoResponse(HttpError::UpstreamBadResponse));
     }
-    let allowed = (200..300).contains(&response.status);
+    let allowed = (200..300).contains(&status);
+    let fields: Vec<(&[u8], &[u8])> = response.head.fields_ref().iter().collect();
     Ok(ServiceAnswer {
-        status: response.status,
-        headers: end_to_end_fields(&response.fields),
+        status,
+        headers: end_to_end_fields(&fields),
         body: if allowed { Vec::new() } else { response.body },
     })
 }
 
 /// The end-to-end fields of a response head (hop-by-hop ones, those its `Connection` names, and
 /// `Content-Length` left out), names lower-case.
-fn end_to_end_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Vec<(String, String)> {
+fn end_to_end_fields(fields: &[(&[u8], &[u8])]) -> Vec<(String, String)> {
     let named: Vec<&[u8]> = fields
         .iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"connection"))

@@ -100,11 +100,12 @@ pub async fn fetch_jwks(
             _ => return Err(e.into()),
         },
     };
-    if response.status != 200 {
-        return Err(JwksFetchError::Status(response.status));
+    if response.status() != 200 {
+        return Err(JwksFetchError::Status(response.status()));
     }
     let max_age = response
-        .fields
+        .head
+        .fields_ref()
         .iter()
         .filter(|(name, _)| name.eq_ignore_ascii_case(b"cache-control"))
         .find_map(|(_, value)| max_age(value));

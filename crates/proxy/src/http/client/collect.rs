@@ -6,12 +6,12 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use rampart_proto::message::{BodyLength, FieldsRef};
+use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
-use super::{InternalError, InternalResponse};
+use super::{Collected, InternalError};
 use crate::http::downstream::{BodyFrame, Downstream, LocalAnswer, NoBodySource};
 use crate::http::error::HttpError;
-use crate::http::message::ResponseHeader;
+use crate::http::head_out::ResponseParts;
 
 /// The downstream side of an internal request.
 pub(super) struct Collecting {
@@ -20,7 +20,7 @@ pub(super) struct Collecting {
     given: bool,
     max: usize,
     keep: bool,
-    response: InternalResponse,
+    response: Collected,
     /// A response head came.
     headed: bool,
     /// Its body ended.
@@ -36,7 +36,7 @@ impl Collecting {
             given: false,
             max,
             keep,
-            response: InternalResponse::default(),
+            response: Collected::default(),
             headed: false,
             ended: false,
             over: false,
@@ -59,8 +59,8 @@ impl Collecting {
     }
 
     /// The outcome, once the exchange is over with `error` in the request's context.
-    pub(super) fn finish(self, error: Option<HttpError>) -> Result<InternalResponse, InternalError> {
-        let status = self.response.status;
+    pub(super) fn finish(self, error: Option<HttpError>) -> Result<Collected, InternalError> {
+        let status = self.response.head.status;
         match (self.headed, error) {
             (false, error) => Err(InternalError::NoResponse(
                 error.unwrap_or(HttpError::UpstreamUnavailable),
@@ -102,19 +102,25 @@ impl Downstream for Collecting {
         Ok(())
     }
 
-    async fn send_informational(&mut self, _: &ResponseHeader<'_>) -> Result<(), HttpError> {
+    async fn send_informational(&mut self, _: &ResponseParts<'_>) -> Result<(), HttpError> {
         Ok(())
     }
 
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         _: Duration,
     ) -> Result<(), HttpError> {
         self.headed = true;
-        self.response.status = head.status;
-        self.response.fields = head.fields.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        // The head is kept: its fields laid out in a buffer of its own.
+        let mut kept = ResponseHead::with_storage(Vec::with_capacity(512), Vec::new());
+        kept.status = head.status;
+        kept.length = head.length;
+        for (name, value) in head.fields().iter() {
+            kept.push_field(name, value);
+        }
+        self.response.head = kept;
         self.ended = head.length == BodyLength::None;
         self.take(body)
     }

@@ -23,7 +23,7 @@ use std::borrow::Cow;
 use rampart_model::filter::ResponseEdits;
 use rampart_model::route::HeaderOps;
 use rampart_model::{ForwardedHeaders, Snapshot};
-use rampart_proto::message::{BodyLength, RequestHead};
+use rampart_proto::message::{BodyLength, RequestHead, ResponseHead};
 
 use super::context::RequestContext;
 use super::error::HttpError;
@@ -74,7 +74,7 @@ pub struct InternalOptions {
     /// The most response body bytes read: past them the response is cut off
     /// ([`InternalError::TooLarge`]) and its connection closed.
     pub max_body: usize,
-    /// Whether the body read is kept ([`InternalResponse::body`]) or only counted.
+    /// Whether the body read is kept ([`Collected::body`]) or only counted.
     pub keep_body: bool,
     /// The one target of the upstream the request goes to, down or not, and not counted as the
     /// upstream's traffic ([`ProxyRequest::pinned`]): a health check's. `None`: the balancer
@@ -96,25 +96,25 @@ impl InternalOptions {
     }
 }
 
-/// A whole response.
+/// A whole response as the internal client collected it: its head, owned, and its body.
 #[derive(Debug, Clone, Default)]
-pub struct InternalResponse {
-    pub status: u16,
-    /// Its header fields as the upstream sent them (HTTP/2 names lowercase).
-    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+pub struct Collected {
+    /// The head as the upstream sent it (an HTTP/2 head's names lowercase).
+    pub head: ResponseHead,
     /// The body, when kept ([`InternalOptions::keep_body`]).
     pub body: Vec<u8>,
     /// The body's length as read.
     pub body_len: u64,
 }
 
-impl InternalResponse {
+impl Collected {
+    pub fn status(&self) -> u16 {
+        self.head.status
+    }
+
     /// The first value of field `name` (case-insensitive).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
-        self.fields
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .map(|(_, v)| &v[..])
+        self.head.field(name.as_bytes())
     }
 }
 
@@ -158,7 +158,7 @@ pub async fn send(
     head: &RequestHead,
     body: Option<Bytes>,
     options: &InternalOptions,
-) -> Result<InternalResponse, InternalError> {
+) -> Result<Collected, InternalError> {
     let up = snapshot
         .upstreams
         .get(upstream)
@@ -224,7 +224,7 @@ pub fn spawn(
     head: RequestHead,
     body: Option<Bytes>,
     options: InternalOptions,
-    done: impl FnOnce(Result<InternalResponse, InternalError>) + 'static,
+    done: impl FnOnce(Result<Collected, InternalError>) + 'static,
 ) -> Result<(), InternalError> {
     let worker = ctx.handle().ok_or(InternalError::NoWorker)?;
     if snapshot.upstreams.get(upstream).is_none() {

@@ -130,7 +130,7 @@ fn get(path: &[u8]) -> RequestHead {
 }
 
 /// Sends `request` to upstream 0 of `config` from a request path's task.
-fn send_once(config: &str, request: &Request, options: InternalOptions) -> Result<InternalResponse, InternalError> {
+fn send_once(config: &str, request: &Request, options: InternalOptions) -> Result<Collected, InternalError> {
     let (runtime, ctx) = shared_worker_for(config);
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
@@ -147,7 +147,7 @@ fn a_request_to_an_http1_upstream_goes_as_text_and_its_response_is_collected() {
         seen.recv().unwrap(),
         "POST /items?x=1 HTTP/1.1\r\nhost: app.test\r\nx-test: one\r\ncontent-length: 5\r\n\r\nhello"
     );
-    assert_eq!((response.status, &response.body[..]), (200, &b"done"[..]));
+    assert_eq!((response.status(), &response.body[..]), (200, &b"done"[..]));
     assert_eq!(response.field("X-Answer"), Some(&b"yes"[..]));
 }
 
@@ -157,7 +157,7 @@ fn a_request_to_an_h2c_upstream_goes_as_fields_and_its_response_is_collected() {
     let config = config(&target, "protocol = \"h2c\"");
     let response = send_once(&config, &post(), InternalOptions::new("test", 1024)).unwrap();
     assert_eq!(seen.recv().unwrap(), "POST /items?x=1 app.test x-test=one hello");
-    assert_eq!((response.status, &response.body[..]), (201, &b"made"[..]));
+    assert_eq!((response.status(), &response.body[..]), (201, &b"made"[..]));
     assert_eq!(response.field("x-answer"), Some(&b"yes"[..]));
 }
 
@@ -192,7 +192,7 @@ fn a_background_request_runs_on_a_task_of_its_own() {
     let (target, seen) = h2c_upstream();
     let (runtime, ctx) = shared_worker_for(&config(&target, "protocol = \"h2c\""));
     let local = tokio::task::LocalSet::new();
-    let outcome: Rc<RefCell<Option<Result<InternalResponse, InternalError>>>> = Rc::default();
+    let outcome: Rc<RefCell<Option<Result<Collected, InternalError>>>> = Rc::default();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let got = outcome.clone();
     local.block_on(&runtime, async {
@@ -214,7 +214,7 @@ fn a_background_request_runs_on_a_task_of_its_own() {
     // No authority given: the upstream's name.
     assert_eq!(seen.recv().unwrap(), "GET /revalidate app x-test=- ");
     let response = outcome.take().unwrap().unwrap();
-    assert_eq!((response.status, &response.body[..]), (201, &b"made"[..]));
+    assert_eq!((response.status(), &response.body[..]), (201, &b"made"[..]));
 
     // A context no task can hold cannot run one.
     let (_runtime, plain) = crate::http::testing::worker_for(&config(&target, ""));
@@ -270,7 +270,7 @@ fn a_pinned_request_reaches_its_target_only_even_a_down_one_and_is_not_counted()
     let response = local
         .block_on(&runtime, send(&ctx, &snapshot, 0, &get, None, &pinned(0)))
         .unwrap();
-    assert_eq!(response.status, 204);
+    assert_eq!(response.status(), 204);
     assert!(seen.recv().unwrap().starts_with("GET /health HTTP/1.1\r\n"));
     let cells = up.targets[0].metrics.worker(0);
     assert_eq!(cells.responses.iter().map(|c| c.get()).sum::<u64>(), 0);

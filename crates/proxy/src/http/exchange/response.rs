@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use rampart_proto::h1::{parse_response, Framing, Limits};
 use rampart_proto::h2map::trailer_fields;
-use rampart_proto::message::{BodyLength, FieldsRef};
+use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
 use super::choice::StatusRetry;
 use super::ProxyRequest;
@@ -15,8 +15,8 @@ use crate::http::body_framing::BodyFraming;
 use crate::http::context::RequestContext;
 use crate::http::downstream::Downstream;
 use crate::http::error::HttpError;
+use crate::http::head_out::ResponseParts;
 use crate::http::iobuf::IoBuf;
-use crate::http::message::ResponseHeader;
 use crate::http::state::HTTP_BUFFER_SIZE;
 use crate::stream::Stream;
 use crate::worker::WorkerContext;
@@ -63,78 +63,79 @@ async fn read_response<D: Downstream>(
     conn: &mut Stream,
     down: &mut D,
     upbuf: &mut IoBuf,
+    sent: Sent<'_>,
+    rctx: &mut RequestContext,
+) -> Result<Responded, HttpError> {
+    // A field list from the worker's pool: parsing a response head allocates nothing.
+    let mut head = ResponseHead::with_storage(Vec::new(), ctx.http.take_field_list());
+    let responded = relay_response(ctx, req, conn, down, upbuf, sent, rctx, &mut head).await;
+    ctx.http.give_response_head(head);
+    responded
+}
+
+/// The head read into `head` (which then owns a copy of its bytes), then the body: see
+/// [`respond`].
+#[allow(clippy::too_many_arguments)]
+async fn relay_response<D: Downstream>(
+    ctx: &WorkerContext,
+    req: &ProxyRequest<'_>,
+    conn: &mut Stream,
+    down: &mut D,
+    upbuf: &mut IoBuf,
     Sent { continued, retry }: Sent<'_>,
     rctx: &mut RequestContext,
+    head: &mut ResponseHead,
 ) -> Result<Responded, HttpError> {
     let settings = req.upstream().http;
     let limits = Limits::default();
-    // A field list from the worker's pool: parsing a response head allocates nothing.
-    let mut fields = ctx.http.take_field_list();
     // The request is out: the response time, and its timeout, start now.
     let sent_at = tokio::time::Instant::now();
-    let result = async {
-        let deadline = sent_at + settings.response_header_timeout;
-        let mut any_byte = false;
-        loop {
-            match parse_response(upbuf.filled(), &limits, req.head_method, &mut fields) {
-                Ok(Some(head)) if (100..200).contains(&head.status) && head.status != 101 => {
-                    // Interim responses go through, except a 100 we already sent.
-                    if !(head.status == 100 && continued) {
-                        let buf = &upbuf.filled()[..head.len];
-                        let interim = ResponseHeader {
-                            status: head.status,
-                            reason: head.reason_in(buf),
-                            fields: FieldsRef::Ranges { buf, list: &fields },
-                            length: BodyLength::None,
-                            edits: Cow::Borrowed(req.response_ops.for_status(head.status)),
-                            upgrade: false,
-                        };
-                        down.send_informational(&interim).await?;
-                    }
-                    upbuf.consume(head.len);
-                    continue;
+    let deadline = sent_at + settings.response_header_timeout;
+    let mut any_byte = false;
+    let parsed = loop {
+        match parse_response(upbuf.filled(), &limits, req.head_method, head) {
+            Ok(Some(parsed)) if (100..200).contains(&head.status) && head.status != 101 => {
+                // Interim responses go through, except a 100 we already sent.
+                if !(head.status == 100 && continued) {
+                    keep_head(ctx, head, upbuf, parsed.len);
+                    let edits = Cow::Borrowed(req.response_ops.for_status(head.status));
+                    down.send_informational(&ResponseParts::of(head, parsed.reason, edits))
+                        .await?;
                 }
-                Ok(Some(head)) => return Ok(head),
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!("upstream {}: bad response head: {e}", req.upstream().name);
-                    return Err(HttpError::UpstreamBadResponse);
-                }
+                upbuf.consume(parsed.len);
+                continue;
             }
-            // `read_from` holds no buffer while it waits, and the wait is the long part.
-            let read = tokio::time::timeout_at(deadline, upbuf.read_from(&ctx.http, conn, limits.max_head + 1));
-            match read.await {
-                Ok(Ok(0)) | Ok(Err(_)) if any_byte => return Err(HttpError::UpstreamClosedEarly),
-                Ok(Ok(0)) | Ok(Err(_)) => return Err(HttpError::UpstreamReset),
-                Ok(Ok(_)) => any_byte = true,
-                Err(_) => return Err(HttpError::UpstreamTimeout),
+            Ok(Some(parsed)) => break parsed,
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!("upstream {}: bad response head: {e}", req.upstream().name);
+                return Err(HttpError::UpstreamBadResponse);
             }
         }
-    }
-    .await;
-    let head = match result {
-        Ok(head) => head,
-        Err(e) => {
-            ctx.http.give_field_list(fields);
-            return Err(e);
+        // `read_from` holds no buffer while it waits, and the wait is the long part.
+        let read = tokio::time::timeout_at(deadline, upbuf.read_from(&ctx.http, conn, limits.max_head + 1));
+        match read.await {
+            Ok(Ok(0)) | Ok(Err(_)) if any_byte => return Err(HttpError::UpstreamClosedEarly),
+            Ok(Ok(0)) | Ok(Err(_)) => return Err(HttpError::UpstreamReset),
+            Ok(Ok(_)) => any_byte = true,
+            Err(_) => return Err(HttpError::UpstreamTimeout),
         }
     };
-    let buf = &upbuf.filled()[..head.len];
-    let fields_ref = FieldsRef::Ranges { buf, list: &fields };
-    record_response_head(ctx, req, down, rctx, (head.status, fields_ref), sent_at);
+    // The head owns its bytes; the body goes on from the read buffer.
+    keep_head(ctx, head, upbuf, parsed.len);
+    record_response_head(ctx, req, down, rctx, (head.status, head.fields_ref()), sent_at);
     if !(head.status == 101 && req.upgrade) && retry.is_some_and(|r| r.drops(head.status)) {
         // Dropped: the next try goes elsewhere. A response that came whole (a short error
         // page) leaves its connection fit for the pool; any other is closed with it.
-        ctx.http.give_field_list(fields);
-        let body = upbuf.filled().len() - head.len;
-        let whole = match head.framing {
+        let body = upbuf.filled().len() - parsed.len;
+        let whole = match parsed.framing {
             Framing::Length(n) => n == body as u64,
             Framing::None => body == 0,
             _ => false,
         };
-        let reusable = whole && head.keep_alive;
+        let reusable = whole && parsed.keep_alive;
         if reusable {
-            upbuf.consume(head.len + body);
+            upbuf.consume(parsed.len + body);
         }
         return Err(HttpError::UpstreamStatus {
             status: head.status,
@@ -143,13 +144,13 @@ async fn read_response<D: Downstream>(
     }
 
     let tunnel = head.status == 101 && req.upgrade;
-    let mut body = BodyFraming::new(head.framing);
-    let after_head = &upbuf.filled()[head.len..];
+    let mut body = BodyFraming::new(parsed.framing);
+    let after_head = &upbuf.filled()[parsed.len..];
     // The body data that came with the head leaves with it (all the bytes, into a tunnel); only
     // chunk data, which lies between chunk lines, is gathered.
     let first: Result<(Cow<'_, [u8]>, usize), _> = if tunnel {
         Ok((Cow::Borrowed(after_head), after_head.len()))
-    } else if head.framing == Framing::Chunked {
+    } else if parsed.framing == Framing::Chunked {
         let mut gathered = Vec::new();
         body.advance(after_head, |data| gathered.extend_from_slice(data))
             .map(|used| (Cow::Owned(gathered), used))
@@ -158,26 +159,18 @@ async fn read_response<D: Downstream>(
             .map(|used| (Cow::Borrowed(&after_head[..used]), used))
     };
     let Ok((first, used)) = first else {
-        ctx.http.give_field_list(fields);
         return Err(HttpError::UpstreamBadBody);
     };
-    let buf = &upbuf.filled()[..head.len];
-    let header = ResponseHeader {
-        status: head.status,
-        reason: head.reason_in(buf),
-        fields: FieldsRef::Ranges { buf, list: &fields },
-        length: if tunnel {
-            BodyLength::Unknown
-        } else {
-            BodyLength::of_framing(head.framing)
-        },
-        edits: super::response_edits(req, rctx.target, head.status),
-        upgrade: tunnel,
-    };
-    rctx.status = head.status;
-    let sent = down.send_response_head(&header, &first, settings.read_timeout).await;
-    ctx.http.give_field_list(fields);
-    upbuf.consume(head.len + used);
+    if tunnel {
+        head.length = BodyLength::Unknown;
+        head.upgrade = true;
+    }
+    let status = head.status;
+    let view = ResponseParts::of(head, parsed.reason, super::response_edits(req, rctx.target, status));
+    rctx.status = status;
+    let sent = down.send_response_head(&view, &first, settings.read_timeout).await;
+    drop(first);
+    upbuf.consume(parsed.len + used);
     if let Err(e) = sent {
         rctx.fail(e);
         return Ok(Responded::Complete { reusable: false });
@@ -191,13 +184,25 @@ async fn read_response<D: Downstream>(
     };
     match streamed {
         Ok(()) => Ok(Responded::Complete {
-            reusable: head.keep_alive && head.framing != Framing::UntilClose && upbuf.is_empty(),
+            reusable: parsed.keep_alive && parsed.framing != Framing::UntilClose && upbuf.is_empty(),
         }),
         Err(e) => {
             rctx.fail(e);
             Ok(Responded::Complete { reusable: false })
         }
     }
+}
+
+/// Gives `head` (just parsed from the start of `upbuf`, `len` bytes) a copy of its bytes, in a
+/// write buffer from the worker's pool (its earlier bytes, an interim head's, go back first).
+fn keep_head(ctx: &WorkerContext, head: &mut ResponseHead, upbuf: &IoBuf, len: usize) {
+    let mut bytes = head.take_bytes();
+    if bytes.capacity() == 0 {
+        bytes = ctx.http.take_write_buffer();
+    }
+    bytes.clear();
+    bytes.extend_from_slice(&upbuf.filled()[..len]);
+    head.attach(bytes, 0, len);
 }
 
 /// The response head to the request sent at `sent_at` came: the attempt is recorded and

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use h2::{Reason, RecvStream, SendStream};
 use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
 use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
-use rampart_proto::message::{BodyLength, FieldsRef};
+use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
 use super::choice::StatusRetry;
 use super::kept_body::KeptBody;
@@ -22,8 +22,7 @@ use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2_send::{write_bytes, write_data};
 use crate::http::h2pool::H2Conn;
-use crate::http::head_out::{sent_fields, RequestParts};
-use crate::http::message::ResponseHeader;
+use crate::http::head_out::{sent_fields, RequestParts, ResponseParts};
 use crate::worker::WorkerContext;
 
 impl<D: Downstream> Exchange<'_, '_, D> {
@@ -196,18 +195,14 @@ async fn receive<D: Downstream>(
         });
     }
     let (parts, mut recv) = response.into_parts();
-    let header = ResponseHeader {
-        status,
-        reason: b"",
-        fields: FieldsRef::Map(&parts.headers),
-        length: response_length(status, req.head_method, recv.is_end_stream(), &parts.headers),
-        edits: super::response_edits(req, rctx.target, status),
-        upgrade: false,
-    };
+    // The owned head takes the map the `h2` crate decoded, as it is.
+    let length = response_length(status, req.head_method, recv.is_end_stream(), &parts.headers);
+    let head = ResponseHead::from_map(status, parts.headers, length);
+    let view = ResponseParts::of(&head, (0, 0), super::response_edits(req, rctx.target, status));
     rctx.status = status;
-    match down.send_response_head(&header, &[], settings.read_timeout).await {
+    match down.send_response_head(&view, &[], settings.read_timeout).await {
         Err(e) => rctx.fail(e),
-        Ok(()) if header.length == BodyLength::None => {}
+        Ok(()) if length == BodyLength::None => {}
         Ok(()) => {
             if let Err(e) = stream_response_body(down, &mut recv, settings.read_timeout).await {
                 rctx.fail(e);

@@ -23,7 +23,6 @@ use super::{AttemptTo, FilterRun, Rejection, RequestParts, ResponseParts, Traile
 use crate::http::attempts::Attempt;
 use crate::http::downstream::{copy_file, BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::message::ResponseHeader;
 
 /// A downstream side with a route's filters on it.
 pub struct FilteredDownstream<'d, D> {
@@ -301,13 +300,13 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         self.inner.send_continue().await
     }
 
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
         self.inner.send_informational(head).await
     }
 
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
@@ -315,28 +314,20 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
             return self.inner.send_response_head(head, body, limit).await;
         };
         let transformable =
-            f.transformable && !head.upgrade && has_body(head.status) && head.length != BodyLength::None;
-        let mut parts =
-            ResponseParts::upstream(head.status, head.length, head.fields, head.edits.clone(), transformable);
+            f.transformable && !head.upgrade() && has_body(head.status) && head.length != BodyLength::None;
+        let mut parts = head.for_filters(transformable);
         f.run.response_head(f.chain, f.at, &mut parts);
-        let transform = parts.transform;
-        let mut edits = parts.edits;
-        if !transform {
-            let out = ResponseHeader { edits, ..*head };
-            return self.inner.send_response_head(&out, body, limit).await;
+        if !parts.transform {
+            return self.inner.send_response_head(&parts, body, limit).await;
         }
         // The body changes length: it goes on as data of unknown length, without the
         // upstream's `Content-Length`.
-        edits.to_mut().remove("content-length");
+        parts.remove_header("content-length");
+        parts.length = BodyLength::Unknown;
+        parts.upgrade = false;
         f.response = Some(Box::default());
         f.transform(body, false)?;
-        let out = ResponseHeader {
-            length: BodyLength::Unknown,
-            edits,
-            upgrade: false,
-            ..*head
-        };
-        self.inner.send_response_head(&out, f.payload(), limit).await
+        self.inner.send_response_head(&parts, f.payload(), limit).await
     }
 
     async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {

@@ -11,10 +11,9 @@ use rampart_proto::message::{BodyLength, FieldsRef};
 use super::request_body::H1RequestBody;
 use crate::http::downstream::{copy_file, ClientTerms, Downstream, LocalAnswer, NoBodySource};
 use crate::http::error::HttpError;
-use crate::http::head_out::{write_chunked_end, write_response_head, ResponseOut};
+use crate::http::head_out::{write_chunked_end, write_response_head, ClientFate, ResponseParts};
 use crate::http::iobuf::IoBuf;
 use crate::http::local::write_response;
-use crate::http::message::ResponseHeader;
 use crate::http::message::{BodyFrame, BodyWatcher};
 use crate::http::state::HttpWorkerState;
 use crate::http::static_files::send::sendfile_all;
@@ -114,12 +113,12 @@ impl Downstream for H1Downstream<'_> {
         self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await
     }
 
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
         self.out.clear();
         write_response_head(
             self.out,
-            &ResponseOut {
-                head,
+            head,
+            &ClientFate {
                 close: false,
                 keep_alive_10: false,
                 chunked: false,
@@ -133,21 +132,21 @@ impl Downstream for H1Downstream<'_> {
 
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
-        let unknown = head.length == BodyLength::Unknown && !head.upgrade;
+        let unknown = head.length == BodyLength::Unknown && !head.upgrade();
         // A body of unknown length goes in chunks to HTTP/1.1; HTTP/1.0 has none: the close ends it.
         self.chunked = unknown && !self.terms.http10;
         self.ended = false;
-        let close = !self.terms.keep_alive || (unknown && self.terms.http10) || (head.status == 101 && !head.upgrade);
+        let close = !self.terms.keep_alive || (unknown && self.terms.http10) || (head.status == 101 && !head.upgrade());
         self.keep = !close;
         self.out.clear();
         write_response_head(
             self.out,
-            &ResponseOut {
-                head,
+            head,
+            &ClientFate {
                 close,
                 keep_alive_10: self.terms.http10 && self.terms.keep_alive,
                 chunked: self.chunked,

@@ -16,10 +16,9 @@ use super::client_stream::H2Stream;
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::h2_send::write_bytes;
-use crate::http::head_out::response_fields;
+use crate::http::head_out::{response_fields, ResponseParts};
 use crate::http::iobuf::IoBuf;
 use crate::http::local::reason;
-use crate::http::message::ResponseHeader;
 use crate::http::state::HttpWorkerState;
 
 /// The downstream side of one request on an HTTP/2 stream.
@@ -101,15 +100,15 @@ fn header(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
 
 impl H2Downstream<'_, '_> {
     /// The response head's fields as HTTP/2 fields: hop-by-hop ones dropped, edits applied.
-    fn response_headers(head: &ResponseHeader<'_>, map: &mut HeaderMap) {
-        if let (FieldsRef::Map(fields), false, true) = (head.fields, head.upgrade, head.edits.is_empty()) {
+    fn response_headers(head: &ResponseParts<'_>, map: &mut HeaderMap) {
+        if let (FieldsRef::Map(fields), false, true) = (head.fields(), head.upgrade(), head.edits.is_empty()) {
             // From an HTTP/2 upstream, untouched: the `h2` crate let nothing connection-specific
             // in, so the map goes on as it is (its values are shared, not copied).
             map.clone_from(fields);
             return;
         }
-        response_fields(head.fields, false, &head.edits, |name, value| {
-            let websocket_accept = head.upgrade && name.eq_ignore_ascii_case(b"sec-websocket-accept");
+        response_fields(head.fields(), false, &head.edits, |name, value| {
+            let websocket_accept = head.upgrade() && name.eq_ignore_ascii_case(b"sec-websocket-accept");
             if !websocket_accept && !is_connection_specific(name, value) {
                 header(map, name, value);
             }
@@ -246,7 +245,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
             .map_err(|_| HttpError::ClientGone)
     }
 
-    async fn send_informational(&mut self, head: &ResponseHeader<'_>) -> Result<(), HttpError> {
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
         let mut interim = Response::new(());
         *interim.status_mut() = StatusCode::from_u16(head.status).map_err(|_| HttpError::UpstreamBadResponse)?;
         Self::response_headers(head, interim.headers_mut());
@@ -257,17 +256,21 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
 
     async fn send_response_head(
         &mut self,
-        head: &ResponseHeader<'_>,
+        head: &ResponseParts<'_>,
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
         let mut response = Response::new(());
         // A WebSocket accepted by the upstream's 101 is a 200 on an extended CONNECT stream.
-        let status = if head.upgrade { 200 } else { head.status };
+        let status = if head.upgrade() { 200 } else { head.status };
         *response.status_mut() = StatusCode::from_u16(status).map_err(|_| HttpError::UpstreamBadResponse)?;
         Self::response_headers(head, response.headers_mut());
         self.s.send_timeout = limit;
-        let length = if head.upgrade { BodyLength::Unknown } else { head.length };
+        let length = if head.upgrade() {
+            BodyLength::Unknown
+        } else {
+            head.length
+        };
         self.s.response.left = match length {
             BodyLength::None => Some(0),
             BodyLength::Exact(n) => Some(n),

@@ -8,17 +8,17 @@
 //! ([`RequestParts`]); the response side, here, from the neutral response head.
 
 use rampart_proto::h1::Field;
-use rampart_proto::message::{BodyLength, FieldsRef};
-
-use super::message::ResponseHeader;
+use rampart_proto::message::FieldsRef;
 
 use rampart_model::route::HeaderOps;
 
 mod attempt;
 mod request;
+mod response;
 pub(crate) use attempt::{is_field_value, is_token};
 pub(crate) use request::{lay_out_sent, sent_fields, write_request_head, Forwarding};
 pub use request::{AttemptTo, RequestParts};
+pub use response::{write_response_head, ClientFate, ResponseParts};
 
 /// The fields a `Connection` header names (at most 16 are honoured), less `keep-alive` and
 /// `upgrade`, which [`is_hop_by_hop`] decides about on its own.
@@ -133,17 +133,6 @@ fn write_ops(out: &mut Vec<u8>, ops: &HeaderOps) {
     }
 }
 
-/// What a response head toward an HTTP/1 client is written from.
-pub struct ResponseOut<'a> {
-    pub head: &'a ResponseHeader<'a>,
-    /// The client connection closes after this response.
-    pub close: bool,
-    /// The client spoke HTTP/1.0 and asked for keep-alive.
-    pub keep_alive_10: bool,
-    /// The body goes out chunked (its length is unknown and the client speaks HTTP/1.1).
-    pub chunked: bool,
-}
-
 /// Calls `each` with every field of a response head that crosses the proxy (hop-by-hop fields,
 /// those `Connection` names and those the edits remove are dropped; `Upgrade` crosses with a
 /// tunnel), then with the edits' own fields.
@@ -157,67 +146,6 @@ pub fn response_fields(fields: FieldsRef<'_>, upgrade: bool, ops: &HeaderOps, mu
     for (name, value) in ops.set.iter().chain(&ops.add) {
         each(name.as_bytes(), value.as_bytes());
     }
-}
-
-/// Writes an HTTP/1.1 response head: the status line (the upstream's reason phrase, or the
-/// standard one), the fields that cross, the framing the body goes out with, and the connection's
-/// fate.
-pub fn write_response_head(out: &mut Vec<u8>, r: &ResponseOut<'_>) {
-    let head = r.head;
-    out.extend_from_slice(b"HTTP/1.1 ");
-    let status = head.status.min(999);
-    out.extend_from_slice(&[
-        b'0' + (status / 100) as u8,
-        b'0' + (status / 10 % 10) as u8,
-        b'0' + (status % 10) as u8,
-        b' ',
-    ]);
-    if head.reason.is_empty() {
-        out.extend_from_slice(super::local::reason(head.status).as_bytes());
-    } else {
-        out.extend_from_slice(head.reason);
-    }
-    out.extend_from_slice(b"\r\n");
-    let mut has_length = false;
-    let mut field = |out: &mut Vec<u8>, name: &[u8], value: &[u8]| {
-        has_length |= name.eq_ignore_ascii_case(b"content-length");
-        write_field(out, name, value);
-    };
-    match head.fields {
-        // An HTTP/1 head's own lines: those that cross go out as they came, a run at a time.
-        FieldsRef::Ranges { buf, list } => {
-            let crossing = Crossing::new(head.fields, head.upgrade, &head.edits);
-            let mut copied_length = false;
-            copy_field_lines(out, buf, list, |name| {
-                let crosses = crossing.passes(name);
-                copied_length |= crosses && name.eq_ignore_ascii_case(b"content-length");
-                crosses
-            });
-            for (name, value) in head.edits.set.iter().chain(&head.edits.add) {
-                field(out, name.as_bytes(), value.as_bytes());
-            }
-            has_length |= copied_length;
-        }
-        fields => response_fields(fields, head.upgrade, &head.edits, |name, value| field(out, name, value)),
-    }
-    match head.length {
-        _ if r.chunked => out.extend_from_slice(b"transfer-encoding: chunked\r\n"),
-        // A length the fields do not state (an HTTP/2 head ended with END_STREAM): say it.
-        BodyLength::Exact(n) if !has_length => {
-            out.extend_from_slice(b"content-length: ");
-            out.extend_from_slice(n.to_string().as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
-        _ => {}
-    }
-    if head.upgrade {
-        out.extend_from_slice(b"connection: upgrade\r\n");
-    } else if r.close {
-        out.extend_from_slice(b"connection: close\r\n");
-    } else if r.keep_alive_10 {
-        out.extend_from_slice(b"connection: keep-alive\r\n");
-    }
-    out.extend_from_slice(b"\r\n");
 }
 
 /// Copies the field lines of the HTTP/1 head in `buf` whose names `crosses` approves (called once

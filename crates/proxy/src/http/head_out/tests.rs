@@ -1,8 +1,8 @@
 use std::borrow::Cow;
 
 use rampart_model::ForwardedHeaders;
-use rampart_proto::h1::{parse_request_owned, parse_response, Limits};
-use rampart_proto::message::RequestHead;
+use rampart_proto::h1::{parse_request_owned, parse_response_owned, Limits};
+use rampart_proto::message::{BodyLength, RequestHead};
 
 use super::*;
 
@@ -85,34 +85,23 @@ fn encode_request(
 
 /// The response head `raw` parses to (with `edits`), as an HTTP/1.1 client gets it.
 fn response_out(raw: &[u8], edits: HeaderOps, close: bool, chunked: bool) -> String {
-    let mut fields = Vec::new();
-    let head = parse_response(raw, &Limits::default(), false, &mut fields)
-        .unwrap()
-        .unwrap();
-    let header = ResponseHeader {
-        status: head.status,
-        reason: head.reason_in(raw),
-        fields: FieldsRef::Ranges {
-            buf: raw,
-            list: &fields,
-        },
-        length: BodyLength::of_framing(head.framing),
-        edits: Cow::Owned(edits),
-        upgrade: false,
-    };
-    written(&header, close, chunked)
+    let (parsed, head) = parse_response_owned(raw, &Limits::default(), false).unwrap().unwrap();
+    written(
+        &ResponseParts::of(&head, parsed.reason, Cow::Owned(edits)),
+        close,
+        chunked,
+    )
 }
 
 /// `header` written for an HTTP/1.1 client.
-fn written(header: &ResponseHeader<'_>, close: bool, chunked: bool) -> String {
+fn written(header: &ResponseParts<'_>, close: bool, chunked: bool) -> String {
     let mut out = Vec::new();
-    let r = ResponseOut {
-        head: header,
+    let fate = ClientFate {
         close,
         keep_alive_10: false,
         chunked,
     };
-    write_response_head(&mut out, &r);
+    write_response_head(&mut out, header, &fate);
     String::from_utf8(out).unwrap()
 }
 
@@ -241,14 +230,8 @@ fn the_client_cert_header_is_ours_alone() {
 fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
     let mut map = http::HeaderMap::new();
     map.append("content-type", "application/grpc".parse().unwrap());
-    let header = ResponseHeader {
-        status: 200,
-        reason: b"",
-        fields: FieldsRef::Map(&map),
-        length: BodyLength::Exact(0),
-        edits: Cow::Owned(HeaderOps::default()),
-        upgrade: false,
-    };
+    let head = rampart_proto::message::ResponseHead::from_map(200, map, BodyLength::Exact(0));
+    let header = ResponseParts::of(&head, (0, 0), Cow::Owned(HeaderOps::default()));
     assert_eq!(
         written(&header, false, false),
         "HTTP/1.1 200 OK\r\ncontent-type: application/grpc\r\ncontent-length: 0\r\n\r\n"

@@ -14,8 +14,8 @@ use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{Downstream, LocalAnswer};
 use crate::http::filter::{FilterRun, RequestParts};
+use crate::http::head_out::ResponseParts;
 use crate::http::local::error_body;
-use crate::http::message::ResponseHeader;
 use crate::http::static_files::conditional::HeaderSource;
 use crate::http::static_files::send::SEND_TIMEOUT;
 use crate::http::static_files::{Body, Prepared};
@@ -41,7 +41,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         fields: &[Field],
         edits: &ResponseEdits,
     ) {
-        let (head, body) = match prepared {
+        let (status, head, body) = match prepared {
             Prepared::Local { status, field } => {
                 let text = match (status, &field) {
                     (301, Some((_, to))) => format!("{status} redirect to {to}\n"),
@@ -58,19 +58,17 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 };
                 return self.answer_local(rctx, run, delivery, &answer).await;
             }
-            Prepared::Response { head, body } => (head, body),
+            Prepared::Response { status, head, body } => (status, head, body),
         };
         let state = &self.ctx.http;
         let mut down = self.filtered(run, delivery);
         let buf = &out[..head.len];
-        let header = ResponseHeader {
-            status: head.status,
-            reason: b"",
-            fields: FieldsRef::Ranges { buf, list: fields },
-            length: BodyLength::of_framing(head.framing),
-            edits: Cow::Borrowed(edits.for_status(head.status)),
-            upgrade: false,
-        };
+        let header = ResponseParts::written(
+            status,
+            BodyLength::of_framing(head.framing),
+            FieldsRef::Ranges { buf, list: fields },
+            Cow::Borrowed(edits.for_status(status)),
+        );
         let first = match body {
             Body::Buffered => &out[head.len..],
             _ => &[][..],
@@ -84,7 +82,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         if sent.is_ok() && down.needs_end() {
             sent = down.end_body().await;
         }
-        rctx.status = head.status;
+        rctx.status = status;
         rctx.bytes_out = down.bytes_sent();
         rctx.keep_client = down.keeps_alive();
         if let Err(e) = sent {

@@ -12,7 +12,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 
 use rampart_model::route::StaticFiles;
-use rampart_proto::h1::{Field, Framing, ResponseHead, Version};
+use rampart_proto::h1::{Field, Framing, Parsed, Version};
 
 use super::conditional::{self, HeaderSource, Precondition, Validators};
 use super::encoding::{Accepted, Coding};
@@ -39,9 +39,10 @@ pub struct StaticRequest<'a, H> {
 
 /// What to answer.
 pub enum Prepared {
-    /// A response whose head (status line and fields, for [`ResponseHead`]) fills the start of
-    /// the output buffer.
-    Response { head: ResponseHead, body: Body },
+    /// A response with status `status` whose head (status line and fields, as HTTP/1.1 text,
+    /// the fields' ranges in the field list) fills the start of the output buffer; `head` is
+    /// what the HTTP/1 codec would say of that text (its length, its framing).
+    Response { status: u16, head: Parsed, body: Body },
     /// An answer of Rampart's own (errors, redirects), with at most one field of its own.
     Local {
         status: u16,
@@ -128,19 +129,21 @@ pub fn prepare<H: HeaderSource>(
                     head.field(b"content-type", b"text/html; charset=utf-8");
                     head.number(b"content-length", page.len() as u64);
                     head.field(b"date", &date::now());
-                    let head = head.finish(if head_only {
+                    let (status, head) = head.finish(if head_only {
                         Framing::None
                     } else {
                         Framing::Length(page.len() as u64)
                     });
                     if head_only {
                         return Prepared::Response {
+                            status,
                             head,
                             body: Body::Empty,
                         };
                     }
                     out.extend_from_slice(&page);
                     Prepared::Response {
+                        status,
                         head,
                         body: Body::Buffered,
                     }
@@ -283,8 +286,9 @@ fn file_answer<H: HeaderSource>(
         Precondition::NotModified => {
             let mut head = HeadWriter::new(out, fields, 304);
             common(&mut head);
-            let head = head.finish(Framing::None);
+            let (status, head) = head.finish(Framing::None);
             return Prepared::Response {
+                status,
                 head,
                 body: Body::Empty,
             };
@@ -321,21 +325,24 @@ fn file_answer<H: HeaderSource>(
     head.field(b"accept-ranges", b"bytes");
     common(&mut head);
     if head_only {
-        let head = head.finish(Framing::None);
+        let (status, head) = head.finish(Framing::None);
         return Prepared::Response {
+            status,
             head,
             body: Body::Empty,
         };
     }
-    let head = head.finish(Framing::Length(len));
+    let (status, head) = head.finish(Framing::Length(len));
     if len > SMALL_FILE {
         return Prepared::Response {
+            status,
             head,
             body: Body::File { file, offset, len },
         };
     }
     match read_exact_at(&file, out, offset, len as usize) {
         Ok(()) => Prepared::Response {
+            status,
             head,
             body: Body::Buffered,
         },
@@ -408,16 +415,17 @@ impl<'o> HeadWriter<'o> {
         });
     }
 
-    fn finish(self, framing: Framing) -> ResponseHead {
+    /// Ends the head: its status, and what the HTTP/1 codec would say of it.
+    fn finish(self, framing: Framing) -> (u16, Parsed) {
         self.out.extend_from_slice(b"\r\n");
-        ResponseHead {
+        let head = Parsed {
             len: self.out.len(),
-            status: self.status,
-            reason: (0, 0),
             version: Version::Http11,
             framing,
             keep_alive: true,
-        }
+            reason: (0, 0),
+        };
+        (self.status, head)
     }
 }
 
@@ -439,7 +447,8 @@ mod tests {
         head.field(b"content-type", b"text/plain");
         head.number(b"content-length", 10);
         head.content_range(5, 10, 100);
-        let head = head.finish(Framing::Length(10));
+        let (status, head) = head.finish(Framing::Length(10));
+        assert_eq!(status, 206);
         assert_eq!(
             out,
             b"HTTP/1.1 206 Partial Content\r\ncontent-type: text/plain\r\ncontent-length: 10\r\n\

@@ -11,7 +11,7 @@ use arc_swap::ArcSwap;
 use rampart_config::{compile_toml, LiveState};
 use rampart_model::filter::compress::CompressSettings;
 use rampart_model::route::HeaderOps;
-use rampart_proto::h1::{parse_request_owned, parse_response, Limits};
+use rampart_proto::h1::{parse_request_owned, parse_response_owned, Limits};
 
 use super::*;
 use crate::http::filter::RequestFacts;
@@ -93,20 +93,11 @@ fn response(
     edits: HeaderOps,
     can_transform: bool,
 ) -> Outcome {
-    let mut fields = Vec::new();
-    let head = parse_response(raw.as_bytes(), &Limits::default(), false, &mut fields)
+    let (parsed, head) = parse_response_owned(raw.as_bytes(), &Limits::default(), false)
         .unwrap()
         .unwrap();
-    let mut parts = ResponseParts::upstream(
-        head.status,
-        rampart_proto::message::BodyLength::of_framing(head.framing),
-        rampart_proto::message::FieldsRef::Ranges {
-            buf: raw.as_bytes(),
-            list: &fields,
-        },
-        Cow::Owned(edits),
-        can_transform,
-    );
+    let view = ResponseParts::of(&head, parsed.reason, Cow::Owned(edits));
+    let mut parts = view.for_filters(can_transform);
     settings.response_head(&mut worker.cx(), state, &mut parts);
     Outcome {
         edits: parts.edits.into_owned(),

@@ -1,0 +1,165 @@
+//! The owned response head: the one type an upstream's response (and any response Rampart keeps)
+//! becomes. Its fields live where they can be owned without another copy: the bytes of an HTTP/1
+//! head (copied out of the connection's read buffer, which the body goes on through, or handed
+//! over whole when nothing follows the head) with ranges into them, or the `http::HeaderMap` the
+//! `h2` crate decoded an HTTP/2 head into, moved in as it is. A reason phrase, the version and
+//! the framing are the HTTP/1 codec's ([`crate::h1::Parsed`]).
+
+use http::HeaderMap;
+
+use super::{BodyLength, FieldsRef, Span};
+use crate::h1::Field;
+
+/// A response head that owns its fields (see the module's introduction).
+#[derive(Debug, Default)]
+pub struct ResponseHead {
+    pub status: u16,
+    /// What is known of the body's length; [`BodyLength::None`] when the response has none.
+    pub length: BodyLength,
+    /// A 101 that turns the connection into a tunnel.
+    pub upgrade: bool,
+    bytes: Vec<u8>,
+    /// Where the head begins and ends in `bytes` (the ranges count from `at`).
+    at: usize,
+    end: usize,
+    /// The fields as ranges into the bytes (unless the head holds a map).
+    pub fields: Vec<Field>,
+    /// The fields as an HTTP/2 peer's head had them.
+    map: Option<HeaderMap>,
+}
+
+impl Clone for ResponseHead {
+    /// A copy of the head's own bytes only (not the rest of a buffer it sits in).
+    fn clone(&self) -> Self {
+        ResponseHead {
+            bytes: self.bytes().to_vec(),
+            at: 0,
+            end: self.end - self.at,
+            fields: self.fields.clone(),
+            map: self.map.clone(),
+            ..*self
+        }
+    }
+}
+
+impl ResponseHead {
+    /// An empty head that lays its fields out in `bytes` and `fields` (storage from a pool; both
+    /// are cleared).
+    pub fn with_storage(mut bytes: Vec<u8>, mut fields: Vec<Field>) -> Self {
+        bytes.clear();
+        fields.clear();
+        ResponseHead {
+            bytes,
+            fields,
+            ..ResponseHead::default()
+        }
+    }
+
+    /// A head whose fields are an HTTP/2 peer's, as decoded (no copy).
+    pub fn from_map(status: u16, map: HeaderMap, length: BodyLength) -> Self {
+        ResponseHead {
+            status,
+            length,
+            map: Some(map),
+            ..ResponseHead::default()
+        }
+    }
+
+    /// Takes `bytes` as the head's own: the buffer the HTTP/1 codec parsed it from, in which the
+    /// head is `len` bytes long from `at` (the ranges the codec set count from there).
+    pub fn attach(&mut self, bytes: Vec<u8>, at: usize, len: usize) {
+        self.end = (at + len).min(bytes.len());
+        self.at = at.min(self.end);
+        self.bytes = bytes;
+    }
+
+    /// Takes the head's bytes away (it reads as having none until it is given others).
+    pub fn take_bytes(&mut self) -> Vec<u8> {
+        self.at = 0;
+        self.end = 0;
+        std::mem::take(&mut self.bytes)
+    }
+
+    /// The storage back (bytes, field list), for a pool.
+    pub fn into_storage(self) -> (Vec<u8>, Vec<Field>) {
+        (self.bytes, self.fields)
+    }
+
+    /// The head's bytes, which its ranges point into (empty for a head that holds a map).
+    pub fn bytes(&self) -> &[u8] {
+        self.bytes.get(self.at..self.end).unwrap_or_default()
+    }
+
+    /// The bytes of `span` (empty for a range outside the head).
+    pub fn get(&self, span: Span) -> &[u8] {
+        self.bytes().get(span.0 as usize..span.1 as usize).unwrap_or_default()
+    }
+
+    /// The fields, as the neutral message reads them.
+    #[inline]
+    pub fn fields_ref(&self) -> FieldsRef<'_> {
+        match &self.map {
+            Some(map) => FieldsRef::Map(map),
+            None => FieldsRef::Ranges {
+                buf: self.bytes(),
+                list: &self.fields,
+            },
+        }
+    }
+
+    /// The map of a head from an HTTP/2 peer.
+    pub fn map(&self) -> Option<&HeaderMap> {
+        self.map.as_ref()
+    }
+
+    /// The first value of field `name` (matched case-insensitively).
+    pub fn field(&self, name: &[u8]) -> Option<&[u8]> {
+        self.fields_ref().get(name)
+    }
+
+    /// Appends a field (its name, then its value) and lists it (a head being laid out; one that
+    /// holds a map gets none).
+    pub fn push_field(&mut self, name: &[u8], value: &[u8]) {
+        if self.map.is_some() {
+            return;
+        }
+        self.bytes.truncate(self.end);
+        let range = |bytes: &mut Vec<u8>, part: &[u8]| {
+            let start = (bytes.len() - self.at) as u32;
+            bytes.extend_from_slice(part);
+            (start, (bytes.len() - self.at) as u32)
+        };
+        let field = Field {
+            name: range(&mut self.bytes, name),
+            value: range(&mut self.bytes, value),
+        };
+        self.end = self.bytes.len();
+        self.fields.push(field);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_reads_its_fields_from_its_bytes_or_its_map() {
+        let mut laid = ResponseHead::with_storage(vec![9; 4], Vec::new());
+        laid.status = 200;
+        laid.push_field(b"Content-Type", b"text/plain");
+        laid.push_field(b"x-a", b"1");
+        assert_eq!(laid.field(b"content-type"), Some(&b"text/plain"[..]));
+        let pairs: Vec<_> = laid.fields_ref().iter().collect();
+        assert_eq!(pairs, [(&b"Content-Type"[..], &b"text/plain"[..]), (b"x-a", b"1")]);
+        let copy = laid.clone();
+        assert_eq!(copy.fields_ref().iter().count(), 2);
+
+        let mut map = HeaderMap::new();
+        map.append("x-a", "1".parse().unwrap());
+        let mut mapped = ResponseHead::from_map(204, map, BodyLength::None);
+        mapped.push_field(b"ignored", b"1");
+        assert_eq!(mapped.field(b"X-A"), Some(&b"1"[..]));
+        assert_eq!(mapped.fields_ref().iter().count(), 1);
+        assert!(mapped.map().is_some() && mapped.bytes().is_empty());
+    }
+}
