@@ -83,6 +83,7 @@ impl RequestHead {
 
     /// Takes `bytes` as the head's own: the buffer the HTTP/1 codec parsed it from, in which the
     /// head is `len` bytes long from `at` (the ranges the codec set count from there).
+    #[inline]
     pub fn attach(&mut self, bytes: Vec<u8>, at: usize, len: usize) {
         self.end = (at + len).min(bytes.len());
         self.at = at.min(self.end);
@@ -106,19 +107,23 @@ impl RequestHead {
         self.bytes().get(span.0 as usize..span.1 as usize).unwrap_or_default()
     }
 
+    #[inline]
     pub fn method(&self) -> &[u8] {
         self.get(self.method)
     }
 
+    #[inline]
     pub fn target(&self) -> &[u8] {
         self.get(self.target)
     }
 
+    #[inline]
     pub fn host(&self) -> Option<&[u8]> {
         self.host.map(|h| self.get(h))
     }
 
     /// The fields, as the neutral message reads them.
+    #[inline]
     pub fn fields_ref(&self) -> FieldsRef<'_> {
         FieldsRef::Ranges {
             buf: self.bytes(),
@@ -138,6 +143,7 @@ impl RequestHead {
     }
 
     /// Whether the request came as HTTP/1.0.
+    #[inline]
     pub fn http10(&self) -> bool {
         self.protocol == Protocol::Http10
     }

@@ -67,10 +67,18 @@ impl ResponseHead {
 
     /// Takes `bytes` as the head's own: the buffer the HTTP/1 codec parsed it from, in which the
     /// head is `len` bytes long from `at` (the ranges the codec set count from there).
+    #[inline]
     pub fn attach(&mut self, bytes: Vec<u8>, at: usize, len: usize) {
         self.end = (at + len).min(bytes.len());
         self.at = at.min(self.end);
         self.bytes = bytes;
+    }
+
+    /// The bytes behind the head in the buffer it was given ([`ResponseHead::attach`]), up to
+    /// `upto` (where that buffer's bytes end): a body's first bytes, read with the head.
+    #[inline]
+    pub fn behind(&self, upto: usize) -> &[u8] {
+        self.bytes.get(self.end..upto).unwrap_or_default()
     }
 
     /// Takes the head's bytes away (it reads as having none until it is given others).
@@ -86,11 +94,13 @@ impl ResponseHead {
     }
 
     /// The head's bytes, which its ranges point into (empty for a head that holds a map).
+    #[inline]
     pub fn bytes(&self) -> &[u8] {
         self.bytes.get(self.at..self.end).unwrap_or_default()
     }
 
     /// The bytes of `span` (empty for a range outside the head).
+    #[inline]
     pub fn get(&self, span: Span) -> &[u8] {
         self.bytes().get(span.0 as usize..span.1 as usize).unwrap_or_default()
     }

@@ -33,6 +33,7 @@ impl BodyFraming {
 
     /// How many of `available` bytes belong to the body, handing their data to `data` (a
     /// chunked body's in pieces, without its framing); notes when the body is complete.
+    #[inline]
     pub fn advance(&mut self, available: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, H1Error> {
         let take = match self.framing {
             Framing::None => 0,

@@ -97,6 +97,17 @@ pub trait Downstream {
     /// The request needs no more buffer space for now (its head is out, its waiting body too):
     /// an empty read buffer goes back to the worker's pool while the upstream thinks.
     fn release_read_buffer(&mut self);
+    /// A buffer this side lends while the request goes upstream (HTTP/1's response buffer,
+    /// idle until the response comes): the attempt writes the upstream's head in it and gives
+    /// it back ([`Downstream::return_buffer`]). `None`: the attempt takes one from the pool.
+    fn lend_buffer(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Gives back a buffer [`Downstream::lend_buffer`] lent; one this side did not lend comes
+    /// back out (for the pool).
+    fn return_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        Some(buf)
+    }
     /// The request head about to go to target `target` of `upstream` (the filters' upstream-request
     /// phase, once per attempt): the attempt's view of `parts` when a filter edited it for this
     /// attempt; `None`: `parts` goes as it is.

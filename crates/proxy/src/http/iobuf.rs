@@ -148,6 +148,16 @@ impl IoBuf {
         (copy, 0)
     }
 
+    /// Gives up the storage and what it holds: the storage, where the bytes read and not yet
+    /// consumed start and where they end. The buffer is empty after (its next read takes storage
+    /// from the pool).
+    pub fn take_all(&mut self) -> (Vec<u8>, usize, usize) {
+        let (start, end) = (self.start, self.end);
+        self.start = 0;
+        self.end = 0;
+        (std::mem::take(&mut self.data), start, end)
+    }
+
     /// Takes `buf` (a write buffer from the worker's pool, holding bytes laid out there: an
     /// HTTP/2 request's head) as this buffer's content, without a copy. The buffer must be empty.
     pub fn adopt(&mut self, ctx: &HttpWorkerState, buf: Vec<u8>) {

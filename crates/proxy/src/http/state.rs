@@ -94,15 +94,16 @@ impl HttpWorkerState {
     /// Gives a response head's storage back (see [`HttpWorkerState::give_request_head`]).
     pub(crate) fn give_response_head(&self, head: ResponseHead) {
         let (bytes, fields) = head.into_storage();
-        if bytes.capacity() > 0 {
-            self.give_bytes(bytes);
-        }
+        self.give_bytes(bytes);
         self.give_field_list(fields);
     }
 
     /// Gives a buffer back to the pool it came from: a read buffer is as long as
     /// [`HTTP_BUFFER_SIZE`] (or longer, grown for a large head), a write buffer shorter.
     pub(crate) fn give_bytes(&self, bytes: Vec<u8>) {
+        if bytes.capacity() == 0 {
+            return;
+        }
         match bytes.len() >= HTTP_BUFFER_SIZE {
             true => self.give_read_buffer(bytes),
             false => self.give_write_buffer(bytes),

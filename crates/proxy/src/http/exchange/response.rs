@@ -121,31 +121,34 @@ async fn relay_response<D: Downstream>(
             Err(_) => return Err(HttpError::UpstreamTimeout),
         }
     };
-    // The head owns its bytes; the body goes on from the read buffer.
-    keep_head(ctx, head, upbuf, parsed.len);
+    // The head takes the read buffer it came in (no copy); the body's first bytes, read with
+    // it, are read from behind it, and the next read of the body takes a buffer of its own.
+    let (bytes, start, filled) = upbuf.take_all();
+    head.attach(bytes, start, parsed.len);
     record_response_head(ctx, req, down, rctx, (head.status, head.fields_ref()), sent_at);
+    let behind_len = filled.saturating_sub(start + parsed.len);
     if !(head.status == 101 && req.upgrade) && retry.is_some_and(|r| r.drops(head.status)) {
         // Dropped: the next try goes elsewhere. A response that came whole (a short error
         // page) leaves its connection fit for the pool; any other is closed with it.
-        let body = upbuf.filled().len() - parsed.len;
         let whole = match parsed.framing {
-            Framing::Length(n) => n == body as u64,
-            Framing::None => body == 0,
+            Framing::Length(n) => n == behind_len as u64,
+            Framing::None => behind_len == 0,
             _ => false,
         };
-        let reusable = whole && parsed.keep_alive;
-        if reusable {
-            upbuf.consume(parsed.len + body);
-        }
         return Err(HttpError::UpstreamStatus {
             status: head.status,
-            reusable,
+            reusable: whole && parsed.keep_alive,
         });
     }
 
     let tunnel = head.status == 101 && req.upgrade;
+    if tunnel {
+        head.length = BodyLength::Unknown;
+        head.upgrade = true;
+    }
+    let head: &ResponseHead = head;
     let mut body = BodyFraming::new(parsed.framing);
-    let after_head = &upbuf.filled()[parsed.len..];
+    let after_head = head.behind(filled);
     // The body data that came with the head leaves with it (all the bytes, into a tunnel); only
     // chunk data, which lies between chunk lines, is gathered.
     let first: Result<(Cow<'_, [u8]>, usize), _> = if tunnel {
@@ -161,16 +164,16 @@ async fn relay_response<D: Downstream>(
     let Ok((first, used)) = first else {
         return Err(HttpError::UpstreamBadBody);
     };
-    if tunnel {
-        head.length = BodyLength::Unknown;
-        head.upgrade = true;
-    }
     let status = head.status;
     let view = ResponseParts::of(head, parsed.reason, super::response_edits(req, rctx.target, status));
     rctx.status = status;
     let sent = down.send_response_head(&view, &first, settings.read_timeout).await;
     drop(first);
-    upbuf.consume(parsed.len + used);
+    // Bytes behind the body (which a connection fit for another request never has) stay for
+    // the body's reader, which then finds the connection unfit.
+    if let Some(rest) = after_head.get(used..).filter(|rest| !rest.is_empty()) {
+        upbuf.extend_from(&ctx.http, rest);
+    }
     if let Err(e) = sent {
         rctx.fail(e);
         return Ok(Responded::Complete { reusable: false });

@@ -36,11 +36,14 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             *sent_continue = true;
         }
         let kept = &mut self.kept;
-        // The head as HTTP/1.1 text, written for this attempt.
-        let mut head_out = ctx.http.take_write_buffer();
+        // The head as HTTP/1.1 text, written for this attempt (in a buffer the client side lends
+        // while the request goes up, or one from the pool).
+        let mut head_out = down.lend_buffer().unwrap_or_else(|| ctx.http.take_write_buffer());
         write_request_head(&mut head_out, head);
         let sent = send_request(req, &mut conn, down, kept, &head_out, settings.write_timeout).await;
-        ctx.http.give_write_buffer(head_out);
+        if let Some(unlent) = down.return_buffer(head_out) {
+            ctx.http.give_write_buffer(unlent);
+        }
         sent?;
         // A body lost past its limit as it went: no response is dropped for a retry then.
         let retry = retry.filter(|_| kept.replayable(req));

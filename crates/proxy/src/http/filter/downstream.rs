@@ -266,6 +266,14 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         self.inner.release_read_buffer();
     }
 
+    fn lend_buffer(&mut self) -> Option<Vec<u8>> {
+        self.inner.lend_buffer()
+    }
+
+    fn return_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        self.inner.return_buffer(buf)
+    }
+
     fn upstream_request<'v>(
         &mut self,
         upstream: &'v Upstream,
@@ -285,7 +293,7 @@ impl<D: Downstream> Downstream for FilteredDownstream<'_, D> {
         };
         let mut attempt = parts.for_attempt(to);
         f.run.upstream_request(f.chain, f.at, &mut attempt);
-        (!attempt.attempt_edits.is_empty()).then_some(attempt)
+        attempt.attempt_ops().is_some().then_some(attempt)
     }
 
     fn upstream_response(&mut self, upstream: &Upstream, attempt: &Attempt, fields: FieldsRef<'_>) {

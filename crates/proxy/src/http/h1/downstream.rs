@@ -109,6 +109,17 @@ impl Downstream for H1Downstream<'_> {
         self.inbuf.release_if_empty(self.state);
     }
 
+    fn lend_buffer(&mut self) -> Option<Vec<u8>> {
+        let mut buf = std::mem::take(self.out);
+        buf.clear();
+        Some(buf)
+    }
+
+    fn return_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        *self.out = buf;
+        None
+    }
+
     async fn send_continue(&mut self) -> Result<(), HttpError> {
         self.write(b"HTTP/1.1 100 Continue\r\n\r\n").await
     }

@@ -105,6 +105,7 @@ impl<'a> RequestPath<'a, Stream> {
             listener,
             http,
             inbuf,
+            field_list: Vec::new(),
             out: Vec::new(),
             head_out: Vec::new(),
             log_scratch: Vec::new(),
@@ -231,7 +232,10 @@ impl<'a> RequestPath<'a, Stream> {
             }
             self.handle(&head, &mut rctx, &mut run, may_keep).await;
             let done = self.finish(Some(&head), &rctx, &mut run);
-            self.ctx.http.give_request_head(head);
+            // The head's bytes go back to the pool; its field list stays for the next head.
+            let (bytes, field_list) = head.into_storage();
+            self.ctx.http.give_bytes(bytes);
+            self.field_list = field_list;
             if !rctx.keep_client {
                 return Next::Close;
             }
@@ -261,7 +265,7 @@ impl<'a> RequestPath<'a, Stream> {
         // clock); only a head that needs to wait for bytes gets the header deadline.
         let (mut polled, mut deadline) = (false, None);
         // The head is parsed in place; once whole, it takes the bytes it was read into.
-        let mut head = RequestHead::with_storage(Vec::new(), self.ctx.http.take_field_list());
+        let mut head = RequestHead::with_storage(Vec::new(), std::mem::take(&mut self.field_list));
         let read = loop {
             match parse_request(self.inbuf.filled(), &limits, &mut head) {
                 Ok(Some(parsed)) => break Ok(parsed.len),
@@ -304,7 +308,7 @@ impl<'a> RequestPath<'a, Stream> {
                 HeadRead::Head(head)
             }
             Err(failed) => {
-                self.ctx.http.give_request_head(head);
+                self.field_list = head.into_storage().1;
                 failed
             }
         }

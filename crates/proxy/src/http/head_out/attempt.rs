@@ -5,8 +5,6 @@
 use std::borrow::Cow;
 use std::net::SocketAddr;
 
-use rampart_model::route::HeaderOps;
-
 use super::request::{sent_fields, RequestParts};
 
 /// The upstream and target an attempt goes to, as the upstream-request phase sees them.
@@ -62,7 +60,7 @@ impl<'a> RequestParts<'a> {
             target: Cow::Borrowed(&self.target),
             edits: Cow::Borrowed(&self.edits),
             attempt: Some(to),
-            attempt_edits: HeaderOps::default(),
+            attempt_edits: None,
             ..*self
         }
     }

@@ -48,7 +48,7 @@ pub struct RequestParts<'a> {
     /// In the upstream-request phase: the attempt's upstream and target.
     pub attempt: Option<AttemptTo<'a>>,
     /// The upstream-request phase's edits, applied to the head as written for the attempt.
-    pub(crate) attempt_edits: HeaderOps,
+    pub(crate) attempt_edits: Option<HeaderOps>,
 }
 
 /// What Rampart adds to and changes in a request head on its way upstream, beside the client's
@@ -97,7 +97,7 @@ impl<'a> RequestParts<'a> {
             inspect_body: false,
             forwarding: None,
             attempt: None,
-            attempt_edits: HeaderOps::default(),
+            attempt_edits: None,
         }
     }
 
@@ -163,7 +163,9 @@ impl<'a> RequestParts<'a> {
     pub fn set_header(&mut self, name: &str, value: &str) -> bool {
         match self.attempt {
             None => self.edits.to_mut().set(name, value),
-            Some(_) if editable(name) && valid_value(value) => self.attempt_edits.set(name, value),
+            Some(_) if editable(name) && valid_value(value) => {
+                self.attempt_edits.get_or_insert_default().set(name, value)
+            }
             Some(_) => return false,
         }
         true
@@ -174,7 +176,9 @@ impl<'a> RequestParts<'a> {
     pub fn add_header(&mut self, name: &str, value: &str) -> bool {
         match self.attempt {
             None => self.edits.to_mut().add(name, value),
-            Some(_) if editable(name) && valid_value(value) => self.attempt_edits.add(name, value),
+            Some(_) if editable(name) && valid_value(value) => {
+                self.attempt_edits.get_or_insert_default().add(name, value)
+            }
             Some(_) => return false,
         }
         true
@@ -185,10 +189,15 @@ impl<'a> RequestParts<'a> {
     pub fn remove_header(&mut self, name: &str) -> bool {
         match self.attempt {
             None => self.edits.to_mut().remove(name),
-            Some(_) if editable(name) => self.attempt_edits.remove(name),
+            Some(_) if editable(name) => self.attempt_edits.get_or_insert_default().remove(name),
             Some(_) => return false,
         }
         true
+    }
+
+    /// The upstream-request phase's edits, when it made some.
+    pub(crate) fn attempt_ops(&self) -> Option<&HeaderOps> {
+        self.attempt_edits.as_ref().filter(|ops| !ops.is_empty())
     }
 
     /// Asks for the request body phase: the filters that ran will see the body's payload bytes
@@ -341,7 +350,7 @@ const NO_FORWARDING: Forwarding<'static> = Forwarding {
 
 /// Whether the attempt's edits (when there are some) leave field `name` of the head as written.
 fn kept_by_attempt(p: &RequestParts<'_>, name: &[u8]) -> bool {
-    p.attempt_edits.is_empty() || !p.attempt_edits.drops(name)
+    p.attempt_ops().is_none_or(|ops| !ops.drops(name))
 }
 
 /// The client's fields that cross, then those Rampart adds (see [`client_field_crosses`],
@@ -376,7 +385,11 @@ pub(crate) fn sent_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8
     for (name, value) in p.edits.set.iter().chain(&p.edits.add) {
         kept(name.as_bytes(), value.as_bytes());
     }
-    for (name, value) in p.attempt_edits.set.iter().chain(&p.attempt_edits.add) {
+    for (name, value) in p
+        .attempt_ops()
+        .into_iter()
+        .flat_map(|ops| ops.set.iter().chain(&ops.add))
+    {
         each(name.as_bytes(), value.as_bytes());
     }
 }
@@ -418,15 +431,15 @@ pub(crate) fn write_request_head(out: &mut Vec<u8>, p: &RequestParts<'_>) {
     if head.upgrade {
         out.extend_from_slice(b"connection: upgrade\r\n");
     }
-    if p.attempt_edits.is_empty() {
-        write_ops(out, &p.edits);
-    } else {
+    if let Some(attempt_ops) = p.attempt_ops() {
         for (name, value) in p.edits.set.iter().chain(&p.edits.add) {
             if kept_by_attempt(p, name.as_bytes()) {
                 write_field(out, name.as_bytes(), value.as_bytes());
             }
         }
-        write_ops(out, &p.attempt_edits);
+        write_ops(out, attempt_ops);
+    } else {
+        write_ops(out, &p.edits);
     }
     out.extend_from_slice(b"\r\n");
 }

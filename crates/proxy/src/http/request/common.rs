@@ -50,6 +50,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             listener,
             http,
             inbuf: IoBuf::default(),
+            field_list: Vec::new(),
             out: Vec::new(),
             head_out: Vec::new(),
             log_scratch: Vec::new(),
@@ -232,5 +233,6 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         self.inbuf.release(&self.ctx.http);
         self.release_write_buffers();
         self.log_scratch = Vec::new();
+        self.field_list = Vec::new();
     }
 }

@@ -47,6 +47,8 @@ pub(crate) struct RequestPath<'a, T> {
     pub(in crate::http) listener: usize,
     pub(in crate::http) http: Arc<HttpListener>,
     pub(crate) inbuf: IoBuf,
+    /// The field list of the last request's head, kept for the next one's (HTTP/1).
+    pub(in crate::http) field_list: Vec<rampart_proto::h1::Field>,
     pub(in crate::http) out: Vec<u8>,
     pub(in crate::http) head_out: Vec<u8>,
     /// Copies of the request's method, target, host, referer and user agent for the access log.
