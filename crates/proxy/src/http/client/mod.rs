@@ -171,7 +171,7 @@ pub async fn send(
     let no_edits = HeaderOps::default();
     let mut parts = RequestParts::of(head, Cow::Borrowed(&no_edits), Some(upstream));
     parts.body = body_length;
-    parts.forwarding = Some(Forwarding {
+    let forwarding = Forwarding {
         host: head.host(),
         replace_host: false,
         default_host: &up.name,
@@ -180,7 +180,8 @@ pub async fn send(
         forwarded: ForwardedHeaders::Off,
         client_cert: None,
         internal: true,
-    });
+    };
+    parts.forwarding = Some(&forwarding);
     let method = head.method();
     let ops = ResponseEdits::default();
     let req = ProxyRequest {

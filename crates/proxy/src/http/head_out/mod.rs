@@ -20,54 +20,75 @@ pub(crate) use request::{lay_out_sent, sent_fields, write_request_head, Forwardi
 pub use request::{AttemptTo, RequestParts};
 pub use response::{write_response_head, ClientFate, ResponseParts};
 
-/// The fields a `Connection` header names (at most 16 are honoured), less `keep-alive` and
-/// `upgrade`, which [`is_hop_by_hop`] decides about on its own.
+/// The fields a head's `Connection` fields name (at most 16 are honoured), less `keep-alive` and
+/// `upgrade`, which [`is_hop_by_hop`] decides about on its own. Only the head's fields are kept
+/// (a small value, built and moved at no cost); they are read again for each name asked about,
+/// which only heads that name some pay for (few do).
+#[derive(Clone, Copy)]
 struct Named<'a> {
-    names: [&'a [u8]; 16],
-    len: usize,
+    fields: FieldsRef<'a>,
 }
 
 impl<'a> Named<'a> {
-    /// The names the `Connection` fields list; `None` when they list none (most heads).
+    /// `None` when the `Connection` fields name no field (most heads).
     fn collect(fields: FieldsRef<'a>) -> Option<Named<'a>> {
-        let mut named: Option<Named<'a>> = None;
-        let mut note = |value: &'a [u8]| {
-            for token in value.split(|&b| b == b',') {
-                let token = trim_ows(token);
-                let decided = token.eq_ignore_ascii_case(b"keep-alive") || token.eq_ignore_ascii_case(b"upgrade");
-                if token.is_empty() || decided {
-                    continue;
-                }
-                let named = named.get_or_insert(Named {
-                    names: [&[]; 16],
-                    len: 0,
-                });
-                if named.len < 16 {
-                    named.names[named.len] = token;
-                    named.len += 1;
-                }
-            }
-        };
-        match fields {
-            // By the length of the name's range first: no field slicing for the others.
-            FieldsRef::Ranges { buf, list } => {
-                for f in list {
-                    if f.name.1.wrapping_sub(f.name.0) == 10 && f.name(buf).eq_ignore_ascii_case(b"connection") {
-                        note(f.value(buf));
-                    }
-                }
-            }
-            fields => {
-                for (_, value) in fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
-                    note(value);
-                }
-            }
-        }
-        named
+        let mut any = false;
+        each_named(fields, |_| {
+            any = true;
+            true
+        });
+        any.then_some(Named { fields })
     }
 
     fn contains(&self, name: &[u8]) -> bool {
-        self.names[..self.len].iter().any(|n| n.eq_ignore_ascii_case(name))
+        let mut found = false;
+        each_named(self.fields, |token| {
+            found = token.eq_ignore_ascii_case(name);
+            found
+        });
+        found
+    }
+}
+
+/// Calls `each` with the names the `Connection` fields of `fields` list, the first 16, in order,
+/// less `keep-alive` and `upgrade`, until it returns true.
+fn each_named<'a>(fields: FieldsRef<'a>, mut each: impl FnMut(&'a [u8]) -> bool) {
+    let mut seen = 0;
+    let mut note = |value: &'a [u8]| -> bool {
+        for token in value.split(|&b| b == b',') {
+            let token = trim_ows(token);
+            let decided = token.eq_ignore_ascii_case(b"keep-alive") || token.eq_ignore_ascii_case(b"upgrade");
+            if token.is_empty() || decided {
+                continue;
+            }
+            if seen == 16 {
+                return true;
+            }
+            seen += 1;
+            if each(token) {
+                return true;
+            }
+        }
+        false
+    };
+    match fields {
+        // By the length of the name's range first: no field slicing for the others.
+        FieldsRef::Ranges { buf, list } => {
+            for f in list {
+                let connection =
+                    f.name.1.wrapping_sub(f.name.0) == 10 && f.name(buf).eq_ignore_ascii_case(b"connection");
+                if connection && note(f.value(buf)) {
+                    return;
+                }
+            }
+        }
+        fields => {
+            for (_, value) in fields.iter().filter(|(n, _)| n.eq_ignore_ascii_case(b"connection")) {
+                if note(value) {
+                    return;
+                }
+            }
+        }
     }
 }
 

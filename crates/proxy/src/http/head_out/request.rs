@@ -44,11 +44,11 @@ pub struct RequestParts<'a> {
     pub upstream: Option<usize>,
     pub(crate) inspect_body: bool,
     /// What Rampart adds to the head on its way upstream (set once the request is routed to one).
-    pub(crate) forwarding: Option<Forwarding<'a>>,
+    pub(crate) forwarding: Option<&'a Forwarding<'a>>,
     /// In the upstream-request phase: the attempt's upstream and target.
     pub attempt: Option<AttemptTo<'a>>,
     /// The upstream-request phase's edits, applied to the head as written for the attempt.
-    pub(crate) attempt_edits: Option<HeaderOps>,
+    pub(crate) attempt_edits: Option<Box<HeaderOps>>,
 }
 
 /// What Rampart adds to and changes in a request head on its way upstream, beside the client's
@@ -197,7 +197,7 @@ impl<'a> RequestParts<'a> {
 
     /// The upstream-request phase's edits, when it made some.
     pub(crate) fn attempt_ops(&self) -> Option<&HeaderOps> {
-        self.attempt_edits.as_ref().filter(|ops| !ops.is_empty())
+        self.attempt_edits.as_deref().filter(|ops| !ops.is_empty())
     }
 
     /// Asks for the request body phase: the filters that ran will see the body's payload bytes
@@ -356,7 +356,7 @@ fn kept_by_attempt(p: &RequestParts<'_>, name: &[u8]) -> bool {
 /// The client's fields that cross, then those Rampart adds (see [`client_field_crosses`],
 /// [`added_fields`]): not the edits' own fields nor the framing.
 fn base_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
-    let f = p.forwarding.as_ref().unwrap_or(&NO_FORWARDING);
+    let f = p.forwarding.unwrap_or(&NO_FORWARDING);
     let head = p.head;
     let crossing = Crossing::new(head.fields_ref(), head.upgrade, &p.edits);
     let mut seen = ClientForwarded::default();
@@ -403,7 +403,7 @@ pub(crate) fn write_request_head(out: &mut Vec<u8>, p: &RequestParts<'_>) {
     out.push(b' ');
     out.extend_from_slice(&p.target);
     out.extend_from_slice(b" HTTP/1.1\r\n");
-    let f = p.forwarding.as_ref().unwrap_or(&NO_FORWARDING);
+    let f = p.forwarding.unwrap_or(&NO_FORWARDING);
     if head.lines {
         let crossing = Crossing::new(head.fields_ref(), head.upgrade, &p.edits);
         let mut seen = ClientForwarded::default();

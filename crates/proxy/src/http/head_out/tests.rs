@@ -41,9 +41,24 @@ fn encode_request(
     ops: &HeaderOps,
     edit: impl Fn(&mut RequestParts<'_>),
 ) -> String {
+    encode_request_with(raw, forwarded, None, ops, edit)
+}
+
+/// [`encode_request`] with a client certificate field to forward.
+fn encode_request_with(
+    raw: &[u8],
+    forwarded: ForwardedHeaders,
+    client_cert: Option<(&str, Option<&str>)>,
+    ops: &HeaderOps,
+    edit: impl Fn(&mut RequestParts<'_>),
+) -> String {
     let head = owned(raw);
     let mut parts = RequestParts::of(&head, Cow::Borrowed(ops), Some(0));
-    parts.forwarding = Some(forwarding(&head, forwarded));
+    let to_upstream = Forwarding {
+        client_cert,
+        ..forwarding(&head, forwarded)
+    };
+    parts.forwarding = Some(&to_upstream);
     edit(&mut parts);
     let mut out = Vec::new();
     write_request_head(&mut out, &parts);
@@ -60,7 +75,11 @@ fn encode_request(
     }
     (laid.body, laid.upgrade, laid.protocol) = (head.body, head.upgrade, head.protocol);
     let mut laid_parts = RequestParts::of(&laid, Cow::Borrowed(ops), Some(0));
-    laid_parts.forwarding = Some(forwarding(&laid, forwarded));
+    let laid_to_upstream = Forwarding {
+        client_cert,
+        ..forwarding(&laid, forwarded)
+    };
+    laid_parts.forwarding = Some(&laid_to_upstream);
     edit(&mut laid_parts);
     let mut field_by_field = Vec::new();
     write_request_head(&mut field_by_field, &laid_parts);
@@ -208,11 +227,13 @@ fn a_filter_edits_a_request_head_without_touching_the_routes_edits() {
 fn the_client_cert_header_is_ours_alone() {
     let raw = b"GET / HTTP/1.1\r\nHost: h\r\nX-Client-Cert: Subject=\"CN=forged\"\r\nX-Other: 1\r\n\r\n";
     let with = |cert| {
-        encode_request(raw, ForwardedHeaders::Append, &HeaderOps::default(), |h| {
-            if let Some(f) = h.forwarding.as_mut() {
-                f.client_cert = Some(("x-client-cert", cert));
-            }
-        })
+        encode_request_with(
+            raw,
+            ForwardedHeaders::Append,
+            Some(("x-client-cert", cert)),
+            &HeaderOps::default(),
+            |_| {},
+        )
     };
     let verified = with(Some("Subject=\"CN=real\""));
     assert!(
@@ -281,7 +302,8 @@ fn an_attempts_edits_apply_to_the_head_as_written_and_spare_the_framing() {
     let mut route_ops = HeaderOps::default();
     route_ops.set("x-early", "1");
     let mut parts = RequestParts::of(&head, Cow::Borrowed(&route_ops), Some(0));
-    parts.forwarding = Some(forwarding(&head, ForwardedHeaders::Off));
+    let to_upstream = forwarding(&head, ForwardedHeaders::Off);
+    parts.forwarding = Some(&to_upstream);
     let to = AttemptTo {
         upstream: "app",
         target: "one",
@@ -330,11 +352,12 @@ fn a_request_of_ramparts_own_writes_its_host_and_length_itself() {
     let ops = HeaderOps::default();
     let mut parts = RequestParts::of(&head, Cow::Borrowed(&ops), Some(0));
     parts.body = BodyLength::Exact(5);
-    parts.forwarding = Some(Forwarding {
+    let internal = Forwarding {
         internal: true,
         forwarded: ForwardedHeaders::Append,
         ..forwarding(&head, ForwardedHeaders::Off)
-    });
+    };
+    parts.forwarding = Some(&internal);
     let mut out = Vec::new();
     write_request_head(&mut out, &parts);
     assert_eq!(

@@ -223,7 +223,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let client_ip = std::mem::take(&mut self.client_ip);
                 let cert_field = listener_tls.and_then(|t| t.forward_client_cert.as_deref());
                 let cert = cert_field.and_then(|_| self.stream.client_cert().map(str::to_owned));
-                parts.forwarding = Some(Forwarding {
+                let forwarding = Forwarding {
                     host,
                     replace_host: target.from_authority,
                     default_host: &up.name,
@@ -232,7 +232,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     forwarded: http.forwarded,
                     client_cert: cert_field.map(|name| (name, cert.as_deref())),
                     internal: false,
-                });
+                };
+                parts.forwarding = Some(&forwarding);
                 let (retries, retry_on) = ProxyRequest::retry_settings(up, route.retry);
                 let mut req = ProxyRequest {
                     snapshot: &snapshot,
