@@ -96,13 +96,18 @@ impl ResponseHead {
     /// The head's bytes, which its ranges point into (empty for a head that holds a map).
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        self.bytes.get(self.at..self.end).unwrap_or_default()
+        // (`at <= end <= bytes.len()` always: every constructor keeps it.)
+        &self.bytes[self.at..self.end]
     }
 
     /// The bytes of `span` (empty for a range outside the head).
     #[inline]
     pub fn get(&self, span: Span) -> &[u8] {
-        self.bytes().get(span.0 as usize..span.1 as usize).unwrap_or_default()
+        let (start, end) = (self.at + span.0 as usize, self.at + span.1 as usize);
+        match start <= end && end <= self.end {
+            true => &self.bytes[start..end],
+            false => &[],
+        }
     }
 
     /// The fields, as the neutral message reads them.
