@@ -15,6 +15,7 @@
 
 use http::HeaderMap;
 
+mod head_bytes;
 mod request;
 mod response;
 pub use request::{RequestHead, Span};

@@ -7,6 +7,7 @@
 //! HTTP/1 details (the version's text, the chunked framing, a reason phrase) stay in the HTTP/1
 //! codec.
 
+use super::head_bytes::HeadBytes;
 use super::{BodyLength, FieldsRef, Protocol};
 use crate::h1::Field;
 
@@ -14,13 +15,10 @@ use crate::h1::Field;
 pub type Span = (u32, u32);
 
 /// A request head that owns its bytes (see the module's introduction).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct RequestHead {
-    bytes: Vec<u8>,
-    /// Where the head begins in `bytes` (the ranges count from here) and where it ends: a head
-    /// read in place may sit in a larger buffer.
-    at: usize,
-    end: usize,
+    /// Its bytes (a head read in place may sit in a larger buffer).
+    bytes: HeadBytes,
     pub method: Span,
     /// The target as the request gave it (origin-form, absolute-form, `*`, or an authority).
     pub target: Span,
@@ -44,27 +42,13 @@ pub struct RequestHead {
     pub lines: bool,
 }
 
-impl Clone for RequestHead {
-    /// A copy of the head's own bytes only (not the rest of a read buffer it sits in).
-    fn clone(&self) -> Self {
-        RequestHead {
-            bytes: self.bytes().to_vec(),
-            at: 0,
-            end: self.end - self.at,
-            fields: self.fields.clone(),
-            ..*self
-        }
-    }
-}
-
 impl RequestHead {
     /// An empty head that lays its bytes and fields out in `bytes` and `fields` (storage from a
     /// pool; both are cleared).
-    pub fn with_storage(mut bytes: Vec<u8>, mut fields: Vec<Field>) -> Self {
-        bytes.clear();
+    pub fn with_storage(bytes: Vec<u8>, mut fields: Vec<Field>) -> Self {
         fields.clear();
         RequestHead {
-            bytes,
+            bytes: HeadBytes::empty(bytes),
             fields,
             ..RequestHead::default()
         }
@@ -74,8 +58,7 @@ impl RequestHead {
     /// the caller sets its ranges and facts.
     pub fn laid_out(bytes: Vec<u8>, fields: Vec<Field>) -> Self {
         RequestHead {
-            end: bytes.len(),
-            bytes,
+            bytes: HeadBytes::whole(bytes),
             fields,
             ..RequestHead::default()
         }
@@ -85,31 +68,24 @@ impl RequestHead {
     /// head is `len` bytes long from `at` (the ranges the codec set count from there).
     #[inline]
     pub fn attach(&mut self, bytes: Vec<u8>, at: usize, len: usize) {
-        self.end = (at + len).min(bytes.len());
-        self.at = at.min(self.end);
-        self.bytes = bytes;
+        self.bytes = HeadBytes::within(bytes, at, len);
     }
 
     /// The storage back (bytes, field list), for a pool.
     pub fn into_storage(self) -> (Vec<u8>, Vec<Field>) {
-        (self.bytes, self.fields)
+        (self.bytes.into_vec(), self.fields)
     }
 
     /// The head's bytes, which its ranges point into.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        // (`at <= end <= bytes.len()` always: every constructor keeps it.)
-        &self.bytes[self.at..self.end]
+        self.bytes.as_slice()
     }
 
     /// The bytes of `span` (empty for a range outside the head).
     #[inline]
     pub fn get(&self, span: Span) -> &[u8] {
-        let (start, end) = (self.at + span.0 as usize, self.at + span.1 as usize);
-        match start <= end && end <= self.end {
-            true => &self.bytes[start..end],
-            false => &[],
-        }
+        self.bytes.get(span)
     }
 
     #[inline]
@@ -155,19 +131,12 @@ impl RequestHead {
 
     /// Appends `bytes` to the head's own; returns their range (for a head being laid out).
     pub fn append(&mut self, bytes: &[u8]) -> Span {
-        self.bytes.truncate(self.end);
-        self.bytes.extend_from_slice(bytes);
-        let start = (self.end - self.at) as u32;
-        self.end = self.bytes.len();
-        (start, (self.end - self.at) as u32)
+        self.bytes.append(bytes)
     }
 
     /// Appends a field (its name, then its value) and lists it.
     pub fn push_field(&mut self, name: &[u8], value: &[u8]) -> Field {
-        let field = Field {
-            name: self.append(name),
-            value: self.append(value),
-        };
+        let field = self.bytes.append_field(name, value);
         self.fields.push(field);
         field
     }

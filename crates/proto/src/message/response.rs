@@ -7,49 +7,33 @@
 
 use http::HeaderMap;
 
+use super::head_bytes::HeadBytes;
 use super::{BodyLength, FieldsRef, Span};
 use crate::h1::Field;
 
 /// A response head that owns its fields (see the module's introduction).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ResponseHead {
     pub status: u16,
     /// What is known of the body's length; [`BodyLength::None`] when the response has none.
     pub length: BodyLength,
     /// A 101 that turns the connection into a tunnel.
     pub upgrade: bool,
-    bytes: Vec<u8>,
-    /// Where the head begins and ends in `bytes` (the ranges count from `at`).
-    at: usize,
-    end: usize,
+    /// Its bytes (an HTTP/1 head's sit in the read buffer it came in).
+    bytes: HeadBytes,
     /// The fields as ranges into the bytes (unless the head holds a map).
     pub fields: Vec<Field>,
     /// The fields as an HTTP/2 peer's head had them.
     map: Option<HeaderMap>,
 }
 
-impl Clone for ResponseHead {
-    /// A copy of the head's own bytes only (not the rest of a buffer it sits in).
-    fn clone(&self) -> Self {
-        ResponseHead {
-            bytes: self.bytes().to_vec(),
-            at: 0,
-            end: self.end - self.at,
-            fields: self.fields.clone(),
-            map: self.map.clone(),
-            ..*self
-        }
-    }
-}
-
 impl ResponseHead {
     /// An empty head that lays its fields out in `bytes` and `fields` (storage from a pool; both
     /// are cleared).
-    pub fn with_storage(mut bytes: Vec<u8>, mut fields: Vec<Field>) -> Self {
-        bytes.clear();
+    pub fn with_storage(bytes: Vec<u8>, mut fields: Vec<Field>) -> Self {
         fields.clear();
         ResponseHead {
-            bytes,
+            bytes: HeadBytes::empty(bytes),
             fields,
             ..ResponseHead::default()
         }
@@ -69,45 +53,36 @@ impl ResponseHead {
     /// head is `len` bytes long from `at` (the ranges the codec set count from there).
     #[inline]
     pub fn attach(&mut self, bytes: Vec<u8>, at: usize, len: usize) {
-        self.end = (at + len).min(bytes.len());
-        self.at = at.min(self.end);
-        self.bytes = bytes;
+        self.bytes = HeadBytes::within(bytes, at, len);
     }
 
     /// The bytes behind the head in the buffer it was given ([`ResponseHead::attach`]), up to
     /// `upto` (where that buffer's bytes end): a body's first bytes, read with the head.
     #[inline]
     pub fn behind(&self, upto: usize) -> &[u8] {
-        self.bytes.get(self.end..upto).unwrap_or_default()
+        self.bytes.behind(upto)
     }
 
     /// Takes the head's bytes away (it reads as having none until it is given others).
     pub fn take_bytes(&mut self) -> Vec<u8> {
-        self.at = 0;
-        self.end = 0;
-        std::mem::take(&mut self.bytes)
+        std::mem::take(&mut self.bytes).into_vec()
     }
 
     /// The storage back (bytes, field list), for a pool.
     pub fn into_storage(self) -> (Vec<u8>, Vec<Field>) {
-        (self.bytes, self.fields)
+        (self.bytes.into_vec(), self.fields)
     }
 
     /// The head's bytes, which its ranges point into (empty for a head that holds a map).
     #[inline]
     pub fn bytes(&self) -> &[u8] {
-        // (`at <= end <= bytes.len()` always: every constructor keeps it.)
-        &self.bytes[self.at..self.end]
+        self.bytes.as_slice()
     }
 
     /// The bytes of `span` (empty for a range outside the head).
     #[inline]
     pub fn get(&self, span: Span) -> &[u8] {
-        let (start, end) = (self.at + span.0 as usize, self.at + span.1 as usize);
-        match start <= end && end <= self.end {
-            true => &self.bytes[start..end],
-            false => &[],
-        }
+        self.bytes.get(span)
     }
 
     /// The fields, as the neutral message reads them.
@@ -138,17 +113,7 @@ impl ResponseHead {
         if self.map.is_some() {
             return;
         }
-        self.bytes.truncate(self.end);
-        let range = |bytes: &mut Vec<u8>, part: &[u8]| {
-            let start = (bytes.len() - self.at) as u32;
-            bytes.extend_from_slice(part);
-            (start, (bytes.len() - self.at) as u32)
-        };
-        let field = Field {
-            name: range(&mut self.bytes, name),
-            value: range(&mut self.bytes, value),
-        };
-        self.end = self.bytes.len();
+        let field = self.bytes.append_field(name, value);
         self.fields.push(field);
     }
 }
