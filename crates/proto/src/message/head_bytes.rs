@@ -24,12 +24,14 @@ impl Clone for HeadBytes {
 
 impl HeadBytes {
     /// None yet, laid out into `buf` (cleared) as they come.
+    #[inline]
     pub(crate) fn empty(mut buf: Vec<u8>) -> Self {
         buf.clear();
         HeadBytes { buf, at: 0, end: 0 }
     }
 
     /// All of `buf`.
+    #[inline]
     pub(crate) fn whole(buf: Vec<u8>) -> Self {
         HeadBytes {
             end: buf.len(),
@@ -39,6 +41,7 @@ impl HeadBytes {
     }
 
     /// The `len` bytes from `at` of `buf` (a buffer a head was read in place into).
+    #[inline]
     pub(crate) fn within(buf: Vec<u8>, at: usize, len: usize) -> Self {
         let end = (at + len).min(buf.len());
         HeadBytes {
@@ -87,6 +90,7 @@ impl HeadBytes {
     }
 
     /// The buffer (for a pool).
+    #[inline]
     pub(crate) fn into_vec(self) -> Vec<u8> {
         self.buf
     }
