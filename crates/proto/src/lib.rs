@@ -8,6 +8,7 @@
 //! - [`message`]: the protocol-neutral message at the seam (fields wherever they are, body
 //!   length, no HTTP/1 framing).
 //! - [`h2map`]: HTTP/2 requests as HTTP/1.1 heads, neutral fields as HTTP/2 fields, the preface.
+//! - [`hpack`]: HTTP/2's header compression (RFC 7541), decoding into buffers the caller owns.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
 //! - [`detect`]: which protocol a connection speaks, from its first bytes (TLS with its SNI and
 //!   ALPN, HTTP/1 with its Host, HTTP/2 prior knowledge, SSH, PostgreSQL, Redis), for routing on
@@ -19,6 +20,7 @@
 pub mod detect;
 pub mod h1;
 pub mod h2map;
+pub mod hpack;
 pub mod message;
 pub mod proxy_protocol;
 pub mod resp;

@@ -125,6 +125,15 @@ fn h2_fields_corpus_replays_cleanly() {
 }
 
 #[test]
+fn hpack_corpus_replays_cleanly() {
+    for data in corpus("hpack", 8) {
+        for cut in 0..=data.len() {
+            rampart_proto::hpack::fuzzing::round_trip_holds(&data[..cut]);
+        }
+    }
+}
+
+#[test]
 fn detect_corpus_replays_cleanly() {
     use rampart_proto::detect::{detect, Detected, Detection, Protocol, Wants};
     for data in corpus("detect", 12) {

@@ -1,0 +1,106 @@
+//! The encoding side: fields from wherever they are, into a field block.
+
+use super::table::DynamicTable;
+use super::{huffman, write_int, STATIC};
+
+/// Fields worth no dynamic table entry: their values change from message to message, or are
+/// secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
+const NEVER_INDEXED: [&[u8]; 3] = [b"authorization", b"cookie", b"proxy-authorization"];
+const NOT_INDEXED: [&[u8]; 6] = [
+    b":path",
+    b"content-length",
+    b"date",
+    b"etag",
+    b"last-modified",
+    b"set-cookie",
+];
+
+/// One connection's HPACK encoder (its dynamic table, as the peer's decoder keeps it).
+#[derive(Debug)]
+pub struct Encoder {
+    table: DynamicTable,
+    /// A size the peer's settings allow that the next block must announce first.
+    pending_size: Option<usize>,
+}
+
+impl Default for Encoder {
+    fn default() -> Self {
+        Encoder::new(4096)
+    }
+}
+
+impl Encoder {
+    /// An encoder whose table may be `max` octets (the peer's SETTINGS_HEADER_TABLE_SIZE).
+    pub fn new(max: usize) -> Self {
+        Encoder {
+            table: DynamicTable::new(max),
+            pending_size: None,
+        }
+    }
+
+    /// The peer's SETTINGS_HEADER_TABLE_SIZE changed: the table is kept within it, and the next
+    /// block says so (RFC 7541 4.2).
+    pub fn set_max_size(&mut self, max: usize) {
+        if max != self.table.max() {
+            self.table.set_max(max);
+            self.pending_size = Some(max);
+        }
+    }
+
+    /// Appends the field block of `fields` (names lowercase, pseudo-header fields first, as
+    /// HTTP/2 requires of the caller) to `out`.
+    pub fn encode<'f>(&mut self, fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>, out: &mut Vec<u8>) {
+        if let Some(size) = self.pending_size.take() {
+            write_int(out, 0x20, 5, size);
+        }
+        for (name, value) in fields {
+            self.encode_field(name, value, out);
+        }
+    }
+
+    fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        let in_static = STATIC.iter().position(|&(n, v)| n == name && v == value);
+        if let Some(i) = in_static {
+            return write_int(out, 0x80, 7, i + 1);
+        }
+        let dynamic = self.table.find(name, value);
+        if let Some((i, true)) = dynamic {
+            return write_int(out, 0x80, 7, i + 62);
+        }
+        let name_index = STATIC
+            .iter()
+            .position(|&(n, _)| n == name)
+            .map(|i| i + 1)
+            .or(dynamic.map(|(i, _)| i + 62));
+        let never = NEVER_INDEXED.contains(&name);
+        let indexing = !never && !NOT_INDEXED.contains(&name) && value.len() <= self.table.max() / 4;
+        let (flags, prefix) = match (indexing, never) {
+            (true, _) => (0x40, 6),
+            (false, true) => (0x10, 4),
+            (false, false) => (0x00, 4),
+        };
+        match name_index {
+            Some(index) => write_int(out, flags, prefix, index),
+            None => {
+                write_int(out, flags, prefix, 0);
+                write_string(out, name);
+            }
+        }
+        write_string(out, value);
+        if indexing {
+            self.table.insert(name, value);
+        }
+    }
+}
+
+/// Appends a string literal, Huffman-coded when that is shorter.
+fn write_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    let coded = huffman::encoded_len(bytes);
+    if coded < bytes.len() {
+        write_int(out, 0x80, 7, coded);
+        huffman::encode(bytes, out);
+    } else {
+        write_int(out, 0x00, 7, bytes.len());
+        out.extend_from_slice(bytes);
+    }
+}
