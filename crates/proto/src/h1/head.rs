@@ -74,9 +74,13 @@ pub struct Parsed {
     pub reason: (u32, u32),
 }
 
+/// Where `part` (a slice of `buf`, as httparse hands them out) lies in `buf`; an empty range for
+/// a slice that is not in it (httparse gives a reason phrase of obs-text as a `""` of its own).
 fn range(buf: &[u8], part: &[u8]) -> (u32, u32) {
-    let start = part.as_ptr() as usize - buf.as_ptr() as usize;
-    (start as u32, (start + part.len()) as u32)
+    match (part.as_ptr() as usize).checked_sub(buf.as_ptr() as usize) {
+        Some(start) if start + part.len() <= buf.len() => (start as u32, (start + part.len()) as u32),
+        _ => (0, 0),
+    }
 }
 
 /// Rejects bare LF and obs-fold anywhere in a complete head.

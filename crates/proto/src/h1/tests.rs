@@ -264,6 +264,14 @@ fn limits_apply_before_the_head_is_complete() {
     assert_eq!(req(partial_head.as_bytes()), Err(H1Error::HeadTooLarge));
 }
 
+/// Found by the fuzzer: a reason phrase with obs-text, which httparse hands back as a `""` of its
+/// own, not a slice of the buffer.
+#[test]
+fn a_reason_phrase_of_obs_text_reads_as_none() {
+    let r = res(b"HTTP/1.1 204 No Cont\xadnt\r\n\r\n", false).unwrap().unwrap();
+    assert_eq!((r.status, r.reason), (204, (0, 0)));
+}
+
 #[test]
 fn responses_and_their_framing() {
     let r = res(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", false)

@@ -5,7 +5,7 @@
 //!
 //! Not yet used by the proxy (the `h2` crate still does its HTTP/2): the first part of issue 38's
 //! own HTTP/2, checked against the RFC's examples and against the `h2` crate as an independent
-//! implementation (`crates/proto/tests/hpack_oracle.rs`).
+//! implementation (`crates/proto/tests/h2_oracle.rs`).
 
 mod decoder;
 mod encoder;
@@ -107,7 +107,8 @@ fn entry_size(name: &[u8], value: &[u8]) -> usize {
 }
 
 /// Reads an integer with an `n`-bit prefix from the start of `src` (RFC 7541 5.1); returns it
-/// and the octets it took. Values past 2^28 are refused (no field or table is that large).
+/// and the octets it took. Values past 2^28, and more than five continuation octets, are refused
+/// (no field or table is that large).
 fn read_int(src: &[u8], n: u32) -> Result<(usize, usize), HpackError> {
     let first = *src.first().ok_or(HpackError::Truncated)?;
     let max = (1usize << n) - 1;
@@ -117,6 +118,11 @@ fn read_int(src: &[u8], n: u32) -> Result<(usize, usize), HpackError> {
     }
     let mut shift = 0;
     for (i, &b) in src.iter().enumerate().skip(1) {
+        // Five continuation octets carry 35 bits, past what any value may be (and a run of
+        // octets that add nothing, 0x80, ends here too).
+        if shift > 28 {
+            return Err(HpackError::IntegerOverflow);
+        }
         value += usize::from(b & 0x7f) << shift;
         if value > 1 << 28 {
             return Err(HpackError::IntegerOverflow);
