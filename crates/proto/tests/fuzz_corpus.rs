@@ -125,6 +125,15 @@ fn h2_fields_corpus_replays_cleanly() {
 }
 
 #[test]
+fn h2_frame_corpus_replays_cleanly() {
+    for data in corpus("h2_frame", 7) {
+        for cut in 0..=data.len() {
+            rampart_proto::h2frame::fuzzing::frames_read_cleanly(&data[..cut]);
+        }
+    }
+}
+
+#[test]
 fn hpack_corpus_replays_cleanly() {
     for data in corpus("hpack", 8) {
         for cut in 0..=data.len() {
