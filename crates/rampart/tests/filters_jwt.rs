@@ -357,6 +357,50 @@ fn a_jwks_is_fetched_and_followed_through_a_key_rotation() {
     let _ = &gw.dir;
 }
 
+/// A reload that points the filter at another JWKS URL: the fetches restart against it (the old
+/// document's keys go, the new one's come), with no client traffic to prompt them.
+#[test]
+fn a_reload_restarts_the_jwks_fetches_with_the_new_url() {
+    let k1 = signer(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let k2 = signer(&rcgen::PKCS_ED25519);
+    let first = JwksServer::start(json!({ "keys": [ec_jwk("k1", &k1.public_raw)] }).to_string());
+    let second = JwksServer::start(json!({ "keys": [ed_jwk("k2", &k2.public_raw)] }).to_string());
+    let route = |port: u16| {
+        format!(
+            "[[listeners.gw.routes]]\nname = \"api\"\nupstream = \"app\"\nfilters = [{{ type = \"jwt\", \
+             jwks_url = \"http://127.0.0.1:{port}/.well-known/jwks.json\", jwks_refresh = \"1h\" }}]\n"
+        )
+    };
+    let mut gw = gateway(&[], &route(first.port));
+    gw.proxy.wait_for("JWKS key set loaded");
+    let t1 = token(Algorithm::ES256, Some("k1"), &claims("one"), &k1.key);
+    let t2 = token(Algorithm::EdDSA, Some("k2"), &claims("two"), &k2.key);
+    assert_eq!(get(gw.port, "/", &bearer(&t1)).0, 200);
+    assert_eq!(second.fetches.load(Ordering::SeqCst), 0);
+
+    let config = gw.dir.path().join("gw.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let text = text.replace(&route(first.port), &route(second.port));
+    std::fs::write(&config, text).unwrap();
+    assert!(gw.proxy.reload().contains("reloaded"));
+    // The new URL is fetched on its own (the refresh is an hour away; a client's unknown kid is
+    // not what prompts it: none is sent until it came), then its keys are the ones.
+    // (The reload's outcome may have taken the line with it into the log already.)
+    let new_url = format!("url=http://127.0.0.1:{}/", second.port);
+    let loaded = |log: &[String]| {
+        log.iter()
+            .any(|l| l.contains("JWKS key set loaded") && l.contains(&new_url))
+    };
+    if !loaded(&gw.proxy.log) {
+        let line = gw.proxy.wait_for(&new_url);
+        assert!(line.contains("JWKS key set loaded"), "{line}");
+    }
+    assert!(second.fetches.load(Ordering::SeqCst) >= 1, "the new URL was fetched");
+    assert_eq!(get(gw.port, "/", &bearer(&t2)).0, 200);
+    assert_eq!(get(gw.port, "/", &bearer(&t1)).0, 401);
+    let _ = &gw.dir;
+}
+
 #[test]
 fn a_jwks_that_never_answers_gives_503_not_401() {
     let dead = dead_target();
