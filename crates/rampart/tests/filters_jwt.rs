@@ -401,6 +401,28 @@ fn a_reload_restarts_the_jwks_fetches_with_the_new_url() {
     let _ = &gw.dir;
 }
 
+/// A JWKS host by a name no DNS server answers here, `localhost` (in /etc/hosts): the fetch
+/// goes through Rampart's DNS targets (hickory-resolver, which reads the hosts file and knows
+/// `localhost` on its own), as the system's resolver would find it.
+#[test]
+fn a_jwks_host_named_localhost_is_reached() {
+    let k1 = signer(&rcgen::PKCS_ECDSA_P256_SHA256);
+    let jwks = JwksServer::start(json!({ "keys": [ec_jwk("k1", &k1.public_raw)] }).to_string());
+    let mut gw = gateway(
+        &[],
+        &format!(
+            "[[listeners.gw.routes]]\nname = \"api\"\nupstream = \"app\"\nfilters = [{{ type = \"jwt\", \
+             jwks_url = \"http://localhost:{}/.well-known/jwks.json\" }}]\n",
+            jwks.port
+        ),
+    );
+    let line = gw.proxy.wait_for("JWKS key set loaded");
+    assert!(line.contains("localhost"), "{line}");
+    let t1 = token(Algorithm::ES256, Some("k1"), &claims("one"), &k1.key);
+    assert_eq!(get(gw.port, "/", &bearer(&t1)).0, 200);
+    let _ = &gw.dir;
+}
+
 #[test]
 fn a_jwks_that_never_answers_gives_503_not_401() {
     let dead = dead_target();
