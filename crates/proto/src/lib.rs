@@ -10,6 +10,7 @@
 //! - [`h2map`]: HTTP/2 requests as HTTP/1.1 heads, neutral fields as HTTP/2 fields, the preface.
 //! - [`hpack`]: HTTP/2's header compression (RFC 7541), decoding into buffers the caller owns.
 //! - [`h2frame`]: HTTP/2 frames (RFC 9113 section 6): read with their checks, and written.
+//! - [`h2state`]: HTTP/2 streams and their states, flow-control windows.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
 //! - [`detect`]: which protocol a connection speaks, from its first bytes (TLS with its SNI and
 //!   ALPN, HTTP/1 with its Host, HTTP/2 prior knowledge, SSH, PostgreSQL, Redis), for routing on
@@ -22,6 +23,7 @@ pub mod detect;
 pub mod h1;
 pub mod h2frame;
 pub mod h2map;
+pub mod h2state;
 pub mod hpack;
 pub mod message;
 pub mod proxy_protocol;

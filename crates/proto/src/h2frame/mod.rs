@@ -69,7 +69,7 @@ pub struct FrameError {
     pub what: &'static str,
 }
 
-fn connection(code: ErrorCode, what: &'static str) -> FrameError {
+pub(crate) fn connection(code: ErrorCode, what: &'static str) -> FrameError {
     FrameError {
         code,
         stream: None,
@@ -77,7 +77,7 @@ fn connection(code: ErrorCode, what: &'static str) -> FrameError {
     }
 }
 
-fn stream_error(stream: u32, code: ErrorCode, what: &'static str) -> FrameError {
+pub(crate) fn stream_error(stream: u32, code: ErrorCode, what: &'static str) -> FrameError {
     FrameError {
         code,
         stream: Some(stream),

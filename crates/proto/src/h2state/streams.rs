@@ -1,0 +1,272 @@
+//! The server side's streams (RFC 9113 section 5.1): which exist and in what state, the order of
+//! their identifiers, the limit on how many may be open, and a budget for the peer's resets
+//! (the rapid reset attack, CVE-2023-44487: streams opened and reset at once, so the limit on open
+//! streams never bites while each costs the server work).
+
+use crate::h2frame::{connection, stream_error, ErrorCode, FrameError};
+
+/// Where a stream stands (one not in the table is idle when its identifier is past the last
+/// one seen, closed otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamState {
+    Open,
+    /// The peer ended its side (END_STREAM came); this side still sends.
+    HalfClosedRemote,
+    /// This side ended its side; the peer still sends.
+    HalfClosedLocal,
+}
+
+/// What a HEADERS frame from the peer was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Headers {
+    /// A new stream: a request.
+    Opened,
+    /// A stream's trailers.
+    Trailers,
+}
+
+/// The resets a peer may make in a row (halved every [`DECAY`] streams opened) before the
+/// connection ends with ENHANCE_YOUR_CALM.
+pub const RESET_BUDGET: u32 = 200;
+const DECAY: u32 = 256;
+
+/// The server side's streams of one connection.
+#[derive(Debug)]
+pub struct Streams {
+    /// The streams that are not closed, with their states (few: at most the concurrent limit).
+    live: Vec<(u32, StreamState)>,
+    /// The highest identifier the peer has used.
+    last_peer: u32,
+    max_concurrent: u32,
+    /// Streams opened, and the peer's resets counted against the budget.
+    opened: u32,
+    resets: u32,
+}
+
+impl Streams {
+    /// A connection that lets the peer open `max_concurrent` streams at once (this side's
+    /// SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub fn new(max_concurrent: u32) -> Self {
+        Streams {
+            live: Vec::new(),
+            last_peer: 0,
+            max_concurrent,
+            opened: 0,
+            resets: 0,
+        }
+    }
+
+    pub fn state(&self, id: u32) -> Option<StreamState> {
+        self.live.iter().find(|(s, _)| *s == id).map(|&(_, state)| state)
+    }
+
+    /// How many streams are open (or half closed).
+    pub fn open_count(&self) -> usize {
+        self.live.len()
+    }
+
+    /// The highest stream identifier the peer has used (what GOAWAY names).
+    pub fn last_peer(&self) -> u32 {
+        self.last_peer
+    }
+
+    /// A complete HEADERS block from the peer on stream `id`: a new stream (a request), or a
+    /// stream's trailers. Identifiers must be odd and rising; a new stream past the limit is
+    /// refused (REFUSED_STREAM: the client may send it again); trailers must end the stream.
+    pub fn recv_headers(&mut self, id: u32, end_stream: bool) -> Result<Headers, FrameError> {
+        if id % 2 == 0 {
+            return Err(connection(
+                ErrorCode::Protocol,
+                "a client stream with an even identifier",
+            ));
+        }
+        if id > self.last_peer {
+            self.last_peer = id;
+            if self.live.len() >= self.max_concurrent as usize {
+                return Err(stream_error(
+                    id,
+                    ErrorCode::RefusedStream,
+                    "past SETTINGS_MAX_CONCURRENT_STREAMS",
+                ));
+            }
+            self.opened = self.opened.wrapping_add(1);
+            if self.opened % DECAY == 0 {
+                self.resets /= 2;
+            }
+            let state = if end_stream {
+                StreamState::HalfClosedRemote
+            } else {
+                StreamState::Open
+            };
+            self.live.push((id, state));
+            return Ok(Headers::Opened);
+        }
+        match self.state(id) {
+            Some(StreamState::Open) if end_stream => {
+                self.set(id, StreamState::HalfClosedRemote);
+                Ok(Headers::Trailers)
+            }
+            Some(StreamState::HalfClosedLocal) if end_stream => {
+                self.remove(id);
+                Ok(Headers::Trailers)
+            }
+            Some(StreamState::Open | StreamState::HalfClosedLocal) => {
+                Err(stream_error(id, ErrorCode::Protocol, "trailers without END_STREAM"))
+            }
+            Some(StreamState::HalfClosedRemote) => Err(stream_error(
+                id,
+                ErrorCode::StreamClosed,
+                "HEADERS after the peer ended the stream",
+            )),
+            None => Err(connection(ErrorCode::StreamClosed, "HEADERS on a closed stream")),
+        }
+    }
+
+    /// A DATA frame from the peer on stream `id`.
+    pub fn recv_data(&mut self, id: u32, end_stream: bool) -> Result<(), FrameError> {
+        match self.state(id) {
+            Some(StreamState::Open) => {
+                if end_stream {
+                    self.set(id, StreamState::HalfClosedRemote);
+                }
+                Ok(())
+            }
+            Some(StreamState::HalfClosedLocal) => {
+                if end_stream {
+                    self.remove(id);
+                }
+                Ok(())
+            }
+            Some(StreamState::HalfClosedRemote) => Err(stream_error(
+                id,
+                ErrorCode::StreamClosed,
+                "DATA after the peer ended the stream",
+            )),
+            None if id > self.last_peer => Err(connection(ErrorCode::Protocol, "DATA on an idle stream")),
+            None => Err(stream_error(id, ErrorCode::StreamClosed, "DATA on a closed stream")),
+        }
+    }
+
+    /// RST_STREAM from the peer on stream `id`: the stream closes. A reset of a stream this side
+    /// was still answering counts against the budget; past it, ENHANCE_YOUR_CALM ends the
+    /// connection.
+    pub fn recv_reset(&mut self, id: u32) -> Result<(), FrameError> {
+        if id > self.last_peer {
+            return Err(connection(ErrorCode::Protocol, "RST_STREAM on an idle stream"));
+        }
+        if self
+            .remove(id)
+            .is_some_and(|state| state != StreamState::HalfClosedLocal)
+        {
+            self.resets += 1;
+            if self.resets > RESET_BUDGET {
+                return Err(connection(
+                    ErrorCode::EnhanceYourCalm,
+                    "too many streams reset by the peer",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// This side ended its half of stream `id` (its last frame had END_STREAM).
+    pub fn send_end(&mut self, id: u32) {
+        match self.state(id) {
+            Some(StreamState::Open) => self.set(id, StreamState::HalfClosedLocal),
+            Some(_) => {
+                self.remove(id);
+            }
+            None => {}
+        }
+    }
+
+    /// This side reset stream `id`.
+    pub fn send_reset(&mut self, id: u32) {
+        self.remove(id);
+    }
+
+    fn set(&mut self, id: u32, state: StreamState) {
+        if let Some(entry) = self.live.iter_mut().find(|(s, _)| *s == id) {
+            entry.1 = state;
+        }
+    }
+
+    fn remove(&mut self, id: u32) -> Option<StreamState> {
+        let at = self.live.iter().position(|(s, _)| *s == id)?;
+        Some(self.live.swap_remove(at).1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(r: Result<impl Sized, FrameError>) -> Option<(ErrorCode, Option<u32>)> {
+        r.err().map(|e| (e.code, e.stream))
+    }
+
+    #[test]
+    fn a_request_and_its_answer_walk_the_states() {
+        let mut s = Streams::new(100);
+        assert_eq!(s.recv_headers(1, false), Ok(Headers::Opened));
+        assert_eq!(s.state(1), Some(StreamState::Open));
+        s.recv_data(1, false).unwrap();
+        s.recv_data(1, true).unwrap();
+        assert_eq!(s.state(1), Some(StreamState::HalfClosedRemote));
+        assert_eq!(code(s.recv_data(1, false)), Some((ErrorCode::StreamClosed, Some(1))));
+        s.send_end(1);
+        assert_eq!((s.state(1), s.open_count()), (None, 0));
+        // Trailers: a second HEADERS that ends the stream.
+        assert_eq!(s.recv_headers(3, false), Ok(Headers::Opened));
+        assert_eq!(code(s.recv_headers(3, false)), Some((ErrorCode::Protocol, Some(3))));
+        assert_eq!(s.recv_headers(3, true), Ok(Headers::Trailers));
+        assert_eq!(s.last_peer(), 3);
+    }
+
+    #[test]
+    fn identifiers_rise_and_the_limit_refuses_streams() {
+        let mut s = Streams::new(2);
+        assert_eq!(code(s.recv_headers(2, false)), Some((ErrorCode::Protocol, None)));
+        s.recv_headers(5, false).unwrap();
+        // A lower identifier than one used is a closed stream.
+        assert_eq!(code(s.recv_headers(3, false)), Some((ErrorCode::StreamClosed, None)));
+        assert_eq!(code(s.recv_data(7, false)), Some((ErrorCode::Protocol, None)));
+        s.recv_headers(7, false).unwrap();
+        assert_eq!(
+            code(s.recv_headers(9, false)),
+            Some((ErrorCode::RefusedStream, Some(9)))
+        );
+        s.send_reset(5);
+        assert_eq!(s.recv_headers(11, false), Ok(Headers::Opened));
+    }
+
+    /// CVE-2023-44487: streams opened and reset at once never reach the concurrent limit, but
+    /// the resets run out the budget and the connection ends.
+    #[test]
+    fn rapid_resets_end_the_connection() {
+        let mut s = Streams::new(100);
+        let mut id = 1;
+        let outcome = loop {
+            s.recv_headers(id, true).unwrap();
+            if let Err(e) = s.recv_reset(id) {
+                break e;
+            }
+            id += 2;
+            assert!(id < 10_000, "never stopped");
+        };
+        assert_eq!((outcome.code, outcome.stream), (ErrorCode::EnhanceYourCalm, None));
+        // The stream that went past the budget is the budget's plus one.
+        assert_eq!(id.div_ceil(2), RESET_BUDGET + 1);
+        // Resets now and then, among many answered streams, never use the budget up.
+        let mut s = Streams::new(100);
+        for n in 0..20_000u32 {
+            let id = 2 * n + 1;
+            s.recv_headers(id, true).unwrap();
+            if n % 10 == 0 {
+                s.recv_reset(id).unwrap();
+            } else {
+                s.send_end(id);
+            }
+        }
+    }
+}
