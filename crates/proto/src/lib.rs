@@ -9,6 +9,7 @@
 //!   length, no HTTP/1 framing).
 //! - [`h2map`]: HTTP/2 requests as HTTP/1.1 heads, neutral fields as HTTP/2 fields, the preface.
 //! - [`hpack`]: HTTP/2's header compression (RFC 7541), decoding into buffers the caller owns.
+//! - [`h2conn`]: the server side of an HTTP/2 connection, sans-IO: bytes in, events and frames out.
 //! - [`h2frame`]: HTTP/2 frames (RFC 9113 section 6): read with their checks, and written.
 //! - [`h2state`]: HTTP/2 streams and their states, flow-control windows.
 //! - [`tls_peek`]: what the first bytes on a TLS port are (a handshake, plain HTTP, other).
@@ -21,6 +22,7 @@
 
 pub mod detect;
 pub mod h1;
+pub mod h2conn;
 pub mod h2frame;
 pub mod h2map;
 pub mod h2state;

@@ -3,6 +3,7 @@
 //! (the rapid reset attack, CVE-2023-44487: streams opened and reset at once, so the limit on open
 //! streams never bites while each costs the server work).
 
+use super::window::{RecvWindow, SendWindow};
 use crate::h2frame::{connection, stream_error, ErrorCode, FrameError};
 
 /// Where a stream stands (one not in the table is idle when its identifier is past the last
@@ -30,11 +31,24 @@ pub enum Headers {
 pub const RESET_BUDGET: u32 = 200;
 const DECAY: u32 = 256;
 
+/// A stream that is not closed: its state and its two flow-control windows.
+#[derive(Debug, Clone, Copy)]
+pub struct Live {
+    pub id: u32,
+    pub state: StreamState,
+    pub send: SendWindow,
+    pub recv: RecvWindow,
+}
+
 /// The server side's streams of one connection.
 #[derive(Debug)]
 pub struct Streams {
-    /// The streams that are not closed, with their states (few: at most the concurrent limit).
-    live: Vec<(u32, StreamState)>,
+    /// The streams that are not closed (few: at most the concurrent limit).
+    live: Vec<Live>,
+    /// The windows a new stream starts with: the peer's SETTINGS_INITIAL_WINDOW_SIZE (send) and
+    /// this side's (receive).
+    send_initial: u32,
+    recv_initial: u32,
     /// The highest identifier the peer has used.
     last_peer: u32,
     max_concurrent: u32,
@@ -49,6 +63,8 @@ impl Streams {
     pub fn new(max_concurrent: u32) -> Self {
         Streams {
             live: Vec::new(),
+            send_initial: 65_535,
+            recv_initial: 65_535,
             last_peer: 0,
             max_concurrent,
             opened: 0,
@@ -56,8 +72,38 @@ impl Streams {
         }
     }
 
+    /// The windows new streams start with (the peer's initial window for sending, this side's
+    /// for receiving).
+    pub fn set_initial_windows(&mut self, send: u32, recv: u32) {
+        self.send_initial = send;
+        self.recv_initial = recv;
+    }
+
+    /// The peer's SETTINGS_INITIAL_WINDOW_SIZE changed: every stream's send window moves by the
+    /// difference (RFC 9113 6.9.2).
+    pub fn adjust_send_windows(&mut self, new: u32) -> Result<(), ErrorCode> {
+        let old = std::mem::replace(&mut self.send_initial, new);
+        for s in &mut self.live {
+            s.send.adjust(old, new)?;
+        }
+        Ok(())
+    }
+
     pub fn state(&self, id: u32) -> Option<StreamState> {
-        self.live.iter().find(|(s, _)| *s == id).map(|&(_, state)| state)
+        self.get(id).map(|s| s.state)
+    }
+
+    pub fn get(&self, id: u32) -> Option<&Live> {
+        self.live.iter().find(|s| s.id == id)
+    }
+
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut Live> {
+        self.live.iter_mut().find(|s| s.id == id)
+    }
+
+    /// Every stream that is not closed.
+    pub fn iter(&self) -> impl Iterator<Item = &Live> {
+        self.live.iter()
     }
 
     /// How many streams are open (or half closed).
@@ -98,7 +144,12 @@ impl Streams {
             } else {
                 StreamState::Open
             };
-            self.live.push((id, state));
+            self.live.push(Live {
+                id,
+                state,
+                send: SendWindow::new(self.send_initial),
+                recv: RecvWindow::new(self.recv_initial),
+            });
             return Ok(Headers::Opened);
         }
         match self.state(id) {
@@ -186,14 +237,14 @@ impl Streams {
     }
 
     fn set(&mut self, id: u32, state: StreamState) {
-        if let Some(entry) = self.live.iter_mut().find(|(s, _)| *s == id) {
-            entry.1 = state;
+        if let Some(entry) = self.get_mut(id) {
+            entry.state = state;
         }
     }
 
     fn remove(&mut self, id: u32) -> Option<StreamState> {
-        let at = self.live.iter().position(|(s, _)| *s == id)?;
-        Some(self.live.swap_remove(at).1)
+        let at = self.live.iter().position(|s| s.id == id)?;
+        Some(self.live.swap_remove(at).state)
     }
 }
 

@@ -21,6 +21,8 @@ pub struct Encoder {
     table: DynamicTable,
     /// A size the peer's settings allow that the next block must announce first.
     pending_size: Option<usize>,
+    /// A name lowercased.
+    lower: Vec<u8>,
 }
 
 impl Default for Encoder {
@@ -35,6 +37,7 @@ impl Encoder {
         Encoder {
             table: DynamicTable::new(max),
             pending_size: None,
+            lower: Vec::new(),
         }
     }
 
@@ -47,14 +50,22 @@ impl Encoder {
         }
     }
 
-    /// Appends the field block of `fields` (names lowercase, pseudo-header fields first, as
-    /// HTTP/2 requires of the caller) to `out`.
+    /// Appends the field block of `fields` (pseudo-header fields first, as HTTP/2 requires of
+    /// the caller; names with capitals are lowercased) to `out`.
     pub fn encode<'f>(&mut self, fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>, out: &mut Vec<u8>) {
         if let Some(size) = self.pending_size.take() {
             write_int(out, 0x20, 5, size);
         }
         for (name, value) in fields {
-            self.encode_field(name, value, out);
+            if name.iter().any(u8::is_ascii_uppercase) {
+                let mut lower = std::mem::take(&mut self.lower);
+                lower.clear();
+                lower.extend(name.iter().map(u8::to_ascii_lowercase));
+                self.encode_field(&lower, value, out);
+                self.lower = lower;
+            } else {
+                self.encode_field(name, value, out);
+            }
         }
     }
 

@@ -1,0 +1,229 @@
+//! The server side of an HTTP/2 connection, sans-IO: the bytes a client sends go in
+//! ([`ServerConnection::receive`]), what they mean comes out as [`Event`]s, and every frame this
+//! side writes (answers to SETTINGS and PING, WINDOW_UPDATE, HEADERS, DATA headers, RST_STREAM,
+//! GOAWAY) is appended to one output buffer ([`ServerConnection::output`]) that the caller
+//! writes out. No I/O, no clock, no tasks: the proxy's mux drives it.
+//!
+//! It joins [`crate::h2frame`] (frames), [`crate::hpack`] (field blocks, decoded into a buffer
+//! the connection reuses) and [`crate::h2state`] (streams and windows), and adds what only the
+//! connection sees: the preface and the first SETTINGS, HEADERS and CONTINUATION in order, the
+//! settings both ways, GOAWAY, and the floods (CONTINUATION, empty frames, control frames whose
+//! answers the client does not read: see [`ServerConnection::wants_input`]).
+
+mod receive;
+mod send;
+#[cfg(test)]
+mod tests;
+
+use crate::h1::Field;
+use crate::h2frame::{write_settings, write_window_update, ErrorCode, FrameError, Setting, Settings};
+use crate::h2state::{RecvWindow, SendWindow, Streams};
+use crate::hpack::{Decoder, Encoder};
+
+/// What this side offers its peer.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerConfig {
+    pub max_concurrent_streams: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: a request head past it is answered 431.
+    pub max_header_list_size: u32,
+    /// The window each stream starts with, and the connection's.
+    pub stream_window: u32,
+    pub connection_window: u32,
+    /// Extended CONNECT (RFC 8441), for WebSockets over HTTP/2.
+    pub connect_protocol: bool,
+}
+
+/// What a client's bytes meant. Field sections are in [`ServerConnection::fields`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// A new stream's request head (`end_stream`: it has no body).
+    Request { stream: u32, end_stream: bool },
+    /// A stream's trailers (they end its request).
+    Trailers { stream: u32 },
+    /// Request body data: octets `at..at + len` of the bytes given to the call that returned it.
+    /// Their flow-control credit goes back when the caller says they were passed on
+    /// ([`ServerConnection::release`]).
+    Data {
+        stream: u32,
+        at: usize,
+        len: usize,
+        end_stream: bool,
+    },
+    /// The stream ended abnormally: the client reset it (`by_peer`), or this side did for a
+    /// stream error (its RST_STREAM is in the output already).
+    Reset { stream: u32, code: u32, by_peer: bool },
+    /// Send windows grew (WINDOW_UPDATE or SETTINGS): writers waiting for room may go on.
+    WindowOpened,
+    /// The client is going away: streams past `last_stream` were never seen.
+    GoAway { last_stream: u32, code: u32 },
+}
+
+/// What [`ServerConnection::receive`] did with the bytes it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Received {
+    /// The octets read (whole frames); the rest waits for more.
+    pub used: usize,
+    /// What the last frame read meant, if anything the caller must act on.
+    pub event: Option<Event>,
+}
+
+/// A connection error: GOAWAY with its code is in the output already; once that is written, the
+/// connection closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("HTTP/2 connection error {code:?}: {what}")]
+pub struct ConnectionError {
+    pub code: ErrorCode,
+    pub what: &'static str,
+}
+
+/// Where the connection stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the client's connection preface.
+    Preface,
+    /// The preface came; the client's first frame must be SETTINGS.
+    FirstSettings,
+    Open,
+    /// A connection error was found: nothing more is read.
+    Failed,
+}
+
+/// A HEADERS frame whose block goes on in CONTINUATION frames.
+#[derive(Debug, Clone, Copy)]
+struct Continued {
+    stream: u32,
+    end_stream: bool,
+    /// CONTINUATION frames read for it so far.
+    frames: u32,
+}
+
+/// Empty DATA, HEADERS or CONTINUATION frames in a row (none ends anything) before the client
+/// is told to calm down: a flood that costs a frame's work and says nothing.
+const EMPTY_FRAMES: u32 = 100;
+/// Streams this side reset, remembered so that frames the client sent before it saw the reset
+/// are dropped quietly (RFC 9113 section 5.4.2).
+const RESETS_REMEMBERED: usize = 64;
+/// Output past this many octets stops reading: answers to PING and SETTINGS the client does not
+/// read must not pile up.
+const OUTPUT_LIMIT: usize = 256 * 1024;
+
+/// The server side of one HTTP/2 connection.
+#[derive(Debug)]
+pub struct ServerConnection {
+    config: ServerConfig,
+    phase: Phase,
+    /// The client's settings, as they stand.
+    peer: Settings,
+    /// This side's first SETTINGS has been acknowledged (the client counts windows by it).
+    acknowledged: bool,
+    decoder: Decoder,
+    encoder: Encoder,
+    streams: Streams,
+    send_window: SendWindow,
+    recv_window: RecvWindow,
+    continued: Option<Continued>,
+    /// The field block being put together from HEADERS and CONTINUATION frames.
+    block: Vec<u8>,
+    /// A field block being encoded.
+    encoded: Vec<u8>,
+    /// The last field section decoded: its octets, and the fields as ranges into them.
+    decoded: Vec<u8>,
+    fields: Vec<Field>,
+    /// Frames in a row that carried nothing (see [`EMPTY_FRAMES`]).
+    empty_frames: u32,
+    reset_here: Vec<u32>,
+    /// GOAWAY has gone, naming this last stream: later ones are not served.
+    goaway: Option<u32>,
+    out: Vec<u8>,
+}
+
+impl ServerConnection {
+    /// A connection that has read nothing yet. Its SETTINGS (and the WINDOW_UPDATE that opens the
+    /// connection's window past the RFC's 65,535) are in the output at once: a server sends its
+    /// preface without waiting for the client's.
+    pub fn new(config: ServerConfig) -> Self {
+        let mut conn = ServerConnection {
+            config,
+            phase: Phase::Preface,
+            peer: Settings::default(),
+            acknowledged: false,
+            decoder: Decoder::new(4096, config.max_header_list_size as usize),
+            encoder: Encoder::new(4096),
+            streams: Streams::new(config.max_concurrent_streams),
+            send_window: SendWindow::new(65_535),
+            // The client may send 65,535 octets before it reads this side's WINDOW_UPDATE.
+            recv_window: RecvWindow::new(config.connection_window.max(65_535)),
+            continued: None,
+            block: Vec::new(),
+            encoded: Vec::new(),
+            decoded: Vec::new(),
+            fields: Vec::new(),
+            empty_frames: 0,
+            reset_here: Vec::new(),
+            goaway: None,
+            out: Vec::with_capacity(4096),
+        };
+        // Until the client acknowledges the settings, a stream's window is the larger of the
+        // RFC's initial one and this side's.
+        conn.streams
+            .set_initial_windows(65_535, config.stream_window.max(65_535));
+        let mut params = vec![
+            (Setting::MaxConcurrentStreams, config.max_concurrent_streams),
+            (Setting::InitialWindowSize, config.stream_window),
+            (Setting::MaxHeaderListSize, config.max_header_list_size),
+        ];
+        if config.connect_protocol {
+            params.push((Setting::EnableConnectProtocol, 1));
+        }
+        write_settings(&mut conn.out, false, &params);
+        if config.connection_window > 65_535 {
+            write_window_update(&mut conn.out, 0, config.connection_window - 65_535);
+        }
+        conn
+    }
+
+    /// What is to be written to the client (the caller drains it as it writes).
+    pub fn output(&mut self) -> &mut Vec<u8> {
+        &mut self.out
+    }
+
+    /// Whether reading more is welcome: not while the output has piled up (a client that sends
+    /// PING or SETTINGS without reading the answers is read no further until it does), nor
+    /// after a connection error.
+    pub fn wants_input(&self) -> bool {
+        self.phase != Phase::Failed && self.out.len() < OUTPUT_LIMIT
+    }
+
+    /// The last field section decoded ([`Event::Request`] or [`Event::Trailers`]): its octets and
+    /// its fields as ranges into them, pseudo-header fields first as the client sent them.
+    pub fn fields(&self) -> (&[u8], &[Field]) {
+        (&self.decoded, &self.fields)
+    }
+
+    /// Streams not yet closed.
+    pub fn open_streams(&self) -> usize {
+        self.streams.open_count()
+    }
+
+    /// Whether GOAWAY has gone.
+    pub fn going_away(&self) -> bool {
+        self.goaway.is_some()
+    }
+
+    /// The client's settings.
+    pub fn peer_settings(&self) -> &Settings {
+        &self.peer
+    }
+
+    /// Ends the connection for `error`: GOAWAY with its code, and nothing more is read.
+    fn fail(&mut self, error: FrameError) -> ConnectionError {
+        self.phase = Phase::Failed;
+        let last = self.streams.last_peer();
+        crate::h2frame::write_goaway(&mut self.out, last, error.code, error.what.as_bytes());
+        self.goaway = Some(last);
+        ConnectionError {
+            code: error.code,
+            what: error.what,
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! Writing: heads, DATA as the windows allow, resets, GOAWAY, and credit given back.
+
+use super::{ServerConnection, RESETS_REMEMBERED};
+use crate::h2frame::{
+    write_data_header, write_goaway, write_headers, write_rst_stream, write_window_update, ErrorCode,
+};
+use crate::h2state::StreamState;
+
+impl ServerConnection {
+    /// Sends a head on `stream`: a response (`status`) or trailers (`None`), its fields as
+    /// given (names lowercased here where they are not; the caller leaves out the fields HTTP/2
+    /// forbids). `end_stream`: nothing follows. False when the stream is gone (reset or ended).
+    pub fn send_headers<'f>(
+        &mut self,
+        stream: u32,
+        status: Option<u16>,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
+        end_stream: bool,
+    ) -> bool {
+        if !self.can_send(stream) {
+            return false;
+        }
+        let mut block = std::mem::take(&mut self.encoded);
+        block.clear();
+        if let Some(status) = status {
+            let digits = [
+                b'0' + (status / 100 % 10) as u8,
+                b'0' + (status / 10 % 10) as u8,
+                b'0' + (status % 10) as u8,
+            ];
+            self.encoder.encode([(&b":status"[..], &digits[..])], &mut block);
+        }
+        self.encoder.encode(fields, &mut block);
+        write_headers(
+            &mut self.out,
+            stream,
+            &block,
+            end_stream,
+            self.peer.max_frame_size as usize,
+        );
+        self.encoded = block;
+        if end_stream {
+            self.streams.send_end(stream);
+        }
+        true
+    }
+
+    /// How many octets of DATA `stream` may take now (its window and the connection's, and the
+    /// client's frame size).
+    pub fn send_room(&self, stream: u32) -> usize {
+        match self.streams.get(stream) {
+            Some(live) if live.state != StreamState::HalfClosedLocal => {
+                live.send
+                    .available()
+                    .min(self.send_window.available())
+                    .min(self.peer.max_frame_size) as usize
+            }
+            _ => 0,
+        }
+    }
+
+    /// Writes the header of one DATA frame on `stream` for up to `want` octets, as many as
+    /// [`Self::send_room`] allows, and returns how many: the caller appends that many octets of
+    /// data right after it (into [`Self::output`], or beside it in a vectored write). `end`:
+    /// these are the body's last octets, so the frame that takes them all ends the stream; an
+    /// empty body end is one empty DATA frame. `None` when the stream is gone.
+    pub fn send_data_header(&mut self, stream: u32, want: usize, end: bool) -> Option<usize> {
+        if !self.can_send(stream) {
+            return None;
+        }
+        let n = want.min(self.send_room(stream));
+        if n == 0 && want > 0 {
+            return Some(0);
+        }
+        let end_stream = end && n == want;
+        write_data_header(&mut self.out, stream, n, end_stream);
+        self.send_window.consume(n as u32);
+        if let Some(live) = self.streams.get_mut(stream) {
+            live.send.consume(n as u32);
+        }
+        if end_stream {
+            self.streams.send_end(stream);
+        }
+        Some(n)
+    }
+
+    /// [`Self::send_data_header`] with the data copied into the output after it.
+    pub fn send_data(&mut self, stream: u32, data: &[u8], end: bool) -> Option<usize> {
+        let n = self.send_data_header(stream, data.len(), end)?;
+        self.out.extend_from_slice(&data[..n]);
+        Some(n)
+    }
+
+    /// Resets `stream` (RST_STREAM with `code`); frames the client sent before it sees the
+    /// reset are dropped.
+    pub fn reset(&mut self, stream: u32, code: ErrorCode) {
+        write_rst_stream(&mut self.out, stream, code);
+        self.streams.send_reset(stream);
+        if self.reset_here.len() >= RESETS_REMEMBERED {
+            self.reset_here.remove(0);
+        }
+        self.reset_here.push(stream);
+    }
+
+    /// `n` octets of `stream`'s DATA were passed on (or dropped): their credit goes back to the
+    /// connection's window and, while the client still sends on it, to the stream's, in batches
+    /// (see [`crate::h2state::RecvWindow::release`]).
+    pub fn release(&mut self, stream: u32, n: u32) {
+        if n == 0 {
+            return;
+        }
+        if let Some(increment) = self.recv_window.release(n) {
+            write_window_update(&mut self.out, 0, increment);
+        }
+        if let Some(live) = self.streams.get_mut(stream) {
+            if matches!(live.state, StreamState::Open | StreamState::HalfClosedLocal) {
+                if let Some(increment) = live.recv.release(n) {
+                    write_window_update(&mut self.out, stream, increment);
+                }
+            }
+        }
+    }
+
+    /// Ends the connection gracefully: GOAWAY naming the last stream seen; those go on, later
+    /// ones are not served (the client may send them again elsewhere).
+    pub fn go_away(&mut self, code: ErrorCode) {
+        if self.goaway.is_some() {
+            return;
+        }
+        let last = self.streams.last_peer();
+        write_goaway(&mut self.out, last, code, &[]);
+        self.goaway = Some(last);
+    }
+
+    /// Whether `stream` is open for this side's frames.
+    pub fn can_send(&self, stream: u32) -> bool {
+        self.streams
+            .state(stream)
+            .is_some_and(|state| state != StreamState::HalfClosedLocal)
+    }
+
+    /// Whether the client still sends on `stream`.
+    pub fn receiving(&self, stream: u32) -> bool {
+        self.streams
+            .state(stream)
+            .is_some_and(|state| state != StreamState::HalfClosedRemote)
+    }
+}
