@@ -278,7 +278,8 @@ fn rapid_resets_end_the_connection_with_enhance_your_calm() {
 
 #[test]
 fn protocol_errors_are_connection_errors() {
-    let cases: [(&str, fn(&mut Vec<u8>)); 4] = [
+    type Write = fn(&mut Vec<u8>);
+    let cases: [(&str, Write); 4] = [
         ("a frame before SETTINGS", |w| {
             w.truncate(PREFACE.len());
             h2frame::write_ping(w, false, [0; 8]);
