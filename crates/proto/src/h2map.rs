@@ -218,6 +218,10 @@ fn check_request<'f>(fields: impl Iterator<Item = (&'f [u8], &'f [u8])>) -> Resu
         (_, Some(_)) => return Err(H2MapError::BadPseudo),
         _ => RequestKind::Plain,
     };
+    // Every request but a plain CONNECT (refused above) names its scheme (RFC 9113 8.3.1).
+    if pseudo.scheme.is_none() {
+        return Err(H2MapError::BadPseudo);
+    }
     let path = pseudo.path.filter(|p| !p.is_empty()).ok_or(H2MapError::MissingPath)?;
     let asterisk = path == b"*" && method == b"OPTIONS";
     if !(path[0] == b'/' || asterisk) || !path.iter().all(|b| b.is_ascii_graphic()) {

@@ -12,6 +12,8 @@
 
 mod receive;
 mod send;
+
+pub use send::HeadWriter;
 #[cfg(test)]
 mod tests;
 
@@ -198,6 +200,11 @@ impl ServerConnection {
     /// its fields as ranges into them, pseudo-header fields first as the client sent them.
     pub fn fields(&self) -> (&[u8], &[Field]) {
         (&self.decoded, &self.fields)
+    }
+
+    /// Whether the client's preface and first SETTINGS have come.
+    pub fn established(&self) -> bool {
+        self.phase == Phase::Open
     }
 
     /// Streams not yet closed.

@@ -216,6 +216,14 @@ impl ServerConnection {
                 self.give_back(flow_len);
                 return Ok(Some(self.reset_event(stream, ErrorCode::FlowControl)));
             }
+            if let Some(left) = &mut live.body_left {
+                let wrong = (len as u64) > *left || (end_stream && *left != len as u64);
+                *left = left.saturating_sub(len as u64);
+                if wrong {
+                    self.give_back(flow_len);
+                    return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
+                }
+            }
         }
         if let Err(e) = self.streams.recv_data(stream, end_stream) {
             let Some(stream) = e.stream else {
@@ -264,7 +272,23 @@ impl ServerConnection {
                 }
                 Ok(None)
             }
-            Ok(Headers::Opened) => Ok(Some(Event::Request { stream, end_stream })),
+            Ok(Headers::Opened) => {
+                // The body must be as long as `content-length` says (RFC 9113 8.1.1): kept to
+                // check the DATA against. A value that is not a number is the request path's
+                // to refuse.
+                let length = self
+                    .fields
+                    .iter()
+                    .find(|f| f.name(&self.decoded) == b"content-length")
+                    .and_then(|f| std::str::from_utf8(f.value(&self.decoded)).ok()?.parse::<u64>().ok());
+                if end_stream && length.is_some_and(|n| n > 0) {
+                    return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
+                }
+                if let Some(live) = self.streams.get_mut(stream) {
+                    live.body_left = length;
+                }
+                Ok(Some(Event::Request { stream, end_stream }))
+            }
             Ok(Headers::Trailers) => {
                 let pseudo = self.fields.iter().any(|f| f.name(&self.decoded).starts_with(b":"));
                 if too_large || pseudo {

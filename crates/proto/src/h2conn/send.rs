@@ -5,6 +5,19 @@ use crate::h2frame::{
     write_data_header, write_goaway, write_headers, write_rst_stream, write_window_update, ErrorCode,
 };
 use crate::h2state::StreamState;
+use crate::hpack::Encoder;
+
+/// Fields going into a head being sent ([`ServerConnection::send_head_with`]).
+pub struct HeadWriter<'a> {
+    encoder: &'a mut Encoder,
+    block: &'a mut Vec<u8>,
+}
+
+impl HeadWriter<'_> {
+    pub fn field(&mut self, name: &[u8], value: &[u8]) {
+        self.encoder.field(name, value, self.block);
+    }
+}
 
 impl ServerConnection {
     /// Sends a head on `stream`: a response (`status`) or trailers (`None`), its fields as
@@ -17,20 +30,40 @@ impl ServerConnection {
         fields: impl Iterator<Item = (&'f [u8], &'f [u8])>,
         end_stream: bool,
     ) -> bool {
+        self.send_head_with(stream, status, end_stream, |head| {
+            for (name, value) in fields {
+                head.field(name, value);
+            }
+        })
+    }
+
+    /// [`Self::send_headers`] with the fields given by `fill`, one [`HeadWriter::field`] call
+    /// each, encoded as they come.
+    pub fn send_head_with(
+        &mut self,
+        stream: u32,
+        status: Option<u16>,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadWriter<'_>),
+    ) -> bool {
         if !self.can_send(stream) {
             return false;
         }
         let mut block = std::mem::take(&mut self.encoded);
         block.clear();
+        self.encoder.begin(&mut block);
         if let Some(status) = status {
             let digits = [
                 b'0' + (status / 100 % 10) as u8,
                 b'0' + (status / 10 % 10) as u8,
                 b'0' + (status % 10) as u8,
             ];
-            self.encoder.encode([(&b":status"[..], &digits[..])], &mut block);
+            self.encoder.field(b":status", &digits, &mut block);
         }
-        self.encoder.encode(fields, &mut block);
+        fill(&mut HeadWriter {
+            encoder: &mut self.encoder,
+            block: &mut block,
+        });
         write_headers(
             &mut self.out,
             stream,

@@ -16,7 +16,7 @@ struct Pseudo<'a> {
 
 impl<'a> Pseudo<'a> {
     fn block(&self, fields: Fields<'a>) -> Vec<(&'a [u8], &'a [u8])> {
-        let mut block: Vec<(&[u8], &[u8])> = vec![(b":method", self.method)];
+        let mut block: Vec<(&[u8], &[u8])> = vec![(b":method", self.method), (b":scheme", b"https")];
         let named: [(&[u8], _); 3] = [
             (b":authority", self.authority),
             (b":path", self.path),
@@ -152,7 +152,9 @@ fn pseudo_header_fields_come_first_once_each_and_known() {
     let unknown = [get[0], get[1], (b":status", b"200")];
     assert_eq!(e(&unknown), H2MapError::BadPseudo);
     assert_eq!(e(&[get[1]]), H2MapError::BadPseudo);
-    // The scheme is known; the authority may also come as `host`.
+    // The scheme is required (RFC 9113 8.3.1).
+    assert_eq!(e(&get), H2MapError::BadPseudo);
+    // The authority may also come as `host`.
     let with_scheme = [get[0], (b":scheme", b"https"), get[1], (b"host", b"a")];
     let mut out = Vec::new();
     request_head(with_scheme.iter().copied(), true, b"k", &mut out).unwrap();

@@ -38,6 +38,8 @@ pub struct Live {
     pub state: StreamState,
     pub send: SendWindow,
     pub recv: RecvWindow,
+    /// The DATA octets the request's `content-length` still expects, when it has one.
+    pub body_left: Option<u64>,
 }
 
 /// The server side's streams of one connection.
@@ -149,6 +151,7 @@ impl Streams {
                 state,
                 send: SendWindow::new(self.send_initial),
                 recv: RecvWindow::new(self.recv_initial),
+                body_left: None,
             });
             return Ok(Headers::Opened);
         }

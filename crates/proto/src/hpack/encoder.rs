@@ -53,19 +53,31 @@ impl Encoder {
     /// Appends the field block of `fields` (pseudo-header fields first, as HTTP/2 requires of
     /// the caller; names with capitals are lowercased) to `out`.
     pub fn encode<'f>(&mut self, fields: impl IntoIterator<Item = (&'f [u8], &'f [u8])>, out: &mut Vec<u8>) {
+        self.begin(out);
+        for (name, value) in fields {
+            self.field(name, value, out);
+        }
+    }
+
+    /// Begins a field block in `out` (a table size update, when one is due): then
+    /// [`Encoder::field`] for each field, as [`Encoder::encode`] does.
+    pub fn begin(&mut self, out: &mut Vec<u8>) {
         if let Some(size) = self.pending_size.take() {
             write_int(out, 0x20, 5, size);
         }
-        for (name, value) in fields {
-            if name.iter().any(u8::is_ascii_uppercase) {
-                let mut lower = std::mem::take(&mut self.lower);
-                lower.clear();
-                lower.extend(name.iter().map(u8::to_ascii_lowercase));
-                self.encode_field(&lower, value, out);
-                self.lower = lower;
-            } else {
-                self.encode_field(name, value, out);
-            }
+    }
+
+    /// Appends one field to the block [`Encoder::begin`] began (a name with capitals is
+    /// lowercased).
+    pub fn field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        if name.iter().any(u8::is_ascii_uppercase) {
+            let mut lower = std::mem::take(&mut self.lower);
+            lower.clear();
+            lower.extend(name.iter().map(u8::to_ascii_lowercase));
+            self.encode_field(&lower, value, out);
+            self.lower = lower;
+        } else {
+            self.encode_field(name, value, out);
         }
     }
 

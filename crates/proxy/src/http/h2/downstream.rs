@@ -1,21 +1,20 @@
 //! [`Downstream`] for one HTTP/2 stream. Responses arrive as the neutral message (see
-//! [`crate::http::downstream`]): the head's fields become HTTP/2 fields (an HTTP/2 upstream's map
-//! is cloned, not rebuilt), data becomes DATA (shared bytes without a copy), trailers become
-//! HTTP/2 trailers. Request bodies cross as body frames: each DATA as it came, then the end with
-//! the request's trailers. Response DATA waits for the client's window, at most the send timeout.
+//! [`crate::http::downstream`]): the head's fields are HPACK-encoded as they are read (no map in
+//! between), data becomes DATA, trailers become HTTP/2 trailers. Request bodies cross as body
+//! frames: each DATA as it came (a slice of the connection's read buffer), then the end with the
+//! request's trailers. Response DATA waits for the client's window, at most the send timeout.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::{RecvStream, SendStream};
-use http::{HeaderMap, HeaderName, HeaderValue, Response, StatusCode};
-use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
+use rampart_proto::h2conn::HeadWriter;
+use rampart_proto::h2map::{is_connection_specific, is_pseudo};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
+use super::mux::{Incoming, StreamIo};
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
-use crate::http::h2_send::write_bytes;
 use crate::http::head_out::{response_fields, ResponseParts};
 use crate::http::iobuf::IoBuf;
 use crate::http::local::reason;
@@ -32,13 +31,12 @@ pub(crate) struct H2Downstream<'b, 'c> {
 
 /// The rest of a stream's request body, taken out of its downstream side so that it can flow
 /// to an HTTP/2 upstream while the response flows back (gRPC bidirectional streams).
-pub(crate) struct H2BodySource<'c> {
-    recv: RecvStream,
-    info: &'c super::ConnInfo,
+pub(crate) struct H2BodySource {
+    io: StreamIo,
     timeout: Duration,
 }
 
-impl BodySource for H2BodySource<'_> {
+impl BodySource for H2BodySource {
     /// Moves DATA and trailers to `to` until the client's side ends. Errors reset `to`.
     async fn pump(mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         let result = self.pump_inner(to, write_timeout).await;
@@ -49,28 +47,24 @@ impl BodySource for H2BodySource<'_> {
     }
 }
 
-impl H2BodySource<'_> {
+impl H2BodySource {
     async fn pump_inner(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         loop {
-            match tokio::time::timeout(self.timeout, self.recv.data()).await {
+            match tokio::time::timeout(self.timeout, self.io.data()).await {
                 Err(_) => return Err(HttpError::ClientBodyTimeout),
-                Ok(Some(Ok(bytes))) => {
-                    let _ = self.recv.flow_control().release_capacity(bytes.len());
+                Ok(Incoming::Data(bytes)) => {
+                    let len = bytes.len();
                     to.send_bytes(bytes, write_timeout).await?;
+                    // Passed on: the client may send as much again.
+                    self.io.release(len);
                 }
-                Ok(Some(Err(e))) => {
-                    if e.is_reset() && e.is_remote() {
-                        self.info.count_reset();
-                    }
-                    return Err(HttpError::ClientGone);
-                }
-                Ok(None) => break,
+                Ok(Incoming::Reset) => return Err(HttpError::ClientGone),
+                Ok(Incoming::End) => break,
             }
         }
-        match self.recv.trailers().await {
-            Ok(Some(trailers)) => to.end(FieldsRef::Map(&trailers)),
-            Ok(None) => to.end(FieldsRef::EMPTY),
-            Err(_) => Err(HttpError::ClientGone),
+        match self.io.take_trailers() {
+            Some((buf, list)) => to.end(FieldsRef::Ranges { buf: &buf, list: &list }),
+            None => to.end(FieldsRef::EMPTY),
         }
     }
 }
@@ -90,57 +84,26 @@ pub(super) fn grpc_status(status: u16) -> u8 {
     }
 }
 
-/// Appends a field (`HeaderName::from_bytes` lowercases the name; a name or value HTTP/2 cannot
-/// carry is left out).
-fn header(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
-    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-        map.append(n, v);
-    }
+/// The fields of a head or trailers that may cross into HTTP/2: no connection-specific ones, no
+/// pseudo-header fields.
+fn crosses(name: &[u8], value: &[u8]) -> bool {
+    !is_pseudo(name) && !is_connection_specific(name, value)
 }
 
 impl H2Downstream<'_, '_> {
     /// The response head's fields as HTTP/2 fields: hop-by-hop ones dropped, edits applied.
-    fn response_headers(head: &ResponseParts<'_>, map: &mut HeaderMap) {
-        if let (FieldsRef::Map(fields), false, true) = (head.fields(), head.upgrade(), head.edits.is_empty()) {
-            // From an HTTP/2 upstream, untouched: the `h2` crate let nothing connection-specific
-            // in, so the map goes on as it is (its values are shared, not copied).
-            map.clone_from(fields);
-            return;
-        }
+    fn response_headers(head: &ResponseParts<'_>, w: &mut HeadWriter<'_>) {
         response_fields(head.fields(), false, &head.edits, |name, value| {
             let websocket_accept = head.upgrade() && name.eq_ignore_ascii_case(b"sec-websocket-accept");
-            if !websocket_accept && !is_connection_specific(name, value) {
-                header(map, name, value);
+            if !websocket_accept && crosses(name, value) {
+                w.field(name, value);
             }
         });
     }
 
-    fn send_stream(&mut self) -> Result<&mut SendStream<Bytes>, HttpError> {
-        self.s.send.as_mut().ok_or(HttpError::ClientGone)
-    }
-
-    /// Sends the head; `end` when nothing follows it.
-    fn send_head(&mut self, response: Response<()>, end: bool) -> Result<(), HttpError> {
-        let send = self
-            .s
-            .respond
-            .send_response(response, end)
-            .map_err(|_| HttpError::ClientGone)?;
-        self.s.send = Some(send);
-        self.s.response.ended = end;
-        Ok(())
-    }
-
     async fn data(&mut self, bytes: &[u8], end: bool) -> Result<(), HttpError> {
-        self.shared_data(Bytes::copy_from_slice(bytes), end).await
-    }
-
-    async fn shared_data(&mut self, bytes: Bytes, end: bool) -> Result<(), HttpError> {
         let limit = self.s.send_timeout;
-        let mut sent = self.s.sent;
-        let send = self.send_stream()?;
-        let result = write_bytes(send, bytes, end, limit, &mut sent).await;
-        self.s.sent = sent;
+        let result = self.s.io.send_data(bytes, end, limit, &mut self.s.sent).await;
         if end && result.is_ok() {
             self.s.response.ended = true;
         }
@@ -160,12 +123,16 @@ impl H2Downstream<'_, '_> {
         }
     }
 
+    /// Sends a response head; `end` when nothing follows it.
+    fn send_head(&mut self, status: u16, end: bool, fill: impl FnOnce(&mut HeadWriter<'_>)) -> Result<(), HttpError> {
+        self.s.io.send_head(Some(status), end, fill)?;
+        self.s.head_sent = true;
+        self.s.response.ended = end;
+        Ok(())
+    }
+
     /// A gRPC-shaped answer: HTTP 200, the status in a trailers-only response.
     fn send_grpc_answer(&mut self, status: u16, message: &[u8]) -> Result<(), HttpError> {
-        let mut response = Response::new(());
-        let map = response.headers_mut();
-        header(map, b"content-type", b"application/grpc");
-        header(map, b"grpc-status", grpc_status(status).to_string().as_bytes());
         // grpc-message is percent-encoded; ours are plain ASCII words.
         let message: Vec<u8> = message
             .iter()
@@ -178,52 +145,39 @@ impl H2Downstream<'_, '_> {
             })
             .filter(|b| *b != 0)
             .collect();
-        header(map, b"grpc-message", &message);
-        self.send_head(response, true)
+        let code = grpc_status(status).to_string();
+        self.send_head(200, true, |w| {
+            w.field(b"content-type", b"application/grpc");
+            w.field(b"grpc-status", code.as_bytes());
+            w.field(b"grpc-message", &message);
+        })
     }
 }
 
-impl<'c> Downstream for H2Downstream<'_, 'c> {
-    type BodySource = H2BodySource<'c>;
+impl Downstream for H2Downstream<'_, '_> {
+    type BodySource = H2BodySource;
 
     async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
         if !self.s.request_ended {
-            let Some(recv) = self.s.recv.as_mut() else {
+            if self.s.body_taken {
                 return Err(HttpError::ClientGone);
-            };
-            loop {
-                let data = match tokio::time::timeout(self.body_timeout, recv.data()).await {
-                    Err(_) => return Err(HttpError::ClientBodyTimeout),
-                    Ok(data) => data,
-                };
-                match data {
-                    Some(Ok(bytes)) => {
-                        let _ = recv.flow_control().release_capacity(bytes.len());
-                        if bytes.is_empty() {
-                            continue;
-                        }
-                        self.s.request_data = bytes;
-                        return Ok(BodyFrame::Shared(&self.s.request_data));
-                    }
-                    Some(Err(e)) => {
-                        if e.is_reset() && e.is_remote() {
-                            self.s.info.count_reset();
-                        }
-                        return Err(HttpError::ClientGone);
-                    }
-                    None => {
-                        self.s.request_ended = true;
-                        self.s.request_trailers = match recv.trailers().await {
-                            Ok(t) => t,
-                            Err(_) => return Err(HttpError::ClientGone),
-                        };
-                        break;
-                    }
+            }
+            self.s.release_last();
+            match tokio::time::timeout(self.body_timeout, self.s.io.data()).await {
+                Err(_) => return Err(HttpError::ClientBodyTimeout),
+                Ok(Incoming::Data(bytes)) => {
+                    self.s.request_data = bytes;
+                    return Ok(BodyFrame::Shared(&self.s.request_data));
+                }
+                Ok(Incoming::Reset) => return Err(HttpError::ClientGone),
+                Ok(Incoming::End) => {
+                    self.s.request_ended = true;
+                    self.s.request_trailers = self.s.io.take_trailers();
                 }
             }
         }
         Ok(BodyFrame::End(match &self.s.request_trailers {
-            Some(map) => FieldsRef::Map(map),
+            Some((buf, list)) => FieldsRef::Ranges { buf, list },
             None => FieldsRef::EMPTY,
         }))
     }
@@ -237,20 +191,15 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
     }
 
     async fn send_continue(&mut self) -> Result<(), HttpError> {
-        let mut interim = Response::new(());
-        *interim.status_mut() = StatusCode::CONTINUE;
-        self.s
-            .respond
-            .send_informational(interim)
-            .map_err(|_| HttpError::ClientGone)
+        self.s.io.send_head(Some(100), false, |_| {})
     }
 
     async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
-        let mut interim = Response::new(());
-        *interim.status_mut() = StatusCode::from_u16(head.status).map_err(|_| HttpError::UpstreamBadResponse)?;
-        Self::response_headers(head, interim.headers_mut());
         // An interim answer the client cannot take is no reason to fail the request.
-        let _ = self.s.respond.send_informational(interim);
+        let _ = self
+            .s
+            .io
+            .send_head(Some(head.status), false, |w| Self::response_headers(head, w));
         Ok(())
     }
 
@@ -260,11 +209,11 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         body: &[u8],
         limit: Duration,
     ) -> Result<(), HttpError> {
-        let mut response = Response::new(());
         // A WebSocket accepted by the upstream's 101 is a 200 on an extended CONNECT stream.
         let status = if head.upgrade() { 200 } else { head.status };
-        *response.status_mut() = StatusCode::from_u16(status).map_err(|_| HttpError::UpstreamBadResponse)?;
-        Self::response_headers(head, response.headers_mut());
+        if !(200..=999).contains(&status) {
+            return Err(HttpError::UpstreamBadResponse);
+        }
         self.s.send_timeout = limit;
         let length = if head.upgrade() {
             BodyLength::Unknown
@@ -276,7 +225,8 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
             BodyLength::Exact(n) => Some(n),
             BodyLength::Unknown => None,
         };
-        self.send_head(response, self.s.response.left == Some(0))?;
+        let end = self.s.response.left == Some(0);
+        self.send_head(status, end, |w| Self::response_headers(head, w))?;
         if !body.is_empty() {
             self.send_data(body).await?;
         }
@@ -291,13 +241,8 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
         self.data(&data[..take], end).await
     }
 
-    async fn send_bytes(&mut self, mut data: Bytes) -> Result<(), HttpError> {
-        if self.s.response.ended {
-            return Ok(());
-        }
-        let (take, end) = self.take_body(data.len());
-        data.truncate(take);
-        self.shared_data(data, end).await
+    async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
+        self.send_data(&data).await
     }
 
     async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
@@ -305,13 +250,14 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
             // The body's length ended the stream already: no room for trailers.
             return Ok(());
         }
-        let mut map = HeaderMap::new();
-        to_h2_fields(trailers.iter(), &mut map, |_, _| true);
-        if map.is_empty() {
+        if !trailers.iter().any(|(n, v)| crosses(n, v)) {
             return self.end_body().await;
         }
-        let send = self.send_stream()?;
-        send.send_trailers(map).map_err(|_| HttpError::ClientGone)?;
+        self.s.io.send_head(None, true, |w| {
+            for (name, value) in trailers.iter().filter(|(n, v)| crosses(n, v)) {
+                w.field(name, value);
+            }
+        })?;
         self.s.response.ended = true;
         Ok(())
     }
@@ -328,7 +274,7 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
     }
 
     async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
-        if self.s.send.is_some() {
+        if self.s.head_sent {
             // A head has gone already: nothing else can be said on this stream.
             return Err(HttpError::ClientGone);
         }
@@ -336,35 +282,36 @@ impl<'c> Downstream for H2Downstream<'_, 'c> {
             let message = format!("{} {}", answer.status, reason(answer.status));
             return self.send_grpc_answer(answer.status, message.as_bytes());
         }
-        let mut response = Response::new(());
-        *response.status_mut() = StatusCode::from_u16(answer.status).map_err(|_| HttpError::ClientGone)?;
-        let map = response.headers_mut();
-        header(map, b"date", &crate::http::date::now());
-        let mut has_type = false;
-        for (name, value) in answer.headers {
-            has_type |= name.eq_ignore_ascii_case("content-type");
-            header(map, name.as_bytes(), value.as_bytes());
-        }
-        if !has_type && !answer.body.is_empty() {
-            header(map, b"content-type", b"text/plain; charset=utf-8");
-        }
-        header(map, b"content-length", answer.body.len().to_string().as_bytes());
         let bodiless = answer.body.is_empty() || self.head_only;
-        self.send_head(response, bodiless)?;
+        let length = answer.body.len().to_string();
+        self.send_head(answer.status, bodiless, |w| {
+            w.field(b"date", &crate::http::date::now());
+            let mut has_type = false;
+            for (name, value) in answer.headers {
+                has_type |= name.eq_ignore_ascii_case("content-type");
+                if crosses(name.as_bytes(), value.as_bytes()) {
+                    w.field(name.as_bytes(), value.as_bytes());
+                }
+            }
+            if !has_type && !answer.body.is_empty() {
+                w.field(b"content-type", b"text/plain; charset=utf-8");
+            }
+            w.field(b"content-length", length.as_bytes());
+        })?;
         if !bodiless {
             self.data(answer.body, true).await?;
         }
         Ok(())
     }
 
-    fn take_body_source(&mut self) -> Option<H2BodySource<'c>> {
-        if self.s.request_ended {
+    fn take_body_source(&mut self) -> Option<H2BodySource> {
+        if self.s.request_ended || self.s.body_taken {
             return None;
         }
-        let recv = self.s.recv.take()?;
+        self.s.release_last();
+        self.s.body_taken = true;
         Some(H2BodySource {
-            recv,
-            info: self.s.info,
+            io: self.s.io.clone(),
             timeout: self.body_timeout,
         })
     }

@@ -1,33 +1,38 @@
 //! HTTP/2 from clients: prior knowledge in clear (the preface, told from HTTP/1.1 on the same
-//! port by [`crate::http::connection`]) and `h2` by ALPN over TLS. The `h2` crate does the framing,
-//! HPACK, flow control and the protocol's own checks; each stream becomes a request like any
-//! other ([`stream`]): its head is written as an HTTP/1.1 head (`rampart_proto::h2map`), read by
-//! the HTTP/1 codec, routed and proxied by the same code as HTTP/1, through the [`Downstream`]
-//! seam that [`downstream::H2Downstream`] implements for a stream.
+//! port by [`crate::http::connection`]) and `h2` by ALPN over TLS, served by Rampart's own
+//! HTTP/2: the sans-IO connection (`rampart_proto::h2conn`: frames, HPACK, streams, flow
+//! control and the protocol's checks) driven by one task per connection ([`serve`]), which reads
+//! and writes the socket and hands each stream to a request ([`stream`]). Streams are state in
+//! the connection's [`mux::Mux`], not tasks: a stream's request is a future polled in the same
+//! task, so it borrows the worker's state like an HTTP/1 request does, and reaches its stream
+//! through a [`mux::StreamIo`]. Its head is laid out as the owned request head from the decoded
+//! field block (no HTTP/1 text), routed and proxied by the same code as HTTP/1 through the
+//! [`Downstream`] seam that [`downstream::H2Downstream`] implements for a stream. Request DATA
+//! reaches the request as slices of the read buffer (no copy); its credit goes back to the
+//! client as the request passes it on, so a slow upstream holds the client back.
 //!
-//! One task per connection drives the connection and all its streams (a set of futures polled
-//! in that task), so a stream borrows the worker's state like an HTTP/1 request does.
-//!
-//! Protections: the `h2` crate bounds CONTINUATION frames, header lists (a 431 answer or GOAWAY),
-//! pending-accept resets, empty and tiny DATA frames, and answers SETTINGS and PING one at a
-//! time, reading no more frames while the answer cannot be written; Rampart adds a limit on
+//! Protections (each tested in `rampart_proto::h2conn` and end to end): rapid reset, a
+//! CONTINUATION flood and field blocks past the limit, the HPACK bomb, empty-frame floods,
+//! SETTINGS and PING answers the client does not read (reading stops while the output is
+//! full), a 431 answer for a head past `http2_max_header_list_size`; Rampart adds a limit on
 //! streams the client resets per second and on streams still being handled after the client
-//! let go of them (rapid reset), both answered with GOAWAY `ENHANCE_YOUR_CALM`, and a send
-//! timeout on a stream whose window stays shut.
+//! let go of them, both answered with GOAWAY `ENHANCE_YOUR_CALM`, and a send timeout on a
+//! stream whose window stays shut.
 //!
 //! [`Downstream`]: crate::http::downstream::Downstream
 
 use rampart_model::ListenerKey;
 use std::cell::Cell;
 use std::net::SocketAddr;
-use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
-use h2::Reason;
+use rampart_proto::h2conn::{ServerConfig, ServerConnection};
+use rampart_proto::h2frame::ErrorCode;
 use tokio::sync::Notify;
+
+use mux::{Mux, StreamIo};
 
 use crate::slot::Conn;
 use crate::tls::info::OwnedTlsInfo;
@@ -36,6 +41,7 @@ use crate::worker::WorkerContext;
 mod client_stream;
 mod downstream;
 mod io;
+mod mux;
 mod stream;
 
 /// What the streams of one connection share.
@@ -91,7 +97,8 @@ impl ConnInfo {
 const TICK: Duration = Duration::from_millis(250);
 
 /// Serves an HTTP/2 connection: `conn.early` holds the bytes already read (the preface, for
-/// prior knowledge). Ends when the connection closes, after GOAWAY on drain or idle time.
+/// prior knowledge). Ends when the connection closes, after GOAWAY on drain or idle time, or
+/// after a connection error (its GOAWAY written first).
 pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     let snapshot = ctx.snapshot();
     let listener_key = conn.listener_key();
@@ -128,80 +135,97 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         retired: Cell::new(false),
         wake: Notify::new(),
     };
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(settings.max_concurrent_streams)
-        .max_header_list_size(settings.max_header_list_size)
-        .initial_window_size(settings.stream_window)
-        .initial_connection_window_size(settings.connection_window)
-        .max_send_buffer_size(64 * 1024)
-        .enable_connect_protocol();
-    let received = Rc::new(Cell::new(0u64));
-    let handshake = builder.handshake::<_, Bytes>(io::Rewind::new(early, stream, received.clone()));
-    let mut connection = match tokio::time::timeout(handshake_timeout, handshake).await {
-        Ok(Ok(c)) => c,
-        Ok(Err(e)) => {
-            tracing::debug!("HTTP/2 handshake with {client} failed: {e}");
-            return;
-        }
-        Err(_) => return,
-    };
+    let mux = Mux::new(ServerConnection::new(ServerConfig {
+        max_concurrent_streams: settings.max_concurrent_streams,
+        max_header_list_size: settings.max_header_list_size,
+        stream_window: settings.stream_window,
+        connection_window: settings.connection_window,
+        connect_protocol: true,
+    }));
+    let mut io = io::ConnIo::new(stream, &early);
     // Streams still handled after the client let go of them count against this: a client that
     // keeps more than twice its stream limit busy is resetting faster than they finish.
     let max_in_flight = 2 * settings.max_concurrent_streams as usize;
     let mut streams = FuturesUnordered::new();
+    let mut opened = Vec::new();
     let mut tick = tokio::time::interval(TICK);
-    let mut idle_since = Instant::now();
+    let began = Instant::now();
+    let mut idle_since = began;
     let mut shutting_down = false;
+    // A connection error or a client told to calm down: the connection ends once its GOAWAY is
+    // written.
+    let mut ending = false;
     loop {
-        // Streams first, then the connection: what every ready stream queued in this pass goes
-        // out in one write when the connection is polled after them.
+        // Streams first, then the socket: what every ready stream wrote in this pass goes out
+        // in one write.
         tokio::select! {
             biased;
             _ = info.wake.notified() => {}
             Some(()) = streams.next(), if !streams.is_empty() => {
-                // Every other stream that is done now, before the connection flushes.
+                // Every other stream that is done now, before the connection writes.
                 while let Some(Some(())) = streams.next().now_or_never() {}
                 if streams.is_empty() {
                     idle_since = Instant::now();
                 }
             }
-            accepted = connection.accept() => match accepted {
-                Some(Ok((request, respond))) => {
-                    streams.push(Box::pin(stream::serve(ctx, &info, request, respond)));
+            step = std::future::poll_fn(|cx| io.poll_step(cx, &mux)) => match step {
+                Ok(io::Step::Read) => {
+                    if let Err(e) = io.process(&mux, &mut opened) {
+                        tracing::debug!("HTTP/2 connection from {client}: {e}");
+                        ending = true;
+                    }
+                    for (id, end_stream) in opened.drain(..) {
+                        let head = stream::lay_out_head(ctx, &info, &mux.borrow().conn, end_stream);
+                        let io = StreamIo { mux: mux.clone(), id };
+                        streams.push(Box::pin(stream::serve(ctx, &info, io, head, end_stream)));
+                    }
+                    for _ in 0..std::mem::take(&mut io.peer_resets) {
+                        info.count_reset();
+                    }
                     if streams.len() > max_in_flight {
                         info.enhance_your_calm();
                     }
                 }
-                Some(Err(e)) => {
+                Ok(io::Step::Wrote) => mux.borrow_mut().wake_writers(),
+                Ok(io::Step::Closed) => break,
+                Err(e) => {
                     tracing::debug!("HTTP/2 connection from {client} failed: {e}");
                     break;
                 }
-                None => break,
             },
-            _ = tick.tick() => count_received(ctx, &info, &received),
+            _ = tick.tick() => {
+                count_received(ctx, &info, io.take_received());
+                if !mux.borrow().conn.established() && began.elapsed() >= handshake_timeout {
+                    break;
+                }
+            }
         }
         if info.calm.get() {
             tracing::debug!("HTTP/2 client {client} reset too many streams: GOAWAY ENHANCE_YOUR_CALM");
-            connection.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
+            mux.borrow_mut().conn.go_away(ErrorCode::EnhanceYourCalm);
             info.calm.set(false);
-            shutting_down = true;
+            ending = true;
         }
         let idle = streams.is_empty() && idle_since.elapsed() >= keepalive;
         if !shutting_down && (ctx.http.parking.is_closed() || idle || info.retired.get()) {
             // In-flight streams complete; no new ones are taken.
-            connection.graceful_shutdown();
+            mux.borrow_mut().conn.go_away(ErrorCode::NoError);
             shutting_down = true;
         }
+        let flushed = io.flushed(&mux);
+        if flushed && (ending || (shutting_down && streams.is_empty())) {
+            break;
+        }
     }
+    mux.borrow_mut().close();
     drop(streams);
-    count_received(ctx, &info, &received);
+    io.finish(&mux, Duration::from_secs(1)).await;
+    count_received(ctx, &info, io.take_received());
     drop(slot);
 }
 
 /// Adds the bytes read from the client since the last call to its listener's traffic counter.
-fn count_received(ctx: &WorkerContext, info: &ConnInfo, received: &Cell<u64>) {
-    let bytes = received.replace(0);
+fn count_received(ctx: &WorkerContext, info: &ConnInfo, bytes: u64) {
     let snapshot = ctx.snapshot();
     if let Some(listener) = snapshot
         .listener_index(&info.listener_key)

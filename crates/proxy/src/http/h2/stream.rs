@@ -7,48 +7,54 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{Reason, RecvStream};
-use http::Request;
-use rampart_proto::h1::Framing;
+use rampart_proto::h1::{Framing, Limits};
+use rampart_proto::h2conn::ServerConnection;
+use rampart_proto::h2frame::ErrorCode;
 use rampart_proto::h2map::{lay_out_request, LayoutError};
 use rampart_proto::message::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::client_stream::{H2Stream, ResponseBody};
 use super::downstream::H2Downstream;
+use super::mux::{Incoming, StreamIo};
 use super::ConnInfo;
 use crate::http::client_side::ClientSide;
 use crate::http::context::RequestContext;
 use crate::http::downstream::{answer_error, ClientTerms};
 use crate::http::error::HttpError;
 use crate::http::filter::FilterRun;
-use crate::http::h2_send::write_data;
 use crate::http::iobuf::IoBuf;
-use crate::http::request::RequestPath;
+use crate::http::request::{http_listener, RequestPath};
 use crate::http::state::HttpWorkerState;
 use crate::stream::Stream;
 use crate::tls::TlsInfo;
 use crate::worker::{bump, WorkerContext};
 
-/// Handles one stream from its head to its end, then gives its buffers back.
+/// Handles one stream from its head (laid out by the connection's task as it was read, or
+/// refused) to its end, then gives its buffers back.
 pub(super) async fn serve(
     ctx: &WorkerContext,
     info: &ConnInfo,
-    request: Request<RecvStream>,
-    respond: SendResponse<Bytes>,
+    io: StreamIo,
+    head: Result<RequestHead, LayoutError>,
+    end_stream: bool,
 ) {
-    let (parts, recv) = request.into_parts();
-    let grpc = parts
-        .headers
-        .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
+    let grpc = head
+        .as_ref()
+        .ok()
+        .and_then(|h| h.field(b"content-type"))
+        .is_some_and(|v| v.starts_with(b"application/grpc"));
+    let deadline = head
+        .as_ref()
+        .ok()
+        .and_then(|h| h.field(b"grpc-timeout"))
+        .and_then(grpc_timeout);
     let stream = H2Stream {
         info,
-        request_ended: recv.is_end_stream(),
-        recv: Some(recv),
-        respond,
-        send: None,
+        io,
+        body_taken: false,
+        head_sent: false,
+        request_ended: end_stream,
         request_data: Bytes::new(),
         request_trailers: None,
         grpc,
@@ -65,11 +71,15 @@ pub(super) async fn serve(
     );
     let mut conn = match found {
         Ok(conn) => conn,
-        Err(mut stream) => {
+        Err(stream) => {
             // A reload removed the listener or made it a TCP listener: the stream is refused
             // unprocessed (the client may send it again elsewhere) and the connection ends
             // with GOAWAY once its other streams are done.
-            stream.respond.send_reset(Reason::REFUSED_STREAM);
+            stream.io.reset(ErrorCode::RefusedStream);
+            stream.io.close();
+            if let Ok(head) = head {
+                ctx.http.give_request_head(head);
+            }
             info.retire();
             return;
         }
@@ -80,9 +90,8 @@ pub(super) async fn serve(
     bump(&ctx.counters.http_requests, 1);
     conn.ensure_out();
     conn.stream.send_timeout = conn.http().client_header_timeout;
-    let deadline = grpc_timeout(&parts.headers);
     rctx.deadline = deadline.and_then(|limit| rctx.began.checked_add(limit));
-    match lay_out_head(&mut conn, &parts) {
+    match head {
         Ok(head) => {
             // Boxed: built in place, not moved through this future and the timeout (see
             // docs/benchmarks.md, "Panics: unwind or abort").
@@ -111,7 +120,7 @@ pub(super) async fn serve(
         }
         Err(LayoutError::Malformed(e)) => {
             tracing::debug!("malformed HTTP/2 request from {}: {e}", info.client);
-            conn.stream.respond.send_reset(Reason::PROTOCOL_ERROR);
+            conn.stream.io.reset(ErrorCode::Protocol);
             rctx.fail(HttpError::BadRequestBody);
             conn.finish(None, &rctx, &mut run);
         }
@@ -120,44 +129,32 @@ pub(super) async fn serve(
     conn.release_idle();
 }
 
-/// Lays the stream's head out as the owned request head (its field block, pseudo-header fields
-/// first, copied once into storage from the worker's pools): no HTTP/1 text.
-fn lay_out_head(
-    conn: &mut RequestPath<'_, H2Stream<'_>>,
-    parts: &http::request::Parts,
+/// Lays the head the connection just decoded out as the owned request head (its field block,
+/// pseudo-header fields first, copied once into storage from the worker's pools): no HTTP/1
+/// text. The listener's current limits apply.
+pub(super) fn lay_out_head(
+    ctx: &WorkerContext,
+    info: &ConnInfo,
+    conn: &ServerConnection,
+    end_stream: bool,
 ) -> Result<RequestHead, LayoutError> {
-    let protocol = parts
-        .extensions
-        .get::<h2::ext::Protocol>()
-        .map(|p| p.as_str().as_bytes());
-    let mut block: Vec<(&[u8], &[u8])> = Vec::with_capacity(parts.headers.len() + 4);
-    block.push((b":method", parts.method.as_str().as_bytes()));
-    if let Some(scheme) = parts.uri.scheme_str() {
-        block.push((b":scheme", scheme.as_bytes()));
-    }
-    if let Some(authority) = parts.uri.authority() {
-        block.push((b":authority", authority.as_str().as_bytes()));
-    }
-    // `http` reads an empty :path as "/"; an asterisk stays one.
-    if let Some(path) = parts.uri.path_and_query() {
-        block.push((b":path", path.as_str().as_bytes()));
-    }
-    if let Some(protocol) = protocol {
-        block.push((b":protocol", protocol));
-    }
-    block.extend(parts.headers.iter().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())));
+    let (bytes, fields) = conn.fields();
+    let block = fields.iter().map(|f| (f.name(bytes), f.value(bytes)));
     // Only an extended CONNECT needs a key: the clock and hash stay off other requests.
-    let key = match protocol {
-        Some(_) => websocket_key(conn.ctx.id, conn.stream.info),
-        None => [0; 24],
+    let key = match fields.iter().any(|f| f.name(bytes) == b":protocol") {
+        true => websocket_key(ctx.id, info),
+        false => [0; 24],
     };
-    let limits = conn.http().limits;
-    let storage = conn.ctx.http.take_head_storage();
-    match lay_out_request(block.iter().copied(), conn.stream.request_ended, &key, &limits, storage) {
+    let limits = {
+        let snapshot = ctx.snapshot();
+        http_listener(&snapshot, &info.listener_key).map_or_else(Limits::default, |(_, http)| http.limits)
+    };
+    let storage = ctx.http.take_head_storage();
+    match lay_out_request(block, end_stream, &key, &limits, storage) {
         Ok((head, _)) => Ok(head),
         Err((e, (bytes, fields))) => {
-            conn.ctx.http.give_write_buffer(bytes);
-            conn.ctx.http.give_field_list(fields);
+            ctx.http.give_write_buffer(bytes);
+            ctx.http.give_field_list(fields);
             Err(e)
         }
     }
@@ -193,8 +190,7 @@ fn websocket_key(worker: usize, info: &ConnInfo) -> [u8; 24] {
 }
 
 /// The deadline a gRPC client set (`grpc-timeout: 100m`), if any.
-fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
-    let value = headers.get("grpc-timeout")?.as_bytes();
+fn grpc_timeout(value: &[u8]) -> Option<Duration> {
     let (digits, unit) = value.split_at(value.len().checked_sub(1)?);
     if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
         return None;
@@ -214,36 +210,26 @@ fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
 impl H2Stream<'_> {
     /// Ends the stream after the request was handled: END_STREAM where the body's framing left
     /// it open (a body delimited by the upstream's close), a reset where the response failed or
-    /// never began.
+    /// never began; then the stream is given back to the connection.
     fn end(&mut self, rctx: &RequestContext) {
-        // A stream the client reset before its answer was done counts toward the reset limit.
-        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-        let reset = match &mut self.send {
-            None => self.respond.poll_reset(&mut cx),
-            Some(send) => send.poll_reset(&mut cx),
-        };
-        if let std::task::Poll::Ready(Ok(reason)) = reset {
-            if reason != Reason::NO_ERROR {
-                self.info.count_reset();
+        self.release_last();
+        if !self.response.ended && !self.io.reset_by_peer() {
+            if !self.head_sent {
+                self.io.reset(match rctx.error {
+                    Some(HttpError::ClientGone) => ErrorCode::Cancel,
+                    _ => ErrorCode::Internal,
+                });
+            } else if rctx.error == Some(HttpError::RequestTimeout) {
+                // A deadline that passed mid-response ends the stream as a gRPC server would.
+                self.io.reset(ErrorCode::Cancel);
+            } else if rctx.error.is_some() {
+                self.io.reset(ErrorCode::Internal);
+            } else {
+                self.io.end_stream();
             }
-            return;
+            self.response.ended = true;
         }
-        if self.response.ended {
-            return;
-        }
-        match &mut self.send {
-            None => self.respond.send_reset(match rctx.error {
-                Some(HttpError::ClientGone) => Reason::CANCEL,
-                _ => Reason::INTERNAL_ERROR,
-            }),
-            // A deadline that passed mid-response ends the stream as a gRPC server would.
-            Some(send) if rctx.error == Some(HttpError::RequestTimeout) => send.send_reset(Reason::CANCEL),
-            Some(send) if rctx.error.is_some() => send.send_reset(Reason::INTERNAL_ERROR),
-            Some(send) => {
-                let _ = send.send_data(Bytes::new(), true);
-            }
-        }
-        self.response.ended = true;
+        self.io.close();
     }
 }
 
@@ -301,27 +287,25 @@ impl<'c> ClientSide for H2Stream<'c> {
         buffer_size: usize,
     ) -> (u64, u64) {
         let (mut up, mut down) = (0u64, 0u64);
-        let Some(send) = self.send.as_mut() else {
+        if !self.head_sent || self.body_taken {
             return (0, 0);
-        };
+        }
         let mut buf = vec![0u8; buffer_size.min(64 * 1024)];
-        let Some(recv) = self.recv.as_mut() else {
-            return (0, 0);
-        };
-        let mut client_open = !recv.is_end_stream();
+        let mut client_open = !self.request_ended;
+        let io = self.io.clone();
         loop {
             let idle = tokio::time::sleep(idle_timeout);
             tokio::select! {
-                data = recv.data(), if client_open => match data {
-                    Some(Ok(bytes)) => {
-                        let _ = recv.flow_control().release_capacity(bytes.len());
+                data = io.data(), if client_open => match data {
+                    Incoming::Data(bytes) => {
                         up += bytes.len() as u64;
                         if upstream.write_all(&bytes).await.is_err() {
                             break;
                         }
+                        io.release(bytes.len());
                     }
-                    Some(Err(_)) => break,
-                    None => {
+                    Incoming::Reset => break,
+                    Incoming::End => {
                         // The client's half ended: so does the upstream's.
                         client_open = false;
                         let _ = upstream.shutdown().await;
@@ -331,7 +315,7 @@ impl<'c> ClientSide for H2Stream<'c> {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
                         down += n as u64;
-                        if write_data(send, &buf[..n], false, idle_timeout, &mut self.sent).await.is_err() {
+                        if io.send_data(&buf[..n], false, idle_timeout, &mut self.sent).await.is_err() {
                             break;
                         }
                     }
