@@ -10,6 +10,7 @@ use super::clients::{connect, exchange, get, runtime};
 use super::common::http::{HttpBackend, Reply};
 use super::gateway;
 
+const DATA: u8 = 0;
 pub(super) const HEADERS: u8 = 1;
 pub(super) const RST_STREAM: u8 = 3;
 pub(super) const SETTINGS: u8 = 4;
@@ -196,6 +197,26 @@ fn a_continuation_flood_ends_the_connection() {
 }
 
 #[test]
+fn an_empty_frame_flood_ends_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = HttpBackend::start(Reply::Echo);
+    let (_proxy, port) = gateway(dir.path(), &[backend.target()], "", "");
+    let mut s = raw_client(port, &[]);
+    // A POST whose body never comes: empty DATA frames, each ending nothing.
+    let mut block = get_block();
+    block[0] = 0x83;
+    let mut flood = frame(HEADERS, END_HEADERS, 1, &block);
+    for _ in 0..1000 {
+        flood.extend(frame(DATA, 0, 1, &[]));
+    }
+    let _ = s.write_all(&flood);
+    let (goaway, _) = read_frames(&mut s, DATA, Some(1));
+    assert_eq!(goaway, Some(ENHANCE_YOUR_CALM));
+    assert!(closes(&mut s));
+    others_are_served(port);
+}
+
+#[test]
 fn settings_and_ping_floods_do_not_stop_the_worker() {
     let dir = tempfile::tempdir().unwrap();
     let backend = HttpBackend::start(Reply::Echo);
@@ -207,8 +228,8 @@ fn settings_and_ping_floods_do_not_stop_the_worker() {
         for _ in 0..50_000 {
             flood.extend(frame(kind, 0, 0, payload));
         }
-        // Nothing is read back: once the answers fill the socket, Rampart stops reading this
-        // client (the `h2` crate answers one at a time), and the write here stalls.
+        // Nothing is read back: once the answers fill the socket and the connection's output,
+        // Rampart stops reading this client, and the write here stalls.
         let writer = std::thread::spawn(move || {
             let _ = s.write_all(&flood);
             s

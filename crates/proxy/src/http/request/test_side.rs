@@ -111,8 +111,9 @@ fn answers(config: &str, client: &str, requests: &[TestRequest<'_>]) -> Vec<Vec<
                 panic!("listener web speaks HTTP");
             };
             path.ensure_out();
-            let pseudo: [(&[u8], &[u8]); 3] = [
+            let pseudo: [(&[u8], &[u8]); 4] = [
                 (b":method", request.method.as_bytes()),
+                (b":scheme", b"http"),
                 (b":authority", b"a.test"),
                 (b":path", request.path.as_bytes()),
             ];
