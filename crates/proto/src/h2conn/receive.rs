@@ -1,16 +1,16 @@
 //! Reading: frames in, events out, answers to the control frames into the output.
 
-use super::{ConnectionError, Continued, Event, Phase, Received, ServerConnection, EMPTY_FRAMES};
+use super::{Connection, ConnectionError, Continued, Event, Phase, Received, Role, EMPTY_FRAMES};
 use crate::h2frame::{
     connection, decode, write_ping, write_settings, ErrorCode, Frame, FrameError, HEADER_LEN, PREFACE,
 };
-use crate::h2state::Headers;
+use crate::h2state::{Headers, StreamState};
 use crate::hpack::HpackError;
 
 /// The largest frame this side reads (its SETTINGS_MAX_FRAME_SIZE, the RFC's initial one).
 const MAX_FRAME_SIZE: u32 = 16_384;
 
-impl ServerConnection {
+impl Connection {
     /// Reads whole frames from the start of `input` until one means something the caller must
     /// act on, or the frames run out. The caller drops the octets [`Received::used`] says were
     /// read (after taking an [`Event::Data`]'s octets out of them) and calls again with the rest
@@ -24,7 +24,7 @@ impl ServerConnection {
                 event: None,
             });
         }
-        if self.phase == Phase::Preface {
+        if self.phase == Phase::Preface && self.role == Role::Server {
             let n = input.len().min(PREFACE.len());
             if input[..n] != PREFACE[..n] {
                 return Err(self.fail(connection(ErrorCode::Protocol, "not the HTTP/2 connection preface")));
@@ -136,7 +136,7 @@ impl ServerConnection {
                 c.frames += 1;
                 // A block this long cannot decode to a list within the limit: a CONTINUATION
                 // flood (the CVE-2024-27316 class) ends here instead of being buffered.
-                let most = self.config.max_header_list_size as usize + 16_384;
+                let most = self.max_list as usize + 16_384;
                 if self.block.len() + block.len() > most {
                     return Err(connection(ErrorCode::EnhanceYourCalm, "a field block past the limit"));
                 }
@@ -149,6 +149,17 @@ impl ServerConnection {
                 self.on_block(stream, c.end_stream)
             }
             Frame::Priority { .. } | Frame::Unknown { .. } => Ok(None),
+            Frame::RstStream { stream, code } if self.role == Role::Client => {
+                if stream > self.streams.last_peer() || stream % 2 == 0 {
+                    return Err(connection(ErrorCode::Protocol, "RST_STREAM on an idle stream"));
+                }
+                self.streams.forget(stream);
+                Ok(Some(Event::Reset {
+                    stream,
+                    code,
+                    by_peer: true,
+                }))
+            }
             Frame::RstStream { stream, code } => {
                 self.streams.recv_reset(stream)?;
                 Ok(Some(Event::Reset {
@@ -160,20 +171,24 @@ impl ServerConnection {
             Frame::Settings { ack: true, .. } => {
                 if !self.acknowledged {
                     self.acknowledged = true;
-                    self.streams
-                        .set_initial_windows(self.peer.initial_window_size, self.config.stream_window);
+                    let (send, recv) = (self.peer.initial_window_size, self.stream_window);
+                    self.streams.set_initial_windows(send, recv, recv);
                 }
                 Ok(None)
             }
             Frame::Settings { ack: false, params } => self.on_settings(params),
-            Frame::PushPromise { .. } => Err(connection(ErrorCode::Protocol, "PUSH_PROMISE from a client")),
+            // A client never pushes, and this side's SETTINGS refused push from a server.
+            Frame::PushPromise { .. } => Err(connection(ErrorCode::Protocol, "PUSH_PROMISE")),
             Frame::Ping { ack, data } => {
                 if !ack {
                     write_ping(&mut self.out, true, data);
                 }
                 Ok(None)
             }
-            Frame::GoAway { last_stream, code, .. } => Ok(Some(Event::GoAway { last_stream, code })),
+            Frame::GoAway { last_stream, code, .. } => {
+                self.peer_goaway = Some(last_stream);
+                Ok(Some(Event::GoAway { last_stream, code }))
+            }
             Frame::WindowUpdate { stream: 0, increment } => {
                 self.send_window
                     .increase(increment)
@@ -206,7 +221,7 @@ impl ServerConnection {
         self.recv_window
             .receive(flow_len)
             .map_err(|code| connection(code, "DATA past the connection window"))?;
-        let ignored = self.reset_here.contains(&stream) || self.goaway.is_some_and(|last| stream > last);
+        let ignored = self.reset_here.contains(&stream) || self.not_served(stream);
         if ignored && self.streams.get(stream).is_none() {
             self.give_back(flow_len);
             return Ok(None);
@@ -215,6 +230,10 @@ impl ServerConnection {
             if live.recv.receive(flow_len).is_err() {
                 self.give_back(flow_len);
                 return Ok(Some(self.reset_event(stream, ErrorCode::FlowControl)));
+            }
+            if self.role == Role::Client && !live.answered {
+                self.give_back(flow_len);
+                return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
             }
             if let Some(left) = &mut live.body_left {
                 let wrong = (len as u64) > *left || (end_stream && *left != len as u64);
@@ -260,8 +279,11 @@ impl ServerConnection {
             Err(HpackError::ListTooLarge) => true,
             Err(_) => return Err(connection(ErrorCode::Compression, "a field block that does not decode")),
         };
-        if self.reset_here.contains(&stream) || self.goaway.is_some_and(|last| stream > last) {
+        if self.reset_here.contains(&stream) || self.not_served(stream) {
             return Ok(None);
+        }
+        if self.role == Role::Client {
+            return self.on_response_block(stream, end_stream, too_large);
         }
         match self.streams.recv_headers(stream, end_stream) {
             Ok(Headers::Opened) if too_large => {
@@ -303,6 +325,78 @@ impl ServerConnection {
             }) => Ok(Some(self.reset_event(stream, code))),
             Err(e) => Err(e),
         }
+    }
+
+    /// A field block from the server on a stream this side opened: a response head (interim
+    /// ones first, if any), or trailers.
+    fn on_response_block(
+        &mut self,
+        stream: u32,
+        end_stream: bool,
+        too_large: bool,
+    ) -> Result<Option<Event>, FrameError> {
+        if stream % 2 == 0 {
+            return Err(connection(ErrorCode::Protocol, "HEADERS on a stream the server opened"));
+        }
+        let Some(live) = self.streams.get(stream) else {
+            if stream > self.streams.last_peer() {
+                return Err(connection(ErrorCode::Protocol, "HEADERS on an idle stream"));
+            }
+            return Err(connection(ErrorCode::StreamClosed, "HEADERS on a closed stream"));
+        };
+        if live.state == StreamState::HalfClosedRemote {
+            return Ok(Some(self.reset_event(stream, ErrorCode::StreamClosed)));
+        }
+        if too_large {
+            return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
+        }
+        let (answered, head_request) = (live.answered, live.head_request);
+        let decoded = &self.decoded;
+        let pseudo = |at: usize| self.fields.get(at).is_some_and(|f| f.name(decoded).starts_with(b":"));
+        if answered {
+            if !end_stream || pseudo(0) {
+                return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
+            }
+            self.streams.recv_end(stream);
+            return Ok(Some(Event::Trailers { stream }));
+        }
+        let status = match self.fields.first() {
+            Some(f) if f.name(decoded) == b":status" => f.value(decoded),
+            _ => b"".as_slice(),
+        };
+        let status = match status {
+            [a @ b'1'..=b'9', b, c] if b.is_ascii_digit() && c.is_ascii_digit() => {
+                u16::from(a - b'0') * 100 + u16::from(b - b'0') * 10 + u16::from(c - b'0')
+            }
+            _ => 0,
+        };
+        // One :status, first; a 101 has no place in HTTP/2 (RFC 9113 8.6).
+        if status == 0 || status == 101 || pseudo(1) || (status < 200 && end_stream) {
+            return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
+        }
+        if status >= 200 {
+            let length = match (head_request, status) {
+                (true, _) | (_, 204 | 304) => None,
+                _ => self
+                    .fields
+                    .iter()
+                    .find(|f| f.name(decoded) == b"content-length")
+                    .and_then(|f| std::str::from_utf8(f.value(decoded)).ok()?.parse::<u64>().ok()),
+            };
+            if let Some(live) = self.streams.get_mut(stream) {
+                live.answered = true;
+                live.body_left = length;
+            }
+            if end_stream {
+                self.streams.recv_end(stream);
+            }
+        }
+        Ok(Some(Event::Response { stream, end_stream }))
+    }
+
+    /// A stream past the GOAWAY this server sent: never served.
+    fn not_served(&self, stream: u32) -> bool {
+        self.role == Role::Server && self.goaway.is_some_and(|last| stream > last)
     }
 
     fn on_settings(&mut self, params: &[u8]) -> Result<Option<Event>, FrameError> {

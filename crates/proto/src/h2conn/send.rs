@@ -1,13 +1,13 @@
 //! Writing: heads, DATA as the windows allow, resets, GOAWAY, and credit given back.
 
-use super::{ServerConnection, RESETS_REMEMBERED};
+use super::{Connection, OpenError, Phase, RESETS_REMEMBERED};
 use crate::h2frame::{
     write_data_header, write_goaway, write_headers, write_rst_stream, write_window_update, ErrorCode,
 };
 use crate::h2state::StreamState;
 use crate::hpack::Encoder;
 
-/// Fields going into a head being sent ([`ServerConnection::send_head_with`]).
+/// Fields going into a head being sent ([`Connection::send_head_with`]).
 pub struct HeadWriter<'a> {
     encoder: &'a mut Encoder,
     block: &'a mut Vec<u8>,
@@ -19,7 +19,7 @@ impl HeadWriter<'_> {
     }
 }
 
-impl ServerConnection {
+impl Connection {
     /// Sends a head on `stream`: a response (`status`) or trailers (`None`), its fields as
     /// given (names lowercased here where they are not; the caller leaves out the fields HTTP/2
     /// forbids). `end_stream`: nothing follows. False when the stream is gone (reset or ended).
@@ -49,6 +49,65 @@ impl ServerConnection {
         if !self.can_send(stream) {
             return false;
         }
+        self.write_head(stream, status, end_stream, fill);
+        if end_stream {
+            self.streams.send_end(stream);
+        }
+        true
+    }
+
+    /// Opens a stream with a request head (client side): `fill` gives its fields, the
+    /// pseudo-header fields (`:method`, `:scheme`, `:authority`, `:path`) first. `end_stream`:
+    /// no body follows; `head_request`: a HEAD, whose response has no DATA whatever its
+    /// `content-length` says. Returns the stream's identifier.
+    pub fn open_stream(
+        &mut self,
+        end_stream: bool,
+        head_request: bool,
+        fill: impl FnOnce(&mut HeadWriter<'_>),
+    ) -> Result<u32, OpenError> {
+        self.check_open()?;
+        let id = self.streams.open_local(end_stream).ok_or(OpenError::Exhausted)?;
+        if let Some(live) = self.streams.get_mut(id) {
+            live.head_request = head_request;
+        }
+        self.write_head(id, None, end_stream, fill);
+        Ok(id)
+    }
+
+    /// Whether a stream may be opened now (client side).
+    pub fn can_open(&self) -> bool {
+        self.check_open().is_ok()
+    }
+
+    fn check_open(&self) -> Result<(), OpenError> {
+        if self.phase == Phase::Failed {
+            return Err(OpenError::Failed);
+        }
+        if self.peer_goaway.is_some() || self.goaway.is_some() {
+            return Err(OpenError::GoingAway);
+        }
+        if self.streams.last_peer() >= 0x7fff_fffd {
+            return Err(OpenError::Exhausted);
+        }
+        if self
+            .peer
+            .max_concurrent_streams
+            .is_some_and(|max| self.streams.open_count() >= max as usize)
+        {
+            return Err(OpenError::Full);
+        }
+        Ok(())
+    }
+
+    /// Encodes a head (`:status` first when given) and writes it as HEADERS and CONTINUATION.
+    fn write_head(
+        &mut self,
+        stream: u32,
+        status: Option<u16>,
+        end_stream: bool,
+        fill: impl FnOnce(&mut HeadWriter<'_>),
+    ) {
         let mut block = std::mem::take(&mut self.encoded);
         block.clear();
         self.encoder.begin(&mut block);
@@ -72,10 +131,6 @@ impl ServerConnection {
             self.peer.max_frame_size as usize,
         );
         self.encoded = block;
-        if end_stream {
-            self.streams.send_end(stream);
-        }
-        true
     }
 
     /// How many octets of DATA `stream` may take now (its window and the connection's, and the
@@ -160,7 +215,7 @@ impl ServerConnection {
         if self.goaway.is_some() {
             return;
         }
-        let last = self.streams.last_peer();
+        let last = self.last_peer_stream();
         write_goaway(&mut self.out, last, code, &[]);
         self.goaway = Some(last);
     }

@@ -44,7 +44,7 @@ impl Client {
 }
 
 /// Feeds everything written so far; returns the events and what the server wrote.
-fn run(conn: &mut ServerConnection, wire: &mut Vec<u8>) -> Result<Vec<Event>, ConnectionError> {
+fn run(conn: &mut Connection, wire: &mut Vec<u8>) -> Result<Vec<Event>, ConnectionError> {
     let mut events = Vec::new();
     loop {
         let received = conn.receive(wire)?;
@@ -57,7 +57,7 @@ fn run(conn: &mut ServerConnection, wire: &mut Vec<u8>) -> Result<Vec<Event>, Co
 }
 
 /// The frames the server wrote, as (kind, flags, stream, payload).
-fn written(conn: &mut ServerConnection) -> Vec<(u8, u8, u32, Vec<u8>)> {
+fn written(conn: &mut Connection) -> Vec<(u8, u8, u32, Vec<u8>)> {
     let out = std::mem::take(conn.output());
     let mut at = 0;
     let mut frames = Vec::new();
@@ -72,7 +72,7 @@ fn written(conn: &mut ServerConnection) -> Vec<(u8, u8, u32, Vec<u8>)> {
 
 #[test]
 fn a_request_is_read_and_answered_and_settings_and_pings_are_acknowledged() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let greeting = written(&mut conn);
     assert_eq!(greeting[0].0, kind::SETTINGS);
     assert_eq!((greeting[1].0, greeting[1].2), (kind::WINDOW_UPDATE, 0));
@@ -115,7 +115,7 @@ fn a_request_is_read_and_answered_and_settings_and_pings_are_acknowledged() {
 
 #[test]
 fn data_arrives_in_place_and_its_credit_goes_back_as_it_is_passed_on() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     written(&mut conn);
     let mut client = Client::new();
     client.request(1, "/upload", false);
@@ -175,7 +175,7 @@ fn data_arrives_in_place_and_its_credit_goes_back_as_it_is_passed_on() {
 
 #[test]
 fn a_head_past_the_list_limit_is_answered_431_and_the_table_stays_in_step() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     written(&mut conn);
     let mut client = Client::new();
     let big = "x".repeat(20_000);
@@ -212,7 +212,7 @@ fn a_head_past_the_list_limit_is_answered_431_and_the_table_stays_in_step() {
 
 #[test]
 fn a_continuation_flood_ends_the_connection_before_it_is_buffered() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut client = Client::new();
     write_header(&mut client.wire, 0, kind::HEADERS, 0, 1);
     let mut error = None;
@@ -233,7 +233,7 @@ fn a_continuation_flood_ends_the_connection_before_it_is_buffered() {
 
 #[test]
 fn empty_frames_in_a_row_end_the_connection() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut client = Client::new();
     client.request(1, "/", false);
     for _ in 0..=EMPTY_FRAMES {
@@ -245,7 +245,7 @@ fn empty_frames_in_a_row_end_the_connection() {
 
 #[test]
 fn pings_whose_answers_are_not_read_stop_the_reading() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut client = Client::new();
     for _ in 0..100_000 {
         h2frame::write_ping(&mut client.wire, false, [0; 8]);
@@ -261,7 +261,7 @@ fn pings_whose_answers_are_not_read_stop_the_reading() {
 
 #[test]
 fn rapid_resets_end_the_connection_with_enhance_your_calm() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut client = Client::new();
     let mut id = 1;
     let error = loop {
@@ -298,19 +298,19 @@ fn protocol_errors_are_connection_errors() {
         }),
     ];
     for (what, write) in cases {
-        let mut conn = ServerConnection::new(config());
+        let mut conn = Connection::server(config());
         let mut client = Client::new();
         write(&mut client.wire);
         assert!(run(&mut conn, &mut client.wire).is_err(), "{what}");
     }
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut wire = b"GET / HTTP/1.1\r\n".to_vec();
     assert!(run(&mut conn, &mut wire).is_err());
 }
 
 #[test]
 fn goaway_lets_the_streams_seen_finish_and_drops_later_ones() {
-    let mut conn = ServerConnection::new(config());
+    let mut conn = Connection::server(config());
     let mut client = Client::new();
     client.request(1, "/", false);
     run(&mut conn, &mut client.wire).unwrap();

@@ -38,8 +38,14 @@ pub struct Live {
     pub state: StreamState,
     pub send: SendWindow,
     pub recv: RecvWindow,
-    /// The DATA octets the request's `content-length` still expects, when it has one.
+    /// The DATA octets the message's `content-length` still expects, when it has one.
     pub body_left: Option<u64>,
+    /// A stream this side opened: its final response head has come (later HEADERS are
+    /// trailers).
+    pub answered: bool,
+    /// A stream this side opened for a HEAD request: its response's `content-length` says
+    /// nothing of DATA.
+    pub head_request: bool,
 }
 
 /// The server side's streams of one connection.
@@ -51,7 +57,9 @@ pub struct Streams {
     /// this side's (receive).
     send_initial: u32,
     recv_initial: u32,
-    /// The highest identifier the peer has used.
+    /// What the peer may send on a new stream before it has read this side's settings.
+    recv_allowed: u32,
+    /// The highest identifier used: the peer's streams on a server, this side's on a client.
     last_peer: u32,
     max_concurrent: u32,
     /// Streams opened, and the peer's resets counted against the budget.
@@ -67,6 +75,7 @@ impl Streams {
             live: Vec::new(),
             send_initial: 65_535,
             recv_initial: 65_535,
+            recv_allowed: 65_535,
             last_peer: 0,
             max_concurrent,
             opened: 0,
@@ -74,11 +83,12 @@ impl Streams {
         }
     }
 
-    /// The windows new streams start with (the peer's initial window for sending, this side's
-    /// for receiving).
-    pub fn set_initial_windows(&mut self, send: u32, recv: u32) {
+    /// The windows new streams start with: the peer's initial window for sending, this side's
+    /// for receiving, and what the peer may send before it has read this side's settings.
+    pub fn set_initial_windows(&mut self, send: u32, recv: u32, recv_allowed: u32) {
         self.send_initial = send;
         self.recv_initial = recv;
+        self.recv_allowed = recv_allowed;
     }
 
     /// The peer's SETTINGS_INITIAL_WINDOW_SIZE changed: every stream's send window moves by the
@@ -150,8 +160,10 @@ impl Streams {
                 id,
                 state,
                 send: SendWindow::new(self.send_initial),
-                recv: RecvWindow::new(self.recv_initial),
+                recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
                 body_left: None,
+                answered: false,
+                head_request: false,
             });
             return Ok(Headers::Opened);
         }
@@ -221,6 +233,50 @@ impl Streams {
             }
         }
         Ok(())
+    }
+
+    /// Opens a stream of this side's (a client's: odd identifiers from 1, rising), its HEADERS
+    /// ending it already when `end_stream`; `None` once identifiers run out (2^31 - 1).
+    pub fn open_local(&mut self, end_stream: bool) -> Option<u32> {
+        let id = if self.last_peer == 0 {
+            1
+        } else {
+            self.last_peer.checked_add(2)?
+        };
+        if id > 0x7fff_ffff {
+            return None;
+        }
+        self.last_peer = id;
+        self.live.push(Live {
+            id,
+            state: if end_stream {
+                StreamState::HalfClosedLocal
+            } else {
+                StreamState::Open
+            },
+            send: SendWindow::new(self.send_initial),
+            recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
+            body_left: None,
+            answered: false,
+            head_request: false,
+        });
+        Some(id)
+    }
+
+    /// The peer ended its half of stream `id` (END_STREAM on HEADERS).
+    pub fn recv_end(&mut self, id: u32) {
+        match self.state(id) {
+            Some(StreamState::Open) => self.set(id, StreamState::HalfClosedRemote),
+            Some(_) => {
+                self.remove(id);
+            }
+            None => {}
+        }
+    }
+
+    /// The peer reset stream `id` of this side's (no budget: a server resets as it pleases).
+    pub fn forget(&mut self, id: u32) {
+        self.remove(id);
     }
 
     /// This side ended its half of stream `id` (its last frame had END_STREAM).

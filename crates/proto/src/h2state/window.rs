@@ -72,6 +72,17 @@ impl RecvWindow {
         }
     }
 
+    /// A window of `target` octets that lets the peer send `allowed` for now (more, while the
+    /// peer may not yet have read this side's smaller SETTINGS_INITIAL_WINDOW_SIZE): credit goes
+    /// back by `target`, which is what the peer counts.
+    pub fn with_allowance(target: u32, allowed: u32) -> Self {
+        RecvWindow {
+            window: i64::from(allowed.max(target)),
+            target,
+            unacked: 0,
+        }
+    }
+
     /// `n` octets arrived (a DATA frame's whole payload, padding included): more than the window
     /// allows is a FLOW_CONTROL_ERROR.
     pub fn receive(&mut self, n: u32) -> Result<(), ErrorCode> {

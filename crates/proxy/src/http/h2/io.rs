@@ -165,7 +165,7 @@ impl ConnIo {
                     }
                 }
                 Event::WindowOpened => m.wake_writers(),
-                Event::GoAway { .. } | Event::Data { .. } => {}
+                Event::GoAway { .. } | Event::Data { .. } | Event::Response { .. } => {}
             }
         }
     }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
-use rampart_proto::h2conn::{ServerConfig, ServerConnection};
+use rampart_proto::h2conn::{Connection, ServerConfig};
 use rampart_proto::h2frame::ErrorCode;
 use tokio::sync::Notify;
 
@@ -135,7 +135,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         retired: Cell::new(false),
         wake: Notify::new(),
     };
-    let mux = Mux::new(ServerConnection::new(ServerConfig {
+    let mux = Mux::new(Connection::server(ServerConfig {
         max_concurrent_streams: settings.max_concurrent_streams,
         max_header_list_size: settings.max_header_list_size,
         stream_window: settings.stream_window,

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rampart_proto::h1::Field;
-use rampart_proto::h2conn::{HeadWriter, ServerConnection};
+use rampart_proto::h2conn::{Connection, HeadWriter};
 use rampart_proto::h2frame::ErrorCode;
 
 use crate::http::error::HttpError;
@@ -45,7 +45,7 @@ struct Slot {
 }
 
 pub(crate) struct Mux {
-    pub conn: ServerConnection,
+    pub conn: Connection,
     slots: Vec<Slot>,
     /// The connection's task, woken when there is output to write.
     driver: Option<Waker>,
@@ -56,7 +56,7 @@ pub(crate) struct Mux {
 pub(crate) type SharedMux = Rc<RefCell<Mux>>;
 
 impl Mux {
-    pub fn new(conn: ServerConnection) -> SharedMux {
+    pub fn new(conn: Connection) -> SharedMux {
         Rc::new(RefCell::new(Mux {
             conn,
             slots: Vec::new(),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rampart_proto::h1::{Framing, Limits};
-use rampart_proto::h2conn::ServerConnection;
+use rampart_proto::h2conn::Connection;
 use rampart_proto::h2frame::ErrorCode;
 use rampart_proto::h2map::{lay_out_request, LayoutError};
 use rampart_proto::message::RequestHead;
@@ -135,7 +135,7 @@ pub(super) async fn serve(
 pub(super) fn lay_out_head(
     ctx: &WorkerContext,
     info: &ConnInfo,
-    conn: &ServerConnection,
+    conn: &Connection,
     end_stream: bool,
 ) -> Result<RequestHead, LayoutError> {
     let (bytes, fields) = conn.fields();
