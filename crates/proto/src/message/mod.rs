@@ -83,8 +83,12 @@ impl BodyLength {
 /// A head's fields, wherever they are.
 #[derive(Debug, Clone, Copy)]
 pub enum FieldsRef<'a> {
-    /// Byte ranges into the buffer an HTTP/1 head was read (or written) into.
+    /// Byte ranges into the buffer an HTTP/1 head was read (or written) into: each field is a
+    /// whole line there (name, colon, value, CRLF), which writers may copy as it is.
     Ranges { buf: &'a [u8], list: &'a [Field] },
+    /// Byte ranges into a buffer of names and values only (an HTTP/2 field section as the HPACK
+    /// decoder wrote it): no lines to copy.
+    Packed { buf: &'a [u8], list: &'a [Field] },
     /// Fields an HTTP/2 peer sent, as the `h2` crate decoded them.
     Map(&'a HeaderMap),
     /// Name/value pairs (a chunked body's trailers).
@@ -99,7 +103,7 @@ impl<'a> FieldsRef<'a> {
     #[inline]
     pub fn iter(&self) -> FieldsIter<'a> {
         match *self {
-            FieldsRef::Ranges { buf, list } => FieldsIter::Ranges(buf, list.iter()),
+            FieldsRef::Ranges { buf, list } | FieldsRef::Packed { buf, list } => FieldsIter::Ranges(buf, list.iter()),
             FieldsRef::Map(map) => FieldsIter::Map(map.iter()),
             FieldsRef::Pairs(pairs) => FieldsIter::Pairs(pairs.iter()),
         }
@@ -112,7 +116,7 @@ impl<'a> FieldsRef<'a> {
 
     pub fn is_empty(&self) -> bool {
         match *self {
-            FieldsRef::Ranges { list, .. } => list.is_empty(),
+            FieldsRef::Ranges { list, .. } | FieldsRef::Packed { list, .. } => list.is_empty(),
             FieldsRef::Map(map) => map.is_empty(),
             FieldsRef::Pairs(pairs) => pairs.is_empty(),
         }

@@ -25,6 +25,8 @@ pub struct ResponseHead {
     pub fields: Vec<Field>,
     /// The fields as an HTTP/2 peer's head had them.
     map: Option<HeaderMap>,
+    /// The fields are names and values only, no HTTP/1 lines ([`ResponseHead::laid_out`]).
+    packed: bool,
 }
 
 impl ResponseHead {
@@ -35,6 +37,19 @@ impl ResponseHead {
         ResponseHead {
             bytes: HeadBytes::empty(bytes),
             fields,
+            ..ResponseHead::default()
+        }
+    }
+
+    /// A head laid out already: `fields` are ranges into the whole of `bytes` (an HTTP/2 peer's
+    /// field section as the HPACK decoder wrote it).
+    pub fn laid_out(status: u16, bytes: Vec<u8>, fields: Vec<Field>, length: BodyLength) -> Self {
+        ResponseHead {
+            status,
+            length,
+            bytes: HeadBytes::whole(bytes),
+            fields,
+            packed: true,
             ..ResponseHead::default()
         }
     }
@@ -90,6 +105,10 @@ impl ResponseHead {
     pub fn fields_ref(&self) -> FieldsRef<'_> {
         match &self.map {
             Some(map) => FieldsRef::Map(map),
+            None if self.packed => FieldsRef::Packed {
+                buf: self.bytes(),
+                list: &self.fields,
+            },
             None => FieldsRef::Ranges {
                 buf: self.bytes(),
                 list: &self.fields,

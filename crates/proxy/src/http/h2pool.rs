@@ -3,7 +3,7 @@
 //! on the first live connection for its key that has room under the peer's
 //! SETTINGS_MAX_CONCURRENT_STREAMS, and a new connection is made only when none has. A
 //! connection that got GOAWAY, failed, or was found closed is dropped from the pool; its
-//! accepted streams finish on it (the `h2` crate keeps driving it in its own task).
+//! accepted streams finish on it (its task keeps driving it: [`crate::http::h2::upstream`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -12,18 +12,16 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use h2::client::SendRequest;
-
+use super::h2::upstream::{self, ConnHandle};
 use super::pool::{AddrHasher, PoolKey};
 use crate::stream::Stream;
 
 /// One HTTP/2 connection to a target.
 #[derive(Clone)]
 pub struct H2Conn {
-    pub send: SendRequest<Bytes>,
-    /// Set by the connection's task when it ends.
-    closed: Rc<Cell<bool>>,
+    pub(crate) handle: Rc<ConnHandle>,
+    /// Set when it is not to take new streams (GOAWAY, an error).
+    retired: Rc<Cell<bool>>,
     /// When it last had no stream open (for the idle timeout).
     idle_since: Rc<Cell<Option<Instant>>>,
     /// Streams of this worker's requests open on it.
@@ -42,7 +40,7 @@ impl Drop for OpenStream {
 impl H2Conn {
     /// Whether another stream may open on it now.
     fn has_room(&self) -> bool {
-        !self.closed.get() && self.open.get() < self.send.current_max_send_streams()
+        !self.is_closed() && self.handle.can_open()
     }
 
     /// Counts a stream opened on it until the returned guard drops.
@@ -52,45 +50,30 @@ impl H2Conn {
     }
 
     fn is_closed(&self) -> bool {
-        self.closed.get()
+        self.retired.get() || self.handle.closed.get()
     }
 
     /// Marks it unusable for new streams (after GOAWAY or an error).
     pub fn retire(&self) {
-        self.closed.set(true);
+        self.retired.set(true);
     }
 }
 
-/// The HTTP/2 client settings Rampart uses toward targets: windows large enough for one stream to
-/// fill a fast path, as on the client side.
-fn builder() -> h2::client::Builder {
-    let mut builder = h2::client::Builder::new();
-    builder
-        .initial_window_size(rampart_model::defaults::HTTP2_STREAM_WINDOW)
-        .initial_connection_window_size(rampart_model::defaults::HTTP2_CONNECTION_WINDOW)
-        .max_send_buffer_size(64 * 1024)
-        .enable_push(false);
-    builder
-}
-
-/// Starts HTTP/2 on a new connection (the preface and SETTINGS), and drives it in a task of its
-/// own until it ends.
-pub async fn handshake(stream: Stream) -> Result<H2Conn, h2::Error> {
-    let (send, connection) = builder().handshake::<_, Bytes>(stream).await?;
-    let closed = Rc::new(Cell::new(false));
-    let ended = closed.clone();
-    tokio::task::spawn_local(async move {
-        if let Err(e) = connection.await {
-            tracing::debug!("upstream HTTP/2 connection ended: {e}");
-        }
-        ended.set(true);
-    });
-    Ok(H2Conn {
-        send,
-        closed,
+/// Starts HTTP/2 on a new connection (the preface and SETTINGS, with windows large enough for
+/// one stream to fill a fast path, as on the client side), driven by a task of its own until it
+/// ends.
+pub fn handshake(stream: Stream) -> H2Conn {
+    let handle = upstream::handshake(
+        stream,
+        rampart_model::defaults::HTTP2_STREAM_WINDOW,
+        rampart_model::defaults::HTTP2_CONNECTION_WINDOW,
+    );
+    H2Conn {
+        handle: Rc::new(handle),
+        retired: Rc::new(Cell::new(false)),
         idle_since: Rc::new(Cell::new(Some(Instant::now()))),
         open: Rc::new(Cell::new(0)),
-    })
+    }
 }
 
 #[derive(Default)]

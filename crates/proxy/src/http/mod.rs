@@ -50,7 +50,6 @@ pub mod exchange;
 pub mod filter;
 pub mod h1;
 pub mod h2;
-pub mod h2_send;
 pub mod h2pool;
 pub mod head_out;
 pub mod iobuf;

@@ -97,23 +97,18 @@ pub(super) async fn open(
             conn: UpstreamSession::Http1(stream),
         });
     }
-    match tokio::time::timeout(up.connect_timeout, handshake(stream)).await {
-        Ok(Ok(conn)) => {
-            if let Some(key) = pool_key(req, target) {
-                ctx.http.h2_pool.borrow_mut().add(key, conn.clone());
-            }
-            Ok(Session {
-                target,
-                reused: false,
-                connect,
-                conn: UpstreamSession::Http2(conn),
-            })
-        }
-        _ => Err(NoSession {
-            target: Some(target),
-            error: HttpError::UpstreamReset,
-        }),
+    // The preface goes with the first request's HEADERS: a server that does not speak HTTP/2
+    // fails that request's stream.
+    let conn = handshake(stream);
+    if let Some(key) = pool_key(req, target) {
+        ctx.http.h2_pool.borrow_mut().add(key, conn.clone());
     }
+    Ok(Session {
+        target,
+        reused: false,
+        connect,
+        conn: UpstreamSession::Http2(conn),
+    })
 }
 
 /// A new upstream connection, starting with target `first` (only to it, for a pinned request);

@@ -1,16 +1,16 @@
 //! One attempt of a request over HTTP/2 (`protocol = "h2c"`, `"h2"`, or `"auto"` when ALPN chose
 //! h2): a stream on a connection the worker's requests share ([`super::session`] finds or opens
 //! it). The request head, laid out as fields (forwarded headers and edits included), becomes the
-//! stream's HEADERS field by field; the body's frames become DATA and trailers. The response
-//! crosses the seam as the neutral message: its head's fields as the `h2` crate decoded them,
-//! DATA as shared bytes, trailers as fields. No HTTP/1 text either way.
+//! stream's HEADERS field by field, HPACK-encoded as they are read; the body's frames become DATA
+//! and trailers. The response crosses the seam as the neutral message: its head is the field
+//! section Rampart's own HTTP/2 decoded, moved into the owned head as it is; DATA as shared
+//! bytes, trailers as fields. No HTTP/1 text either way.
 
 use std::time::Duration;
 
 use bytes::Bytes;
-use h2::{Reason, RecvStream, SendStream};
-use http::{HeaderMap, HeaderName, HeaderValue, Method, Request, Uri};
-use rampart_proto::h2map::{is_connection_specific, to_h2_fields};
+use rampart_proto::h2conn::HeadWriter;
+use rampart_proto::h2map::{is_connection_specific, is_pseudo};
 use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
 use super::choice::StatusRetry;
@@ -20,7 +20,8 @@ use super::{Exchange, ProxyRequest};
 use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
-use crate::http::h2_send::{write_bytes, write_data};
+use crate::http::h2::upstream::{ResponseIn, UpStream};
+use crate::http::h2::Incoming;
 use crate::http::h2pool::H2Conn;
 use crate::http::head_out::{sent_fields, RequestParts, ResponseParts};
 use crate::worker::WorkerContext;
@@ -50,23 +51,20 @@ impl<D: Downstream> Exchange<'_, '_, D> {
         let (down, rctx, kept) = (&mut *self.down, &mut *self.rctx, &mut self.kept);
         let settings = req.upstream().http;
         let target = rctx.target.unwrap_or_default();
-        let request = h2_request(req, target, head, req.upstream().tls.is_some())?;
-        let ready = tokio::time::timeout(settings.write_timeout, conn.send.clone().ready()).await;
-        let mut send = match ready {
-            Ok(Ok(send)) => send,
-            Ok(Err(e)) => return Err(stream_error(&e)),
-            Err(_) => return Err(HttpError::UpstreamWriteTimeout),
-        };
         let end = req.body == BodyLength::None;
-        let (response, mut body) = send.send_request(request, end).map_err(|e| stream_error(&e))?;
+        let tls = req.upstream().tls.is_some();
+        let stream = conn
+            .handle
+            .open(end, req.head_method, |w| write_request_head(req, target, head, tls, w))?;
         if req.body == BodyLength::Unknown {
             if let Some(source) = down.take_body_source() {
                 // Full duplex: the body flows up while the response flows back (a gRPC stream may
                 // answer before the client is done, and the client may wait for that answer). It
                 // is not kept for a retry.
                 kept.lose();
-                let pump = source.pump(&mut body, settings.write_timeout);
-                let respond = receive(ctx, req, down, rctx, response, None);
+                let mut sink = UpSink(&stream);
+                let pump = source.pump(&mut sink, settings.write_timeout);
+                let respond = receive(ctx, req, down, rctx, &stream, None);
                 tokio::pin!(pump);
                 tokio::pin!(respond);
                 let mut pumped = None;
@@ -86,79 +84,53 @@ impl<D: Downstream> Exchange<'_, '_, D> {
             }
         }
         if !end {
-            send_body(req, down, kept, &mut body, settings.write_timeout).await?;
+            send_body(req, down, kept, &stream, settings.write_timeout).await?;
         }
         // A body lost past its limit as it went: no response is dropped for a retry then.
         let retry = retry.filter(|_| kept.replayable(req));
-        receive(ctx, req, down, rctx, response, retry).await
+        receive(ctx, req, down, rctx, &stream, retry).await
     }
 }
 
-/// What an `h2` error on a stream means for the request: refused (never processed, safe to send
-/// again) or reset.
-fn stream_error(e: &h2::Error) -> HttpError {
-    let refused = e.reason() == Some(Reason::REFUSED_STREAM)
-        || (e.is_go_away() && e.is_remote() && e.reason() == Some(Reason::NO_ERROR));
-    if refused {
-        HttpError::UpstreamRefused
-    } else {
-        HttpError::UpstreamReset
-    }
-}
-
-/// The request head to send, as an HTTP/2 request: its fields (see [`sent_fields`]) mapped one
-/// by one into the `h2` crate's map, `host` becoming the authority (the target's name without
-/// one); connection-specific fields and `te` left out (`te: trailers` put back for gRPC).
-fn h2_request(
+/// Writes the request head to send as an HTTP/2 request: the pseudo-header fields, `host`
+/// becoming the authority (the target's name without one), then its fields (see
+/// [`sent_fields`]) one by one; connection-specific fields and `te` left out (`te: trailers` put
+/// back for gRPC).
+fn write_request_head(
     req: &ProxyRequest<'_>,
     target: usize,
     head: &RequestParts<'_>,
     tls: bool,
-) -> Result<Request<()>, HttpError> {
-    let method = Method::from_bytes(head.method).map_err(|_| HttpError::BadRequestBody)?;
-    let mut request = Request::new(());
-    let map = request.headers_mut();
+    w: &mut HeadWriter<'_>,
+) {
+    let mut host = None;
     let mut grpc = false;
-    let mut host: Option<HeaderValue> = None;
     sent_fields(head, |name, value| {
         if name.eq_ignore_ascii_case(b"host") {
-            if host.is_none() {
-                host = HeaderValue::from_bytes(value).ok();
-            }
-            return;
-        }
-        if is_connection_specific(name, value) || name.eq_ignore_ascii_case(b"te") {
-            return;
+            host.get_or_insert_with(|| value.to_vec());
         }
         grpc |= name.eq_ignore_ascii_case(b"content-type") && value.starts_with(b"application/grpc");
-        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
-            map.append(n, v);
+    });
+    let up = req.upstream();
+    let fallback = up.targets.get(target).map_or(&up.name, |t| &t.name).as_bytes();
+    let authority = host.as_deref().filter(|h| !h.is_empty()).unwrap_or(fallback);
+    w.field(b":method", head.method);
+    w.field(b":scheme", if tls { b"https" } else { b"http" });
+    w.field(b":authority", authority);
+    w.field(b":path", &head.target);
+    sent_fields(head, |name, value| {
+        let dropped = name.eq_ignore_ascii_case(b"host")
+            || name.eq_ignore_ascii_case(b"te")
+            || is_connection_specific(name, value)
+            || is_pseudo(name);
+        if !dropped {
+            w.field(name, value);
         }
     });
     if grpc {
         // gRPC servers want to know the client takes trailers (HTTP/1 hop-by-hop rules dropped it).
-        map.insert(http::header::TE, HeaderValue::from_static("trailers"));
+        w.field(b"te", b"trailers");
     }
-    let up = req.upstream();
-    let fallback = up.targets.get(target).map_or(&up.name, |t| &t.name).as_bytes();
-    let scheme = if tls { "https" } else { "http" };
-    let path = &head.target[..];
-    let uri = Uri::builder()
-        .scheme(scheme)
-        .authority(host.as_ref().map_or(fallback, |h| h.as_bytes()))
-        .path_and_query(path)
-        .build()
-        .or_else(|_| {
-            Uri::builder()
-                .scheme(scheme)
-                .authority(fallback)
-                .path_and_query(path)
-                .build()
-        })
-        .map_err(|_| HttpError::BadRequestBody)?;
-    *request.method_mut() = method;
-    *request.uri_mut() = uri;
-    Ok(request)
 }
 
 /// Waits for the response and sends it to the client: its head, its DATA, its trailers.
@@ -167,26 +139,27 @@ async fn receive<D: Downstream>(
     req: &ProxyRequest<'_>,
     down: &mut D,
     rctx: &mut RequestContext,
-    response: h2::client::ResponseFuture,
+    stream: &UpStream,
     retry: Option<StatusRetry<'_>>,
 ) -> Result<(), HttpError> {
     let settings = req.upstream().http;
     down.release_read_buffer();
     let sent_at = tokio::time::Instant::now();
-    let response = match tokio::time::timeout(settings.response_header_timeout, response).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(e)) => return Err(stream_error(&e)),
+    let response = match tokio::time::timeout(settings.response_header_timeout, stream.response()).await {
+        Ok(r) => r?,
         Err(_) => return Err(HttpError::UpstreamTimeout),
     };
-    let status = response.status().as_u16();
-    record_response_head(
-        ctx,
-        req,
-        down,
-        rctx,
-        (status, FieldsRef::Map(response.headers())),
-        sent_at,
-    );
+    let ResponseIn {
+        status,
+        bytes,
+        fields,
+        ended,
+    } = response;
+    let fields_ref = FieldsRef::Packed {
+        buf: &bytes,
+        list: &fields,
+    };
+    record_response_head(ctx, req, down, rctx, (status, fields_ref), sent_at);
     if retry.is_some_and(|r| r.drops(status)) {
         // Dropping the stream resets it: the next try goes elsewhere.
         return Err(HttpError::UpstreamStatus {
@@ -194,17 +167,16 @@ async fn receive<D: Downstream>(
             reusable: false,
         });
     }
-    let (parts, mut recv) = response.into_parts();
-    // The owned head takes the map the `h2` crate decoded, as it is.
-    let length = response_length(status, req.head_method, recv.is_end_stream(), &parts.headers);
-    let head = ResponseHead::from_map(status, parts.headers, length);
+    let length = response_length(status, req.head_method, ended, fields_ref);
+    // The owned head takes the field section the connection decoded, as it is.
+    let head = ResponseHead::laid_out(status, bytes, fields, length);
     let view = ResponseParts::of(&head, (0, 0), super::response_edits(req, rctx.target, status));
     rctx.status = status;
     match down.send_response_head(&view, &[], settings.read_timeout).await {
         Err(e) => rctx.fail(e),
         Ok(()) if length == BodyLength::None => {}
         Ok(()) => {
-            if let Err(e) = stream_response_body(down, &mut recv, settings.read_timeout).await {
+            if let Err(e) = stream_response_body(down, stream, settings.read_timeout).await {
                 rctx.fail(e);
             }
         }
@@ -213,18 +185,18 @@ async fn receive<D: Downstream>(
 }
 
 /// What an HTTP/2 response head says of its body's length: none for a HEAD request, a 1xx, 204
-/// or 304; nothing at all when the head ended the stream; its `content-length` (which the `h2`
-/// crate holds the DATA to); otherwise unknown.
-fn response_length(status: u16, head_request: bool, ended: bool, headers: &HeaderMap) -> BodyLength {
+/// or 304; nothing at all when the head ended the stream; its `content-length` (which the
+/// connection holds the DATA to); otherwise unknown.
+fn response_length(status: u16, head_request: bool, ended: bool, fields: FieldsRef<'_>) -> BodyLength {
     if head_request || (100..200).contains(&status) || status == 204 || status == 304 {
         return BodyLength::None;
     }
     if ended {
         return BodyLength::Exact(0);
     }
-    headers
-        .get(http::header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
+    fields
+        .get(b"content-length")
+        .and_then(|v| std::str::from_utf8(v).ok())
         .and_then(|v| v.parse().ok())
         .map_or(BodyLength::Unknown, BodyLength::Exact)
 }
@@ -236,10 +208,13 @@ async fn send_body<D: Downstream>(
     req: &ProxyRequest<'_>,
     down: &mut D,
     kept: &mut KeptBody,
-    body: &mut SendStream<Bytes>,
+    body: &UpStream,
     write_timeout: Duration,
 ) -> Result<(), HttpError> {
-    let failed = |_: HttpError| HttpError::UpstreamWriteFailed { body_sent: true };
+    let failed = |e: HttpError| match e {
+        HttpError::UpstreamRefused | HttpError::UpstreamReset => e,
+        _ => HttpError::UpstreamWriteFailed { body_sent: true },
+    };
     let mut sent = 0u64;
     let length = match req.body {
         BodyLength::Exact(n) => Some(n),
@@ -252,82 +227,83 @@ async fn send_body<D: Downstream>(
             frame @ (BodyFrame::Data(_) | BodyFrame::Shared(_)) => {
                 let data = frame.data().unwrap_or_default();
                 let end = length == Some(sent + data.len() as u64);
-                let written = match frame {
-                    BodyFrame::Shared(bytes) => write_bytes(body, bytes.clone(), end, write_timeout, &mut sent).await,
-                    _ => write_data(body, data, end, write_timeout, &mut sent).await,
-                };
-                written.map_err(failed)?;
+                body.send_data(data, end, write_timeout).await.map_err(failed)?;
+                sent += data.len() as u64;
                 ended = end;
             }
             // Trailers behind a body whose length said where it ends cannot follow it.
             BodyFrame::End(_) if ended => return Ok(()),
             // A body that ended short of the length it declared.
             BodyFrame::End(_) if length.is_some_and(|n| n > sent) => return Err(HttpError::BadRequestBody),
-            BodyFrame::End(trailers) if trailers.is_empty() => {
-                return body.send_data(Bytes::new(), true).map_err(|e| stream_error(&e));
-            }
-            BodyFrame::End(trailers) => {
-                let mut map = HeaderMap::new();
-                to_h2_fields(trailers.iter(), &mut map, |_, _| true);
-                return body.send_trailers(map).map_err(|e| stream_error(&e));
-            }
+            BodyFrame::End(trailers) => return end_with(body, trailers, write_timeout).await,
         }
     }
 }
 
+/// Ends the request body: with trailers (those HTTP/2 may carry), or an empty DATA frame.
+async fn end_with(body: &UpStream, trailers: FieldsRef<'_>, limit: Duration) -> Result<(), HttpError> {
+    let crosses = |n: &[u8], v: &[u8]| !is_pseudo(n) && !is_connection_specific(n, v);
+    if !trailers.iter().any(|(n, v)| crosses(n, v)) {
+        return body.send_data(&[], true, limit).await;
+    }
+    body.send_trailers(|w| {
+        for (name, value) in trailers.iter().filter(|(n, v)| crosses(n, v)) {
+            w.field(name, value);
+        }
+    })
+}
+
 /// An HTTP/2 upstream request stream as the sink of a body taken out of its downstream side.
-impl BodySink for SendStream<Bytes> {
+struct UpSink<'a>(&'a UpStream);
+
+impl BodySink for UpSink<'_> {
     async fn send_bytes(&mut self, data: Bytes, limit: Duration) -> Result<(), HttpError> {
-        let mut sent = 0;
-        write_bytes(self, data, false, limit, &mut sent)
+        self.0
+            .send_data(&data, false, limit)
             .await
             .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
     }
 
     fn end(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        let ended = match trailers {
-            FieldsRef::Map(map) => self.send_trailers(map.clone()),
-            empty if empty.is_empty() => self.send_data(Bytes::new(), true),
-            trailers => {
-                let mut map = HeaderMap::new();
-                to_h2_fields(trailers.iter(), &mut map, |_, _| true);
-                self.send_trailers(map)
-            }
+        let crosses = |n: &[u8], v: &[u8]| !is_pseudo(n) && !is_connection_specific(n, v);
+        let ended = if trailers.iter().any(|(n, v)| crosses(n, v)) {
+            self.0.send_trailers(|w| {
+                for (name, value) in trailers.iter().filter(|(n, v)| crosses(n, v)) {
+                    w.field(name, value);
+                }
+            })
+        } else {
+            self.0.end_now()
         };
         ended.map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
     }
 
     fn cancel(&mut self) {
-        self.send_reset(Reason::CANCEL);
+        self.0.cancel();
     }
 }
 
 /// Sends the response body to the client: DATA as shared bytes, then the trailers (or the end).
+/// Each DATA's credit goes back to the upstream once the client side has taken it.
 async fn stream_response_body<D: Downstream>(
     down: &mut D,
-    recv: &mut RecvStream,
+    stream: &UpStream,
     read_timeout: Duration,
 ) -> Result<(), HttpError> {
     loop {
-        let data = match tokio::time::timeout(read_timeout, recv.data()).await {
+        match tokio::time::timeout(read_timeout, stream.data()).await {
             Err(_) => return Err(HttpError::UpstreamReadTimeout),
-            Ok(data) => data,
-        };
-        match data {
-            Some(Ok(bytes)) => {
-                let _ = recv.flow_control().release_capacity(bytes.len());
-                if !bytes.is_empty() {
-                    down.send_bytes(bytes).await?;
-                }
+            Ok(Incoming::Data(bytes)) => {
+                let len = bytes.len();
+                down.send_bytes(bytes).await?;
+                stream.release(len);
             }
-            Some(Err(_)) => return Err(HttpError::UpstreamClosedEarly),
-            None => break,
+            Ok(Incoming::Reset) => return Err(HttpError::UpstreamClosedEarly),
+            Ok(Incoming::End) => break,
         }
     }
-    match tokio::time::timeout(read_timeout, recv.trailers()).await {
-        Ok(Ok(Some(trailers))) => down.send_trailers(FieldsRef::Map(&trailers)).await,
-        Ok(Ok(None)) => down.end_body().await,
-        Ok(Err(_)) => Err(HttpError::UpstreamClosedEarly),
-        Err(_) => Err(HttpError::UpstreamReadTimeout),
+    match stream.take_trailers() {
+        Some((buf, list)) => down.send_trailers(FieldsRef::Packed { buf: &buf, list: &list }).await,
+        None => down.end_body().await,
     }
 }

@@ -63,7 +63,7 @@ impl H2BodySource {
             }
         }
         match self.io.take_trailers() {
-            Some((buf, list)) => to.end(FieldsRef::Ranges { buf: &buf, list: &list }),
+            Some((buf, list)) => to.end(FieldsRef::Packed { buf: &buf, list: &list }),
             None => to.end(FieldsRef::EMPTY),
         }
     }
@@ -177,7 +177,7 @@ impl Downstream for H2Downstream<'_, '_> {
             }
         }
         Ok(BodyFrame::End(match &self.s.request_trailers {
-            Some((buf, list)) => FieldsRef::Ranges { buf, list },
+            Some((buf, list)) => FieldsRef::Packed { buf, list },
             None => FieldsRef::EMPTY,
         }))
     }

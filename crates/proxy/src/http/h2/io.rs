@@ -1,21 +1,35 @@
-//! The connection's socket, as its task reads and writes it: bytes read go through the sans-IO
-//! connection ([`ConnIo::process`]); what it wrote goes out as the socket takes it. Reading and
-//! writing are polled together, so a client that writes while it does not read is not
-//! deadlocked against, and reading stops while the output piles up.
+//! An HTTP/2 connection's socket, as its task reads and writes it, on either side: bytes read go
+//! through the sans-IO connection ([`ConnIo::process`]) and what they mean to the side's mux
+//! ([`Driven`]); what the connection wrote goes out as the socket takes it. Reading and writing
+//! are polled together, so a peer that writes while it does not read is not deadlocked against,
+//! and reading stops while the output piles up.
 
 use std::io;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
-use rampart_proto::h2conn::{ConnectionError, Event};
-use rampart_proto::h2frame::{ErrorCode, HEADER_LEN};
+use std::cell::RefCell;
+use std::task::Waker;
+
+use bytes::{Buf, Bytes, BytesMut};
+use rampart_proto::h2conn::{Connection, ConnectionError, Event};
+use rampart_proto::h2frame::HEADER_LEN;
 use tokio::io::AsyncWrite;
 use tokio_util::io::poll_read_buf;
 
-use super::mux::SharedMux;
 use crate::stream::Stream;
+
+/// A side's mux, as the socket's driver sees it: the connection, and where what it reads goes.
+pub(crate) trait Driven {
+    fn conn(&mut self) -> &mut Connection;
+    /// The task to wake when there is output to write.
+    fn set_driver(&mut self, waker: &Waker);
+    /// DATA for `stream` (a slice of the read buffer).
+    fn deliver(&mut self, stream: u32, data: Bytes, end: bool);
+    /// Any other event; `true` stops the reading there (a new stream to lay out first).
+    fn on_event(&mut self, event: Event) -> bool;
+}
 
 /// Room kept free for a read: a whole frame of the largest size this side accepts.
 const READ_ROOM: usize = 16_384 + HEADER_LEN;
@@ -39,8 +53,6 @@ pub(super) struct ConnIo {
     held: bool,
     /// Bytes read since [`ConnIo::take_received`] last ran.
     received: u64,
-    /// Streams the client reset while a request still used them, since the last look.
-    pub peer_resets: u32,
 }
 
 impl ConnIo {
@@ -53,7 +65,6 @@ impl ConnIo {
             written: 0,
             held: !early.is_empty(),
             received: early.len() as u64,
-            peer_resets: 0,
         }
     }
 
@@ -62,12 +73,12 @@ impl ConnIo {
     }
 
     /// Writes what it can of the output, then reads what it can.
-    pub fn poll_step(&mut self, cx: &mut Context<'_>, mux: &SharedMux) -> Poll<io::Result<Step>> {
+    pub fn poll_step(&mut self, cx: &mut Context<'_>, mux: &RefCell<impl Driven>) -> Poll<io::Result<Step>> {
         let mut m = mux.borrow_mut();
         m.set_driver(cx.waker());
         let mut wrote = false;
         loop {
-            let out = m.conn.output();
+            let out = m.conn().output();
             if self.written == out.len() {
                 if self.written > 0 {
                     out.clear();
@@ -90,7 +101,7 @@ impl ConnIo {
                 return Poll::Ready(Err(e));
             }
         }
-        if m.conn.wants_input() {
+        if m.conn().wants_input() {
             if self.held {
                 self.held = false;
                 return Poll::Ready(Ok(Step::Read));
@@ -115,14 +126,13 @@ impl ConnIo {
         }
     }
 
-    /// Reads the frames in the buffer: DATA and trailers go to their streams, resets and window
-    /// updates wake them, and each new stream is pushed to `opened` (its id, and whether its
-    /// HEADERS ended it; its head is in the connection's decoded fields until the next call).
-    /// Stops at the first new stream so that its head can be laid out.
-    pub fn process(&mut self, mux: &SharedMux, opened: &mut Vec<(u32, bool)>) -> Result<(), ConnectionError> {
+    /// Reads the frames in the buffer: DATA goes to its stream as a slice of the buffer, every
+    /// other event to the mux, until the frames run out or the mux says stop (a new stream, on
+    /// the server side, whose head is in the connection's decoded fields until the next call).
+    pub fn process(&mut self, mux: &RefCell<impl Driven>) -> Result<(), ConnectionError> {
         let mut m = mux.borrow_mut();
         loop {
-            let received = match m.conn.receive(&self.inbuf) {
+            let received = match m.conn().receive(&self.inbuf) {
                 Ok(r) => r,
                 Err(e) => {
                     self.inbuf.clear();
@@ -131,7 +141,7 @@ impl ConnIo {
             };
             let Some(event) = received.event else {
                 self.inbuf.advance(received.used);
-                self.held = !self.inbuf.is_empty() && !m.conn.wants_input();
+                self.held = !self.inbuf.is_empty() && !m.conn().wants_input();
                 return Ok(());
             };
             if let Event::Data {
@@ -146,38 +156,22 @@ impl ConnIo {
                 continue;
             }
             self.inbuf.advance(received.used);
-            match event {
-                Event::Request { stream, end_stream } => {
-                    m.open(stream, end_stream);
-                    opened.push((stream, end_stream));
-                    // More input may wait: read it once this head is laid out.
-                    self.held = !self.inbuf.is_empty();
-                    return Ok(());
-                }
-                Event::Trailers { stream } => {
-                    let (bytes, fields) = m.conn.fields();
-                    let trailers = (bytes.to_vec(), fields.to_vec());
-                    m.deliver_trailers(stream, trailers);
-                }
-                Event::Reset { stream, by_peer, code } => {
-                    if m.reset(stream, by_peer) && by_peer && code != ErrorCode::NoError as u32 {
-                        self.peer_resets += 1;
-                    }
-                }
-                Event::WindowOpened => m.wake_writers(),
-                Event::GoAway { .. } | Event::Data { .. } | Event::Response { .. } => {}
+            if m.on_event(event) {
+                // More input may wait: read it once the mux has done with this event.
+                self.held = !self.inbuf.is_empty();
+                return Ok(());
             }
         }
     }
 
     /// Whether all the output has been written.
-    pub fn flushed(&self, mux: &SharedMux) -> bool {
-        mux.borrow_mut().conn.output().len() == self.written
+    pub fn flushed(&self, mux: &RefCell<impl Driven>) -> bool {
+        mux.borrow_mut().conn().output().len() == self.written
     }
 
     /// Writes what output is left (a last GOAWAY), for at most `limit`, and closes.
-    pub async fn finish(&mut self, mux: &SharedMux, limit: Duration) {
-        let out = std::mem::take(mux.borrow_mut().conn.output());
+    pub async fn finish(&mut self, mux: &RefCell<impl Driven>, limit: Duration) {
+        let out = std::mem::take(mux.borrow_mut().conn().output());
         let rest = out.get(self.written..).unwrap_or_default();
         let _ = tokio::time::timeout(limit, async {
             use tokio::io::AsyncWriteExt;

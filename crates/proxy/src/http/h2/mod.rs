@@ -19,6 +19,9 @@
 //! let go of them, both answered with GOAWAY `ENHANCE_YOUR_CALM`, and a send timeout on a
 //! stream whose window stays shut.
 //!
+//! The same connection and socket driver serve the other direction: [`upstream`] is the client
+//! side, for requests to HTTP/2 upstreams.
+//!
 //! [`Downstream`]: crate::http::downstream::Downstream
 
 use rampart_model::ListenerKey;
@@ -32,6 +35,7 @@ use rampart_proto::h2conn::{Connection, ServerConfig};
 use rampart_proto::h2frame::ErrorCode;
 use tokio::sync::Notify;
 
+pub(crate) use mux::Incoming;
 use mux::{Mux, StreamIo};
 
 use crate::slot::Conn;
@@ -43,6 +47,7 @@ mod downstream;
 mod io;
 mod mux;
 mod stream;
+pub(crate) mod upstream;
 
 /// What the streams of one connection share.
 pub(crate) struct ConnInfo {
@@ -147,7 +152,6 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
     // keeps more than twice its stream limit busy is resetting faster than they finish.
     let max_in_flight = 2 * settings.max_concurrent_streams as usize;
     let mut streams = FuturesUnordered::new();
-    let mut opened = Vec::new();
     let mut tick = tokio::time::interval(TICK);
     let began = Instant::now();
     let mut idle_since = began;
@@ -168,18 +172,22 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                     idle_since = Instant::now();
                 }
             }
-            step = std::future::poll_fn(|cx| io.poll_step(cx, &mux)) => match step {
+            step = std::future::poll_fn(|cx| io.poll_step(cx, &*mux)) => match step {
                 Ok(io::Step::Read) => {
-                    if let Err(e) = io.process(&mux, &mut opened) {
+                    if let Err(e) = io.process(&*mux) {
                         tracing::debug!("HTTP/2 connection from {client}: {e}");
                         ending = true;
                     }
-                    for (id, end_stream) in opened.drain(..) {
+                    let (opened, resets) = {
+                        let mut m = mux.borrow_mut();
+                        (m.opened.pop(), std::mem::take(&mut m.peer_resets))
+                    };
+                    if let Some((id, end_stream)) = opened {
                         let head = stream::lay_out_head(ctx, &info, &mux.borrow().conn, end_stream);
                         let io = StreamIo { mux: mux.clone(), id };
                         streams.push(Box::pin(stream::serve(ctx, &info, io, head, end_stream)));
                     }
-                    for _ in 0..std::mem::take(&mut io.peer_resets) {
+                    for _ in 0..resets {
                         info.count_reset();
                     }
                     if streams.len() > max_in_flight {
@@ -212,14 +220,14 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
             mux.borrow_mut().conn.go_away(ErrorCode::NoError);
             shutting_down = true;
         }
-        let flushed = io.flushed(&mux);
+        let flushed = io.flushed(&*mux);
         if flushed && (ending || (shutting_down && streams.is_empty())) {
             break;
         }
     }
     mux.borrow_mut().close();
     drop(streams);
-    io.finish(&mux, Duration::from_secs(1)).await;
+    io.finish(&*mux, Duration::from_secs(1)).await;
     count_received(ctx, &info, io.take_received());
     drop(slot);
 }

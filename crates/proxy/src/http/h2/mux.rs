@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rampart_proto::h1::Field;
-use rampart_proto::h2conn::{Connection, HeadWriter};
+use rampart_proto::h2conn::{Connection, Event, HeadWriter};
 use rampart_proto::h2frame::ErrorCode;
 
+use super::io::Driven;
 use crate::http::error::HttpError;
 
 /// Output past this many octets holds writers back until the connection's task has written it.
@@ -47,6 +48,11 @@ struct Slot {
 pub(crate) struct Mux {
     pub conn: Connection,
     slots: Vec<Slot>,
+    /// Streams opened since the connection's task last looked (each id, and whether its HEADERS
+    /// ended it): their heads are to be laid out.
+    pub opened: Vec<(u32, bool)>,
+    /// Streams the client reset while a request still used them, since the last look.
+    pub peer_resets: u32,
     /// The connection's task, woken when there is output to write.
     driver: Option<Waker>,
     /// The connection is gone: every stream reads a reset.
@@ -60,6 +66,8 @@ impl Mux {
         Rc::new(RefCell::new(Mux {
             conn,
             slots: Vec::new(),
+            opened: Vec::new(),
+            peer_resets: 0,
             driver: None,
             closed: false,
         }))
@@ -70,20 +78,12 @@ impl Mux {
     }
 
     /// A stream the connection's task hands to a request.
-    pub fn open(&mut self, id: u32, ended: bool) {
+    fn open(&mut self, id: u32, ended: bool) {
         self.slots.push(Slot {
             id,
             ended,
             ..Slot::default()
         });
-    }
-
-    /// The task that writes the output, to be woken when there is some.
-    pub fn set_driver(&mut self, waker: &Waker) {
-        match &self.driver {
-            Some(w) if w.will_wake(waker) => {}
-            _ => self.driver = Some(waker.clone()),
-        }
     }
 
     fn wake_driver(&mut self) {
@@ -92,25 +92,7 @@ impl Mux {
         }
     }
 
-    /// Request body data for stream `id`; for a stream no one reads any more, its credit goes
-    /// back at once.
-    pub fn deliver(&mut self, id: u32, data: Bytes, end: bool) {
-        let len = data.len() as u32;
-        match self.slot(id) {
-            Some(slot) => {
-                if !data.is_empty() {
-                    slot.data.push_back(data);
-                }
-                slot.ended |= end;
-                if let Some(w) = slot.reader.take() {
-                    w.wake();
-                }
-            }
-            None => self.conn.release(id, len),
-        }
-    }
-
-    pub fn deliver_trailers(&mut self, id: u32, trailers: Trailers) {
+    fn deliver_trailers(&mut self, id: u32, trailers: Trailers) {
         if let Some(slot) = self.slot(id) {
             slot.trailers = Some(trailers);
             slot.ended = true;
@@ -121,7 +103,7 @@ impl Mux {
     }
 
     /// Stream `id` was reset; whether a request was still using it.
-    pub fn reset(&mut self, id: u32, by_peer: bool) -> bool {
+    fn reset(&mut self, id: u32, by_peer: bool) -> bool {
         let Some(slot) = self.slot(id) else {
             return false;
         };
@@ -145,6 +127,60 @@ impl Mux {
         for slot in &mut self.slots {
             wake_both(slot);
         }
+    }
+}
+
+impl Driven for Mux {
+    fn conn(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    fn set_driver(&mut self, waker: &Waker) {
+        match &self.driver {
+            Some(w) if w.will_wake(waker) => {}
+            _ => self.driver = Some(waker.clone()),
+        }
+    }
+
+    /// Request body data for stream `id`; for a stream no one reads any more, its credit goes
+    /// back at once.
+    fn deliver(&mut self, id: u32, data: Bytes, end: bool) {
+        let len = data.len() as u32;
+        match self.slot(id) {
+            Some(slot) => {
+                if !data.is_empty() {
+                    slot.data.push_back(data);
+                }
+                slot.ended |= end;
+                if let Some(w) = slot.reader.take() {
+                    w.wake();
+                }
+            }
+            None => self.conn.release(id, len),
+        }
+    }
+
+    fn on_event(&mut self, event: Event) -> bool {
+        match event {
+            Event::Request { stream, end_stream } => {
+                self.open(stream, end_stream);
+                self.opened.push((stream, end_stream));
+                return true;
+            }
+            Event::Trailers { stream } => {
+                let (bytes, fields) = self.conn.fields();
+                let trailers = (bytes.to_vec(), fields.to_vec());
+                self.deliver_trailers(stream, trailers);
+            }
+            Event::Reset { stream, by_peer, code } => {
+                if self.reset(stream, by_peer) && by_peer && code != ErrorCode::NoError as u32 {
+                    self.peer_resets += 1;
+                }
+            }
+            Event::WindowOpened => self.wake_writers(),
+            Event::GoAway { .. } | Event::Data { .. } | Event::Response { .. } => {}
+        }
+        false
     }
 }
 

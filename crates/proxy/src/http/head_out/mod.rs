@@ -73,7 +73,7 @@ fn each_named<'a>(fields: FieldsRef<'a>, mut each: impl FnMut(&'a [u8]) -> bool)
     };
     match fields {
         // By the length of the name's range first: no field slicing for the others.
-        FieldsRef::Ranges { buf, list } => {
+        FieldsRef::Ranges { buf, list } | FieldsRef::Packed { buf, list } => {
             for f in list {
                 let connection =
                     f.name.1.wrapping_sub(f.name.0) == 10 && f.name(buf).eq_ignore_ascii_case(b"connection");
