@@ -134,6 +134,15 @@ fn h2_frame_corpus_replays_cleanly() {
 }
 
 #[test]
+fn h2_conn_corpus_replays_cleanly() {
+    for data in corpus("h2_conn", 6) {
+        for cut in 0..=data.len() {
+            rampart_proto::h2conn::fuzzing::connection_survives(&data[..cut]);
+        }
+    }
+}
+
+#[test]
 fn hpack_corpus_replays_cleanly() {
     for data in corpus("hpack", 8) {
         for cut in 0..=data.len() {

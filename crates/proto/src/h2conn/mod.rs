@@ -12,6 +12,8 @@
 //! settings both ways, GOAWAY, and the floods (CONTINUATION, empty frames, control frames whose
 //! answers the client does not read: see [`Connection::wants_input`]).
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 mod receive;
 mod send;
 
