@@ -6,5 +6,5 @@
 pub mod streams;
 pub mod window;
 
-pub use streams::{Headers, Live, StreamState, Streams};
+pub use streams::{Headers, IdHasher, Live, StreamState, Streams};
 pub use window::{RecvWindow, SendWindow};

@@ -3,6 +3,9 @@
 //! (the rapid reset attack, CVE-2023-44487: streams opened and reset at once, so the limit on open
 //! streams never bites while each costs the server work).
 
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
 use super::window::{RecvWindow, SendWindow};
 use crate::h2frame::{connection, stream_error, ErrorCode, FrameError};
 
@@ -31,6 +34,27 @@ pub enum Headers {
 pub const RESET_BUDGET: u32 = 200;
 const DECAY: u32 = 256;
 
+/// Hashes a stream identifier (a small rising number: one multiplication spreads it; SipHash
+/// would cost more than the lookup it serves, per frame).
+#[derive(Default)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// A stream that is not closed: its state and its two flow-control windows.
 #[derive(Debug, Clone, Copy)]
 pub struct Live {
@@ -52,7 +76,7 @@ pub struct Live {
 #[derive(Debug)]
 pub struct Streams {
     /// The streams that are not closed (few: at most the concurrent limit).
-    live: Vec<Live>,
+    live: HashMap<u32, Live, BuildHasherDefault<IdHasher>>,
     /// The windows a new stream starts with: the peer's SETTINGS_INITIAL_WINDOW_SIZE (send) and
     /// this side's (receive).
     send_initial: u32,
@@ -72,7 +96,7 @@ impl Streams {
     /// SETTINGS_MAX_CONCURRENT_STREAMS).
     pub fn new(max_concurrent: u32) -> Self {
         Streams {
-            live: Vec::new(),
+            live: HashMap::default(),
             send_initial: 65_535,
             recv_initial: 65_535,
             recv_allowed: 65_535,
@@ -95,7 +119,7 @@ impl Streams {
     /// difference (RFC 9113 6.9.2).
     pub fn adjust_send_windows(&mut self, new: u32) -> Result<(), ErrorCode> {
         let old = std::mem::replace(&mut self.send_initial, new);
-        for s in &mut self.live {
+        for s in self.live.values_mut() {
             s.send.adjust(old, new)?;
         }
         Ok(())
@@ -106,16 +130,16 @@ impl Streams {
     }
 
     pub fn get(&self, id: u32) -> Option<&Live> {
-        self.live.iter().find(|s| s.id == id)
+        self.live.get(&id)
     }
 
     pub fn get_mut(&mut self, id: u32) -> Option<&mut Live> {
-        self.live.iter_mut().find(|s| s.id == id)
+        self.live.get_mut(&id)
     }
 
     /// Every stream that is not closed.
     pub fn iter(&self) -> impl Iterator<Item = &Live> {
-        self.live.iter()
+        self.live.values()
     }
 
     /// How many streams are open (or half closed).
@@ -156,15 +180,18 @@ impl Streams {
             } else {
                 StreamState::Open
             };
-            self.live.push(Live {
+            self.live.insert(
                 id,
-                state,
-                send: SendWindow::new(self.send_initial),
-                recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
-                body_left: None,
-                answered: false,
-                head_request: false,
-            });
+                Live {
+                    id,
+                    state,
+                    send: SendWindow::new(self.send_initial),
+                    recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
+                    body_left: None,
+                    answered: false,
+                    head_request: false,
+                },
+            );
             return Ok(Headers::Opened);
         }
         match self.state(id) {
@@ -247,19 +274,22 @@ impl Streams {
             return None;
         }
         self.last_peer = id;
-        self.live.push(Live {
+        self.live.insert(
             id,
-            state: if end_stream {
-                StreamState::HalfClosedLocal
-            } else {
-                StreamState::Open
+            Live {
+                id,
+                state: if end_stream {
+                    StreamState::HalfClosedLocal
+                } else {
+                    StreamState::Open
+                },
+                send: SendWindow::new(self.send_initial),
+                recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
+                body_left: None,
+                answered: false,
+                head_request: false,
             },
-            send: SendWindow::new(self.send_initial),
-            recv: RecvWindow::with_allowance(self.recv_initial, self.recv_allowed),
-            body_left: None,
-            answered: false,
-            head_request: false,
-        });
+        );
         Some(id)
     }
 
@@ -302,8 +332,7 @@ impl Streams {
     }
 
     fn remove(&mut self, id: u32) -> Option<StreamState> {
-        let at = self.live.iter().position(|s| s.id == id)?;
-        Some(self.live.swap_remove(at).state)
+        self.live.remove(&id).map(|s| s.state)
     }
 }
 

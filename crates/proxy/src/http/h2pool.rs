@@ -5,12 +5,14 @@
 //! connection that got GOAWAY, failed, or was found closed is dropped from the pool; its
 //! accepted streams finish on it (its task keeps driving it: [`crate::http::h2::upstream`]).
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
 
 use super::h2::upstream::{self, ConnHandle};
 use super::pool::{AddrHasher, PoolKey};
@@ -80,6 +82,25 @@ pub fn handshake(stream: Stream) -> H2Conn {
 pub struct H2Pool {
     /// By target, hashed as the HTTP/1 pool hashes it (not SipHash: this runs per request).
     conns: HashMap<PoolKey, Vec<H2Conn>, BuildHasherDefault<AddrHasher>>,
+    /// Targets a request is connecting to now: the others wait for that connection rather than
+    /// each opening one (a burst of requests to a target with no connection would otherwise open
+    /// a connection per request).
+    connecting: HashMap<PoolKey, Rc<Notify>, BuildHasherDefault<AddrHasher>>,
+}
+
+/// A connect in progress to a target ([`H2Pool::begin_connect`]): when it ends, with a
+/// connection in the pool or not, the requests waiting for it look again.
+pub struct Connecting<'a> {
+    pool: &'a RefCell<H2Pool>,
+    key: PoolKey,
+}
+
+impl Drop for Connecting<'_> {
+    fn drop(&mut self) {
+        if let Some(done) = self.pool.borrow_mut().connecting.remove(&self.key) {
+            done.notify_waiters();
+        }
+    }
 }
 
 impl H2Pool {
@@ -90,6 +111,22 @@ impl H2Pool {
         let conn = list.iter().find(|c| c.has_room())?.clone();
         conn.idle_since.set(None);
         Some(conn)
+    }
+
+    /// Says a request is connecting to `key`'s target, until the guard drops; `None` when one
+    /// already is: then wait on what [`H2Pool::connecting`] gives.
+    pub fn begin_connect(pool: &RefCell<H2Pool>, key: PoolKey) -> Option<Connecting<'_>> {
+        let mut this = pool.borrow_mut();
+        if this.connecting.contains_key(&key) {
+            return None;
+        }
+        this.connecting.insert(key, Rc::new(Notify::new()));
+        Some(Connecting { pool, key })
+    }
+
+    /// What a request waits on while another connects to `key`'s target.
+    pub fn connecting(&self, key: &PoolKey) -> Option<Rc<Notify>> {
+        self.connecting.get(key).cloned()
     }
 
     /// Keeps a new connection for later requests.

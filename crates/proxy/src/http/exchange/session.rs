@@ -12,7 +12,7 @@ use crate::connect::{connect_pinned, connect_upstream, proxy_header, ConnectFail
 use crate::http::attempts::observe::connect_failed;
 use crate::http::context::RequestContext;
 use crate::http::error::HttpError;
-use crate::http::h2pool::{handshake, H2Conn};
+use crate::http::h2pool::{handshake, H2Conn, H2Pool};
 use crate::stream::Stream;
 use crate::worker::{bump, WorkerContext};
 
@@ -79,6 +79,27 @@ pub(super) async fn open(
 ) -> Result<Session, NoSession> {
     let up = req.upstream();
     let protocol = up.http.protocol;
+    // HTTP/2 connections are shared: while another request connects to this target, wait for
+    // its connection (at most the connect timeout) rather than open one more.
+    let mut _connecting = None;
+    if let (UpstreamProtocol::H2 | UpstreamProtocol::H2c, Some(key)) = (protocol, pool_key(req, choice)) {
+        loop {
+            if let Some(guard) = H2Pool::begin_connect(&ctx.http.h2_pool, key) {
+                _connecting = Some(guard);
+                break;
+            }
+            let Some(done) = ctx.http.h2_pool.borrow().connecting(&key) else {
+                continue;
+            };
+            let waited = tokio::time::timeout(up.connect_timeout, done.notified()).await;
+            if let Some(session) = pooled(ctx, req, choice) {
+                return Ok(session);
+            }
+            if waited.is_err() {
+                break;
+            }
+        }
+    }
     let began = std::time::Instant::now();
     let (target, stream) = connect(ctx, req, choice, tried, rctx)
         .await

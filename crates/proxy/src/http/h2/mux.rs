@@ -4,8 +4,9 @@
 //! borrowed only between awaits is all the sharing needs (no lock, no task per stream).
 
 use std::cell::RefCell;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use rampart_proto::h1::Field;
 use rampart_proto::h2conn::{Connection, Event, HeadWriter};
 use rampart_proto::h2frame::ErrorCode;
+use rampart_proto::h2state::IdHasher;
 
 use super::io::Driven;
 use crate::http::error::HttpError;
@@ -35,7 +37,6 @@ pub(crate) enum Incoming {
 
 #[derive(Default)]
 struct Slot {
-    id: u32,
     data: VecDeque<Bytes>,
     trailers: Option<Trailers>,
     ended: bool,
@@ -47,7 +48,7 @@ struct Slot {
 
 pub(crate) struct Mux {
     pub conn: Connection,
-    slots: Vec<Slot>,
+    slots: HashMap<u32, Slot, BuildHasherDefault<IdHasher>>,
     /// Streams opened since the connection's task last looked (each id, and whether its HEADERS
     /// ended it): their heads are to be laid out.
     pub opened: Vec<(u32, bool)>,
@@ -65,7 +66,7 @@ impl Mux {
     pub fn new(conn: Connection) -> SharedMux {
         Rc::new(RefCell::new(Mux {
             conn,
-            slots: Vec::new(),
+            slots: HashMap::default(),
             opened: Vec::new(),
             peer_resets: 0,
             driver: None,
@@ -74,16 +75,18 @@ impl Mux {
     }
 
     fn slot(&mut self, id: u32) -> Option<&mut Slot> {
-        self.slots.iter_mut().find(|s| s.id == id)
+        self.slots.get_mut(&id)
     }
 
     /// A stream the connection's task hands to a request.
     fn open(&mut self, id: u32, ended: bool) {
-        self.slots.push(Slot {
+        self.slots.insert(
             id,
-            ended,
-            ..Slot::default()
-        });
+            Slot {
+                ended,
+                ..Slot::default()
+            },
+        );
     }
 
     fn wake_driver(&mut self) {
@@ -114,7 +117,7 @@ impl Mux {
 
     /// Windows opened, or output was written: every writer looks again.
     pub fn wake_writers(&mut self) {
-        for slot in &mut self.slots {
+        for slot in self.slots.values_mut() {
             if let Some(w) = slot.writer.take() {
                 w.wake();
             }
@@ -124,7 +127,7 @@ impl Mux {
     /// The connection ended: every stream reads a reset.
     pub fn close(&mut self) {
         self.closed = true;
-        for slot in &mut self.slots {
+        for slot in self.slots.values_mut() {
             wake_both(slot);
         }
     }
@@ -338,10 +341,9 @@ impl StreamIo {
     /// a complete response, RFC 9113 section 8.1).
     pub fn close(&self) {
         let mut mux = self.mux.borrow_mut();
-        let Some(at) = mux.slots.iter().position(|s| s.id == self.id) else {
+        let Some(slot) = mux.slots.remove(&self.id) else {
             return;
         };
-        let slot = mux.slots.swap_remove(at);
         let unread: usize = slot.data.iter().map(Bytes::len).sum();
         mux.conn.release(self.id, unread as u32);
         if mux.conn.receiving(self.id) && !mux.conn.can_send(self.id) {

@@ -7,8 +7,9 @@
 //! credit goes back as the client side takes it.
 
 use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::future::poll_fn;
+use std::hash::BuildHasherDefault;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
@@ -17,6 +18,7 @@ use bytes::Bytes;
 use rampart_proto::h1::Field;
 use rampart_proto::h2conn::{ClientConfig, Connection, Event, HeadWriter, OpenError};
 use rampart_proto::h2frame::ErrorCode;
+use rampart_proto::h2state::IdHasher;
 
 use super::io::{ConnIo, Driven, Step};
 use super::mux::{Incoming, Trailers};
@@ -37,7 +39,6 @@ pub(crate) struct ResponseIn {
 
 #[derive(Default)]
 struct UpSlot {
-    id: u32,
     head: Option<ResponseIn>,
     data: VecDeque<Bytes>,
     trailers: Option<Trailers>,
@@ -51,7 +52,7 @@ struct UpSlot {
 
 pub(crate) struct UpMux {
     conn: Connection,
-    slots: Vec<UpSlot>,
+    slots: HashMap<u32, UpSlot, BuildHasherDefault<IdHasher>>,
     driver: Option<Waker>,
     closed: bool,
     /// No handle to the connection is left: once its streams are done, it closes.
@@ -62,7 +63,7 @@ type SharedUpMux = Rc<RefCell<UpMux>>;
 
 impl UpMux {
     fn slot(&mut self, id: u32) -> Option<&mut UpSlot> {
-        self.slots.iter_mut().find(|s| s.id == id)
+        self.slots.get_mut(&id)
     }
 
     fn wake_driver(&mut self) {
@@ -81,7 +82,7 @@ impl UpMux {
 
     fn close(&mut self) {
         self.closed = true;
-        for slot in &mut self.slots {
+        for slot in self.slots.values_mut() {
             wake(&mut slot.reader);
             wake(&mut slot.writer);
         }
@@ -156,7 +157,7 @@ impl Driven for UpMux {
             Event::GoAway { last_stream, code } => {
                 // Streams past the last one the server took were never processed; with an error,
                 // the others end with it too.
-                let ids: Vec<u32> = self.slots.iter().map(|s| s.id).collect();
+                let ids: Vec<u32> = self.slots.keys().copied().collect();
                 for id in ids {
                     if id > last_stream {
                         self.reset_slot(id, true);
@@ -166,7 +167,7 @@ impl Driven for UpMux {
                 }
             }
             Event::WindowOpened => {
-                for slot in &mut self.slots {
+                for slot in self.slots.values_mut() {
                     wake(&mut slot.writer);
                 }
             }
@@ -224,10 +225,7 @@ impl ConnHandle {
             Err(OpenError::Failed) => return Err(HttpError::UpstreamReset),
             Err(_) => return Err(HttpError::UpstreamRefused),
         };
-        mux.slots.push(UpSlot {
-            id,
-            ..UpSlot::default()
-        });
+        mux.slots.insert(id, UpSlot::default());
         mux.wake_driver();
         Ok(UpStream {
             mux: self.mux.clone(),
@@ -246,7 +244,7 @@ pub(crate) fn handshake(stream: Stream, stream_window: u32, connection_window: u
     });
     let mux = Rc::new(RefCell::new(UpMux {
         conn,
-        slots: Vec::new(),
+        slots: HashMap::default(),
         driver: None,
         closed: false,
         abandoned: false,
@@ -275,7 +273,7 @@ async fn drive(stream: Stream, mux: &SharedUpMux) {
             }
             Ok(Step::Wrote) => {
                 let mut m = mux.borrow_mut();
-                for slot in &mut m.slots {
+                for slot in m.slots.values_mut() {
                     wake(&mut slot.writer);
                 }
             }
@@ -452,10 +450,9 @@ impl Drop for UpStream {
         let Ok(mut mux) = self.mux.try_borrow_mut() else {
             return;
         };
-        let Some(at) = mux.slots.iter().position(|s| s.id == self.id) else {
+        let Some(slot) = mux.slots.remove(&self.id) else {
             return;
         };
-        let slot = mux.slots.swap_remove(at);
         let unread: usize = slot.data.iter().map(Bytes::len).sum();
         mux.conn.release(self.id, unread as u32);
         if mux.conn.can_send(self.id) || mux.conn.receiving(self.id) {
