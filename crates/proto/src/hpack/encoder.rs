@@ -1,7 +1,7 @@
 //! The encoding side: fields from wherever they are, into a field block.
 
 use super::table::DynamicTable;
-use super::{huffman, write_int, STATIC};
+use super::{huffman, static_lookup, write_int};
 
 /// Fields worth no dynamic table entry: their values change from message to message, or are
 /// secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
@@ -82,19 +82,15 @@ impl Encoder {
     }
 
     fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
-        let in_static = STATIC.iter().position(|&(n, v)| n == name && v == value);
-        if let Some(i) = in_static {
-            return write_int(out, 0x80, 7, i + 1);
+        let in_static = static_lookup(name, value);
+        if let Some((i, true)) = in_static {
+            return write_int(out, 0x80, 7, i);
         }
         let dynamic = self.table.find(name, value);
         if let Some((i, true)) = dynamic {
             return write_int(out, 0x80, 7, i + 62);
         }
-        let name_index = STATIC
-            .iter()
-            .position(|&(n, _)| n == name)
-            .map(|i| i + 1)
-            .or(dynamic.map(|(i, _)| i + 62));
+        let name_index = in_static.map(|(i, _)| i).or(dynamic.map(|(i, _)| i + 62));
         let never = NEVER_INDEXED.contains(&name);
         let indexing = !never && !NOT_INDEXED.contains(&name) && value.len() <= self.table.max() / 4;
         let (flags, prefix) = match (indexing, never) {

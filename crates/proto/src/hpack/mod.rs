@@ -101,6 +101,80 @@ const STATIC: [(&[u8], &[u8]); 61] = [
     (b"www-authenticate", b""),
 ];
 
+/// The index of the first static table entry named `name` (entries of one name are
+/// consecutive), without walking the table.
+fn static_name(name: &[u8]) -> Option<usize> {
+    Some(match name {
+        b":authority" => 1,
+        b":method" => 2,
+        b":path" => 4,
+        b":scheme" => 6,
+        b":status" => 8,
+        b"accept-charset" => 15,
+        b"accept-encoding" => 16,
+        b"accept-language" => 17,
+        b"accept-ranges" => 18,
+        b"accept" => 19,
+        b"access-control-allow-origin" => 20,
+        b"age" => 21,
+        b"allow" => 22,
+        b"authorization" => 23,
+        b"cache-control" => 24,
+        b"content-disposition" => 25,
+        b"content-encoding" => 26,
+        b"content-language" => 27,
+        b"content-length" => 28,
+        b"content-location" => 29,
+        b"content-range" => 30,
+        b"content-type" => 31,
+        b"cookie" => 32,
+        b"date" => 33,
+        b"etag" => 34,
+        b"expect" => 35,
+        b"expires" => 36,
+        b"from" => 37,
+        b"host" => 38,
+        b"if-match" => 39,
+        b"if-modified-since" => 40,
+        b"if-none-match" => 41,
+        b"if-range" => 42,
+        b"if-unmodified-since" => 43,
+        b"last-modified" => 44,
+        b"link" => 45,
+        b"location" => 46,
+        b"max-forwards" => 47,
+        b"proxy-authenticate" => 48,
+        b"proxy-authorization" => 49,
+        b"range" => 50,
+        b"referer" => 51,
+        b"refresh" => 52,
+        b"retry-after" => 53,
+        b"server" => 54,
+        b"set-cookie" => 55,
+        b"strict-transport-security" => 56,
+        b"transfer-encoding" => 57,
+        b"user-agent" => 58,
+        b"vary" => 59,
+        b"via" => 60,
+        b"www-authenticate" => 61,
+        _ => return None,
+    })
+}
+
+/// The static table's entry for `name` with `value` (`(index, true)`), or its first entry of that
+/// name (`(index, false)`).
+pub(super) fn static_lookup(name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
+    let first = static_name(name)?;
+    let mut i = first;
+    while i <= STATIC.len() && STATIC[i - 1].0 == name {
+        if STATIC[i - 1].1 == value {
+            return Some((i, true));
+        }
+        i += 1;
+    }
+    Some((first, false))
+}
+
 /// What an entry costs in a dynamic table: its name and value and 32 octets (RFC 7541 4.1).
 fn entry_size(name: &[u8], value: &[u8]) -> usize {
     name.len() + value.len() + 32

@@ -154,3 +154,23 @@ fn a_field_list_past_the_limit_is_refused_without_keeping_it() {
         pairs(&[("x-big", &big), ("x-after", "1")])
     );
 }
+
+#[test]
+fn the_static_lookup_agrees_with_a_walk_of_the_table() {
+    for (i, &(name, value)) in super::STATIC.iter().enumerate() {
+        let walked = super::STATIC
+            .iter()
+            .position(|&(n, v)| n == name && v == value)
+            .unwrap()
+            + 1;
+        assert_eq!(
+            super::static_lookup(name, value),
+            Some((walked, true)),
+            "entry {}",
+            i + 1
+        );
+        let first = super::STATIC.iter().position(|&(n, _)| n == name).unwrap() + 1;
+        assert_eq!(super::static_lookup(name, b"\x00no such value"), Some((first, false)));
+    }
+    assert_eq!(super::static_lookup(b"x-unknown", b""), None);
+}

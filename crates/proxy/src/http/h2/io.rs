@@ -29,6 +29,8 @@ pub(crate) trait Driven {
     fn deliver(&mut self, stream: u32, data: Bytes, end: bool);
     /// Any other event; `true` stops the reading there (a new stream to lay out first).
     fn on_event(&mut self, event: Event) -> bool;
+    /// No stream is open: the connection may give its read buffer back.
+    fn idle(&self) -> bool;
 }
 
 /// Room kept free for a read: a whole frame of the largest size this side accepts.
@@ -106,17 +108,27 @@ impl ConnIo {
                 self.held = false;
                 return Poll::Ready(Ok(Step::Read));
             }
-            if self.inbuf.capacity() - self.inbuf.len() < READ_ROOM {
-                self.inbuf.reserve(2 * READ_ROOM);
-            }
-            match poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.inbuf) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Ok(Step::Closed)),
-                Poll::Ready(Ok(n)) => {
-                    self.received += n as u64;
-                    return Poll::Ready(Ok(Step::Read));
-                }
+            // The buffer is taken only once the socket is readable, and an idle connection
+            // (nothing waiting, no stream open) gives it back: an idle HTTP/2 connection holds
+            // no read buffer.
+            match self.stream.poll_read_ready(cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 Poll::Pending => {}
+                Poll::Ready(Ok(())) => {
+                    if self.inbuf.capacity() - self.inbuf.len() < READ_ROOM {
+                        self.inbuf.reserve(2 * READ_ROOM);
+                    }
+                    match poll_read_buf(Pin::new(&mut self.stream), cx, &mut self.inbuf) {
+                        Poll::Ready(Ok(0)) => return Poll::Ready(Ok(Step::Closed)),
+                        Poll::Ready(Ok(n)) => {
+                            self.received += n as u64;
+                            return Poll::Ready(Ok(Step::Read));
+                        }
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending if self.inbuf.is_empty() && m.idle() => self.inbuf = BytesMut::new(),
+                        Poll::Pending => {}
+                    }
+                }
             }
         }
         if wrote {

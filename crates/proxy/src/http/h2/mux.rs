@@ -163,6 +163,10 @@ impl Driven for Mux {
         }
     }
 
+    fn idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     fn on_event(&mut self, event: Event) -> bool {
         match event {
             Event::Request { stream, end_stream } => {

@@ -121,6 +121,10 @@ impl Driven for UpMux {
         }
     }
 
+    fn idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     fn on_event(&mut self, event: Event) -> bool {
         match event {
             Event::Response { stream, end_stream } => {
