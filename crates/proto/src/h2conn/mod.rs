@@ -294,6 +294,18 @@ impl Connection {
         self.goaway.is_some()
     }
 
+    /// Frees the scratch buffers (output, field blocks) while the connection has nothing in
+    /// them: an idle connection keeps only its settings, windows and HPACK tables.
+    pub fn release_buffers(&mut self) {
+        if self.out.is_empty() && self.continued.is_none() {
+            self.out = Vec::new();
+            self.block = Vec::new();
+            self.encoded = Vec::new();
+            self.decoded = Vec::new();
+            self.fields = Vec::new();
+        }
+    }
+
     /// The last field section decoded, moved out (the next one is decoded into new storage).
     pub fn take_fields(&mut self) -> (Vec<u8>, Vec<Field>) {
         (std::mem::take(&mut self.decoded), std::mem::take(&mut self.fields))

@@ -113,7 +113,12 @@ impl ConnIo {
             // no read buffer.
             match self.stream.poll_read_ready(cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {}
+                Poll::Pending => {
+                    if self.inbuf.is_empty() && self.written == 0 && m.idle() {
+                        self.inbuf = BytesMut::new();
+                        m.conn().release_buffers();
+                    }
+                }
                 Poll::Ready(Ok(())) => {
                     if self.inbuf.capacity() - self.inbuf.len() < READ_ROOM {
                         self.inbuf.reserve(2 * READ_ROOM);
@@ -125,7 +130,6 @@ impl ConnIo {
                             return Poll::Ready(Ok(Step::Read));
                         }
                         Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                        Poll::Pending if self.inbuf.is_empty() && m.idle() => self.inbuf = BytesMut::new(),
                         Poll::Pending => {}
                     }
                 }
