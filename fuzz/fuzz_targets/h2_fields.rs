@@ -1,5 +1,5 @@
-//! Guards the neutral-fields to HTTP/2 mapping (response heads and trailers): no panic, only
-//! fields HTTP/2 may carry come out, and every one that may be carried does, in order.
+//! Guards the neutral fields going out on HTTP/2 (heads and trailers): no panic, only fields
+//! HTTP/2 may carry cross, and they round-trip through Rampart's HPACK as lowercase tokens.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

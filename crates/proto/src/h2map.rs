@@ -1,6 +1,6 @@
 //! HTTP/2 messages and the neutral message (RFC 9113 section 8): an HTTP/2 request laid out as
 //! the neutral request head ([`lay_out_request`]: no HTTP/1 text), the neutral message's fields as
-//! HTTP/2 fields ([`to_h2_fields`], for heads and trailers), the cleartext preface. The HTTP/1.1
+//! HTTP/2 fields ([`crosses_into_h2`], for heads and trailers), the cleartext preface. The HTTP/1.1
 //! head an HTTP/2 request stands for (`request_head`) is kept as the reference the layout is
 //! fuzzed against, built only with feature `fuzzing` (the fuzz crate, the tests).
 //!
@@ -342,30 +342,16 @@ pub fn trailer_field_ranges(section: &[u8], list: &mut Vec<crate::h1::Field>) {
     }));
 }
 
-/// Appends the fields an HTTP/2 message can carry to `map`, in order: names are lowercased (as
-/// HTTP/2 requires), and connection-specific fields (RFC 9113 section 8.2.2), pseudo-header
-/// names, and names or values HTTP/2 cannot carry are left out. `keep` may refuse more (header
-/// edits, hop-by-hop fields named by `Connection`). Returns how many fields were left out. The
-/// neutral message's fields become HTTP/2 fields here: heads and trailers alike, no HTTP/1 text.
-pub fn to_h2_fields<'a>(
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-    map: &mut http::HeaderMap,
-    mut keep: impl FnMut(&[u8], &[u8]) -> bool,
-) -> usize {
-    let mut dropped = 0;
-    for (name, value) in fields {
-        if name.first() == Some(&b':') || is_connection_specific(name, value) || !keep(name, value) {
-            dropped += 1;
-            continue;
-        }
-        match (http::HeaderName::from_bytes(name), http::HeaderValue::from_bytes(value)) {
-            (Ok(n), Ok(v)) => {
-                map.append(n, v);
-            }
-            _ => dropped += 1,
-        }
-    }
-    dropped
+/// Whether a field of the neutral message may go out on HTTP/2 (a head or trailers): not a
+/// pseudo-header field, not connection-specific (RFC 9113 section 8.2.2), its name a token (the
+/// HPACK encoder lowercases it) and its value without CR, LF or NUL (section 8.2.1). What fails
+/// is left out, never sent for the peer to refuse.
+pub fn crosses_into_h2(name: &[u8], value: &[u8]) -> bool {
+    !is_pseudo(name)
+        && !is_connection_specific(name, value)
+        && is_clean_value(value)
+        && !name.is_empty()
+        && name.iter().all(|b| is_token_lower(&[b.to_ascii_lowercase()]))
 }
 
 #[cfg(any(test, feature = "fuzzing"))]

@@ -5,15 +5,13 @@
 //! HTTP/1 codec, on both roles.
 //!
 //! Fields are borrowed where they already are: byte ranges into the buffer HTTP/1 read a head
-//! into (no copy on the HTTP/1 path), the `http::HeaderMap` the `h2` crate decoded (no copy on
-//! the HTTP/2 path), or name/value pairs (a chunked body's trailer section).
+//! into (no copy on the HTTP/1 path), ranges into the field section Rampart's HPACK decoder wrote
+//! (the HTTP/2 path), or name/value pairs (a chunked body's trailer section).
 //!
 //! A request head is owned ([`RequestHead`]): its bytes and field ranges, filled in place by the
 //! HTTP/1 codec and laid out by the HTTP/2 side, the one request-head type every protocol's
 //! request becomes. A response head is owned too ([`ResponseHead`]): an HTTP/1 head's bytes and
-//! ranges, or the map an HTTP/2 head was decoded into.
-
-use http::HeaderMap;
+//! ranges, or an HTTP/2 head's decoded field section and ranges.
 
 mod head_bytes;
 mod request;
@@ -89,8 +87,6 @@ pub enum FieldsRef<'a> {
     /// Byte ranges into a buffer of names and values only (an HTTP/2 field section as the HPACK
     /// decoder wrote it): no lines to copy.
     Packed { buf: &'a [u8], list: &'a [Field] },
-    /// Fields an HTTP/2 peer sent, as the `h2` crate decoded them.
-    Map(&'a HeaderMap),
     /// Name/value pairs (a chunked body's trailers).
     Pairs(&'a [(&'a [u8], &'a [u8])]),
 }
@@ -104,7 +100,6 @@ impl<'a> FieldsRef<'a> {
     pub fn iter(&self) -> FieldsIter<'a> {
         match *self {
             FieldsRef::Ranges { buf, list } | FieldsRef::Packed { buf, list } => FieldsIter::Ranges(buf, list.iter()),
-            FieldsRef::Map(map) => FieldsIter::Map(map.iter()),
             FieldsRef::Pairs(pairs) => FieldsIter::Pairs(pairs.iter()),
         }
     }
@@ -117,7 +112,6 @@ impl<'a> FieldsRef<'a> {
     pub fn is_empty(&self) -> bool {
         match *self {
             FieldsRef::Ranges { list, .. } | FieldsRef::Packed { list, .. } => list.is_empty(),
-            FieldsRef::Map(map) => map.is_empty(),
             FieldsRef::Pairs(pairs) => pairs.is_empty(),
         }
     }
@@ -126,7 +120,6 @@ impl<'a> FieldsRef<'a> {
 /// The iterator of [`FieldsRef::iter`].
 pub enum FieldsIter<'a> {
     Ranges(&'a [u8], std::slice::Iter<'a, Field>),
-    Map(http::header::Iter<'a, http::HeaderValue>),
     Pairs(std::slice::Iter<'a, (&'a [u8], &'a [u8])>),
 }
 
@@ -137,7 +130,6 @@ impl<'a> Iterator for FieldsIter<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         match self {
             FieldsIter::Ranges(buf, list) => list.next().map(|f| (f.name(buf), f.value(buf))),
-            FieldsIter::Map(iter) => iter.next().map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes())),
             FieldsIter::Pairs(iter) => iter.next().copied(),
         }
     }
@@ -160,12 +152,27 @@ mod tests {
             buf: raw,
             list: &head.fields,
         };
-        let mut map = HeaderMap::new();
-        map.append("content-type", "text/plain".parse().unwrap());
-        map.append("x-a", "1".parse().unwrap());
-        map.append("x-a", "2".parse().unwrap());
+        let packed_buf = b"content-typetext/plainx-a1x-a2";
+        let packed_list = [
+            Field {
+                name: (0, 12),
+                value: (12, 22),
+            },
+            Field {
+                name: (22, 25),
+                value: (25, 26),
+            },
+            Field {
+                name: (26, 29),
+                value: (29, 30),
+            },
+        ];
+        let packed = FieldsRef::Packed {
+            buf: packed_buf,
+            list: &packed_list,
+        };
         let pairs: [(&[u8], &[u8]); 3] = [(b"Content-Type", b"text/plain"), (b"X-A", b"1"), (b"x-a", b"2")];
-        for fields in [ranges, FieldsRef::Map(&map), FieldsRef::Pairs(&pairs)] {
+        for fields in [ranges, packed, FieldsRef::Pairs(&pairs)] {
             let seen: Vec<(Vec<u8>, &[u8])> = fields.iter().map(|(n, v)| (n.to_ascii_lowercase(), v)).collect();
             assert_eq!(
                 seen,

@@ -1,11 +1,10 @@
 //! The owned response head: the one type an upstream's response (and any response Rampart keeps)
 //! becomes. Its fields live where they can be owned without another copy: the bytes of an HTTP/1
 //! head (copied out of the connection's read buffer, which the body goes on through, or handed
-//! over whole when nothing follows the head) with ranges into them, or the `http::HeaderMap` the
-//! `h2` crate decoded an HTTP/2 head into, moved in as it is. A reason phrase, the version and
-//! the framing are the HTTP/1 codec's ([`crate::h1::Parsed`]).
-
-use http::HeaderMap;
+//! over whole when nothing follows the head) with ranges into them, or the field section
+//! Rampart's HPACK decoder wrote an HTTP/2 head into, moved in as it is
+//! ([`ResponseHead::laid_out`]). A reason phrase, the version and the framing are the HTTP/1
+//! codec's ([`crate::h1::Parsed`]).
 
 use super::head_bytes::HeadBytes;
 use super::{BodyLength, FieldsRef, Span};
@@ -21,10 +20,8 @@ pub struct ResponseHead {
     pub upgrade: bool,
     /// Its bytes (an HTTP/1 head's sit in the read buffer it came in).
     bytes: HeadBytes,
-    /// The fields as ranges into the bytes (unless the head holds a map).
+    /// The fields as ranges into the bytes.
     pub fields: Vec<Field>,
-    /// The fields as an HTTP/2 peer's head had them.
-    map: Option<HeaderMap>,
     /// The fields are names and values only, no HTTP/1 lines ([`ResponseHead::laid_out`]).
     packed: bool,
 }
@@ -54,16 +51,6 @@ impl ResponseHead {
         }
     }
 
-    /// A head whose fields are an HTTP/2 peer's, as decoded (no copy).
-    pub fn from_map(status: u16, map: HeaderMap, length: BodyLength) -> Self {
-        ResponseHead {
-            status,
-            length,
-            map: Some(map),
-            ..ResponseHead::default()
-        }
-    }
-
     /// Takes `bytes` as the head's own: the buffer the HTTP/1 codec parsed it from, in which the
     /// head is `len` bytes long from `at` (the ranges the codec set count from there).
     #[inline]
@@ -88,7 +75,7 @@ impl ResponseHead {
         (self.bytes.into_vec(), self.fields)
     }
 
-    /// The head's bytes, which its ranges point into (empty for a head that holds a map).
+    /// The head's bytes, which its ranges point into.
     #[inline]
     pub fn bytes(&self) -> &[u8] {
         self.bytes.as_slice()
@@ -103,22 +90,16 @@ impl ResponseHead {
     /// The fields, as the neutral message reads them.
     #[inline]
     pub fn fields_ref(&self) -> FieldsRef<'_> {
-        match &self.map {
-            Some(map) => FieldsRef::Map(map),
-            None if self.packed => FieldsRef::Packed {
+        match self.packed {
+            true => FieldsRef::Packed {
                 buf: self.bytes(),
                 list: &self.fields,
             },
-            None => FieldsRef::Ranges {
+            false => FieldsRef::Ranges {
                 buf: self.bytes(),
                 list: &self.fields,
             },
         }
-    }
-
-    /// The map of a head from an HTTP/2 peer.
-    pub fn map(&self) -> Option<&HeaderMap> {
-        self.map.as_ref()
     }
 
     /// The first value of field `name` (matched case-insensitively).
@@ -126,12 +107,8 @@ impl ResponseHead {
         self.fields_ref().get(name)
     }
 
-    /// Appends a field (its name, then its value) and lists it (a head being laid out; one that
-    /// holds a map gets none).
+    /// Appends a field (its name, then its value) and lists it (a head being laid out).
     pub fn push_field(&mut self, name: &[u8], value: &[u8]) {
-        if self.map.is_some() {
-            return;
-        }
         let field = self.bytes.append_field(name, value);
         self.fields.push(field);
     }
@@ -142,7 +119,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_head_reads_its_fields_from_its_bytes_or_its_map() {
+    fn a_head_reads_its_fields_from_its_bytes_laid_out_or_decoded() {
         let mut laid = ResponseHead::with_storage(vec![9; 4], Vec::new());
         laid.status = 200;
         laid.push_field(b"Content-Type", b"text/plain");
@@ -153,12 +130,17 @@ mod tests {
         let copy = laid.clone();
         assert_eq!(copy.fields_ref().iter().count(), 2);
 
-        let mut map = HeaderMap::new();
-        map.append("x-a", "1".parse().unwrap());
-        let mut mapped = ResponseHead::from_map(204, map, BodyLength::None);
-        mapped.push_field(b"ignored", b"1");
-        assert_eq!(mapped.field(b"X-A"), Some(&b"1"[..]));
-        assert_eq!(mapped.fields_ref().iter().count(), 1);
-        assert!(mapped.map().is_some() && mapped.bytes().is_empty());
+        // An HTTP/2 field section as the HPACK decoder wrote it: names and values only.
+        let decoded = ResponseHead::laid_out(
+            204,
+            b"x-a1".to_vec(),
+            vec![Field {
+                name: (0, 3),
+                value: (3, 4),
+            }],
+            BodyLength::None,
+        );
+        assert_eq!(decoded.field(b"X-A"), Some(&b"1"[..]));
+        assert!(matches!(decoded.fields_ref(), FieldsRef::Packed { .. }));
     }
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rampart_proto::h2conn::HeadWriter;
-use rampart_proto::h2map::{is_connection_specific, is_pseudo};
+use rampart_proto::h2map::crosses_into_h2;
 use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
 use super::choice::StatusRetry;
@@ -119,11 +119,8 @@ fn write_request_head(
     w.field(b":authority", authority);
     w.field(b":path", &head.target);
     sent_fields(head, |name, value| {
-        let dropped = name.eq_ignore_ascii_case(b"host")
-            || name.eq_ignore_ascii_case(b"te")
-            || is_connection_specific(name, value)
-            || is_pseudo(name);
-        if !dropped {
+        let dropped = name.eq_ignore_ascii_case(b"host") || name.eq_ignore_ascii_case(b"te");
+        if !dropped && crosses_into_h2(name, value) {
             w.field(name, value);
         }
     });
@@ -242,7 +239,7 @@ async fn send_body<D: Downstream>(
 
 /// Ends the request body: with trailers (those HTTP/2 may carry), or an empty DATA frame.
 async fn end_with(body: &UpStream, trailers: FieldsRef<'_>, limit: Duration) -> Result<(), HttpError> {
-    let crosses = |n: &[u8], v: &[u8]| !is_pseudo(n) && !is_connection_specific(n, v);
+    let crosses = crosses_into_h2;
     if !trailers.iter().any(|(n, v)| crosses(n, v)) {
         return body.send_data(&[], true, limit).await;
     }
@@ -265,7 +262,7 @@ impl BodySink for UpSink<'_> {
     }
 
     fn end(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        let crosses = |n: &[u8], v: &[u8]| !is_pseudo(n) && !is_connection_specific(n, v);
+        let crosses = crosses_into_h2;
         let ended = if trailers.iter().any(|(n, v)| crosses(n, v)) {
             self.0.send_trailers(|w| {
                 for (name, value) in trailers.iter().filter(|(n, v)| crosses(n, v)) {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rampart_proto::h2conn::HeadWriter;
-use rampart_proto::h2map::{is_connection_specific, is_pseudo};
+use rampart_proto::h2map::crosses_into_h2;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
@@ -84,10 +84,9 @@ pub(super) fn grpc_status(status: u16) -> u8 {
     }
 }
 
-/// The fields of a head or trailers that may cross into HTTP/2: no connection-specific ones, no
-/// pseudo-header fields.
+/// The fields of a head or trailers that may cross into HTTP/2 (see [`crosses_into_h2`]).
 fn crosses(name: &[u8], value: &[u8]) -> bool {
-    !is_pseudo(name) && !is_connection_specific(name, value)
+    crosses_into_h2(name, value)
 }
 
 impl H2Downstream<'_, '_> {

@@ -249,9 +249,16 @@ fn the_client_cert_header_is_ours_alone() {
 
 #[test]
 fn a_head_from_http2_gets_its_reason_its_length_and_clean_trailers() {
-    let mut map = http::HeaderMap::new();
-    map.append("content-type", "application/grpc".parse().unwrap());
-    let head = rampart_proto::message::ResponseHead::from_map(200, map, BodyLength::Exact(0));
+    let fields = vec![rampart_proto::h1::Field {
+        name: (0, 12),
+        value: (12, 28),
+    }];
+    let head = rampart_proto::message::ResponseHead::laid_out(
+        200,
+        b"content-typeapplication/grpc".to_vec(),
+        fields,
+        BodyLength::Exact(0),
+    );
     let header = ResponseParts::of(&head, (0, 0), Cow::Owned(HeaderOps::default()));
     assert_eq!(
         written(&header, false, false),
