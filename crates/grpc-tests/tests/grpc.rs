@@ -4,6 +4,7 @@ mod common;
 mod echo_direct;
 mod grpc_calls;
 mod grpc_errors;
+mod grpc_interop;
 mod grpc_tls;
 
 /// With `autotests = false`, a test file not declared above would never be built or run.

@@ -28,6 +28,8 @@ enum Behaviour {
 struct H2Backend {
     addr: SocketAddr,
     connections: Arc<AtomicUsize>,
+    /// Connections that ended (the proxy closed them).
+    closed: Arc<AtomicUsize>,
 }
 
 impl H2Backend {
@@ -36,17 +38,26 @@ impl H2Backend {
         let addr = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();
         let connections = Arc::new(AtomicUsize::new(0));
-        let count = connections.clone();
+        let closed = Arc::new(AtomicUsize::new(0));
+        let (count, ended) = (connections.clone(), closed.clone());
         std::thread::spawn(move || {
             runtime().block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(listener).unwrap();
                 while let Ok((tcp, _)) = listener.accept().await {
                     let first_connection = count.fetch_add(1, Ordering::SeqCst) == 0;
-                    tokio::spawn(serve(tcp, behaviour, first_connection));
+                    let ended = ended.clone();
+                    tokio::spawn(async move {
+                        serve(tcp, behaviour, first_connection).await;
+                        ended.fetch_add(1, Ordering::SeqCst);
+                    });
                 }
             })
         });
-        H2Backend { addr, connections }
+        H2Backend {
+            addr,
+            connections,
+            closed,
+        }
     }
 }
 
@@ -163,6 +174,31 @@ fn refused_streams_and_goaway_from_the_upstream_fail_no_client_request() {
         // Each refusal or GOAWAY moved the requests to a new connection.
         assert!(backend.connections.load(Ordering::SeqCst) >= 2);
     }
+}
+
+/// A pooled h2c connection the pool lets go of (idle past `pool_idle_timeout`) is closed, with
+/// GOAWAY, by its own task; requests are served on one connection until then.
+#[test]
+fn an_idle_h2c_upstream_connection_is_closed_after_the_pool_idle_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = H2Backend::start(Behaviour::Trailers);
+    let (_proxy, port) = gateway(
+        dir.path(),
+        &[backend.addr.to_string()],
+        "",
+        "protocol = \"h2c\"\npool_idle_timeout = \"1s\"",
+    );
+    for i in 0..3 {
+        let (status, body) = super::curl(&["--http1.1", &format!("http://127.0.0.1:{port}/idle{i}")]);
+        assert_eq!(
+            (status.as_str(), body.as_str()),
+            ("1.1 200", format!("/idle{i}").as_str())
+        );
+    }
+    assert_eq!(backend.connections.load(Ordering::SeqCst), 1);
+    crate::common::tls::eventually("the idle upstream connection closes", || {
+        backend.closed.load(Ordering::SeqCst) == 1
+    });
 }
 
 #[test]

@@ -268,35 +268,40 @@ pub(crate) fn handshake(stream: Stream, stream_window: u32, connection_window: u
 async fn drive(stream: Stream, mux: &SharedUpMux) {
     let mut io = ConnIo::new(stream, &[]);
     loop {
-        match poll_fn(|cx| io.poll_step(cx, &**mux)).await {
-            Ok(Step::Read) => {
+        // Woken with nothing read or written, the connection looks whether it is still wanted.
+        let step = poll_fn(|cx| {
+            let unwanted = {
+                let m = mux.borrow();
+                m.abandoned && m.slots.is_empty()
+            };
+            if unwanted {
+                return Poll::Ready(None);
+            }
+            io.poll_step(cx, &**mux).map(Some)
+        })
+        .await;
+        match step {
+            None => {
+                mux.borrow_mut().conn.go_away(ErrorCode::NoError);
+                break;
+            }
+            Some(Ok(Step::Read)) => {
                 if let Err(e) = io.process(&**mux) {
                     tracing::debug!("upstream HTTP/2 connection failed: {e}");
                     break;
                 }
             }
-            Ok(Step::Wrote) => {
+            Some(Ok(Step::Wrote)) => {
                 let mut m = mux.borrow_mut();
                 for slot in m.slots.values_mut() {
                     wake(&mut slot.writer);
                 }
             }
-            Ok(Step::Closed) => break,
-            Err(e) => {
+            Some(Ok(Step::Closed)) => break,
+            Some(Err(e)) => {
                 tracing::debug!("upstream HTTP/2 connection ended: {e}");
                 break;
             }
-        }
-        let done = {
-            let mut m = mux.borrow_mut();
-            let done = m.abandoned && m.slots.is_empty();
-            if done {
-                m.conn.go_away(ErrorCode::NoError);
-            }
-            done
-        };
-        if done {
-            break;
         }
     }
     mux.borrow_mut().close();
