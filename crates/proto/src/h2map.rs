@@ -88,32 +88,20 @@ pub fn is_connection_specific(name: &[u8], value: &[u8]) -> bool {
         || (name.eq_ignore_ascii_case(b"te") && !value.eq_ignore_ascii_case(b"trailers"))
 }
 
-fn is_token_lower(name: &[u8]) -> bool {
-    !name.is_empty()
-        && name.iter().all(|&b| {
-            b.is_ascii_lowercase()
-                || b.is_ascii_digit()
-                || matches!(
-                    b,
-                    b'!' | b'#'
-                        | b'$'
-                        | b'%'
-                        | b'&'
-                        | b'\''
-                        | b'*'
-                        | b'+'
-                        | b'-'
-                        | b'.'
-                        | b'^'
-                        | b'_'
-                        | b'`'
-                        | b'|'
-                        | b'~'
-                )
-        })
+pub(crate) fn is_token_lower(name: &[u8]) -> bool {
+    !name.is_empty() && name.iter().all(|&b| b.is_ascii_lowercase() || is_token_symbol(b))
 }
 
-fn is_clean_value(value: &[u8]) -> bool {
+/// A token's octets other than letters (RFC 9110 5.6.2).
+fn is_token_symbol(b: u8) -> bool {
+    b.is_ascii_digit()
+        || matches!(
+            b,
+            b'!' | b'#' | b'$' | b'%' | b'&' | b'\'' | b'*' | b'+' | b'-' | b'.' | b'^' | b'_' | b'`' | b'|' | b'~'
+        )
+}
+
+pub(crate) fn is_clean_value(value: &[u8]) -> bool {
     !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
 }
 
@@ -351,7 +339,7 @@ pub fn crosses_into_h2(name: &[u8], value: &[u8]) -> bool {
         && !is_connection_specific(name, value)
         && is_clean_value(value)
         && !name.is_empty()
-        && name.iter().all(|b| is_token_lower(&[b.to_ascii_lowercase()]))
+        && name.iter().all(|&b| b.is_ascii_alphabetic() || is_token_symbol(b))
 }
 
 #[cfg(any(test, feature = "fuzzing"))]

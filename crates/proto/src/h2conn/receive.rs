@@ -312,8 +312,7 @@ impl Connection {
                 Ok(Some(Event::Request { stream, end_stream }))
             }
             Ok(Headers::Trailers) => {
-                let pseudo = self.fields.iter().any(|f| f.name(&self.decoded).starts_with(b":"));
-                if too_large || pseudo {
+                if too_large || !self.section_is_clean(0) {
                     return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
                 }
                 Ok(Some(Event::Trailers { stream }))
@@ -352,9 +351,8 @@ impl Connection {
         }
         let (answered, head_request) = (live.answered, live.head_request);
         let decoded = &self.decoded;
-        let pseudo = |at: usize| self.fields.get(at).is_some_and(|f| f.name(decoded).starts_with(b":"));
         if answered {
-            if !end_stream || pseudo(0) {
+            if !end_stream || !self.section_is_clean(0) {
                 return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
             }
             self.streams.recv_end(stream);
@@ -371,7 +369,7 @@ impl Connection {
             _ => 0,
         };
         // One :status, first; a 101 has no place in HTTP/2 (RFC 9113 8.6).
-        if status == 0 || status == 101 || pseudo(1) || (status < 200 && end_stream) {
+        if status == 0 || status == 101 || !self.section_is_clean(1) || (status < 200 && end_stream) {
             return Ok(Some(self.reset_event(stream, ErrorCode::Protocol)));
         }
         if status >= 200 {
@@ -392,6 +390,18 @@ impl Connection {
             }
         }
         Ok(Some(Event::Response { stream, end_stream }))
+    }
+
+    /// Whether the decoded section's fields from `from` on are ones HTTP/2 allows (RFC 9113
+    /// 8.2.1): no pseudo-header field, names lowercase tokens, values without CR, LF or NUL. A
+    /// response head or trailers that break this is malformed: it would otherwise reach an
+    /// HTTP/1.1 peer as split lines. (Request heads are checked where they are laid out.)
+    fn section_is_clean(&self, from: usize) -> bool {
+        let decoded = &self.decoded;
+        self.fields.iter().skip(from).all(|f| {
+            let (name, value) = (f.name(decoded), f.value(decoded));
+            crate::h2map::is_token_lower(name) && crate::h2map::is_clean_value(value)
+        })
     }
 
     /// A stream past the GOAWAY this server sent: never served.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::h2frame::ErrorCode;
 use crate::h2frame::{self, decode, flag, kind, write_header, Frame, PREFACE};
 use crate::hpack::Encoder;
 
@@ -337,4 +338,54 @@ fn goaway_lets_the_streams_seen_finish_and_drops_later_ones() {
     // The output this test read back decodes as frames.
     assert!(decode(&[], 16_384).unwrap().is_none());
     let _ = Frame::Unknown { kind: 0, stream: 0 };
+}
+
+/// A response head or trailers with a value an HTTP/1.1 peer would read as split lines (or a
+/// name that is not a lowercase token) is malformed: the stream is reset, nothing is passed on.
+#[test]
+fn fields_http2_forbids_reset_the_stream_on_either_side() {
+    // Client side: a response with CR LF in a value.
+    let mut conn = Connection::client(ClientConfig {
+        max_header_list_size: 16 * 1024,
+        stream_window: 65_535,
+        connection_window: 65_535,
+    });
+    let id = conn
+        .open_stream(true, false, |w| {
+            w.field(b":method", b"GET");
+            w.field(b":scheme", b"http");
+            w.field(b":authority", b"a");
+            w.field(b":path", b"/");
+        })
+        .unwrap();
+    let mut wire = Vec::new();
+    h2frame::write_settings(&mut wire, false, &[]);
+    let mut block = Vec::new();
+    Encoder::default().encode(
+        [(&b":status"[..], &b"200"[..]), (b"x-split", b"a\r\nset-cookie: b")],
+        &mut block,
+    );
+    h2frame::write_headers(&mut wire, id, &block, false, 16_384);
+    let events = run(&mut conn, &mut wire).unwrap();
+    assert!(
+        matches!(events[..], [Event::Reset { code, by_peer: false, .. }] if code == ErrorCode::Protocol as u32),
+        "{events:?}"
+    );
+    // Server side: trailers with an uppercase name.
+    let mut conn = Connection::server(config());
+    let mut client = Client::new();
+    client.request(1, "/", false);
+    let mut block = Vec::new();
+    client.encoder.encode([(&b"X-Upper"[..], &b"1"[..])], &mut block);
+    // The encoder lowercases names; write the literal by hand instead.
+    block.clear();
+    block.extend_from_slice(&[0x00, 7]);
+    block.extend_from_slice(b"X-Upper");
+    block.extend_from_slice(&[1, b'1']);
+    h2frame::write_headers(&mut client.wire, 1, &block, true, 16_384);
+    let events = run(&mut conn, &mut client.wire).unwrap();
+    assert!(
+        matches!(events[..], [Event::Request { .. }, Event::Reset { code, .. }] if code == ErrorCode::Protocol as u32),
+        "{events:?}"
+    );
 }

@@ -21,7 +21,7 @@ use crate::http::context::RequestContext;
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream};
 use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2::upstream::{ResponseIn, UpStream};
-use crate::http::h2::Incoming;
+use crate::http::h2::{within, Incoming};
 use crate::http::h2pool::H2Conn;
 use crate::http::head_out::{sent_fields, RequestParts, ResponseParts};
 use crate::worker::WorkerContext;
@@ -142,9 +142,9 @@ async fn receive<D: Downstream>(
     let settings = req.upstream().http;
     down.release_read_buffer();
     let sent_at = tokio::time::Instant::now();
-    let response = match tokio::time::timeout(settings.response_header_timeout, stream.response()).await {
-        Ok(r) => r?,
-        Err(_) => return Err(HttpError::UpstreamTimeout),
+    let response = match within(settings.response_header_timeout, stream.response()).await {
+        Some(r) => r?,
+        None => return Err(HttpError::UpstreamTimeout),
     };
     let ResponseIn {
         status,
@@ -288,15 +288,15 @@ async fn stream_response_body<D: Downstream>(
     read_timeout: Duration,
 ) -> Result<(), HttpError> {
     loop {
-        match tokio::time::timeout(read_timeout, stream.data()).await {
-            Err(_) => return Err(HttpError::UpstreamReadTimeout),
-            Ok(Incoming::Data(bytes)) => {
+        match within(read_timeout, stream.data()).await {
+            None => return Err(HttpError::UpstreamReadTimeout),
+            Some(Incoming::Data(bytes)) => {
                 let len = bytes.len();
                 down.send_bytes(bytes).await?;
                 stream.release(len);
             }
-            Ok(Incoming::Reset) => return Err(HttpError::UpstreamClosedEarly),
-            Ok(Incoming::End) => break,
+            Some(Incoming::Reset) => return Err(HttpError::UpstreamClosedEarly),
+            Some(Incoming::End) => break,
         }
     }
     match stream.take_trailers() {

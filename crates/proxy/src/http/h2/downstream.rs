@@ -13,6 +13,7 @@ use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
 use super::mux::{Incoming, StreamIo};
+use super::within;
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::head_out::{response_fields, ResponseParts};
@@ -50,16 +51,16 @@ impl BodySource for H2BodySource {
 impl H2BodySource {
     async fn pump_inner(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         loop {
-            match tokio::time::timeout(self.timeout, self.io.data()).await {
-                Err(_) => return Err(HttpError::ClientBodyTimeout),
-                Ok(Incoming::Data(bytes)) => {
+            match within(self.timeout, self.io.data()).await {
+                None => return Err(HttpError::ClientBodyTimeout),
+                Some(Incoming::Data(bytes)) => {
                     let len = bytes.len();
                     to.send_bytes(bytes, write_timeout).await?;
                     // Passed on: the client may send as much again.
                     self.io.release(len);
                 }
-                Ok(Incoming::Reset) => return Err(HttpError::ClientGone),
-                Ok(Incoming::End) => break,
+                Some(Incoming::Reset) => return Err(HttpError::ClientGone),
+                Some(Incoming::End) => break,
             }
         }
         match self.io.take_trailers() {
@@ -162,14 +163,14 @@ impl Downstream for H2Downstream<'_, '_> {
                 return Err(HttpError::ClientGone);
             }
             self.s.release_last();
-            match tokio::time::timeout(self.body_timeout, self.s.io.data()).await {
-                Err(_) => return Err(HttpError::ClientBodyTimeout),
-                Ok(Incoming::Data(bytes)) => {
+            match within(self.body_timeout, self.s.io.data()).await {
+                None => return Err(HttpError::ClientBodyTimeout),
+                Some(Incoming::Data(bytes)) => {
                     self.s.request_data = bytes;
                     return Ok(BodyFrame::Shared(&self.s.request_data));
                 }
-                Ok(Incoming::Reset) => return Err(HttpError::ClientGone),
-                Ok(Incoming::End) => {
+                Some(Incoming::Reset) => return Err(HttpError::ClientGone),
+                Some(Incoming::End) => {
                     self.s.request_ended = true;
                     self.s.request_trailers = self.s.io.take_trailers();
                 }

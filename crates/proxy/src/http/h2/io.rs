@@ -108,17 +108,11 @@ impl ConnIo {
                 self.held = false;
                 return Poll::Ready(Ok(Step::Read));
             }
-            // The buffer is taken only once the socket is readable, and an idle connection
-            // (nothing waiting, no stream open) gives it back: an idle HTTP/2 connection holds
-            // no read buffer.
+            // The buffer is taken only once the socket is readable (an idle connection gave it
+            // back: `release_if_idle`).
             match self.stream.poll_read_ready(cx) {
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => {
-                    if self.inbuf.is_empty() && self.written == 0 && m.idle() {
-                        self.inbuf = BytesMut::new();
-                        m.conn().release_buffers();
-                    }
-                }
+                Poll::Pending => {}
                 Poll::Ready(Ok(())) => {
                     if self.inbuf.capacity() - self.inbuf.len() < READ_ROOM {
                         self.inbuf.reserve(2 * READ_ROOM);
@@ -177,6 +171,18 @@ impl ConnIo {
                 self.held = !self.inbuf.is_empty();
                 return Ok(());
             }
+        }
+    }
+
+    /// Gives back the read buffer and the connection's scratch buffers while nothing is in them
+    /// and no stream is open (an idle connection then holds neither). Called now and then, not
+    /// per read: a connection between two bursts of requests would otherwise give its buffers
+    /// back and take new ones for every burst.
+    pub fn release_if_idle(&mut self, mux: &RefCell<impl Driven>) {
+        let mut m = mux.borrow_mut();
+        if self.inbuf.is_empty() && self.written == 0 && m.idle() && self.inbuf.capacity() > 0 {
+            self.inbuf = BytesMut::new();
+            m.conn().release_buffers();
         }
     }
 

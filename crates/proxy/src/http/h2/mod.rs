@@ -47,6 +47,8 @@ mod downstream;
 mod io;
 mod mux;
 mod stream;
+mod within;
+pub(crate) use within::within;
 pub(crate) mod upstream;
 
 /// What the streams of one connection share.
@@ -203,6 +205,9 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
             },
             _ = tick.tick() => {
                 count_received(ctx, &info, io.take_received());
+                if streams.is_empty() {
+                    io.release_if_idle(&*mux);
+                }
                 if !mux.borrow().conn.established() && began.elapsed() >= handshake_timeout {
                     break;
                 }

@@ -312,10 +312,10 @@ impl StreamIo {
         loop {
             let before = rest.len();
             let sending = poll_fn(|cx| self.poll_send(cx, &mut rest, end, sent));
-            match tokio::time::timeout(limit, sending).await {
-                Ok(result) => return result,
-                Err(_) if rest.len() < before => continue,
-                Err(_) => {
+            match super::within(limit, sending).await {
+                Some(result) => return result,
+                None if rest.len() < before => continue,
+                None => {
                     tracing::debug!("HTTP/2 stream stalled: the client's window stayed shut");
                     return Err(HttpError::ClientGone);
                 }

@@ -414,10 +414,10 @@ impl UpStream {
         let mut rest = data;
         loop {
             let before = rest.len();
-            match tokio::time::timeout(limit, poll_fn(|cx| self.poll_send(cx, &mut rest, end))).await {
-                Ok(result) => return result,
-                Err(_) if rest.len() < before => continue,
-                Err(_) => return Err(HttpError::UpstreamWriteTimeout),
+            match super::within(limit, poll_fn(|cx| self.poll_send(cx, &mut rest, end))).await {
+                Some(result) => return result,
+                None if rest.len() < before => continue,
+                None => return Err(HttpError::UpstreamWriteTimeout),
             }
         }
     }
