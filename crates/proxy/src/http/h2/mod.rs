@@ -43,6 +43,7 @@ use crate::tls::info::OwnedTlsInfo;
 use crate::worker::WorkerContext;
 
 mod client_stream;
+mod core;
 mod downstream;
 mod io;
 mod mux;
@@ -185,7 +186,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                         (m.opened.pop(), std::mem::take(&mut m.peer_resets))
                     };
                     if let Some((id, end_stream)) = opened {
-                        let head = stream::lay_out_head(ctx, &info, &mux.borrow().conn, end_stream);
+                        let head = stream::lay_out_head(ctx, &info, &mux.borrow().core.conn, end_stream);
                         let io = StreamIo { mux: mux.clone(), id };
                         streams.push(Box::pin(stream::serve(ctx, &info, io, head, end_stream)));
                     }
@@ -196,7 +197,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                         info.enhance_your_calm();
                     }
                 }
-                Ok(io::Step::Wrote) => mux.borrow_mut().wake_writers(),
+                Ok(io::Step::Wrote) => mux.borrow_mut().core.wake_writers(),
                 Ok(io::Step::Closed) => break,
                 Err(e) => {
                     tracing::debug!("HTTP/2 connection from {client} failed: {e}");
@@ -208,21 +209,21 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                 if streams.is_empty() {
                     io.release_if_idle(&*mux);
                 }
-                if !mux.borrow().conn.established() && began.elapsed() >= handshake_timeout {
+                if !mux.borrow().core.conn.established() && began.elapsed() >= handshake_timeout {
                     break;
                 }
             }
         }
         if info.calm.get() {
             tracing::debug!("HTTP/2 client {client} reset too many streams: GOAWAY ENHANCE_YOUR_CALM");
-            mux.borrow_mut().conn.go_away(ErrorCode::EnhanceYourCalm);
+            mux.borrow_mut().core.conn.go_away(ErrorCode::EnhanceYourCalm);
             info.calm.set(false);
             ending = true;
         }
         let idle = streams.is_empty() && idle_since.elapsed() >= keepalive;
         if !shutting_down && (ctx.http.parking.is_closed() || idle || info.retired.get()) {
             // In-flight streams complete; no new ones are taken.
-            mux.borrow_mut().conn.go_away(ErrorCode::NoError);
+            mux.borrow_mut().core.conn.go_away(ErrorCode::NoError);
             shutting_down = true;
         }
         let flushed = io.flushed(&*mux);
@@ -230,7 +231,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
             break;
         }
     }
-    mux.borrow_mut().close();
+    mux.borrow_mut().core.close();
     drop(streams);
     io.finish(&*mux, Duration::from_secs(1)).await;
     count_received(ctx, &info, io.take_received());
