@@ -288,7 +288,7 @@ impl Checker<'_> {
             }
         }
         // HTTP/2 by ALPN on HTTP listeners that have not turned it off.
-        let h2 = http && l.http2.as_ref().is_none_or(|on| *on.get_ref());
+        let h2 = http && l.http2.as_ref().is_none_or(|on| on.get_ref().on());
         let tls = l
             .tls
             .as_ref()

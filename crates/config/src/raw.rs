@@ -158,7 +158,7 @@ pub struct RawListener {
     pub keepalive_timeout: Option<Spanned<String>>,
     pub access_log: Option<Spanned<RawAccessLog>>,
     /// HTTP/2 on this listener (default on) and its limits.
-    pub http2: Option<Spanned<bool>>,
+    pub http2: Option<Spanned<RawHttp2>>,
     pub http2_max_concurrent_streams: Option<Spanned<i64>>,
     #[serde(default, deserialize_with = "described::size")]
     pub http2_max_header_list_size: Option<Spanned<String>>,
@@ -181,6 +181,22 @@ pub struct RawListener {
     /// `[listeners.NAME.error_pages]`: status or class (`"5xx"`) to page.
     #[serde(default)]
     pub error_pages: RawErrorPages,
+}
+
+/// `http2`: `true`, `false`, or `"only"` (in clear, HTTP/2 by prior knowledge and nothing else).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawHttp2 {
+    On(bool),
+    Mode(String),
+}
+
+impl RawHttp2 {
+    /// Whether HTTP/2 is on at all (`false` turns it off; a mode other than `"only"` is an error
+    /// reported where the settings are compiled).
+    pub fn on(&self) -> bool {
+        !matches!(self, RawHttp2::On(false))
+    }
 }
 
 /// `error_pages`: `404 = "errors/404.html"`, `5xx = { html = "5xx.html", json = "5xx.json" }`,

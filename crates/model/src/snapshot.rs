@@ -240,6 +240,9 @@ pub struct Http2Settings {
     /// Streams a client may reset in one second before the connection gets GOAWAY
     /// ENHANCE_YOUR_CALM (CVE-2023-44487, "rapid reset").
     pub max_resets_per_second: u32,
+    /// `http2 = "only"`: in clear the port speaks HTTP/2 by prior knowledge and nothing else
+    /// (bytes that are not the preface close the connection without an HTTP/1.1 answer).
+    pub prior_knowledge_only: bool,
 }
 
 impl Default for Http2Settings {
@@ -250,6 +253,7 @@ impl Default for Http2Settings {
             stream_window: defaults::HTTP2_STREAM_WINDOW,
             connection_window: defaults::HTTP2_CONNECTION_WINDOW,
             max_resets_per_second: defaults::HTTP2_MAX_RESETS_PER_SECOND,
+            prior_knowledge_only: false,
         }
     }
 }

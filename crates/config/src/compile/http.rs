@@ -12,7 +12,7 @@ use regex::bytes::Regex;
 use toml::Spanned;
 
 use super::{Checker, LiveState};
-use crate::raw::{RawListener, RawMatch, RawRoute};
+use crate::raw::{RawHttp2, RawListener, RawMatch, RawRoute};
 use rampart_model::defaults;
 
 impl Checker<'_> {
@@ -113,9 +113,15 @@ impl Checker<'_> {
 
     /// The listener's HTTP/2 settings, `None` when `http2 = false`.
     pub(super) fn http2(&mut self, l: &RawListener) -> Option<Http2Settings> {
-        if l.http2.as_ref().is_some_and(|on| !*on.get_ref()) {
-            return None;
-        }
+        let prior_knowledge_only = match l.http2.as_ref().map(|v| (v.get_ref(), v.span())) {
+            Some((RawHttp2::On(false), _)) => return None,
+            None | Some((RawHttp2::On(true), _)) => false,
+            Some((RawHttp2::Mode(mode), _)) if mode == "only" => true,
+            Some((RawHttp2::Mode(mode), span)) => {
+                self.error(span, format!("http2 must be true, false or \"only\", not {mode:?}"));
+                false
+            }
+        };
         let d = Http2Settings::default();
         let mut count = |v: &Option<Spanned<i64>>, key: &str, default: u32, min: i64, max: i64| {
             v.as_ref()
@@ -151,6 +157,7 @@ impl Checker<'_> {
             stream_window: window(self, &l.http2_stream_window, d.stream_window),
             connection_window: window(self, &l.http2_connection_window, d.connection_window),
             max_resets_per_second,
+            prior_knowledge_only,
         })
     }
 

@@ -143,11 +143,15 @@ fn h2spec_passes_in_clear_and_over_tls() {
     let (_clear_proxy, clear) = gateway(dir.path(), &[backend.target()], "", "");
     let tls_dir = tempfile::tempdir().unwrap();
     let (_tls_proxy, secure) = gateway(tls_dir.path(), &[backend.target()], &tls, "");
+    // `http2 = "only"`: the cleartext port speaks HTTP/2 by prior knowledge and nothing else.
+    let only_dir = tempfile::tempdir().unwrap();
+    let (_only_proxy, only) = gateway(only_dir.path(), &[backend.target()], "http2 = \"only\"", "");
     // In clear, HTTP/1.1 shares the port: bytes that are no HTTP/2 preface are read as HTTP/1.1
     // and a malformed request line gets its 400 before the close (docs/http2.md says why).
     let allowed_in_clear = ["Sends invalid connection preface"];
     for (port, extra, allowed) in [
         (clear, &[][..], &allowed_in_clear[..]),
+        (only, &[][..], &[][..]),
         (secure, &["-t", "-k"][..], &[][..]),
     ] {
         let (_, report) = h2spec(port, extra);

@@ -42,8 +42,12 @@ fn http2_is_on_by_default_and_its_limits_are_read() {
             stream_window: 8 << 20,
             connection_window: 16 << 20,
             max_resets_per_second: 50,
+            prior_knowledge_only: false,
         }
     );
+    let only = http2_of(&listener("http2 = \"only\"", "")).unwrap();
+    assert!(only.prior_knowledge_only);
+    assert!(!http2_of(&listener("http2 = true", "")).unwrap().prior_knowledge_only);
 }
 
 #[test]
@@ -60,6 +64,11 @@ fn bad_http2_keys_and_upstream_protocols_point_at_their_values() {
             "test.toml:5:23: size 1024 is out of range",
         ),
         ("", "protocol = \"h3\"", "test.toml:8:12: unknown protocol `h3`"),
+        (
+            "http2 = \"sometimes\"",
+            "",
+            "test.toml:5:9: http2 must be true, false or \"only\", not \"sometimes\"",
+        ),
         (
             "",
             "protocol = \"h2\"",

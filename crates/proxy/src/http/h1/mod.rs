@@ -164,11 +164,15 @@ impl<'a> RequestPath<'a, Stream> {
                     Poll::Pending => continue,
                 }
             }
-            if first && self.http().http2.is_some() && matches!(self.stream, Stream::Tcp(_)) {
-                match self.sniff_preface().await {
-                    Some(Preface::Http2) => return Next::Http2,
-                    Some(Preface::Invalid) | None => return Next::Close,
-                    Some(_) => {}
+            if first && matches!(self.stream, Stream::Tcp(_)) {
+                if let Some(h2) = self.http().http2 {
+                    match self.sniff_preface().await {
+                        Some(Preface::Http2) => return Next::Http2,
+                        Some(Preface::Invalid) | None => return Next::Close,
+                        // `http2 = "only"`: no HTTP/1.1 on this port, not even a 400.
+                        Some(_) if h2.prior_knowledge_only => return Next::Close,
+                        Some(_) => {}
+                    }
                 }
             }
             // Requests are handled in a boxed future that exists only while they keep coming
