@@ -289,11 +289,6 @@ impl Connection {
         self.streams.open_count()
     }
 
-    /// Whether GOAWAY has gone.
-    pub fn going_away(&self) -> bool {
-        self.goaway.is_some()
-    }
-
     /// Frees the scratch buffers (output, field blocks) while the connection has nothing in
     /// them: an idle connection keeps only its settings, windows and HPACK tables.
     pub fn release_buffers(&mut self) {
@@ -309,11 +304,6 @@ impl Connection {
     /// The last field section decoded, moved out (the next one is decoded into new storage).
     pub fn take_fields(&mut self) -> (Vec<u8>, Vec<Field>) {
         (std::mem::take(&mut self.decoded), std::mem::take(&mut self.fields))
-    }
-
-    /// The peer's settings.
-    pub fn peer_settings(&self) -> &Settings {
-        &self.peer
     }
 
     /// The last stream the peer opened, as GOAWAY names it (a server opens none toward a client).

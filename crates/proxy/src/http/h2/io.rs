@@ -10,27 +10,25 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use std::cell::RefCell;
-use std::task::Waker;
 
-use bytes::{Buf, Bytes, BytesMut};
-use rampart_proto::h2conn::{Connection, ConnectionError, Event};
+use bytes::{Buf, BytesMut};
+use rampart_proto::h2conn::{ConnectionError, Event};
 use rampart_proto::h2frame::HEADER_LEN;
 use tokio::io::AsyncWrite;
 use tokio_util::io::poll_read_buf;
 
+use super::core::MuxCore;
 use crate::stream::Stream;
 
-/// A side's mux, as the socket's driver sees it: the connection, and where what it reads goes.
+/// A side's mux, as the socket's driver sees it: the shared core (the connection, the streams'
+/// slots), and what the side does with an event.
 pub(crate) trait Driven {
-    fn conn(&mut self) -> &mut Connection;
-    /// The task to wake when there is output to write.
-    fn set_driver(&mut self, waker: &Waker);
-    /// DATA for `stream` (a slice of the read buffer).
-    fn deliver(&mut self, stream: u32, data: Bytes, end: bool);
-    /// Any other event; `true` stops the reading there (a new stream to lay out first).
+    /// The side's own part of a stream's slot.
+    type Slot: Default;
+    fn core(&mut self) -> &mut MuxCore<Self::Slot>;
+    /// An event other than DATA (which goes to its stream's slot); `true` stops the reading
+    /// there (a new stream to lay out first).
     fn on_event(&mut self, event: Event) -> bool;
-    /// No stream is open: the connection may give its read buffer back.
-    fn idle(&self) -> bool;
 }
 
 /// Room kept free for a read: a whole frame of the largest size this side accepts.
@@ -77,10 +75,10 @@ impl ConnIo {
     /// Writes what it can of the output, then reads what it can.
     pub fn poll_step(&mut self, cx: &mut Context<'_>, mux: &RefCell<impl Driven>) -> Poll<io::Result<Step>> {
         let mut m = mux.borrow_mut();
-        m.set_driver(cx.waker());
+        m.core().set_driver(cx.waker());
         let mut wrote = false;
         loop {
-            let out = m.conn().output();
+            let out = m.core().conn.output();
             if self.written == out.len() {
                 if self.written > 0 {
                     out.clear();
@@ -103,7 +101,7 @@ impl ConnIo {
                 return Poll::Ready(Err(e));
             }
         }
-        if m.conn().wants_input() {
+        if m.core().conn.wants_input() {
             if self.held {
                 self.held = false;
                 return Poll::Ready(Ok(Step::Read));
@@ -142,7 +140,7 @@ impl ConnIo {
     pub fn process(&mut self, mux: &RefCell<impl Driven>) -> Result<(), ConnectionError> {
         let mut m = mux.borrow_mut();
         loop {
-            let received = match m.conn().receive(&self.inbuf) {
+            let received = match m.core().conn.receive(&self.inbuf) {
                 Ok(r) => r,
                 Err(e) => {
                     self.inbuf.clear();
@@ -151,7 +149,7 @@ impl ConnIo {
             };
             let Some(event) = received.event else {
                 self.inbuf.advance(received.used);
-                self.held = !self.inbuf.is_empty() && !m.conn().wants_input();
+                self.held = !self.inbuf.is_empty() && !m.core().conn.wants_input();
                 return Ok(());
             };
             if let Event::Data {
@@ -162,7 +160,7 @@ impl ConnIo {
             } = event
             {
                 let frames = self.inbuf.split_to(received.used).freeze();
-                m.deliver(stream, frames.slice(at..at + len), end_stream);
+                m.core().deliver(stream, frames.slice(at..at + len), end_stream);
                 continue;
             }
             self.inbuf.advance(received.used);
@@ -180,20 +178,20 @@ impl ConnIo {
     /// back and take new ones for every burst.
     pub fn release_if_idle(&mut self, mux: &RefCell<impl Driven>) {
         let mut m = mux.borrow_mut();
-        if self.inbuf.is_empty() && self.written == 0 && m.idle() && self.inbuf.capacity() > 0 {
+        if self.inbuf.is_empty() && self.written == 0 && m.core().slots.is_empty() && self.inbuf.capacity() > 0 {
             self.inbuf = BytesMut::new();
-            m.conn().release_buffers();
+            m.core().conn.release_buffers();
         }
     }
 
     /// Whether all the output has been written.
     pub fn flushed(&self, mux: &RefCell<impl Driven>) -> bool {
-        mux.borrow_mut().conn().output().len() == self.written
+        mux.borrow_mut().core().conn.output().len() == self.written
     }
 
     /// Writes what output is left (a last GOAWAY), for at most `limit`, and closes.
     pub async fn finish(&mut self, mux: &RefCell<impl Driven>, limit: Duration) {
-        let out = std::mem::take(mux.borrow_mut().conn().output());
+        let out = std::mem::take(mux.borrow_mut().core().conn.output());
         let rest = out.get(self.written..).unwrap_or_default();
         let _ = tokio::time::timeout(limit, async {
             use tokio::io::AsyncWriteExt;

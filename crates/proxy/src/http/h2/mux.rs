@@ -7,7 +7,6 @@
 use std::cell::RefCell;
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::Waker;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -54,20 +53,10 @@ impl Mux {
 }
 
 impl Driven for Mux {
-    fn conn(&mut self) -> &mut Connection {
-        &mut self.core.conn
-    }
+    type Slot = ();
 
-    fn set_driver(&mut self, waker: &Waker) {
-        self.core.set_driver(waker);
-    }
-
-    fn deliver(&mut self, id: u32, data: Bytes, end: bool) {
-        self.core.deliver(id, data, end);
-    }
-
-    fn idle(&self) -> bool {
-        self.core.slots.is_empty()
+    fn core(&mut self) -> &mut MuxCore<()> {
+        &mut self.core
     }
 
     fn on_event(&mut self, event: Event) -> bool {

@@ -9,10 +9,9 @@
 use std::cell::{Cell, RefCell};
 use std::future::poll_fn;
 use std::rc::Rc;
-use std::task::{Poll, Waker};
+use std::task::Poll;
 use std::time::Duration;
 
-use bytes::Bytes;
 use rampart_proto::h1::Field;
 use rampart_proto::h2conn::{ClientConfig, Connection, Event, HeadWriter, OpenError};
 use rampart_proto::h2frame::ErrorCode;
@@ -44,20 +43,10 @@ pub(crate) struct UpMux {
 type SharedUpMux = Rc<RefCell<UpMux>>;
 
 impl Driven for UpMux {
-    fn conn(&mut self) -> &mut Connection {
-        &mut self.core.conn
-    }
+    type Slot = Option<ResponseIn>;
 
-    fn set_driver(&mut self, waker: &Waker) {
-        self.core.set_driver(waker);
-    }
-
-    fn deliver(&mut self, id: u32, data: Bytes, end: bool) {
-        self.core.deliver(id, data, end);
-    }
-
-    fn idle(&self) -> bool {
-        self.core.slots.is_empty()
+    fn core(&mut self) -> &mut MuxCore<Option<ResponseIn>> {
+        &mut self.core
     }
 
     fn on_event(&mut self, event: Event) -> bool {
