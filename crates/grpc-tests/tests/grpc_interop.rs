@@ -7,6 +7,7 @@
 use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use crate::common::tls::TestCa;
@@ -30,8 +31,13 @@ const CASES: [&str; 14] = [
     "unimplemented_service",
 ];
 
-/// The interop server and client binaries (built on first use).
+/// The interop server and client binaries (built on first use, once per test process).
 fn binaries() -> (String, String) {
+    static PATHS: OnceLock<(String, String)> = OnceLock::new();
+    PATHS.get_or_init(build_binaries).clone()
+}
+
+fn build_binaries() -> (String, String) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/grpc-interop");
     let out = Command::new(script).output().expect("scripts/grpc-interop runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
