@@ -222,10 +222,18 @@ async fn send_body<D: Downstream>(
     loop {
         match kept.frame(down, &mut at).await? {
             frame @ (BodyFrame::Data(_) | BodyFrame::Shared(_)) => {
-                let data = frame.data().unwrap_or_default();
-                let end = length == Some(sent + data.len() as u64);
-                body.send_data(data, end, write_timeout).await.map_err(failed)?;
-                sent += data.len() as u64;
+                let len = frame.data().map_or(0, <[u8]>::len);
+                let end = length == Some(sent + len as u64);
+                let sending = match frame {
+                    // Shared: a slice of the client connection's read buffer, sent without a copy.
+                    BodyFrame::Shared(bytes) => body.send_data(bytes.clone(), end, write_timeout).await,
+                    _ => {
+                        body.send_data(frame.data().unwrap_or_default(), end, write_timeout)
+                            .await
+                    }
+                };
+                sending.map_err(failed)?;
+                sent += len as u64;
                 ended = end;
             }
             // Trailers behind a body whose length said where it ends cannot follow it.
@@ -241,7 +249,7 @@ async fn send_body<D: Downstream>(
 async fn end_with(body: &UpStream, trailers: FieldsRef<'_>, limit: Duration) -> Result<(), HttpError> {
     let crosses = crosses_into_h2;
     if !trailers.iter().any(|(n, v)| crosses(n, v)) {
-        return body.send_data(&[], true, limit).await;
+        return body.send_data(&[][..], true, limit).await;
     }
     body.send_trailers(|w| {
         for (name, value) in trailers.iter().filter(|(n, v)| crosses(n, v)) {
@@ -256,7 +264,7 @@ struct UpSink<'a>(&'a UpStream);
 impl BodySink for UpSink<'_> {
     async fn send_bytes(&mut self, data: Bytes, limit: Duration) -> Result<(), HttpError> {
         self.0
-            .send_data(&data, false, limit)
+            .send_data(data, false, limit)
             .await
             .map_err(|_| HttpError::UpstreamWriteFailed { body_sent: true })
     }

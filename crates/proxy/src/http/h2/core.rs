@@ -9,12 +9,13 @@ use std::hash::BuildHasherDefault;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use rampart_proto::h2conn::{Connection, HeadWriter};
 use rampart_proto::h2frame::ErrorCode;
 use rampart_proto::h2state::IdHasher;
 
 use super::mux::{Incoming, Trailers};
+use super::payloads::{Payloads, ZERO_COPY_MIN};
 
 /// Output past this many octets holds writers back until the connection's task has written it.
 const OUTPUT_HIGH: usize = 128 * 1024;
@@ -57,6 +58,57 @@ pub(crate) struct MuxCore<X> {
     driver: Option<Waker>,
     /// The connection is gone: every stream reads a reset.
     pub closed: bool,
+    /// DATA payloads written beside the output, not copied into it.
+    pub payloads: Payloads,
+    /// Whether large payloads go out without a copy (a plain socket, written with vectored
+    /// writes; TLS copies into its records anyway).
+    pub zero_copy: bool,
+}
+
+/// Body data a stream sends: a slice (copied into the output) or [`Bytes`] (large ones written
+/// without a copy where the socket allows).
+pub(crate) trait DataOut {
+    fn left(&self) -> usize;
+    /// Sends what the windows let of it as one DATA frame on stream `id`, taking it off;
+    /// how many octets went (`None`: the stream is gone).
+    fn send_on(&mut self, core: &mut MuxCoreParts<'_>, id: u32, end: bool) -> Option<usize>;
+}
+
+/// The parts of a [`MuxCore`] a [`DataOut`] writes to.
+pub(crate) struct MuxCoreParts<'a> {
+    conn: &'a mut Connection,
+    payloads: &'a mut Payloads,
+    zero_copy: bool,
+}
+
+impl DataOut for &[u8] {
+    fn left(&self) -> usize {
+        self.len()
+    }
+
+    fn send_on(&mut self, core: &mut MuxCoreParts<'_>, id: u32, end: bool) -> Option<usize> {
+        let n = core.conn.send_data(id, self, end)?;
+        *self = &self[n..];
+        Some(n)
+    }
+}
+
+impl DataOut for Bytes {
+    fn left(&self) -> usize {
+        self.len()
+    }
+
+    fn send_on(&mut self, core: &mut MuxCoreParts<'_>, id: u32, end: bool) -> Option<usize> {
+        if !core.zero_copy || self.len() < ZERO_COPY_MIN {
+            let n = core.conn.send_data(id, self, end)?;
+            self.advance(n);
+            return Some(n);
+        }
+        let n = core.conn.send_data_header(id, self.len(), end)?;
+        let at = core.conn.output().len();
+        core.payloads.push(at, self.split_to(n));
+        Some(n)
+    }
 }
 
 impl<X: Default> MuxCore<X> {
@@ -66,6 +118,8 @@ impl<X: Default> MuxCore<X> {
             slots: HashMap::default(),
             driver: None,
             closed: false,
+            payloads: Payloads::default(),
+            zero_copy: false,
         }
     }
 
@@ -186,19 +240,29 @@ impl<X: Default> MuxCore<X> {
 
     /// Sends what the windows let of `rest` as DATA on stream `id` (`end`: the last octets end
     /// the stream), taking it off `rest`; waits for a window or for the output to drain.
-    pub fn poll_send(&mut self, id: u32, cx: &mut Context<'_>, rest: &mut &[u8], end: bool) -> Poll<Result<(), Gone>> {
+    pub fn poll_send(
+        &mut self,
+        id: u32,
+        cx: &mut Context<'_>,
+        rest: &mut impl DataOut,
+        end: bool,
+    ) -> Poll<Result<(), Gone>> {
         loop {
             let reset = self.slots.get(&id).and_then(|s| s.reset);
             if self.closed || reset.is_some() {
                 return Poll::Ready(Err(reset));
             }
-            if self.conn.output().len() < OUTPUT_HIGH {
-                let Some(n) = self.conn.send_data(id, rest, end) else {
+            if self.conn.output().len() + self.payloads.bytes() < OUTPUT_HIGH {
+                let mut parts = MuxCoreParts {
+                    conn: &mut self.conn,
+                    payloads: &mut self.payloads,
+                    zero_copy: self.zero_copy,
+                };
+                let Some(n) = rest.send_on(&mut parts, id, end) else {
                     return Poll::Ready(Err(None));
                 };
                 self.wake_driver();
-                *rest = &rest[n..];
-                if rest.is_empty() {
+                if rest.left() == 0 {
                     return Poll::Ready(Ok(()));
                 }
                 if n > 0 {
@@ -251,17 +315,17 @@ impl<X: Default> MuxCore<X> {
 
 /// Sends all of `data` with `poll_send` (a stream's [`MuxCore::poll_send`]), each wait for a
 /// window at most `limit`: `None` when a window stayed shut that long.
-pub(crate) async fn send_within<E, P>(data: &[u8], limit: Duration, mut poll_send: P) -> Option<Result<(), E>>
+pub(crate) async fn send_within<D: DataOut, E, P>(data: D, limit: Duration, mut poll_send: P) -> Option<Result<(), E>>
 where
-    P: FnMut(&mut Context<'_>, &mut &[u8]) -> Poll<Result<(), E>>,
+    P: FnMut(&mut Context<'_>, &mut D) -> Poll<Result<(), E>>,
 {
     let mut rest = data;
     loop {
-        let before = rest.len();
+        let before = rest.left();
         let sending = poll_fn(|cx| poll_send(cx, &mut rest));
         match super::within(limit, sending).await {
             Some(result) => return Some(result),
-            None if rest.len() < before => continue,
+            None if rest.left() < before => continue,
             None => return None,
         }
     }

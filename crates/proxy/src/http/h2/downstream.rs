@@ -12,6 +12,7 @@ use rampart_proto::h2map::crosses_into_h2;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use super::client_stream::H2Stream;
+use super::core::DataOut;
 use super::mux::{Incoming, StreamIo};
 use super::within;
 use crate::http::downstream::{BodyFrame, BodySink, BodySource, Downstream, LocalAnswer};
@@ -101,7 +102,7 @@ impl H2Downstream<'_, '_> {
         });
     }
 
-    async fn data(&mut self, bytes: &[u8], end: bool) -> Result<(), HttpError> {
+    async fn data(&mut self, bytes: impl DataOut, end: bool) -> Result<(), HttpError> {
         let limit = self.s.send_timeout;
         let result = self.s.io.send_data(bytes, end, limit, &mut self.s.sent).await;
         if end && result.is_ok() {
@@ -241,8 +242,13 @@ impl Downstream for H2Downstream<'_, '_> {
         self.data(&data[..take], end).await
     }
 
-    async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
-        self.send_data(&data).await
+    async fn send_bytes(&mut self, mut data: Bytes) -> Result<(), HttpError> {
+        if self.s.response.ended {
+            return Ok(());
+        }
+        let (take, end) = self.take_body(data.len());
+        data.truncate(take);
+        self.data(data, end).await
     }
 
     async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
@@ -266,7 +272,7 @@ impl Downstream for H2Downstream<'_, '_> {
         if self.s.response.ended {
             return Ok(());
         }
-        self.data(&[], true).await
+        self.data(&[][..], true).await
     }
 
     fn needs_end(&self) -> bool {

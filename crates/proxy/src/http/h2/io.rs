@@ -56,7 +56,9 @@ pub(super) struct ConnIo {
 }
 
 impl ConnIo {
-    pub fn new(stream: Stream, early: &[u8]) -> Self {
+    /// The driver of `mux`'s connection over `stream`, `early` bytes already read from it.
+    pub fn new(stream: Stream, early: &[u8], mux: &RefCell<impl Driven>) -> Self {
+        mux.borrow_mut().core().zero_copy = matches!(stream, Stream::Tcp(_));
         let mut inbuf = BytesMut::with_capacity(READ_ROOM.max(early.len()));
         inbuf.extend_from_slice(early);
         ConnIo {
@@ -78,18 +80,24 @@ impl ConnIo {
         m.core().set_driver(cx.waker());
         let mut wrote = false;
         loop {
-            let out = m.core().conn.output();
-            if self.written == out.len() {
+            let core = m.core();
+            let out = core.conn.output();
+            if self.written == out.len() && core.payloads.is_empty() {
                 if self.written > 0 {
                     out.clear();
                     self.written = 0;
                 }
                 break;
             }
-            match Pin::new(&mut self.stream).poll_write(cx, &out[self.written..]) {
+            let stream = Pin::new(&mut self.stream);
+            let polled = match core.payloads.is_empty() {
+                true => stream.poll_write(cx, &out[self.written..]),
+                false => stream.poll_write_vectored(cx, &core.payloads.gather(out, self.written)),
+            };
+            match polled {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 Poll::Ready(Ok(n)) => {
-                    self.written += n;
+                    core.payloads.advance(&mut self.written, n);
                     wrote = true;
                 }
                 Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
@@ -178,24 +186,34 @@ impl ConnIo {
     /// back and take new ones for every burst.
     pub fn release_if_idle(&mut self, mux: &RefCell<impl Driven>) {
         let mut m = mux.borrow_mut();
-        if self.inbuf.is_empty() && self.written == 0 && m.core().slots.is_empty() && self.inbuf.capacity() > 0 {
+        let core = m.core();
+        let quiet = self.written == 0 && core.payloads.is_empty() && core.slots.is_empty();
+        if quiet && self.inbuf.is_empty() && self.inbuf.capacity() > 0 {
             self.inbuf = BytesMut::new();
-            m.core().conn.release_buffers();
+            core.conn.release_buffers();
         }
     }
 
     /// Whether all the output has been written.
     pub fn flushed(&self, mux: &RefCell<impl Driven>) -> bool {
-        mux.borrow_mut().core().conn.output().len() == self.written
+        let mut m = mux.borrow_mut();
+        let core = m.core();
+        core.conn.output().len() == self.written && core.payloads.is_empty()
     }
 
     /// Writes what output is left (a last GOAWAY), for at most `limit`, and closes.
     pub async fn finish(&mut self, mux: &RefCell<impl Driven>, limit: Duration) {
-        let out = std::mem::take(mux.borrow_mut().core().conn.output());
-        let rest = out.get(self.written..).unwrap_or_default();
+        let rest = {
+            let mut m = mux.borrow_mut();
+            let core = m.core();
+            let rest = core.payloads.flatten(core.conn.output(), self.written);
+            core.payloads = Default::default();
+            core.conn.output().clear();
+            rest
+        };
         let _ = tokio::time::timeout(limit, async {
             use tokio::io::AsyncWriteExt;
-            let _ = self.stream.write_all(rest).await;
+            let _ = self.stream.write_all(&rest).await;
             let _ = self.stream.shutdown().await;
         })
         .await;

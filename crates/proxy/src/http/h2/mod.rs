@@ -47,6 +47,7 @@ mod core;
 mod downstream;
 mod io;
 mod mux;
+mod payloads;
 mod stream;
 mod within;
 pub(crate) use within::within;
@@ -150,7 +151,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
         connection_window: settings.connection_window,
         connect_protocol: true,
     }));
-    let mut io = io::ConnIo::new(stream, &early);
+    let mut io = io::ConnIo::new(stream, &early, &mux);
     // Streams still handled after the client let go of them count against this: a client that
     // keeps more than twice its stream limit busy is resetting faster than they finish.
     let max_in_flight = 2 * settings.max_concurrent_streams as usize;

@@ -14,7 +14,7 @@ use rampart_proto::h1::Field;
 use rampart_proto::h2conn::{Connection, Event, HeadWriter};
 use rampart_proto::h2frame::ErrorCode;
 
-use super::core::{send_within, MuxCore};
+use super::core::{send_within, DataOut, MuxCore};
 use super::io::Driven;
 use crate::http::error::HttpError;
 
@@ -125,11 +125,17 @@ impl StreamIo {
 
     /// Sends `data` as DATA as the client's windows open, each wait at most `limit` (a window
     /// that stays shut fails the stream); `end` ends the stream with the last octets.
-    pub async fn send_data(&self, data: &[u8], end: bool, limit: Duration, sent: &mut u64) -> Result<(), HttpError> {
+    pub async fn send_data(
+        &self,
+        data: impl DataOut,
+        end: bool,
+        limit: Duration,
+        sent: &mut u64,
+    ) -> Result<(), HttpError> {
         let sending = send_within(data, limit, |cx, rest| {
-            let before = rest.len();
+            let before = rest.left();
             let polled = self.mux.borrow_mut().core.poll_send(self.id, cx, rest, end);
-            *sent += (before - rest.len()) as u64;
+            *sent += (before - rest.left()) as u64;
             polled
         });
         match sending.await {

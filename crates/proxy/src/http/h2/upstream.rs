@@ -16,7 +16,7 @@ use rampart_proto::h1::Field;
 use rampart_proto::h2conn::{ClientConfig, Connection, Event, HeadWriter, OpenError};
 use rampart_proto::h2frame::ErrorCode;
 
-use super::core::{send_within, Gone, MuxCore};
+use super::core::{send_within, DataOut, Gone, MuxCore};
 use super::io::{ConnIo, Driven, Step};
 use super::mux::{Incoming, Trailers};
 use crate::http::error::HttpError;
@@ -175,7 +175,7 @@ pub(crate) fn handshake(stream: Stream, stream_window: u32, connection_window: u
 /// The connection's task: reads and writes until the server or the socket ends it, or no one
 /// holds the connection and its streams are done (then GOAWAY and a close).
 async fn drive(stream: Stream, mux: &SharedUpMux) {
-    let mut io = ConnIo::new(stream, &[]);
+    let mut io = ConnIo::new(stream, &[], mux);
     loop {
         // Woken with nothing read or written, the connection looks whether it is still wanted.
         let step = poll_fn(|cx| {
@@ -264,7 +264,7 @@ impl UpStream {
 
     /// Sends `data` as DATA as the server's windows open, each wait at most `limit`; `end` ends
     /// the request with the last octets.
-    pub async fn send_data(&self, data: &[u8], end: bool, limit: Duration) -> Result<(), HttpError> {
+    pub async fn send_data(&self, data: impl DataOut, end: bool, limit: Duration) -> Result<(), HttpError> {
         let sending = send_within(data, limit, |cx, rest| {
             self.mux.borrow_mut().core.poll_send(self.id, cx, rest, end)
         });
