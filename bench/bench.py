@@ -38,7 +38,7 @@ from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, GRPC_INTE
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
 from h2 import (GRPC_MODES, H2_MODES, H2_PORTS_BY_MODE, H2_SCENARIOS, grpc_backend, grpc_interop_server, grpc_request,
-                h2_report, h2_starters, run_h2)
+                h2_report, h2_starters, run_h2, scenario_call)
 from sni import SNI_SCENARIOS, backend_tls_server, run_sni, sni_files, sni_report, sni_starters
 
 
@@ -327,13 +327,12 @@ def main():
         wait_port(BACKEND_PORT)
         if sni_tls:
             wait_port(BACKEND_TLS_PORT)
-        grpc_calls = {}
+        calls = {scenario_call(s) for s in scenarios if SCENARIOS[s][0] in GRPC_MODES}
+        grpc_calls = {call: grpc_request(workdir, grpc_bin, call) for call in calls}
         if any(SCENARIOS[s][0] == "grpc" for s in scenarios):
-            grpc_calls["grpc"] = grpc_request(workdir, grpc_bin, "grpc")
             procs["grpc-backend"] = grpc_backend(workdir, grpc_bin)
             wait_port(GRPC_BACKEND_PORT)
         if any(SCENARIOS[s][0] == "grpc-interop" for s in scenarios):
-            grpc_calls["grpc-interop"] = grpc_request(workdir, grpc_bin, "grpc-interop")
             procs["grpc-interop"] = grpc_interop_server(workdir, interop_bin)
             wait_port(GRPC_INTEROP_PORT)
         starters = {("l4", "rampart"): lambda: proxy_rampart(workdir, args.rampart),

@@ -87,7 +87,7 @@ def main():
     grpc_bin = os.path.abspath(os.path.join(args.out, "grpc-backend"))
     procs = {}
     try:
-        _, request, _ = grpc_request(workdir, grpc_bin, args.mode)
+        _, request, _ = grpc_request(workdir, grpc_bin, GRPC_MODES[args.mode][1])
         if args.mode == "grpc":
             procs["backend"] = grpc_backend(workdir, grpc_bin)
             wait_port(GRPC_BACKEND_PORT)

@@ -46,14 +46,23 @@ H2_SCENARIOS = {
     "grpc-unary-h2c": ("grpc", 64, GRPC_PATH, 10, "gRPC unary calls over h2c to an h2c backend, 64 connections x 10 streams"),
     "grpc-unary-h2c-interop": ("grpc-interop", 64, GRPC_INTEROP_PATH, 10,
                                "gRPC unary calls over h2c to grpc-go's interop server, 64 connections x 10 streams"),
+    "grpc-large-h2c-interop": ("grpc-interop", 16, GRPC_INTEROP_PATH, 10,
+                               "gRPC unary calls answered with 64 KiB, over h2c to grpc-go's interop server, "
+                               "16 connections x 10 streams"),
 }
+# Scenarios whose call (`grpc-backend -call`) is not their mode's.
+SCENARIO_CALLS = {"grpc-large-h2c-interop": "interop-large"}
 
 
-def grpc_request(workdir, binary, mode):
-    """The request body file for h2load in a gRPC mode (one gRPC frame, from `grpc-backend -call
+def scenario_call(scenario):
+    """The call a gRPC scenario makes (see GRPC_MODES and SCENARIO_CALLS)."""
+    return SCENARIO_CALLS.get(scenario, GRPC_MODES[H2_SCENARIOS[scenario][0]][1])
+
+
+def grpc_request(workdir, binary, call):
+    """The request body file for h2load making `call` (one gRPC frame, from `grpc-backend -call
     ... -write-request`); returns (grpc-backend binary, request file, call) for run_h2."""
-    call = GRPC_MODES[mode][1]
-    request = os.path.join(workdir, f"{mode}-request.bin")
+    request = os.path.join(workdir, f"{call}-request.bin")
     subprocess.run([binary, "-call", call, "-write-request", request], check=True)
     return binary, request, call
 
@@ -237,14 +246,14 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     CPU time read around it. A count rather than h2load's -D: with -D, h2load counts nothing when a
     connection dies (a proxy that reset 1 of 4 connections halfway through a 3 s run still showed
     0 failed); with -n, what a dead connection leaves undone is counted as failed. `grpc` maps each
-    gRPC mode to (grpc-backend binary, request file, call), see grpc_request. Returns the result and
+    gRPC call to (grpc-backend binary, request file, call), see grpc_request. Returns the result and
     (user0, sys0, user1, sys1)."""
     mode, conns, path, streams, _ = H2_SCENARIOS[scenario]
     host = TLS_HOST if mode == "h2" else "127.0.0.1"
     url = f"{'https' if mode == 'h2' else 'http'}://{host}:{port}{path}"
     cmd = ["taskset", "-c", "1", "h2load", "-c", str(conns), "-m", str(streams)]
     if mode in GRPC_MODES:
-        cmd += ["-d", grpc[mode][1], "-H", "content-type: application/grpc", "-H", "te: trailers"]
+        cmd += ["-d", grpc[scenario_call(scenario)][1], "-H", "content-type: application/grpc", "-H", "te: trailers"]
     warm = subprocess.run(cmd + ["-D", "1", url], capture_output=True, text=True, timeout=60)
     rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", warm.stdout)
     total = max(int(float(rate.group(1)) * duration) if rate else 0, conns * streams * 10)
@@ -267,7 +276,7 @@ def run_h2(pid, port, scenario, duration, workdir, grpc):
     if os.path.exists(log):
         os.remove(log)
     if mode in GRPC_MODES and not res["failed"]:
-        binary, _, call = grpc[mode]
+        binary, _, call = grpc[scenario_call(scenario)]
         check = subprocess.run([binary, "-call", call, "-check", f"http://127.0.0.1:{port}"], capture_output=True,
                                text=True)
         if check.returncode != 0:

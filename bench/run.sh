@@ -43,6 +43,8 @@
 #                      after each round one call through the proxy must come back with exactly the
 #                      interop server's SimpleResponse and grpc-status 0 (`grpc-backend -call interop
 #                      -check`); --grpc-interop BIN uses another build
+#     grpc-large-h2c-interop  the same call through the same proxies asking for 64 KiB (`-call
+#                      interop-large`), 16 x 10: DATA of 16 KiB frames both sides of each proxy
 #   bench/run.sh --scenarios grpc-unary-h2c,grpc-unary-h2c-interop --rounds 5 --duration 6 --idle-connections 0
 #   The HTTP/2 table's "busy %" is the proxy's CPU seconds over the measured window's. To check the
 #   CPU reading itself (issue 37): python3 bench/cpu_check.py --rampart target/release/rampart

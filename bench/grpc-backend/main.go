@@ -21,6 +21,8 @@
 //
 //	grpc-backend -call interop -write-request FILE
 //	grpc-backend -call interop -check http://127.0.0.1:18071
+//
+// -call interop-large is the same call with response_size 65536 (grpc-large-h2c-interop).
 package main
 
 import (
@@ -53,8 +55,12 @@ type call struct {
 }
 
 // interopResponseSize is the size of the payload asked of the interop server (field 2 of
-// SimpleRequest), 22 bytes like this backend's own answer text.
-const interopResponseSize = 22
+// SimpleRequest), 22 bytes like this backend's own answer text; interopLargeResponseSize, that of
+// the interop-large call (bench/h2.py's grpc-large-h2c-interop: DATA frames of 16 KiB each way).
+const (
+	interopResponseSize      = 22
+	interopLargeResponseSize = 64 * 1024
+)
 
 var calls = map[string]call{
 	// This backend's own call (served by serve, below).
@@ -68,12 +74,27 @@ var calls = map[string]call{
 		grpcFrame(append([]byte{0x10, interopResponseSize, 0x1a, 7}, protoBytes(2, []byte("bench"))...)),
 		grpcFrame(protoBytes(1, protoBytes(2, make([]byte, interopResponseSize)))),
 	},
+	"interop-large": {
+		"/grpc.testing.TestService/UnaryCall",
+		grpcFrame(append(append([]byte{0x10}, varint(interopLargeResponseSize)...), append([]byte{0x1a, 7}, protoBytes(2, []byte("bench"))...)...)),
+		grpcFrame(protoBytes(1, protoBytes(2, make([]byte, interopLargeResponseSize)))),
+	},
 }
 
 // protoBytes is the protobuf encoding of a length-delimited field (bytes, string or message)
-// numbered field (under 16) holding b (b under 128 bytes).
+// numbered field (under 16) holding b.
 func protoBytes(field byte, b []byte) []byte {
-	return append([]byte{field<<3 | 2, byte(len(b))}, b...)
+	return append(append([]byte{field<<3 | 2}, varint(len(b))...), b...)
+}
+
+// varint is protobuf's base-128 encoding of n.
+func varint(n int) []byte {
+	var b []byte
+	for n >= 0x80 {
+		b = append(b, byte(n)|0x80)
+		n >>= 7
+	}
+	return append(b, byte(n))
 }
 
 // protoString is the protobuf encoding of a message whose field 1 is the string s (s under 128 bytes).
@@ -133,11 +154,12 @@ func main() {
 	writeRequest := flag.String("write-request", "", "write the request body (one gRPC frame) to this file and exit")
 	checkURL := flag.String("check", "", "make one unary call over h2c to this base URL, verify it and exit")
 	callName := flag.String("call", "bench", "the call of -write-request and -check: bench (this backend's) "+
-		"or interop (grpc.testing.TestService/UnaryCall of grpc-go's interop server)")
+		"interop (grpc.testing.TestService/UnaryCall of grpc-go's interop server, answered with 22 bytes) "+
+		"or interop-large (the same call answered with 64 KiB)")
 	flag.Parse()
 	c, ok := calls[*callName]
 	if !ok {
-		fmt.Fprintf(os.Stderr, "grpc-backend: -call %q: bench or interop\n", *callName)
+		fmt.Fprintf(os.Stderr, "grpc-backend: -call %q: bench, interop or interop-large\n", *callName)
 		os.Exit(2)
 	}
 	switch {
