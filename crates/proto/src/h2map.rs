@@ -351,7 +351,7 @@ fn field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 }
 
 mod layout;
-pub use layout::{lay_out_request, HeadStorage, LayoutError};
+pub use layout::{lay_out_request, lay_out_section, HeadStorage, LayoutError};
 
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;

@@ -306,6 +306,20 @@ impl Connection {
         (std::mem::take(&mut self.decoded), std::mem::take(&mut self.fields))
     }
 
+    /// The last field section's decoded bytes, moved out for `bytes` (emptied: the next section
+    /// is decoded into it); [`Self::field_list`] still gives the fields' ranges into what was
+    /// taken, until the next section.
+    pub fn swap_decoded(&mut self, bytes: Vec<u8>) -> Vec<u8> {
+        let mut bytes = bytes;
+        bytes.clear();
+        std::mem::replace(&mut self.decoded, bytes)
+    }
+
+    /// The last field section's fields, as ranges into its decoded bytes.
+    pub fn field_list(&self) -> &[Field] {
+        &self.fields
+    }
+
     /// The last stream the peer opened, as GOAWAY names it (a server opens none toward a client).
     fn last_peer_stream(&self) -> u32 {
         match self.role {

@@ -39,20 +39,44 @@ const WEBSOCKET_FIELDS: [(&[u8], &[u8]); 2] = [(b"connection", b"upgrade"), (b"u
 
 /// Lays out an HTTP/2 request (its field block, pseudo-header fields first; `end_stream`: its
 /// HEADERS ended the stream) as the owned head, in `storage` (a buffer and a field list, cleared
-/// first; given back with the error when the request is refused). A request without
-/// `content-length` whose stream goes on has a body of unknown length (the stream's DATA, whose
-/// end the stream says). An extended CONNECT for `websocket` becomes a `GET` with
-/// `Connection: upgrade`, `Upgrade: websocket` and the key given (HTTP/2 WebSockets carry none).
-/// `cookie` crumbs are joined into one field.
+/// first; given back with the error when the request is refused): the block is copied into the
+/// buffer as a decoder would have decoded it, then laid out there ([`lay_out_section`]).
 pub fn lay_out_request<'a>(
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+    fields: impl Iterator<Item = (&'a [u8], &'a [u8])>,
     end_stream: bool,
     websocket_key: &[u8],
     limits: &Limits,
     storage: HeadStorage,
 ) -> Result<(RequestHead, RequestKind), (LayoutError, HeadStorage)> {
+    let (mut bytes, list) = storage;
+    bytes.clear();
+    let section: Vec<Field> = fields
+        .map(|(name, value)| Field::append(&mut bytes, name, value))
+        .collect();
+    lay_out_section((bytes, list), &section, end_stream, websocket_key, limits)
+}
+
+/// Lays out an HTTP/2 request whose field section was decoded into `storage`'s buffer
+/// (`section`: its fields as ranges there, pseudo-header fields first; `end_stream`: its HEADERS
+/// ended the stream) as the owned head, in place: the head keeps the buffer, so the decoder's is
+/// the one copy from the wire, and `storage`'s list (cleared first) gets ranges into it. The few
+/// octets a request gains are appended: the `host` name, `cookie` crumbs joined, a WebSocket's
+/// fields. Given back with the error when the request is refused.
+///
+/// A request without `content-length` whose stream goes on has a body of unknown length (the
+/// stream's DATA, whose end the stream says). An extended CONNECT for `websocket` becomes a
+/// `GET` with `Connection: upgrade`, `Upgrade: websocket` and the key given (HTTP/2 WebSockets
+/// carry none). `cookie` crumbs are joined into one field.
+pub fn lay_out_section(
+    storage: HeadStorage,
+    section: &[Field],
+    end_stream: bool,
+    websocket_key: &[u8],
+    limits: &Limits,
+) -> Result<(RequestHead, RequestKind), (LayoutError, HeadStorage)> {
     let (mut buf, mut list) = storage;
-    match lay_out(fields, end_stream, websocket_key, limits, &mut buf, &mut list) {
+    list.clear();
+    match lay_out(&mut buf, section, end_stream, websocket_key, limits, &mut list) {
         Ok((facts, kind)) => {
             let mut head = RequestHead::laid_out(buf, list);
             head.method = facts.method;
@@ -69,7 +93,7 @@ pub fn lay_out_request<'a>(
     }
 }
 
-/// What [`lay_out`] found, beside the bytes and fields it laid out.
+/// What [`lay_out`] found, beside the fields it laid out.
 struct Facts {
     method: (u32, u32),
     target: (u32, u32),
@@ -78,105 +102,168 @@ struct Facts {
     expect_continue: bool,
 }
 
-fn lay_out<'a>(
-    fields: impl Iterator<Item = (&'a [u8], &'a [u8])> + Clone,
+/// The range of `part` (a slice of `buf`) in `buf`.
+fn range_in(buf: &[u8], part: &[u8]) -> (u32, u32) {
+    let from = part.as_ptr() as usize - buf.as_ptr() as usize;
+    debug_assert!(from + part.len() <= buf.len());
+    (from as u32, (from + part.len()) as u32)
+}
+
+/// `range` without the whitespace around it: the HTTP/1 codec leaves it out of a value.
+fn trimmed(buf: &[u8], range: (u32, u32)) -> (u32, u32) {
+    let raw = &buf[range.0 as usize..range.1 as usize];
+    let inner = trim(raw);
+    let from = range.0 as usize + (inner.as_ptr() as usize - raw.as_ptr() as usize);
+    (from as u32, (from + inner.len()) as u32)
+}
+
+/// The HTTP/1 codec refuses control bytes in a value (but tab).
+fn clean(value: &[u8]) -> Result<(), LayoutError> {
+    match value.iter().all(|&b| b == b'\t' || b >= b' ' && b != 0x7f) {
+        true => Ok(()),
+        false => Err(LayoutError::Refused(H1Error::BadFieldValue)),
+    }
+}
+
+/// The most fields a head may have, and a field taking a place.
+fn push_field(list: &mut Vec<Field>, max_fields: usize, field: Field) -> Result<(), LayoutError> {
+    if list.len() == max_fields {
+        return Err(LayoutError::Refused(H1Error::TooManyFields));
+    }
+    list.push(field);
+    Ok(())
+}
+
+fn lay_out(
+    buf: &mut Vec<u8>,
+    section: &[Field],
     end_stream: bool,
     websocket_key: &[u8],
     limits: &Limits,
-    buf: &mut Vec<u8>,
     list: &mut Vec<Field>,
 ) -> Result<(Facts, RequestKind), LayoutError> {
-    let Checked {
-        kind,
-        method,
-        path,
-        authority,
-        has_length,
-    } = check_request(fields.clone())?;
-    let fields = fields.filter(|(name, _)| !is_pseudo(name));
-    let websocket = kind == RequestKind::WebSocket;
-    let method: &[u8] = if websocket { b"GET" } else { method };
-    let unknown_length = !websocket && !has_length && !end_stream;
-    let fields = Crossing {
-        fields,
-        websocket,
-        cookie_seen: false,
-    };
-    // The limits, measured on the HTTP/1.1 head the request stands for (`METHOD PATH HTTP/1.1`,
-    // `name: value` lines, the framing field, the blank line).
-    if method.len() + path.len() + 11 > limits.max_request_line {
-        return Err(LayoutError::Refused(H1Error::RequestLineTooLong));
-    }
-    let mut head_len = method.len() + path.len() + 12 + 2;
-    let mut extra = |name: &[u8], value_len: usize| head_len += name.len() + value_len + 4;
-    if let Some(a) = authority {
-        extra(b"host", a.len());
-    }
-    fields.clone().for_each(|(name, value)| match value {
-        Value::One(v) => extra(name, v.len()),
-        Value::Cookie(crumbs) => extra(name, crumbs.joined_len()),
-    });
-    if websocket {
-        WEBSOCKET_FIELDS.iter().for_each(|(n, v)| extra(n, v.len()));
-        extra(b"sec-websocket-key", websocket_key.len());
-    }
-    if unknown_length {
-        extra(b"transfer-encoding", b"chunked".len());
-    }
-    if head_len > limits.max_head {
-        return Err(LayoutError::Refused(H1Error::HeadTooLarge));
-    }
-    if !method.iter().all(|&b| is_tchar(b)) {
-        return Err(LayoutError::Refused(H1Error::BadMethod));
-    }
-
-    buf.clear();
-    list.clear();
     let max_fields = limits.max_fields.min(FIELD_CAPACITY);
-    let method_range = append_range(buf, method);
-    let target = append_range(buf, path);
-    let add = |buf: &mut Vec<u8>, list: &mut Vec<Field>, name: &[u8], value: &mut dyn FnMut(&mut Vec<u8>)| {
-        let name = append_range(buf, name);
-        let start = buf.len();
-        value(buf);
-        // The HTTP/1 codec leaves out the whitespace around a value, and refuses control bytes.
-        let raw = &buf[start..];
-        if !raw.iter().all(|&b| b == b'\t' || b >= b' ' && b != 0x7f) {
-            return Err(LayoutError::Refused(H1Error::BadFieldValue));
+    // First what reads the section as it is: the checks, and the fields as ranges of it, the
+    // `host` field's name and several `cookie` crumbs' joined value still to come.
+    let (kind, method, target, unknown_length, has_host, joined_cookie) = {
+        let b: &[u8] = buf;
+        let fields = section.iter().map(|f| (f.name(b), f.value(b)));
+        let Checked {
+            kind,
+            method,
+            path,
+            authority,
+            has_length,
+        } = check_request(fields.clone())?;
+        let fields = fields.filter(|(name, _)| !is_pseudo(name));
+        let websocket = kind == RequestKind::WebSocket;
+        let method: &[u8] = if websocket { b"GET" } else { method };
+        let unknown_length = !websocket && !has_length && !end_stream;
+        let fields = Crossing {
+            fields,
+            websocket,
+            cookie_seen: false,
+        };
+        // The limits, measured on the HTTP/1.1 head the request stands for (`METHOD PATH
+        // HTTP/1.1`, `name: value` lines, the framing field, the blank line).
+        if method.len() + path.len() + 11 > limits.max_request_line {
+            return Err(LayoutError::Refused(H1Error::RequestLineTooLong));
         }
-        let trimmed = trim(raw);
-        let from = start + (trimmed.as_ptr() as usize - raw.as_ptr() as usize);
-        let value = (from as u32, (from + trimmed.len()) as u32);
-        if list.len() == max_fields {
-            return Err(LayoutError::Refused(H1Error::TooManyFields));
+        let mut head_len = method.len() + path.len() + 12 + 2;
+        let mut extra = |name: &[u8], value_len: usize| head_len += name.len() + value_len + 4;
+        if let Some(a) = authority {
+            extra(b"host", a.len());
         }
-        list.push(Field { name, value });
-        Ok(())
+        fields.clone().for_each(|(name, value)| match value {
+            Value::One(v) => extra(name, v.len()),
+            Value::Cookie(crumbs) => extra(name, crumbs.joined_len()),
+        });
+        if websocket {
+            WEBSOCKET_FIELDS.iter().for_each(|(n, v)| extra(n, v.len()));
+            extra(b"sec-websocket-key", websocket_key.len());
+        }
+        if unknown_length {
+            extra(b"transfer-encoding", b"chunked".len());
+        }
+        if head_len > limits.max_head {
+            return Err(LayoutError::Refused(H1Error::HeadTooLarge));
+        }
+        if !method.iter().all(|&b| is_tchar(b)) {
+            return Err(LayoutError::Refused(H1Error::BadMethod));
+        }
+        if let Some(a) = authority {
+            clean(a)?;
+            // Its name is appended below.
+            let value = trimmed(b, range_in(b, a));
+            push_field(list, max_fields, Field { name: (0, 0), value })?;
+        }
+        let mut joined_cookie = None;
+        for (name, value) in fields {
+            let name = range_in(b, name);
+            let value = match value {
+                Value::One(v) => {
+                    clean(v)?;
+                    trimmed(b, range_in(b, v))
+                }
+                Value::Cookie(crumbs) => {
+                    crumbs.each().try_for_each(clean)?;
+                    match crumbs.each().nth(1) {
+                        // One crumb is its own value; several are joined below.
+                        None => trimmed(b, range_in(b, crumbs.each().next().unwrap_or_default())),
+                        Some(_) => {
+                            joined_cookie = Some(list.len());
+                            (0, 0)
+                        }
+                    }
+                }
+            };
+            push_field(list, max_fields, Field { name, value })?;
+        }
+        let method = (!websocket).then(|| range_in(b, method));
+        (
+            kind,
+            method,
+            range_in(b, path),
+            unknown_length,
+            authority.is_some(),
+            joined_cookie,
+        )
     };
-    if let Some(a) = authority {
-        add(buf, list, b"host", &mut |buf| buf.extend_from_slice(a))?;
+    // Then what the head gains.
+    if has_host {
+        list[0].name = append_range(buf, b"host");
     }
-    let host = list.first().map(|f| f.value);
-    for (name, value) in fields {
-        add(buf, list, name, &mut |buf| match &value {
-            Value::One(v) => buf.extend_from_slice(v),
-            Value::Cookie(crumbs) => crumbs.write(buf),
-        })?;
+    if let Some(i) = joined_cookie {
+        let start = buf.len();
+        for field in section {
+            if field.name(buf) == b"cookie" {
+                if buf.len() > start {
+                    buf.extend_from_slice(b"; ");
+                }
+                buf.extend_from_within(field.value.0 as usize..field.value.1 as usize);
+            }
+        }
+        list[i].value = trimmed(buf, (start as u32, buf.len() as u32));
     }
+    let websocket = kind == RequestKind::WebSocket;
     if websocket {
         for (name, value) in WEBSOCKET_FIELDS {
-            add(buf, list, name, &mut |buf| buf.extend_from_slice(value))?;
+            push_field(list, max_fields, Field::append(buf, name, value))?;
         }
-        add(buf, list, b"sec-websocket-key", &mut |buf| {
-            buf.extend_from_slice(websocket_key)
-        })?;
+        push_field(
+            list,
+            max_fields,
+            Field::append(buf, b"sec-websocket-key", websocket_key),
+        )?;
     }
+    let method = method.unwrap_or_else(|| append_range(buf, b"GET"));
     // The framing field the HTTP/1.1 head would carry counts toward the limit, but is not a
     // field of the request: its framing says it.
     if unknown_length && list.len() == max_fields {
         return Err(LayoutError::Refused(H1Error::TooManyFields));
     }
-    if !valid_target(method, path) {
+    let slice = |r: (u32, u32)| &buf[r.0 as usize..r.1 as usize];
+    if !valid_target(slice(method), slice(target)) {
         return Err(LayoutError::Refused(H1Error::BadTarget));
     }
     // What the fields say, checked in the order the HTTP/1 codec checks it.
@@ -189,10 +276,11 @@ fn lay_out<'a>(
             _ => {}
         }
     }
-    let Some(host) = host else {
-        return Err(LayoutError::Refused(H1Error::MissingHost));
+    let host = match list.first() {
+        Some(f) if has_host => f.value,
+        _ => return Err(LayoutError::Refused(H1Error::MissingHost)),
     };
-    if !valid_host(&buf[host.0 as usize..host.1 as usize]) {
+    if !valid_host(slice(host)) {
         return Err(LayoutError::Refused(H1Error::BadFieldValue));
     }
     let body = match length {
@@ -201,7 +289,7 @@ fn lay_out<'a>(
         Some(n) => BodyLength::Exact(n),
     };
     let facts = Facts {
-        method: method_range,
+        method,
         target,
         host: Some(host),
         body,
@@ -234,15 +322,6 @@ impl<'a, I: Iterator<Item = (&'a [u8], &'a [u8])> + Clone> Crumbs<I> {
             .enumerate()
             .map(|(i, c)| c.len() + if i > 0 { 2 } else { 0 })
             .sum()
-    }
-
-    fn write(&self, buf: &mut Vec<u8>) {
-        for (i, crumb) in self.each().enumerate() {
-            if i > 0 {
-                buf.extend_from_slice(b"; ");
-            }
-            buf.extend_from_slice(crumb);
-        }
     }
 }
 

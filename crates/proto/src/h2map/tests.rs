@@ -223,3 +223,72 @@ fn chunks_and_trailers_round_trip_through_the_decoder() {
         [(&b"grpc-status"[..], &b"0"[..]), (&b"grpc-message"[..], &b"ok"[..])]
     );
 }
+
+/// A request laid out in place (the decoded section kept, with what it gains appended) is the
+/// head the HTTP/1 codec reads from the HTTP/1.1 text it stands for.
+#[test]
+fn a_request_laid_out_in_place_is_the_head_its_http1_text_reads_as() {
+    let key = b"dGhlIHNhbXBsZSBub25jZQ==";
+    let ws = Pseudo {
+        method: b"CONNECT",
+        protocol: Some(b"websocket"),
+        ..get(b"/chat")
+    };
+    let cases: [(Pseudo<'_>, Fields<'_>, bool); 4] = [
+        (
+            get(b"/a?b=c"),
+            &[
+                (b"cookie", b" a=1"),
+                (b"accept", b"  text/html "),
+                (b"cookie", b"b=2"),
+                (b"cookie", b"c=3 "),
+            ],
+            true,
+        ),
+        (get(b"/"), &[(b"cookie", b" only=1 "), (b"content-length", b"3")], false),
+        (ws, &[(b"sec-websocket-version", b"13"), (b"cookie", b"x=1")], false),
+        (
+            Pseudo {
+                authority: None,
+                ..get(b"/")
+            },
+            &[(b"host", b"h.example"), (b"x", b"\ty")],
+            false,
+        ),
+    ];
+    for (pseudo, fields, end) in cases {
+        let mut text = Vec::new();
+        request_head(pseudo.block(fields).into_iter(), end, key, &mut text).unwrap();
+        let (_, parsed) = parse(&text);
+        let block = pseudo.block(fields);
+        let (laid, _) =
+            lay_out_request(block.iter().copied(), end, key, &Limits::default(), Default::default()).unwrap();
+        let text = String::from_utf8_lossy(&text);
+        assert_eq!(
+            (laid.method(), laid.target(), laid.host(), laid.body, laid.upgrade),
+            (
+                parsed.method(),
+                parsed.target(),
+                parsed.host(),
+                parsed.body,
+                parsed.upgrade
+            ),
+            "{text}"
+        );
+        // But for the HTTP/1.1 head's framing field: the layout's body length says it.
+        let framed = |(name, _): &(&[u8], &[u8])| *name != b"transfer-encoding";
+        let parsed_pairs: Vec<_> = parsed.pairs().filter(framed).collect();
+        assert_eq!(laid.pairs().collect::<Vec<_>>(), parsed_pairs, "{text}");
+    }
+    // Neither `:authority` nor `host`: refused as HTTP/1.1 refuses a head without `Host`.
+    let block = Pseudo {
+        authority: None,
+        ..get(b"/")
+    }
+    .block(&[(b"accept", b"x")]);
+    let refused = lay_out_request(block.iter().copied(), true, key, &Limits::default(), Default::default());
+    assert_eq!(
+        refused.err().map(|(e, _)| e),
+        Some(LayoutError::Refused(crate::h1::H1Error::MissingHost))
+    );
+}

@@ -187,7 +187,7 @@ pub async fn serve(ctx: &WorkerContext, conn: Conn) {
                         (m.opened.pop(), std::mem::take(&mut m.peer_resets))
                     };
                     if let Some((id, end_stream)) = opened {
-                        let head = stream::lay_out_head(ctx, &info, &mux.borrow().core.conn, end_stream);
+                        let head = stream::lay_out_head(ctx, &info, &mut mux.borrow_mut().core.conn, end_stream);
                         let io = StreamIo { mux: mux.clone(), id };
                         streams.push(Box::pin(stream::serve(ctx, &info, io, head, end_stream)));
                     }

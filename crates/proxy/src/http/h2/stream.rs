@@ -10,7 +10,7 @@ use bytes::Bytes;
 use rampart_proto::h1::{Framing, Limits};
 use rampart_proto::h2conn::Connection;
 use rampart_proto::h2frame::ErrorCode;
-use rampart_proto::h2map::{lay_out_request, LayoutError};
+use rampart_proto::h2map::{lay_out_section, LayoutError};
 use rampart_proto::message::RequestHead;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -129,17 +129,17 @@ pub(super) async fn serve(
     conn.release_idle();
 }
 
-/// Lays the head the connection just decoded out as the owned request head (its field block,
-/// pseudo-header fields first, copied once into storage from the worker's pools): no HTTP/1
-/// text. The listener's current limits apply.
+/// Lays the head the connection just decoded out as the owned request head, in place: the head
+/// takes the decoded bytes (the one copy from the wire), and the connection decodes the next
+/// head into storage from the worker's pools. No HTTP/1 text. The listener's current limits
+/// apply.
 pub(super) fn lay_out_head(
     ctx: &WorkerContext,
     info: &ConnInfo,
-    conn: &Connection,
+    conn: &mut Connection,
     end_stream: bool,
 ) -> Result<RequestHead, LayoutError> {
     let (bytes, fields) = conn.fields();
-    let block = fields.iter().map(|f| (f.name(bytes), f.value(bytes)));
     // Only an extended CONNECT needs a key: the clock and hash stay off other requests.
     let key = match fields.iter().any(|f| f.name(bytes) == b":protocol") {
         true => websocket_key(ctx.id, info),
@@ -149,8 +149,9 @@ pub(super) fn lay_out_head(
         let snapshot = ctx.snapshot();
         http_listener(&snapshot, &info.listener_key).map_or_else(Limits::default, |(_, http)| http.limits)
     };
-    let storage = ctx.http.take_head_storage();
-    match lay_out_request(block, end_stream, &key, &limits, storage) {
+    let (fresh, list) = ctx.http.take_head_storage();
+    let decoded = conn.swap_decoded(fresh);
+    match lay_out_section((decoded, list), conn.field_list(), end_stream, &key, &limits) {
         Ok((head, _)) => Ok(head),
         Err((e, (bytes, fields))) => {
             ctx.http.give_write_buffer(bytes);
