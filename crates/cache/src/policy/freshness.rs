@@ -1,0 +1,112 @@
+//! How long a stored response stays fresh (RFC 9111 sections 4.2.1 and 4.2.2) and how old it is
+//! (section 4.2.3), in whole seconds as the RFC counts them.
+
+use std::time::{Duration, SystemTime};
+
+use super::control::{delta_seconds, Directives};
+use super::FieldSource;
+
+/// An HTTP-date in any of the three forms a recipient must accept (RFC 9110 section 5.6.7).
+pub fn http_date(value: &[u8]) -> Option<SystemTime> {
+    let text = std::str::from_utf8(super::trim(value)).ok()?;
+    httpdate::parse_http_date(text).ok()
+}
+
+/// The status codes RFC 9110 section 15.1 makes heuristically cacheable.
+pub fn heuristically_cacheable(status: u16) -> bool {
+    matches!(
+        status,
+        200 | 203 | 204 | 206 | 300 | 301 | 308 | 404 | 405 | 410 | 414 | 501
+    )
+}
+
+/// A freshness lifetime, and where it came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lifetime {
+    pub seconds: u64,
+    /// From `s-maxage`, `max-age` or `Expires`; false for a heuristic lifetime or none.
+    pub explicit: bool,
+}
+
+/// The freshness lifetime of a response in a shared cache (section 4.2.1): `s-maxage`, else
+/// `max-age`, else `Expires` less `Date` (an invalid or repeated `Expires`, such as `0`, is in
+/// the past); else, for a heuristically cacheable status or a `public` response, a tenth of the
+/// time since `Last-Modified` (section 4.2.2), at most `heuristic_max`; else none (0).
+/// `response_time`: when the response was received (its `Date` when it has none).
+pub fn lifetime(
+    status: u16,
+    response: &(impl FieldSource + ?Sized),
+    cc: &Directives,
+    response_time: SystemTime,
+    heuristic_max: Duration,
+) -> Lifetime {
+    if let Some(s) = cc.s_maxage.or(cc.max_age) {
+        return Lifetime {
+            seconds: s,
+            explicit: true,
+        };
+    }
+    let date = response.value_of(b"date").and_then(http_date).unwrap_or(response_time);
+    let mut expires = response.each(b"expires");
+    if let Some(first) = expires.next() {
+        let seconds = match (http_date(first), expires.next()) {
+            (Some(at), None) => seconds_between(date, at),
+            _ => 0,
+        };
+        return Lifetime {
+            seconds,
+            explicit: true,
+        };
+    }
+    let heuristic = heuristically_cacheable(status) || cc.public;
+    let last_modified = response.value_of(b"last-modified").and_then(http_date);
+    let seconds = match last_modified {
+        Some(modified) if heuristic => (seconds_between(modified, date) / 10).min(heuristic_max.as_secs()),
+        _ => 0,
+    };
+    Lifetime {
+        seconds,
+        explicit: false,
+    }
+}
+
+/// When a stored response was asked for and received, and what it said of its age.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// When the request that brought it was sent.
+    pub request_time: SystemTime,
+    /// When it was received.
+    pub response_time: SystemTime,
+    /// Its `Date` (the response time when it had none or an invalid one).
+    pub date: SystemTime,
+    /// Its `Age` (0 when it had none or an invalid one).
+    pub age: u64,
+}
+
+impl Timing {
+    /// The timing of `response`, asked for at `request_time` and received at `response_time`.
+    pub fn of(response: &(impl FieldSource + ?Sized), request_time: SystemTime, response_time: SystemTime) -> Timing {
+        Timing {
+            request_time,
+            response_time,
+            date: response.value_of(b"date").and_then(http_date).unwrap_or(response_time),
+            age: response.value_of(b"age").map_or(0, |a| delta_seconds(super::trim(a))),
+        }
+    }
+
+    /// Its current age at `now` (section 4.2.3): the larger of the age its `Date` implies and
+    /// its `Age` plus the time the request took, plus the time it has been stored.
+    pub fn current_age(&self, now: SystemTime) -> u64 {
+        let apparent_age = seconds_between(self.date, self.response_time);
+        let response_delay = seconds_between(self.request_time, self.response_time);
+        let corrected_age_value = self.age.saturating_add(response_delay);
+        let corrected_initial_age = apparent_age.max(corrected_age_value);
+        let resident_time = seconds_between(self.response_time, now);
+        corrected_initial_age.saturating_add(resident_time)
+    }
+}
+
+/// Whole seconds from `from` to `to`, 0 when `to` is earlier.
+pub fn seconds_between(from: SystemTime, to: SystemTime) -> u64 {
+    to.duration_since(from).map_or(0, |d| d.as_secs())
+}
