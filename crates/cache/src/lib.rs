@@ -5,5 +5,6 @@
 
 #![forbid(unsafe_code)]
 
+pub mod entry;
 pub mod policy;
 pub mod store;

@@ -246,6 +246,16 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
     }
 }
 
+impl<K: Hash + Eq + Clone, V: Weighted> std::fmt::Debug for MemoryStore<K, V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("capacity", &self.capacity)
+            .field("shards", &self.shards.len())
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
 /// A shard's lock. A panic while it was held leaves queues that are still consistent enough to
 /// serve from (every step checks what it finds): go on rather than fail every request.
 #[allow(clippy::disallowed_types)]

@@ -58,6 +58,7 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         acme_configured: false,
         acme_dns01: None,
         internal: Default::default(),
+        caches: Default::default(),
     };
     live.begin_filter_slots();
     let compiled = cx.config(raw, live);
@@ -102,6 +103,8 @@ struct Checker<'a> {
     /// The upstreams made for Rampart's own requests (`forward_auth` services), placed after
     /// the configured ones.
     internal: internal::InternalUpstreams,
+    /// `[caches]`, compiled: the routes' `cache` name them.
+    caches: cache::Caches,
 }
 
 impl Checker<'_> {
@@ -158,6 +161,7 @@ impl Checker<'_> {
         self.acme_configured = raw.acme.is_some();
         let mut acme = raw.acme.as_ref().map(|a| self.acme(a));
 
+        self.caches(&raw.caches, live);
         let upstream_names: Vec<&str> = raw.upstreams.keys().map(|k| k.get_ref().as_str()).collect();
         // Upstreams that hash on a request header or cookie, which TCP listeners do not have.
         let request_keyed: Vec<bool> = raw
@@ -446,6 +450,7 @@ pub fn resolve(address: &str) -> Result<SocketAddr, String> {
 
 mod acme;
 mod admin;
+mod cache;
 mod checks;
 mod command_line;
 pub mod discovered;

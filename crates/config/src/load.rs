@@ -11,7 +11,7 @@
 //!   the file-name part makes a pattern, expanded in name order (hidden files only when the
 //!   pattern starts with `.`; a pattern that matches nothing adds nothing). Included files may
 //!   include more, up to [`MAX_DEPTH`] deep; a cycle or a file included twice is an error.
-//! - Merging: listeners and upstreams of every file go into one table (a name defined twice is
+//! - Merging: listeners, upstreams and caches of every file go into one table (a name defined twice is
 //!   an error naming both places); `[global]` and `[admin]` may each be in one file only.
 
 use std::collections::HashMap;
@@ -292,7 +292,7 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
     p[pi..].iter().all(|&c| c == '*')
 }
 
-/// One config out of the files' parts: listeners and upstreams together, `[global]` and
+/// One config out of the files' parts: listeners, upstreams and caches together, `[global]` and
 /// `[admin]` from the one file that has each.
 fn merge(raws: Vec<RawConfig>, map: &SourceMap) -> Result<RawConfig, ConfigErrors> {
     let mut raws = raws.into_iter();
@@ -326,6 +326,21 @@ fn merge(raws: Vec<RawConfig>, map: &SourceMap) -> Result<RawConfig, ConfigError
                 )),
                 None => {
                     merged.upstreams.insert(name, upstream);
+                }
+            }
+        }
+        for (name, cache) in raw.caches {
+            match merged.caches.get_key_value(&name) {
+                Some((first, _)) => errors.push(map.error(
+                    name.span(),
+                    format!(
+                        "cache `{}` is already defined at {}",
+                        name.get_ref(),
+                        map.place(first.span().start)
+                    ),
+                )),
+                None => {
+                    merged.caches.insert(name, cache);
                 }
             }
         }

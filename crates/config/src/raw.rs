@@ -26,6 +26,34 @@ pub struct RawConfig {
     pub admin: Option<Spanned<RawAdmin>>,
     /// `[acme]`: where the certificates of listeners' `acme` names come from.
     pub acme: Option<Spanned<RawAcme>>,
+    /// `[caches.NAME]`: HTTP cache stores that routes' `cache` use.
+    #[serde(default)]
+    pub caches: BTreeMap<Spanned<String>, RawCache>,
+}
+
+/// `[caches.NAME]`: a memory store shared by the workers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// The store's bytes (`"256MiB"`).
+    #[serde(default, deserialize_with = "described::size")]
+    pub size: Option<Spanned<String>>,
+    /// The largest response body stored (a tenth of `size`, at most 8 MiB, by default).
+    #[serde(default, deserialize_with = "described::size")]
+    pub max_object_size: Option<Spanned<String>>,
+    /// The most a heuristic freshness lifetime may be (RFC 9111 section 4.2.2; default a day).
+    #[serde(default, deserialize_with = "described::duration")]
+    pub heuristic_max: Option<Spanned<String>>,
+}
+
+/// A route's `cache = { store = "NAME", key_fields = [...] }`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteCache {
+    pub store: Spanned<String>,
+    /// Request fields whose values are part of the key.
+    #[serde(default)]
+    pub key_fields: Vec<Spanned<String>>,
 }
 
 /// `[acme]`.
@@ -304,6 +332,8 @@ pub struct RawRoute {
     pub split: Option<Spanned<Vec<Spanned<RawSplitWay>>>>,
     /// `{ upstream = "shadow", percent = 10 }`.
     pub mirror: Option<Spanned<RawMirror>>,
+    /// `{ store = "main" }`: responses kept and answered from a `[caches]` store.
+    pub cache: Option<Spanned<RawRouteCache>>,
     /// The route's own `retries` and `retry_on`, over its upstream's.
     pub retries: Option<Spanned<i64>>,
     pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,

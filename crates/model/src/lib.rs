@@ -22,6 +22,7 @@
 
 pub mod acme;
 pub mod balance;
+pub mod cache;
 pub mod defaults;
 pub mod discovery;
 pub mod error_pages;

@@ -16,6 +16,8 @@ pub struct Route {
     pub error_pages: Option<std::sync::Arc<crate::error_pages::ErrorPages>>,
     /// `mirror`: a copy of a share of the route's requests to a shadow upstream.
     pub mirror: Option<crate::split::Mirror>,
+    /// `cache`: responses kept in a store and answered from it (routes that proxy).
+    pub cache: Option<crate::cache::RouteCache>,
     /// `retries` and `retry_on` of the route, over its upstream's.
     pub retry: crate::retry::RouteRetry,
     /// Traffic counters, kept across reloads for the same listener and route name.

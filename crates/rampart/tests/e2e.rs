@@ -28,6 +28,7 @@ mod health_h2c;
 #[path = "http2/main.rs"]
 mod http2;
 mod http_balancing;
+mod http_cache;
 mod http_errors;
 mod http_idle;
 mod http_limits;

@@ -29,7 +29,6 @@ pub fn reuse(request_cc: &Directives, stored_cc: &Directives, lifetime: u64, age
     // whatever the request accepts or an error would excuse.
     let strict = stored_cc.must_revalidate || stored_cc.proxy_revalidate || stored_cc.s_maxage.is_some();
     let if_error = !strict
-        && staleness > 0
         && [request_cc.stale_if_error, stored_cc.stale_if_error]
             .iter()
             .any(|limit| limit.is_some_and(|l| staleness <= l));

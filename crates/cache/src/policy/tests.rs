@@ -296,6 +296,9 @@ fn a_stored_response_is_reused_fresh_stale_or_after_validation() {
         reuse(&cc(&["stale-if-error=100"]), &stored, 100, 190),
         Reuse::Validate { stale_if_error: true }
     );
+    // Stale from the start (max-age=0) is stale by 0 seconds: within any stale-if-error.
+    let at_once = cc(&["max-age=0, stale-if-error=60"]);
+    assert_eq!(reuse(&none, &at_once, 0, 0), Reuse::Validate { stale_if_error: true });
 }
 
 #[test]

@@ -73,6 +73,7 @@ impl Checker<'_> {
                     action: RouteAction::Proxy { upstream },
                     filters: self.route_chain(&format!("{name}/default"), &listener_filters, None, live),
                     mirror: None,
+                    cache: None,
                     retry: Default::default(),
                     error_pages: error_pages.clone(),
                     metrics: live.route_metrics(name, "default"),
@@ -302,12 +303,17 @@ impl Checker<'_> {
         };
         let proxies = matches!(action, RouteAction::Proxy { .. } | RouteAction::Split(_));
         let retry = self.route_retry(&name, r, proxies)?;
+        let cache = match &r.cache {
+            Some(c) => Some(self.route_cache(&name, c, proxies)?),
+            None => None,
+        };
         let filters = self.route_chain(&format!("{listener}/{name}"), listener_filters, Some(r), live);
         Some(Route {
             matcher,
             action,
             filters,
             mirror,
+            cache,
             retry,
             error_pages: self.error_pages(&r.error_pages).map(Arc::new),
             metrics: live.route_metrics(listener, &name),

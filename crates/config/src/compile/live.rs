@@ -37,6 +37,9 @@ pub struct LiveState {
     filter_slots: FilterSlots,
     /// What the ACME client publishes (certificates, challenge answers): one for the process.
     acme: Arc<rampart_model::acme::AcmeShared>,
+    /// HTTP cache stores by name: a reload keeps what they hold while a route uses them and
+    /// their size is the same.
+    caches: HashMap<String, Arc<rampart_model::cache::CacheStore>>,
 }
 
 /// Traffic counters by the names that label them.
@@ -205,8 +208,29 @@ impl LiveState {
     }
 
     /// Forgets state that `snapshot` no longer uses.
+    /// The store of `[caches.NAME]`, of `size` bytes: the one a previous load made when its
+    /// size is the same, else a new, empty one.
+    pub(super) fn cache_store(&mut self, name: &str, size: usize) -> Arc<rampart_model::cache::CacheStore> {
+        let store = self
+            .caches
+            .entry(name.to_string())
+            .or_insert_with(|| Arc::new(rampart_model::cache::CacheStore::new(size)));
+        if store.capacity() != size {
+            *store = Arc::new(rampart_model::cache::CacheStore::new(size));
+        }
+        store.clone()
+    }
+
     pub(super) fn keep_only(&mut self, snapshot: &Snapshot) {
         self.filter_slots.commit();
+        let used: Vec<&str> = snapshot
+            .listeners
+            .iter()
+            .filter_map(|l| l.http())
+            .flat_map(|h| &h.routes)
+            .filter_map(|r| r.cache.as_ref().map(|c| c.store_name.as_str()))
+            .collect();
+        self.caches.retain(|name, _| used.contains(&name.as_str()));
         // Targets found by DNS come back when the answers are published: keep their state.
         self.forget_targets(snapshot, true);
         self.open

@@ -39,6 +39,7 @@ pub mod access_log;
 pub mod affinity;
 pub mod attempts;
 pub mod body_framing;
+mod cache;
 pub mod client;
 pub mod client_side;
 pub mod connection;

@@ -2,7 +2,8 @@
 //! writes the head to send from the request's edit view, in the form its connection speaks), and
 //! the tunnel a 101 opens.
 
-use rampart_proto::message::BodyLength;
+use rampart_model::cache::RouteCache;
+use rampart_proto::message::{BodyLength, RequestHead};
 
 use super::action::Delivery;
 use super::RequestPath;
@@ -17,6 +18,7 @@ use crate::http::head_out::RequestParts;
 impl<T: ClientSide> RequestPath<'_, T> {
     /// Exchanges a request (its head's edit view `parts`) with the upstream, then runs the
     /// tunnel a 101 may have opened.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn exchange(
         &mut self,
         req: &ProxyRequest<'_>,
@@ -24,11 +26,13 @@ impl<T: ClientSide> RequestPath<'_, T> {
         rctx: &mut RequestContext,
         run: &mut FilterRun,
         delivery: Delivery<'_>,
+        cache: Option<(&RouteCache, &RequestHead)>,
     ) {
         // The head is the request's own; with no body bytes waiting, the read buffer goes back
         // to the pool before the (possibly slow) upstream connect.
         self.inbuf.release_if_empty(&self.ctx.http);
         let ctx = self.ctx;
+        let scheme = self.stream.scheme();
         let mut down = self.filtered(run, delivery);
         // The body bytes that came with the head are checked before anything goes upstream (a
         // malformed chunked body sent in one piece never reaches a backend), and shown to the
@@ -38,7 +42,16 @@ impl<T: ClientSide> RequestPath<'_, T> {
             _ => down.check_received_body(),
         };
         let tunnel = match received {
-            Ok(()) => exchange::proxy(ctx, req, &mut down, parts, rctx).await,
+            Ok(()) => match cache {
+                // Boxed: the cache's state stays out of the futures of routes without one.
+                Some((cache, head)) => {
+                    Box::pin(crate::http::cache::through(
+                        ctx, cache, head, scheme, req, &mut down, parts, rctx,
+                    ))
+                    .await
+                }
+                None => exchange::proxy(ctx, req, &mut down, parts, rctx).await,
+            },
             Err(error) => {
                 answer_error(&mut down, rctx, error).await;
                 None

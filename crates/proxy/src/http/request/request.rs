@@ -269,7 +269,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 }
                 delivery.keep = keep;
                 rctx.bodyless = head.body == BodyLength::None && !head.upgrade;
-                self.exchange(&req, &parts, rctx, run, delivery).await;
+                let cache = route.cache.as_ref().map(|c| (c, head));
+                self.exchange(&req, &parts, rctx, run, delivery, cache).await;
                 drop(parts);
                 self.client_ip = client_ip;
             }

@@ -1,0 +1,90 @@
+//! A stored response ([`Entry`]): the head as the cache keeps it (the fields section 3.1 lets it
+//! keep), the body, and what the rules need to judge it later (the request fields it was chosen
+//! by, when it came, its freshness lifetime and directives).
+
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use rampart_proto::h1::Field;
+use rampart_proto::message::{BodyLength, ResponseHead};
+
+use crate::policy::control::Directives;
+use crate::policy::freshness::{lifetime, Lifetime, Timing};
+use crate::policy::reuse::{reuse, Reuse, Variant};
+use crate::policy::storable::stores_field;
+use crate::policy::FieldSource;
+use crate::store::Weighted;
+
+/// Octets an entry costs beyond its head's and body's (its own struct, the store's slot).
+const ENTRY_OVERHEAD: usize = 256;
+
+/// A response in the cache.
+#[derive(Debug)]
+pub struct Entry {
+    /// Status and the stored fields (names and values, packed); its length is the body's.
+    pub head: ResponseHead,
+    pub body: Bytes,
+    /// The request fields its `Vary` names, as the request that brought it sent them.
+    pub variant: Variant,
+    pub timing: Timing,
+    pub lifetime: Lifetime,
+    pub directives: Directives,
+}
+
+impl Entry {
+    /// The entry for a response (`status`, its `fields` in order, its directives `cc` and its
+    /// whole `body`) to `request`, which was sent at `request_time` and answered at
+    /// `response_time`; `None` when its `Vary` is `*`. Fields the cache may not keep are left
+    /// out (hop-by-hop, named by `Connection`, named by a qualified `no-cache` or `private`).
+    pub fn new<'f>(
+        request: &(impl FieldSource + ?Sized),
+        status: u16,
+        fields: impl Iterator<Item = (&'f [u8], &'f [u8])> + Clone,
+        cc: Directives,
+        body: Bytes,
+        (request_time, response_time): (SystemTime, SystemTime),
+        heuristic_max: Duration,
+    ) -> Option<Entry> {
+        let all: Vec<(&[u8], &[u8])> = fields.collect();
+        let variant = Variant::of(all.as_slice(), request)?;
+        let mut bytes = Vec::new();
+        let mut list = Vec::new();
+        for (name, value) in all.iter().filter(|(n, _)| stores_field(n, all.as_slice(), &cc)) {
+            list.push(Field::append(&mut bytes, name, value));
+        }
+        let timing = Timing::of(all.as_slice(), request_time, response_time);
+        let lifetime = lifetime(status, all.as_slice(), &cc, response_time, heuristic_max);
+        let length = BodyLength::Exact(body.len() as u64);
+        Some(Entry {
+            head: ResponseHead::laid_out(status, bytes, list, length),
+            body,
+            variant,
+            timing,
+            lifetime,
+            directives: cc,
+        })
+    }
+
+    /// Its current age at `now`, in seconds.
+    pub fn age(&self, now: SystemTime) -> u64 {
+        self.timing.current_age(now)
+    }
+
+    /// What it can do for a request with directives `request_cc` at `now`, and its age then.
+    pub fn reuse(&self, request_cc: &Directives, now: SystemTime) -> (Reuse, u64) {
+        let age = self.age(now);
+        (reuse(request_cc, &self.directives, self.lifetime.seconds, age), age)
+    }
+}
+
+impl Weighted for Entry {
+    fn weight(&self) -> usize {
+        let fields = self
+            .head
+            .fields_ref()
+            .iter()
+            .map(|(n, v)| n.len() + v.len() + 16)
+            .sum::<usize>();
+        self.body.len() + fields + ENTRY_OVERHEAD
+    }
+}

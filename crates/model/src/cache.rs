@@ -1,0 +1,56 @@
+//! A route's `cache`: the store (one of `[caches]`, shared by the workers and kept across
+//! reloads) and how requests are keyed in it. The rules are `rampart_cache::policy`'s.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rampart_cache::entry::Entry;
+use rampart_cache::store::MemoryStore;
+
+/// A named store of `[caches]`: responses by key.
+pub type CacheStore = MemoryStore<Vec<u8>, Entry>;
+
+/// What a route's `cache` says.
+pub struct RouteCache {
+    /// The store's name in `[caches]` (for logs and metrics).
+    pub store_name: String,
+    pub store: Arc<CacheStore>,
+    /// Request fields (lowercase) whose values are part of the key, beside the method, scheme,
+    /// host and target.
+    pub key_fields: Vec<String>,
+    /// The largest body stored; a longer response passes through unstored.
+    pub max_object_size: usize,
+    /// The most a heuristic freshness lifetime may be (RFC 9111 section 4.2.2).
+    pub heuristic_max: Duration,
+}
+
+impl std::fmt::Debug for RouteCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteCache")
+            .field("store_name", &self.store_name)
+            .field("key_fields", &self.key_fields)
+            .field("max_object_size", &self.max_object_size)
+            .field("heuristic_max", &self.heuristic_max)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `[caches.NAME]`, compiled: the store's bytes and its defaults for the routes that use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheSettings {
+    pub size: usize,
+    pub max_object_size: usize,
+    pub heuristic_max: Duration,
+}
+
+impl CacheSettings {
+    /// A store of `size` bytes: objects up to a tenth of it (S3-FIFO's small queue), at most
+    /// 8 MiB by default; heuristic lifetimes up to a day.
+    pub fn new(size: usize) -> Self {
+        CacheSettings {
+            size,
+            max_object_size: (size / 10).min(8 << 20),
+            heuristic_max: Duration::from_secs(86_400),
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The client side of a request that may fill the cache: everything goes on to the client's own
+//! side as it comes (the first client is served while the response is kept), and the response is
+//! kept beside it: its status and fields (for invalidation too), and, while it may still be
+//! stored, its body up to the route's largest object. With `stale-if-error` in force, an error
+//! (a 5xx from the upstream, or one of Rampart's own) is held back instead, so a stale response
+//! can answer in its place.
+
+use std::fs::File;
+use std::time::{Duration, SystemTime};
+
+use bytes::{Bytes, BytesMut};
+use rampart_proto::message::{BodyLength, FieldsRef};
+
+use crate::http::attempts::Attempt;
+use crate::http::downstream::{BodyFrame, BodyWatcher, Downstream, LocalAnswer};
+use crate::http::error::HttpError;
+use crate::http::head_out::{RequestParts, ResponseParts};
+
+/// What the recorder kept of the response.
+#[derive(Default)]
+pub(super) struct Recording {
+    /// The body is still kept: the response may be stored once it has all come.
+    pub keeping: bool,
+    /// The most body octets kept.
+    pub max: usize,
+    pub status: u16,
+    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    pub length: BodyLength,
+    pub body: BytesMut,
+    /// The body ended (its end or its trailers came).
+    pub ended: bool,
+    /// When the response head came.
+    pub response_time: Option<SystemTime>,
+    /// Errors are held back (`stale-if-error`): the status of the one held, if any.
+    pub hold_errors: bool,
+    pub held: Option<u16>,
+    /// The `Cache-Status` the response goes out with (RFC 9211; empty: none).
+    pub note: &'static str,
+}
+
+impl Recording {
+    pub fn new(keeping: bool, max: usize, hold_errors: bool) -> Self {
+        Recording {
+            keeping,
+            max,
+            hold_errors,
+            ..Default::default()
+        }
+    }
+
+    /// The whole body was kept: it may be stored.
+    pub fn complete(&self) -> bool {
+        self.keeping
+            && self.held.is_none()
+            && (self.ended
+                || match self.length {
+                    BodyLength::None => true,
+                    BodyLength::Exact(n) => self.body.len() as u64 == n,
+                    BodyLength::Unknown => false,
+                })
+    }
+
+    fn keep(&mut self, data: &[u8]) {
+        if !self.keeping {
+            return;
+        }
+        if self.body.len() + data.len() > self.max {
+            self.keeping = false;
+            self.body = BytesMut::new();
+            return;
+        }
+        self.body.extend_from_slice(data);
+    }
+}
+
+/// `inner` with the response kept in `rec` on its way.
+pub(super) struct Recorder<'a, D> {
+    pub inner: &'a mut D,
+    pub rec: Recording,
+}
+
+impl<D: Downstream> Downstream for Recorder<'_, D> {
+    type BodySource = D::BodySource;
+
+    fn take_body_source(&mut self) -> Option<Self::BodySource> {
+        self.inner.take_body_source()
+    }
+
+    async fn body_frame(&mut self) -> Result<BodyFrame<'_>, HttpError> {
+        self.inner.body_frame().await
+    }
+
+    fn received_body(&mut self, each: &mut BodyWatcher<'_>) -> Result<(), HttpError> {
+        self.inner.received_body(each)
+    }
+
+    fn body_waiting(&self) -> bool {
+        self.inner.body_waiting()
+    }
+
+    fn release_read_buffer(&mut self) {
+        self.inner.release_read_buffer()
+    }
+
+    fn lend_buffer(&mut self) -> Option<Vec<u8>> {
+        self.inner.lend_buffer()
+    }
+
+    fn return_buffer(&mut self, buf: Vec<u8>) -> Option<Vec<u8>> {
+        self.inner.return_buffer(buf)
+    }
+
+    fn upstream_request<'v>(
+        &mut self,
+        upstream: &'v rampart_model::Upstream,
+        target: usize,
+        parts: &'v RequestParts<'_>,
+    ) -> Option<RequestParts<'v>> {
+        self.inner.upstream_request(upstream, target, parts)
+    }
+
+    fn upstream_response(&mut self, upstream: &rampart_model::Upstream, attempt: &Attempt, fields: FieldsRef<'_>) {
+        self.inner.upstream_response(upstream, attempt, fields)
+    }
+
+    fn upstream_error(&mut self, upstream: &rampart_model::Upstream, attempt: &Attempt) {
+        self.inner.upstream_error(upstream, attempt)
+    }
+
+    async fn send_continue(&mut self) -> Result<(), HttpError> {
+        self.inner.send_continue().await
+    }
+
+    async fn send_informational(&mut self, head: &ResponseParts<'_>) -> Result<(), HttpError> {
+        self.inner.send_informational(head).await
+    }
+
+    async fn send_response_head(
+        &mut self,
+        head: &ResponseParts<'_>,
+        body: &[u8],
+        limit: Duration,
+    ) -> Result<(), HttpError> {
+        let rec = &mut self.rec;
+        rec.status = head.status;
+        rec.length = head.length;
+        rec.response_time = Some(SystemTime::now());
+        rec.fields = head.fields().iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        if rec.hold_errors && head.status >= 500 {
+            rec.held = Some(head.status);
+            rec.keeping = false;
+            return Ok(());
+        }
+        if let BodyLength::Exact(n) = head.length {
+            rec.keeping &= n <= rec.max as u64;
+        }
+        rec.keeping &= !head.upgrade();
+        rec.keep(body);
+        if rec.note.is_empty() {
+            return self.inner.send_response_head(head, body, limit).await;
+        }
+        let mut view = head.for_filters(head.body_transformable());
+        view.add_header("cache-status", rec.note);
+        self.inner.send_response_head(&view, body, limit).await
+    }
+
+    async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
+        if self.rec.held.is_some() {
+            return Ok(());
+        }
+        self.rec.keep(data);
+        self.inner.send_data(data).await
+    }
+
+    async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
+        if self.rec.held.is_some() {
+            return Ok(());
+        }
+        self.rec.keep(&data);
+        self.inner.send_bytes(data).await
+    }
+
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        if self.rec.held.is_some() {
+            return Ok(());
+        }
+        // Trailers are not stored: a response that has them is not either.
+        self.rec.keeping &= trailers.is_empty();
+        self.rec.ended = true;
+        self.inner.send_trailers(trailers).await
+    }
+
+    async fn end_body(&mut self) -> Result<(), HttpError> {
+        if self.rec.held.is_some() {
+            return Ok(());
+        }
+        self.rec.ended = true;
+        self.inner.end_body().await
+    }
+
+    fn needs_end(&self) -> bool {
+        // The end is how a body of unknown length is known to be whole.
+        self.rec.keeping || self.inner.needs_end()
+    }
+
+    async fn send_file(&mut self, file: &File, offset: u64, len: u64, scratch: &mut [u8]) -> Result<(), HttpError> {
+        self.rec.keeping = false;
+        self.inner.send_file(file, offset, len, scratch).await
+    }
+
+    async fn send_local(&mut self, answer: &LocalAnswer<'_>) -> Result<(), HttpError> {
+        self.rec.keeping = false;
+        if self.rec.hold_errors && answer.status >= 500 {
+            self.rec.held = Some(answer.status);
+            return Ok(());
+        }
+        self.inner.send_local(answer).await
+    }
+
+    fn bytes_sent(&self) -> u64 {
+        self.inner.bytes_sent()
+    }
+
+    fn body_bytes_sent(&self) -> u64 {
+        self.inner.body_bytes_sent()
+    }
+
+    fn keeps_alive(&self) -> bool {
+        self.inner.keeps_alive()
+    }
+}
