@@ -126,6 +126,11 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
     /// Stores `value` under `key` (replacing what was there), evicting as needed; a value larger
     /// than the small queue's share of its shard is not stored (false).
     pub fn insert(&self, key: K, value: V) -> bool {
+        self.insert_arc(key, Arc::new(value))
+    }
+
+    /// [`Self::insert`] of a value shared already.
+    pub fn insert_arc(&self, key: K, value: Arc<V>) -> bool {
         let weight = value.weight();
         if weight > self.small_capacity().max(1) {
             self.remove(&key);
@@ -150,7 +155,7 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
             }
         }
         let slot = Slot {
-            value: Arc::new(value),
+            value,
             weight,
             freq: 0,
             queue,

@@ -272,3 +272,97 @@ fn an_http2_client_is_answered_from_what_an_http1_client_stored() {
     assert!(body.starts_with("hello"), "{body}");
     assert_eq!(backend.seen(), 0, "the HTTP/2 request was a hit");
 }
+
+/// A backend that answers a request carrying `If-None-Match: "v1"` with 304 (now fresh for ten
+/// minutes), and any other with 200 `hello`, tagged `"v1"` and stale at once; it counts both.
+fn validating_backend() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let (full, conditional) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (f, c) = (full.clone(), conditional.clone());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let (f, c) = (f.clone(), c.clone());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                    got.drain(..end);
+                    let response: &[u8] = if head.contains("if-none-match: \"v1\"") {
+                        c.fetch_add(1, Ordering::SeqCst);
+                        b"HTTP/1.1 304 Not Modified\r\netag: \"v1\"\r\ncache-control: max-age=600\r\nx-fresh: again\r\n\r\n"
+                    } else {
+                        f.fetch_add(1, Ordering::SeqCst);
+                        b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=0\r\ncontent-length: 5\r\n\r\nhello"
+                    };
+                    if conn.write_all(response).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (target, full, conditional)
+}
+
+#[test]
+fn a_stale_response_is_validated_and_a_304_refreshes_it_in_the_store() {
+    let (target, full, conditional) = validating_backend();
+    let (_rampart, port, _dir) = proxy(&[("r", &target)]);
+    assert_eq!(get(port, "/r/x", "").0, 200);
+    assert_eq!(
+        (full.load(Ordering::SeqCst), conditional.load(Ordering::SeqCst)),
+        (1, 0)
+    );
+    // Stale at once: validated with its ETag; the 304 answers from the store.
+    let (status, head, body) = get(port, "/r/x", "");
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]), "{head}");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.contains("fwd-status=304")),
+        "{head}"
+    );
+    assert_eq!(
+        header(&head, "x-fresh"),
+        Some("again"),
+        "the 304's fields replace the stored ones: {head}"
+    );
+    assert_eq!(
+        (full.load(Ordering::SeqCst), conditional.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+    // The 304 made it fresh for ten minutes: a plain hit now.
+    let (_, head, body) = get(port, "/r/x", "");
+    assert_eq!(body, b"hello");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.starts_with("Rampart; hit; ttl=")),
+        "{head}"
+    );
+    assert_eq!(
+        (full.load(Ordering::SeqCst), conditional.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+}
+
+#[test]
+fn a_client_conditional_request_is_answered_304_from_the_store() {
+    let backend = HttpBackend::start(Reply::Raw(
+        b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=600\r\ncontent-length: 5\r\n\r\nhello",
+    ));
+    let (_rampart, port, _dir) = proxy(&[("n", &backend.target())]);
+    get(port, "/n/x", "");
+    let (status, head, body) = get(port, "/n/x", "If-None-Match: \"v0\", W/\"v1\"\r\n");
+    assert_eq!(status, 304, "{head}");
+    assert!(body.is_empty());
+    assert_eq!(header(&head, "etag"), Some("\"v1\""));
+    let (status, _, body) = get(port, "/n/x", "If-None-Match: \"v2\"\r\n");
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
+    assert_eq!(backend.seen(), 1);
+}

@@ -4,10 +4,13 @@
 //! RFC 9111 allows. Unsafe requests invalidate what they change. The rules are
 //! `rampart_cache::policy`'s; this module only applies them.
 //!
-//! Not yet here (see docs/cache.md): validation with a conditional request (a stale response is
-//! fetched again in full), a 304 from the store for a client's conditional request,
-//! `stale-while-revalidate` in the background (such a response is fetched again), request
-//! coalescing, more than one `Vary` variant per key.
+//! A stored response that must be validated is: the request goes upstream with its validators
+//! (`If-None-Match`, `If-Modified-Since`), and a 304 refreshes the stored head and answers from
+//! the store. A client's own conditional request that a stored response answers gets a 304 from
+//! the store.
+//!
+//! Not yet here (see docs/cache.md): `stale-while-revalidate` in the background (such a response
+//! is validated at once), request coalescing, more than one `Vary` variant per key.
 
 mod recorder;
 
@@ -16,10 +19,12 @@ use std::time::SystemTime;
 
 use rampart_cache::entry::Entry;
 use rampart_cache::policy::control::Directives;
-use rampart_cache::policy::reuse::{invalidated_paths, invalidates, Reuse};
+use rampart_cache::policy::freshness::http_date;
+use rampart_cache::policy::reuse::{freshens, invalidated_paths, invalidates, updates_field, validators, Reuse};
 use rampart_cache::policy::storable::may_store;
+use rampart_cache::policy::{list_items, FieldSource};
 use rampart_model::cache::RouteCache;
-use rampart_proto::message::RequestHead;
+use rampart_proto::message::{BodyLength, RequestHead};
 
 use self::recorder::{Recorder, Recording};
 use super::context::RequestContext;
@@ -71,11 +76,12 @@ pub(crate) async fn through<D: Downstream>(
         _ => "Rampart; fwd=stale",
     };
     let mut stale = None;
+    let mut validating = None;
     if let Some(entry) = stored {
         let (reuse, age) = entry.reuse(&request_cc, now);
         match reuse {
             Reuse::Fresh | Reuse::StaleAccepted => {
-                serve(down, req, entry, age, "hit", rctx).await;
+                serve(down, req, head, entry, age, "hit", rctx).await;
                 return None;
             }
             Reuse::Validate { stale_if_error } => {
@@ -88,8 +94,9 @@ pub(crate) async fn through<D: Downstream>(
                 if stale_if_error {
                     stale = Some((entry.clone(), age));
                 }
+                validating = Some(entry.clone());
             }
-            Reuse::StaleWhileRevalidate => {}
+            Reuse::StaleWhileRevalidate => validating = Some(entry.clone()),
         }
     }
     if request_cc.only_if_cached {
@@ -106,20 +113,60 @@ pub(crate) async fn through<D: Downstream>(
         }
         return None;
     }
+    // The stored response's validators go with the request, unless the client made its own
+    // request conditional (its conditions are then the upstream's to judge).
+    let conditional = validating
+        .as_ref()
+        .filter(|_| !is_conditional(head))
+        .and_then(|entry| conditional_parts(parts, &entry.head));
     let mut recorder = Recorder {
         inner: &mut *down,
         rec: Recording::new(method == b"GET", cache.max_object_size, stale.is_some()),
     };
     recorder.rec.note = note;
+    recorder.rec.validating = conditional.is_some();
     let request_time = SystemTime::now();
-    let tunnel = exchange::proxy(ctx, req, &mut recorder, parts, rctx).await;
+    let sent = conditional.as_ref().unwrap_or(parts);
+    let tunnel = exchange::proxy(ctx, req, &mut recorder, sent, rctx).await;
     let rec = recorder.rec;
+    if rec.not_modified {
+        let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let times = (request_time, rec.response_time.unwrap_or(request_time));
+        let refreshed = validating
+            .as_ref()
+            .filter(|entry| freshens(&entry.head, fields.as_slice()))
+            .and_then(|entry| refresh(entry, fields.as_slice(), head, times, cache));
+        rctx.status = 0;
+        match refreshed {
+            Some(entry) => {
+                let entry = std::sync::Arc::new(entry);
+                let age = entry.age(SystemTime::now());
+                serve(down, req, head, &entry, age, "hit; fwd=stale; fwd-status=304", rctx).await;
+                cache.store.insert_arc(key, entry);
+            }
+            // A 304 about no response stored here: the request goes again, unconditional.
+            None => {
+                cache.store.remove(&key);
+                return exchange::proxy(ctx, req, down, parts, rctx).await;
+            }
+        }
+        return tunnel;
+    }
     if rec.held.is_some() {
         if let Some((entry, age)) = stale {
             // stale-if-error (RFC 5861): the stale response answers in the error's place.
             rctx.error = None;
             rctx.keep_client = true;
-            serve(down, req, &entry, age, "hit; fwd=stale; detail=stale-if-error", rctx).await;
+            serve(
+                down,
+                req,
+                head,
+                &entry,
+                age,
+                "hit; fwd=stale; detail=stale-if-error",
+                rctx,
+            )
+            .await;
         }
         return tunnel;
     }
@@ -167,24 +214,106 @@ fn store(
     }
 }
 
-/// Answers from `entry` (its age `age`), with `Age` and `Cache-Status` (`what`: RFC 9211's
-/// parameters after the cache's name).
+/// The stored response `entry` with the fields of a 304 that validated it (each replacing the
+/// stored ones of its name, `Content-Length` aside: RFC 9111 section 3.2), received at `times`.
+fn refresh(
+    entry: &Entry,
+    not_modified: &[(&[u8], &[u8])],
+    head: &RequestHead,
+    times: (SystemTime, SystemTime),
+    cache: &RouteCache,
+) -> Option<Entry> {
+    let replaced = |name: &[u8]| updates_field(name) && not_modified.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let stored = entry.head.fields_ref();
+    let mut fields: Vec<(&[u8], &[u8])> = stored.iter().filter(|(n, _)| !replaced(n)).collect();
+    fields.extend(not_modified.iter().filter(|(n, _)| updates_field(n)).copied());
+    let cc = Directives::of(fields.as_slice());
+    let body = entry.body.clone();
+    Entry::new(
+        head,
+        entry.head.status,
+        fields.iter().copied(),
+        cc,
+        body,
+        times,
+        cache.heuristic_max,
+    )
+}
+
+/// Whether the client's request carries conditions of its own.
+fn is_conditional(head: &RequestHead) -> bool {
+    [
+        "if-none-match",
+        "if-modified-since",
+        "if-match",
+        "if-unmodified-since",
+        "if-range",
+    ]
+    .iter()
+    .any(|n| head.value_of(n.as_bytes()).is_some())
+}
+
+/// The request as it goes upstream with the validators of `stored` (section 4.3.1); `None` when
+/// it has none (or ones that cannot be sent).
+fn conditional_parts<'a>(
+    parts: &RequestParts<'a>,
+    stored: &rampart_proto::message::ResponseHead,
+) -> Option<RequestParts<'a>> {
+    let validators = validators(stored);
+    if validators.is_empty() {
+        return None;
+    }
+    let mut edits = parts.edits.clone().into_owned();
+    for (name, value) in &validators {
+        edits.set(std::str::from_utf8(name).ok()?, std::str::from_utf8(value).ok()?);
+    }
+    Some(parts.with_edits(edits))
+}
+
+/// Whether the client's own conditions say its copy of `entry` is current (RFC 9110 section
+/// 13.2.2: `If-None-Match` by weak comparison, else `If-Modified-Since` for `GET` and `HEAD`).
+fn client_has_it(head: &RequestHead, entry: &Entry) -> bool {
+    let etag = entry.head.value_of(b"etag");
+    if head.value_of(b"if-none-match").is_some() {
+        let weak = |t: &[u8]| t.strip_prefix(b"W/").unwrap_or(t).to_vec();
+        return list_items(head, b"if-none-match").any(|tag| tag == b"*" || etag.is_some_and(|e| weak(e) == weak(tag)));
+    }
+    let since = head.value_of(b"if-modified-since").and_then(http_date);
+    let modified = entry.head.value_of(b"last-modified").and_then(http_date);
+    matches!((since, modified), (Some(since), Some(modified)) if modified <= since)
+}
+
+/// Answers from `entry` (its age `age`) the request `head`, with `Age` and `Cache-Status` (`what`:
+/// RFC 9211's parameters after the cache's name): a 304 when the client's own conditions say
+/// it has the response already.
 async fn serve<D: Downstream>(
     down: &mut D,
     req: &ProxyRequest<'_>,
+    head: &RequestHead,
     entry: &Entry,
     age: u64,
     what: &str,
     rctx: &mut RequestContext,
 ) {
-    let status = entry.head.status;
+    let not_modified = (200..300).contains(&entry.head.status) && client_has_it(head, entry);
+    let (status, length) = match not_modified {
+        true => (304, BodyLength::None),
+        false => (entry.head.status, entry.head.length),
+    };
     let edits = Cow::Borrowed(req.response_ops.for_status(status));
-    let mut view = ResponseParts::written(status, entry.head.length, entry.head.fields_ref(), edits);
+    let mut view = ResponseParts::written(status, length, entry.head.fields_ref(), edits);
+    if not_modified {
+        view.remove_header("content-length");
+    }
     view.set_header("age", &age.to_string());
     let ttl = entry.lifetime.seconds as i64 - age as i64;
     view.add_header("cache-status", &format!("Rampart; {what}; ttl={ttl}"));
     rctx.status = status;
-    let body: &[u8] = if req.head_method { &[] } else { &entry.body };
+    let body: &[u8] = if req.head_method || not_modified {
+        &[]
+    } else {
+        &entry.body
+    };
     let limit = req.up.http.read_timeout;
     let sent = match down.send_response_head(&view, body, limit).await {
         Ok(()) if down.needs_end() => down.end_body().await,

@@ -36,6 +36,9 @@ pub(super) struct Recording {
     pub held: Option<u16>,
     /// The `Cache-Status` the response goes out with (RFC 9211; empty: none).
     pub note: &'static str,
+    /// The request is the cache's conditional one: a 304 is the cache's, held back.
+    pub validating: bool,
+    pub not_modified: bool,
 }
 
 impl Recording {
@@ -51,13 +54,18 @@ impl Recording {
     /// The whole body was kept: it may be stored.
     pub fn complete(&self) -> bool {
         self.keeping
-            && self.held.is_none()
+            && !self.holding()
             && (self.ended
                 || match self.length {
                     BodyLength::None => true,
                     BodyLength::Exact(n) => self.body.len() as u64 == n,
                     BodyLength::Unknown => false,
                 })
+    }
+
+    /// Nothing more goes to the client: an error or a 304 was held back.
+    fn holding(&self) -> bool {
+        self.held.is_some() || self.not_modified
     }
 
     fn keep(&mut self, data: &[u8]) {
@@ -151,6 +159,11 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
             rec.keeping = false;
             return Ok(());
         }
+        if rec.validating && head.status == 304 {
+            rec.not_modified = true;
+            rec.keeping = false;
+            return Ok(());
+        }
         if let BodyLength::Exact(n) = head.length {
             rec.keeping &= n <= rec.max as u64;
         }
@@ -165,7 +178,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
     }
 
     async fn send_data(&mut self, data: &[u8]) -> Result<(), HttpError> {
-        if self.rec.held.is_some() {
+        if self.rec.holding() {
             return Ok(());
         }
         self.rec.keep(data);
@@ -173,7 +186,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
     }
 
     async fn send_bytes(&mut self, data: Bytes) -> Result<(), HttpError> {
-        if self.rec.held.is_some() {
+        if self.rec.holding() {
             return Ok(());
         }
         self.rec.keep(&data);
@@ -181,7 +194,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
     }
 
     async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
-        if self.rec.held.is_some() {
+        if self.rec.holding() {
             return Ok(());
         }
         // Trailers are not stored: a response that has them is not either.
@@ -191,7 +204,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
     }
 
     async fn end_body(&mut self) -> Result<(), HttpError> {
-        if self.rec.held.is_some() {
+        if self.rec.holding() {
             return Ok(());
         }
         self.rec.ended = true;

@@ -101,6 +101,27 @@ impl<'a> RequestParts<'a> {
         }
     }
 
+    /// The same request with `edits` in place of its own (the conditional request a cache
+    /// makes of it to validate what it stored).
+    pub(crate) fn with_edits(&self, edits: HeaderOps) -> RequestParts<'a> {
+        RequestParts {
+            method: self.method,
+            host: self.host,
+            path: self.path,
+            query: self.query,
+            protocol: self.protocol,
+            body: self.body,
+            head: self.head,
+            target: self.target.clone(),
+            edits: Cow::Owned(edits),
+            upstream: self.upstream,
+            inspect_body: self.inspect_body,
+            forwarding: self.forwarding,
+            attempt: None,
+            attempt_edits: None,
+        }
+    }
+
     /// The view of `head` with no edits (its target read as routing reads it).
     pub(crate) fn of(head: &'a RequestHead, edits: Cow<'a, HeaderOps>, upstream: Option<usize>) -> Self {
         RequestParts::new(head, &request_target(head.target(), head.host()), edits, upstream)
