@@ -366,3 +366,66 @@ fn a_client_conditional_request_is_answered_304_from_the_store() {
     assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
     assert_eq!(backend.seen(), 1);
 }
+
+/// `METHOD path` on the admin listener: status and body.
+fn admin(port: u16, method: &str, path: &str) -> (u16, String) {
+    let (status, _, body) = request(
+        port,
+        &format!("{method} {path} HTTP/1.1\r\nHost: admin\r\ncontent-length: 0\r\n\r\n"),
+    );
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[test]
+fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
+    let backend = HttpBackend::start(Reply::Raw(
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncache-tag: blue, green\r\ncontent-length: 2\r\n\r\nok",
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let (port, admin_port) = (free_port(), free_port());
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n[caches.main]\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nupstream = \"app\"\ncache = {{ store = \"main\" }}\n\n\
+         [upstreams.app]\ntargets = [\"{}\"]\n",
+        backend.target()
+    );
+    let path = write_file(dir.path(), "cache.toml", &text);
+    let _rampart = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    let fill = || {
+        for p in ["/p/one", "/p/two", "/q/three"] {
+            get(port, p, "");
+        }
+    };
+    fill();
+    assert_eq!(backend.seen(), 3);
+    let (status, body) = admin(admin_port, "GET", "/api/caches");
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("\"name\":\"main\"") && body.contains("\"objects\":3"),
+        "{body}"
+    );
+    // Purge one URL (percent-encoded, the host in any case).
+    let (status, body) = admin(
+        admin_port,
+        "POST",
+        "/api/caches/main/purge?url=http%3A%2F%2FApp.test%2Fp%2Fone",
+    );
+    assert_eq!((status, body.trim()), (200, r#"{"cache":"main","removed":1}"#));
+    fill();
+    assert_eq!(backend.seen(), 1, "only the purged URL went upstream again");
+    // Ban a prefix.
+    let (_, body) = admin(admin_port, "POST", "/api/caches/main/ban?prefix=http://app.test/p/");
+    assert!(body.contains("\"removed\":2"), "{body}");
+    fill();
+    assert_eq!(backend.seen(), 2);
+    // Ban a tag every response carried.
+    let (_, body) = admin(admin_port, "POST", "/api/caches/main/ban?tag=green");
+    assert!(body.contains("\"removed\":3"), "{body}");
+    fill();
+    assert_eq!(backend.seen(), 3);
+    // Mistakes get a clear answer.
+    assert_eq!(admin(admin_port, "POST", "/api/caches/nope/purge?url=x").0, 404);
+    assert_eq!(admin(admin_port, "POST", "/api/caches/main/ban").0, 400);
+    assert_eq!(admin(admin_port, "GET", "/api/caches/main/ban?tag=x").0, 405);
+}

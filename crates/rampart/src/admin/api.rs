@@ -66,6 +66,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("/api/config", "GET"),
     ("/api/upstreams", "GET"),
     ("/api/history", "GET"),
+    ("/api/caches", "GET"),
     ("/metrics", "GET"),
 ];
 
@@ -78,6 +79,14 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         return Answer::error(401, "this admin listener needs Authorization: Bearer <token>");
     }
     let path = request.path.as_str();
+    if let Some(rest) = path.strip_prefix("/api/caches/") {
+        if request.method != "POST" {
+            let mut answer = Answer::error(405, &format!("{path} takes POST"));
+            answer.allow = Some("POST");
+            return answer;
+        }
+        return super::caches::act(shared, rest, &request.query);
+    }
     if let Some(rest) = path.strip_prefix("/api/upstreams/") {
         if request.method != "POST" {
             let mut answer = Answer::error(405, &format!("{path} takes POST"));
@@ -107,6 +116,7 @@ pub async fn handle(shared: &AdminShared, request: &Request) -> Answer {
         "/api/config" => Answer::json(200, &serde_json::to_value(&**shared.config.load()).unwrap_or_default()),
         "/api/upstreams" => upstreams(shared),
         "/api/history" => history(shared),
+        "/api/caches" => super::caches::list(shared),
         "/metrics" => Answer {
             status: 200,
             content_type: super::metrics::CONTENT_TYPE,
@@ -366,7 +376,7 @@ fn drain(shared: &AdminShared, rest: &str) -> Answer {
 }
 
 /// `%XX` escapes decoded (anything malformed is kept as written).
-fn percent_decode(s: &str) -> String {
+pub(super) fn percent_decode(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

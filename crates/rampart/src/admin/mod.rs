@@ -17,6 +17,7 @@ use rampart_proto::h1::{parse_request, Framing, Limits};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 pub mod api;
+pub mod caches;
 pub mod history;
 pub mod metrics;
 pub mod page;
@@ -182,6 +183,8 @@ async fn serve_connection(mut stream: impl AsyncRead + AsyncWrite + Unpin, share
 pub struct Request {
     pub method: String,
     pub path: String,
+    /// What follows `?` in the target (empty when nothing does).
+    pub query: String,
     pub authorization: Option<String>,
     pub keep_alive: bool,
 }
@@ -196,7 +199,8 @@ async fn read_request(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) 
             Ok(Some(head)) => {
                 let slice = |r: (u32, u32)| String::from_utf8_lossy(&buf[r.0 as usize..r.1 as usize]).into_owned();
                 let target = slice(req.target);
-                let path = target.split('?').next().unwrap_or("").to_string();
+                let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+                let (path, query) = (path.to_string(), query.to_string());
                 let authorization = req
                     .fields
                     .iter()
@@ -205,6 +209,7 @@ async fn read_request(stream: &mut (impl AsyncRead + Unpin), buf: &mut Vec<u8>) 
                 let request = Request {
                     method: slice(req.method),
                     path,
+                    query,
                     authorization,
                     keep_alive: req.keep_alive,
                 };

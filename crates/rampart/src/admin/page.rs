@@ -56,6 +56,7 @@ mod tests {
         Request {
             method: method.into(),
             path: "/".into(),
+            query: String::new(),
             authorization: None,
             keep_alive: false,
         }

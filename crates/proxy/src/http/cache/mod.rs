@@ -26,7 +26,7 @@ use rampart_cache::policy::{list_items, FieldSource};
 use rampart_model::cache::RouteCache;
 use rampart_proto::message::{BodyLength, RequestHead};
 
-use self::recorder::{Recorder, Recording};
+use self::recorder::{Commit, Recorder, Recording};
 use super::context::RequestContext;
 use super::downstream::{Downstream, LocalAnswer};
 use super::exchange::{self, ProxyRequest};
@@ -55,6 +55,7 @@ pub(crate) async fn through<D: Downstream>(
         let mut recorder = Recorder {
             inner: &mut *down,
             rec: Recording::new(false, 0, false),
+            commit: None,
         };
         let tunnel = exchange::proxy(ctx, req, &mut recorder, parts, rctx).await;
         if invalidates(method, rctx.status) {
@@ -119,16 +120,24 @@ pub(crate) async fn through<D: Downstream>(
         .as_ref()
         .filter(|_| !is_conditional(head))
         .and_then(|entry| conditional_parts(parts, &entry.head));
+    let request_time = SystemTime::now();
+    let commit = Commit {
+        cache,
+        key: key.clone(),
+        head,
+        request_cc: &request_cc,
+        request_time,
+    };
     let mut recorder = Recorder {
         inner: &mut *down,
         rec: Recording::new(method == b"GET", cache.max_object_size, stale.is_some()),
+        commit: Some(commit),
     };
     recorder.rec.note = note;
     recorder.rec.validating = conditional.is_some();
-    let request_time = SystemTime::now();
     let sent = conditional.as_ref().unwrap_or(parts);
     let tunnel = exchange::proxy(ctx, req, &mut recorder, sent, rctx).await;
-    let rec = recorder.rec;
+    let Recorder { mut rec, commit, .. } = recorder;
     if rec.not_modified {
         let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
         let times = (request_time, rec.response_time.unwrap_or(request_time));
@@ -170,21 +179,23 @@ pub(crate) async fn through<D: Downstream>(
         }
         return tunnel;
     }
-    if rec.complete() && rctx.error.is_none() {
-        store(cache, key, head, &request_cc, rec, request_time);
+    // A response whose end was known only when the exchange ended (read until the upstream
+    // closed).
+    if let Some(commit) = commit.filter(|_| rec.complete() && rctx.error.is_none()) {
+        store(commit, &mut rec);
     }
     tunnel
 }
 
-/// Stores the response `rec` kept, when RFC 9111 allows it.
-fn store(
-    cache: &RouteCache,
-    key: Vec<u8>,
-    head: &RequestHead,
-    request_cc: &Directives,
-    rec: Recording,
-    request_time: SystemTime,
-) {
+/// Stores the response `rec` kept (its body is taken), when RFC 9111 allows it.
+fn store(commit: Commit<'_>, rec: &mut Recording) {
+    let Commit {
+        cache,
+        key,
+        head,
+        request_cc,
+        request_time,
+    } = commit;
     let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
     let response_cc = Directives::of(fields.as_slice());
     if may_store(
@@ -200,7 +211,7 @@ fn store(
         return;
     }
     let times = (request_time, rec.response_time.unwrap_or(request_time));
-    let body = rec.body.freeze();
+    let body = std::mem::take(&mut rec.body).freeze();
     if let Some(entry) = Entry::new(
         head,
         rec.status,

@@ -11,6 +11,10 @@ use std::time::{Duration, SystemTime};
 use bytes::{Bytes, BytesMut};
 use rampart_proto::message::{BodyLength, FieldsRef};
 
+use rampart_cache::policy::control::Directives;
+use rampart_model::cache::RouteCache;
+use rampart_proto::message::RequestHead;
+
 use crate::http::attempts::Attempt;
 use crate::http::downstream::{BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
@@ -81,13 +85,34 @@ impl Recording {
     }
 }
 
-/// `inner` with the response kept in `rec` on its way.
-pub(super) struct Recorder<'a, D> {
-    pub inner: &'a mut D,
-    pub rec: Recording,
+/// Where a response kept whole is stored, and what the rules judge it by.
+pub(super) struct Commit<'c> {
+    pub cache: &'c RouteCache,
+    pub key: Vec<u8>,
+    pub head: &'c RequestHead,
+    pub request_cc: &'c Directives,
+    pub request_time: SystemTime,
 }
 
-impl<D: Downstream> Downstream for Recorder<'_, D> {
+/// `inner` with the response kept in `rec` on its way, and stored by `commit` the moment it is
+/// whole, before its last octets go to the client (so a request that follows finds it).
+pub(super) struct Recorder<'a, 'c, D> {
+    pub inner: &'a mut D,
+    pub rec: Recording,
+    pub commit: Option<Commit<'c>>,
+}
+
+impl<D> Recorder<'_, '_, D> {
+    fn commit_if_whole(&mut self) {
+        if self.rec.complete() {
+            if let Some(commit) = self.commit.take() {
+                super::store(commit, &mut self.rec);
+            }
+        }
+    }
+}
+
+impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
     type BodySource = D::BodySource;
 
     fn take_body_source(&mut self) -> Option<Self::BodySource> {
@@ -169,6 +194,8 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
         }
         rec.keeping &= !head.upgrade();
         rec.keep(body);
+        self.commit_if_whole();
+        let rec = &self.rec;
         if rec.note.is_empty() {
             return self.inner.send_response_head(head, body, limit).await;
         }
@@ -182,6 +209,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
             return Ok(());
         }
         self.rec.keep(data);
+        self.commit_if_whole();
         self.inner.send_data(data).await
     }
 
@@ -190,6 +218,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
             return Ok(());
         }
         self.rec.keep(&data);
+        self.commit_if_whole();
         self.inner.send_bytes(data).await
     }
 
@@ -200,6 +229,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
         // Trailers are not stored: a response that has them is not either.
         self.rec.keeping &= trailers.is_empty();
         self.rec.ended = true;
+        self.commit_if_whole();
         self.inner.send_trailers(trailers).await
     }
 
@@ -208,6 +238,7 @@ impl<D: Downstream> Downstream for Recorder<'_, D> {
             return Ok(());
         }
         self.rec.ended = true;
+        self.commit_if_whole();
         self.inner.end_body().await
     }
 
