@@ -54,3 +54,25 @@ impl CacheSettings {
         }
     }
 }
+
+/// What the cache did for a request (RFC 9211's words where it has them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheOutcome {
+    /// Answered from the store, fresh.
+    Hit = 0,
+    /// Answered from the store, stale (`max-stale`, or `stale-if-error` in an error's place).
+    Stale = 1,
+    /// Validated with the upstream, which answered 304: answered from the store.
+    Revalidated = 2,
+    /// Went to the upstream (not stored, stale, or a variant not stored).
+    Miss = 3,
+}
+
+/// [`CacheOutcome`]s by their index: their names in metrics and logs.
+pub const CACHE_OUTCOMES: [&str; 4] = ["hit", "stale", "revalidated", "miss"];
+
+impl CacheOutcome {
+    pub fn as_str(self) -> &'static str {
+        CACHE_OUTCOMES[self as usize]
+    }
+}

@@ -345,6 +345,8 @@ pub struct RouteCells {
     pub requests: [Count; 5],
     /// From the first byte of the request head to the end of the response.
     pub duration: LatencyHistogram,
+    /// Requests on a route with a `cache`, by [`crate::cache::CacheOutcome`].
+    pub cache: [Count; 4],
 }
 
 /// A TCP route's cells (also used for a TCP listener's default, route `""`).

@@ -383,11 +383,14 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
     ));
     let dir = tempfile::tempdir().unwrap();
     let (port, admin_port) = (free_port(), free_port());
+    let log = dir.path().join("access.log");
     let text = format!(
         "[admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\n[caches.main]\n\n\
-         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\
+         access_log = {{ path = \"{}\" }}\n\n\
          [[listeners.web.routes]]\nupstream = \"app\"\ncache = {{ store = \"main\" }}\n\n\
          [upstreams.app]\ntargets = [\"{}\"]\n",
+        log.display(),
         backend.target()
     );
     let path = write_file(dir.path(), "cache.toml", &text);
@@ -399,6 +402,7 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
     };
     fill();
     assert_eq!(backend.seen(), 3);
+    get(port, "/p/one", "");
     let (status, body) = admin(admin_port, "GET", "/api/caches");
     assert_eq!(status, 200);
     assert!(
@@ -424,6 +428,29 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
     assert!(body.contains("\"removed\":3"), "{body}");
     fill();
     assert_eq!(backend.seen(), 3);
+    // The metrics count what the cache did, and what the store holds.
+    let samples = common::scrape::scrape(admin_port);
+    let count = |result: &str| {
+        common::scrape::value(
+            &samples,
+            "rampart_http_cache_requests_total",
+            &[("listener", "web"), ("route", "web#1"), ("result", result)],
+        )
+    };
+    assert_eq!(
+        (count("hit"), count("miss")),
+        (4.0, 9.0),
+        "as the backend saw them: 3 + 1 + 2 + 3 misses"
+    );
+    assert_eq!(
+        common::scrape::value(&samples, "rampart_cache_objects", &[("cache", "main")]),
+        3.0
+    );
+    // The access log says what the cache did.
+    let lines = common::tls::log_lines_once(&log, "a cache hit in the access log", |l| {
+        l.contains("\"cache\":\"hit\"")
+    });
+    assert!(lines.iter().any(|l| l.contains("\"cache\":\"miss\"")), "{lines:?}");
     // Mistakes get a clear answer.
     assert_eq!(admin(admin_port, "POST", "/api/caches/nope/purge?url=x").0, 404);
     assert_eq!(admin(admin_port, "POST", "/api/caches/main/ban").0, 400);

@@ -40,6 +40,8 @@ pub struct AccessRecord<'a> {
     pub request_id: Option<&'a str>,
     /// Who an auth filter authenticated the request as.
     pub user: Option<&'a str>,
+    /// What a route's cache did (`hit`, `stale`, `revalidated`, `miss`).
+    pub cache: Option<&'a str>,
 }
 
 /// Appends one line in `format`.
@@ -109,6 +111,10 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     if let Some(user) = r.user {
         out.extend_from_slice(b",\"user\":");
         write_json_str(out, user);
+    }
+    if let Some(cache) = r.cache {
+        out.extend_from_slice(b",\"cache\":");
+        write_json_str(out, cache);
     }
     out.extend_from_slice(b",\"user_agent\":");
     write_json_str(out, &lossy(r.user_agent));

@@ -41,6 +41,8 @@ pub struct RequestContext {
     pub bodyless: bool,
     /// When the client stops waiting (gRPC's `grpc-timeout`), if it said.
     pub deadline: Option<Instant>,
+    /// What a route's cache did for the request.
+    pub cache: Option<rampart_model::cache::CacheOutcome>,
 }
 
 impl RequestContext {
@@ -62,6 +64,7 @@ impl RequestContext {
             keep_client: true,
             bodyless: false,
             deadline: None,
+            cache: None,
         }
     }
 

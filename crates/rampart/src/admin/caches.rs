@@ -33,6 +33,14 @@ fn stores(snapshot: &Snapshot) -> Vec<(String, Arc<CacheStore>)> {
     found
 }
 
+/// Each store's counts, by name (for the metrics).
+pub fn store_stats(snapshot: &Snapshot) -> Vec<(String, rampart_cache::store::StoreStats)> {
+    stores(snapshot)
+        .into_iter()
+        .map(|(name, store)| (name, store.stats()))
+        .collect()
+}
+
 /// `GET /api/caches`.
 pub fn list(shared: &AdminShared) -> Answer {
     let snapshot = shared.snapshot.load();

@@ -279,9 +279,11 @@ mod tests {
                     route: "api".into(),
                     requests: [0, requests_2xx, 0, requests_5xx * 2, requests_5xx],
                     duration,
+                    ..Default::default()
                 }],
                 tcp_routes: Vec::new(),
                 upstreams: Vec::new(),
+                caches: Vec::new(),
             },
         })
     }

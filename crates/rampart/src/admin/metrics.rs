@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::info::Info;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use rampart_model::cache::CACHE_OUTCOMES;
 use rampart_model::metrics::{
     HistogramTotal, RefusedReason, UpstreamErrorKind, CODE_CLASSES, LATENCY_BOUNDS, SESSION_BOUNDS,
 };
@@ -378,6 +379,46 @@ impl Collector for Traffic {
                     (labels, Value::Counter(r.requests[i]))
                 })
             }),
+        )?;
+        family(
+            &mut e,
+            "rampart_http_cache_requests",
+            "Requests on routes with a cache, by what the cache did: hit, stale (answered stale), revalidated (a 304 refreshed it), miss",
+            Counter,
+            t.routes.iter().filter(|r| r.caches).flat_map(|r| {
+                CACHE_OUTCOMES.iter().enumerate().map(move |(i, result)| {
+                    let labels = labels([("listener", &r.listener), ("route", &r.route), ("result", result)]);
+                    (labels, Value::Counter(r.cache[i]))
+                })
+            }),
+        )?;
+        let caches = &t.caches;
+        family(
+            &mut e,
+            "rampart_cache_bytes",
+            "Bytes an HTTP cache store holds",
+            Gauge,
+            caches
+                .iter()
+                .map(|(name, s)| (labels([("cache", name)]), Value::Gauge(s.bytes as i64))),
+        )?;
+        family(
+            &mut e,
+            "rampart_cache_objects",
+            "Responses an HTTP cache store holds",
+            Gauge,
+            caches
+                .iter()
+                .map(|(name, s)| (labels([("cache", name)]), Value::Gauge(s.objects as i64))),
+        )?;
+        family(
+            &mut e,
+            "rampart_cache_evictions",
+            "Responses an HTTP cache store evicted to make room",
+            Counter,
+            caches
+                .iter()
+                .map(|(name, s)| (labels([("cache", name)]), Value::Counter(s.evictions))),
         )?;
         family(
             &mut e,

@@ -26,6 +26,9 @@ pub struct TrafficTotals {
     /// Routes of TCP listeners, each listener's [`TCP_DEFAULT`] last.
     pub tcp_routes: Vec<TcpRouteTotals>,
     pub upstreams: Vec<UpstreamTotals>,
+    /// The HTTP cache stores routes use, by name, with their counts.
+    #[serde(skip)]
+    pub caches: Vec<(String, rampart_cache::store::StoreStats)>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -65,6 +68,12 @@ pub struct RouteTotals {
     pub requests: [u64; 5],
     #[serde(skip)]
     pub duration: HistogramTotal,
+    /// On a route with a `cache`: requests by what it did (`CACHE_OUTCOMES`).
+    #[serde(skip)]
+    pub cache: [u64; 4],
+    /// The route has a `cache`.
+    #[serde(skip)]
+    pub caches: bool,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -166,6 +175,8 @@ impl TrafficTotals {
                     route: route.to_string(),
                     requests: std::array::from_fn(|i| sum(cells, |c| &c.requests[i])),
                     duration,
+                    cache: std::array::from_fn(|i| sum(cells, |c| &c.cache[i])),
+                    caches: http.routes.iter().any(|r| r.name == route && r.cache.is_some()),
                 });
             }
         }
@@ -207,6 +218,7 @@ impl TrafficTotals {
                 targets,
             });
         }
+        totals.caches = super::caches::store_stats(snapshot);
         totals
     }
 }

@@ -23,7 +23,7 @@ use rampart_cache::policy::freshness::http_date;
 use rampart_cache::policy::reuse::{freshens, invalidated_paths, invalidates, updates_field, validators, Reuse};
 use rampart_cache::policy::storable::may_store;
 use rampart_cache::policy::{list_items, FieldSource};
-use rampart_model::cache::RouteCache;
+use rampart_model::cache::{CacheOutcome, RouteCache};
 use rampart_proto::message::{BodyLength, RequestHead};
 
 use self::recorder::{Commit, Recorder, Recording};
@@ -82,6 +82,10 @@ pub(crate) async fn through<D: Downstream>(
         let (reuse, age) = entry.reuse(&request_cc, now);
         match reuse {
             Reuse::Fresh | Reuse::StaleAccepted => {
+                rctx.cache = Some(match reuse {
+                    Reuse::Fresh => CacheOutcome::Hit,
+                    _ => CacheOutcome::Stale,
+                });
                 serve(down, req, head, entry, age, "hit", rctx).await;
                 return None;
             }
@@ -100,6 +104,7 @@ pub(crate) async fn through<D: Downstream>(
             Reuse::StaleWhileRevalidate => validating = Some(entry.clone()),
         }
     }
+    rctx.cache = Some(CacheOutcome::Miss);
     if request_cc.only_if_cached {
         rctx.status = 504;
         let answer = LocalAnswer {
@@ -150,6 +155,7 @@ pub(crate) async fn through<D: Downstream>(
             Some(entry) => {
                 let entry = std::sync::Arc::new(entry);
                 let age = entry.age(SystemTime::now());
+                rctx.cache = Some(CacheOutcome::Revalidated);
                 serve(down, req, head, &entry, age, "hit; fwd=stale; fwd-status=304", rctx).await;
                 cache.store.insert_arc(key, entry);
             }
@@ -166,6 +172,7 @@ pub(crate) async fn through<D: Downstream>(
             // stale-if-error (RFC 5861): the stale response answers in the error's place.
             rctx.error = None;
             rctx.keep_client = true;
+            rctx.cache = Some(CacheOutcome::Stale);
             serve(
                 down,
                 req,

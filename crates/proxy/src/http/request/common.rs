@@ -156,6 +156,9 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             route_cells.requests[code_class(rctx.status)].add(1);
             route_cells.duration.observe(took);
         }
+        if let Some(outcome) = rctx.cache {
+            route_cells.cache[outcome as usize].add(1);
+        }
         self.write_access(head, rctx, run, took);
         if run.is_active() {
             let snapshot = self.snapshot.clone();
@@ -225,6 +228,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             tls: self.stream.tls_info(),
             request_id: run.facts.request_id.as_deref(),
             user: run.facts.user.as_deref(),
+            cache: rctx.cache.map(|o| o.as_str()),
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }
