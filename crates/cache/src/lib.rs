@@ -5,6 +5,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod coalesce;
 pub mod entry;
 pub mod policy;
 pub mod store;

@@ -44,6 +44,10 @@ pub struct RawCache {
     /// The most a heuristic freshness lifetime may be (RFC 9111 section 4.2.2; default a day).
     #[serde(default, deserialize_with = "described::duration")]
     pub heuristic_max: Option<Spanned<String>>,
+    /// How long a miss waits for another request for the same key (default 5 s; `0s`: no
+    /// coalescing).
+    #[serde(default, deserialize_with = "described::duration")]
+    pub coalesce_timeout: Option<Spanned<String>>,
 }
 
 /// A route's `cache = { store = "NAME", key_fields = [...] }`.

@@ -4,17 +4,26 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use rampart_cache::coalesce::InFlight;
 use rampart_cache::entry::Entry;
 use rampart_cache::store::MemoryStore;
 
 /// A named store of `[caches]`: responses by key.
 pub type CacheStore = MemoryStore<Vec<u8>, Entry>;
 
+/// The keys of a store with a request on its way to an upstream (request coalescing).
+pub type CacheInFlight = InFlight<Vec<u8>>;
+
 /// What a route's `cache` says.
 pub struct RouteCache {
     /// The store's name in `[caches]` (for logs and metrics).
     pub store_name: String,
     pub store: Arc<CacheStore>,
+    /// Misses on their way, shared by the routes that use the store.
+    pub in_flight: Arc<CacheInFlight>,
+    /// How long a request waits for another one for the same key before it goes upstream
+    /// itself.
+    pub coalesce_timeout: Duration,
     /// Request fields (lowercase) whose values are part of the key, beside the method, scheme,
     /// host and target.
     pub key_fields: Vec<String>,
@@ -31,6 +40,7 @@ impl std::fmt::Debug for RouteCache {
             .field("key_fields", &self.key_fields)
             .field("max_object_size", &self.max_object_size)
             .field("heuristic_max", &self.heuristic_max)
+            .field("coalesce_timeout", &self.coalesce_timeout)
             .finish_non_exhaustive()
     }
 }
@@ -41,16 +51,19 @@ pub struct CacheSettings {
     pub size: usize,
     pub max_object_size: usize,
     pub heuristic_max: Duration,
+    pub coalesce_timeout: Duration,
 }
 
 impl CacheSettings {
     /// A store of `size` bytes: objects up to a tenth of it (S3-FIFO's small queue), at most
-    /// 8 MiB by default; heuristic lifetimes up to a day.
+    /// 8 MiB by default; heuristic lifetimes up to a day; waits for a coalesced miss up to 5 s
+    /// (nginx's `proxy_cache_lock_timeout`).
     pub fn new(size: usize) -> Self {
         CacheSettings {
             size,
             max_object_size: (size / 10).min(8 << 20),
             heuristic_max: Duration::from_secs(86_400),
+            coalesce_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -66,10 +79,12 @@ pub enum CacheOutcome {
     Revalidated = 2,
     /// Went to the upstream (not stored, stale, or a variant not stored).
     Miss = 3,
+    /// Waited for another request for the same key, and answered from what it stored.
+    Collapsed = 4,
 }
 
 /// [`CacheOutcome`]s by their index: their names in metrics and logs.
-pub const CACHE_OUTCOMES: [&str; 4] = ["hit", "stale", "revalidated", "miss"];
+pub const CACHE_OUTCOMES: [&str; 5] = ["hit", "stale", "revalidated", "miss", "collapsed"];
 
 impl CacheOutcome {
     pub fn as_str(self) -> &'static str {

@@ -346,7 +346,7 @@ pub struct RouteCells {
     /// From the first byte of the request head to the end of the response.
     pub duration: LatencyHistogram,
     /// Requests on a route with a `cache`, by [`crate::cache::CacheOutcome`].
-    pub cache: [Count; 4],
+    pub cache: [Count; 5],
 }
 
 /// A TCP route's cells (also used for a TCP listener's default, route `""`).

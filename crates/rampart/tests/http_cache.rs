@@ -456,3 +456,80 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
     assert_eq!(admin(admin_port, "POST", "/api/caches/main/ban").0, 400);
     assert_eq!(admin(admin_port, "GET", "/api/caches/main/ban?tag=x").0, 405);
 }
+
+/// A backend that takes `delay` to answer each request with a fresh `hello` (the delay is the
+/// backend's behaviour, not a wait of the test); it counts requests.
+fn slow_backend(delay: std::time::Duration, response: &'static [u8]) -> (String, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let counted = counted.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                let mut got = Vec::new();
+                loop {
+                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match conn.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => got.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                    got.drain(..end);
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    std::thread::sleep(delay);
+                    if conn.write_all(response).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (target, count)
+}
+
+#[test]
+fn concurrent_misses_for_one_key_make_one_upstream_request() {
+    let (target, count) = slow_backend(std::time::Duration::from_millis(500), FRESH);
+    let (_rampart, port, _dir) = proxy(&[("co", &target)]);
+    let clients: Vec<_> = (0..8)
+        .map(|_| std::thread::spawn(move || get(port, "/co/x", "")))
+        .collect();
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(count.load(Ordering::SeqCst), 1, "one request went upstream");
+    for (status, head, body) in &answers {
+        assert_eq!((*status, body.as_slice()), (200, &b"hello"[..]), "{head}");
+    }
+    let status = |head: &str| header(head, "cache-status").unwrap_or_default().to_string();
+    let collapsed = answers
+        .iter()
+        .filter(|(_, head, _)| status(head).contains("collapsed"))
+        .count();
+    let hits = answers
+        .iter()
+        .filter(|(_, head, _)| status(head).starts_with("Rampart; hit"))
+        .count();
+    // Every client but the leader waited for it (or, come after it ended, found it stored).
+    assert_eq!(hits, 7, "{answers:?}");
+    assert!(collapsed >= 1, "{answers:?}");
+}
+
+#[test]
+fn waiters_go_upstream_themselves_when_the_leaders_response_is_not_cacheable() {
+    let (target, count) = slow_backend(
+        std::time::Duration::from_millis(200),
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 5\r\n\r\nhello",
+    );
+    let (_rampart, port, _dir) = proxy(&[("un", &target)]);
+    let clients: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || get(port, "/un/x", "")))
+        .collect();
+    for c in clients {
+        let (status, _, body) = c.join().unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 4);
+}

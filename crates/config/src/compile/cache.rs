@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rampart_model::cache::{CacheSettings, CacheStore, RouteCache};
+use rampart_model::cache::{CacheInFlight, CacheSettings, CacheStore, RouteCache};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
@@ -15,7 +15,7 @@ const DEFAULT_SIZE: usize = 64 << 20;
 
 /// The compiled `[caches]`: each store and its settings, by name.
 #[derive(Default)]
-pub(super) struct Caches(BTreeMap<String, (CacheSettings, Arc<CacheStore>)>);
+pub(super) struct Caches(BTreeMap<String, (CacheSettings, Arc<CacheStore>, Arc<CacheInFlight>)>);
 
 impl Checker<'_> {
     pub(super) fn caches(&mut self, raw: &BTreeMap<Spanned<String>, RawCache>, live: &mut LiveState) {
@@ -24,8 +24,11 @@ impl Checker<'_> {
             let mut settings = CacheSettings::new(size);
             settings.max_object_size = self.size(&c.max_object_size, settings.max_object_size, 1, size as u64 / 10);
             settings.heuristic_max = self.duration_or_zero(&c.heuristic_max, settings.heuristic_max);
-            let store = live.cache_store(name.get_ref(), size);
-            self.caches.0.insert(name.get_ref().clone(), (settings, store));
+            settings.coalesce_timeout = self.duration_or_zero(&c.coalesce_timeout, settings.coalesce_timeout);
+            let (store, in_flight) = live.cache_store(name.get_ref(), size);
+            self.caches
+                .0
+                .insert(name.get_ref().clone(), (settings, store, in_flight));
         }
     }
 
@@ -41,7 +44,7 @@ impl Checker<'_> {
             return None;
         }
         let raw = raw.get_ref();
-        let Some((settings, store)) = self.caches.0.get(raw.store.get_ref()) else {
+        let Some((settings, store, in_flight)) = self.caches.0.get(raw.store.get_ref()) else {
             let defined: Vec<&str> = self.caches.0.keys().map(String::as_str).collect();
             let known = match defined.is_empty() {
                 true => "(no [caches.NAME] table is defined)".to_string(),
@@ -53,7 +56,7 @@ impl Checker<'_> {
             );
             return None;
         };
-        let (settings, store) = (*settings, store.clone());
+        let (settings, store, in_flight) = (*settings, store.clone(), in_flight.clone());
         let mut key_fields = Vec::new();
         for field in &raw.key_fields {
             let name = field.get_ref().to_ascii_lowercase();
@@ -73,6 +76,8 @@ impl Checker<'_> {
         Some(RouteCache {
             store_name: raw.store.get_ref().clone(),
             store,
+            in_flight,
+            coalesce_timeout: settings.coalesce_timeout,
             key_fields,
             max_object_size: settings.max_object_size,
             heuristic_max: settings.heuristic_max,

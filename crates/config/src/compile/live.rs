@@ -39,7 +39,13 @@ pub struct LiveState {
     acme: Arc<rampart_model::acme::AcmeShared>,
     /// HTTP cache stores by name: a reload keeps what they hold while a route uses them and
     /// their size is the same.
-    caches: HashMap<String, Arc<rampart_model::cache::CacheStore>>,
+    caches: HashMap<
+        String,
+        (
+            Arc<rampart_model::cache::CacheStore>,
+            Arc<rampart_model::cache::CacheInFlight>,
+        ),
+    >,
 }
 
 /// Traffic counters by the names that label them.
@@ -208,17 +214,26 @@ impl LiveState {
     }
 
     /// Forgets state that `snapshot` no longer uses.
-    /// The store of `[caches.NAME]`, of `size` bytes: the one a previous load made when its
-    /// size is the same, else a new, empty one.
-    pub(super) fn cache_store(&mut self, name: &str, size: usize) -> Arc<rampart_model::cache::CacheStore> {
-        let store = self
-            .caches
-            .entry(name.to_string())
-            .or_insert_with(|| Arc::new(rampart_model::cache::CacheStore::new(size)));
+    /// The store of `[caches.NAME]`, of `size` bytes, and its misses in flight: the ones a
+    /// previous load made when its size is the same, else a new, empty store.
+    pub(super) fn cache_store(
+        &mut self,
+        name: &str,
+        size: usize,
+    ) -> (
+        Arc<rampart_model::cache::CacheStore>,
+        Arc<rampart_model::cache::CacheInFlight>,
+    ) {
+        let (store, in_flight) = self.caches.entry(name.to_string()).or_insert_with(|| {
+            (
+                Arc::new(rampart_model::cache::CacheStore::new(size)),
+                Default::default(),
+            )
+        });
         if store.capacity() != size {
             *store = Arc::new(rampart_model::cache::CacheStore::new(size));
         }
-        store.clone()
+        (store.clone(), in_flight.clone())
     }
 
     pub(super) fn keep_only(&mut self, snapshot: &Snapshot) {

@@ -383,7 +383,7 @@ impl Collector for Traffic {
         family(
             &mut e,
             "rampart_http_cache_requests",
-            "Requests on routes with a cache, by what the cache did: hit, stale (answered stale), revalidated (a 304 refreshed it), miss",
+            "Requests on routes with a cache, by what the cache did: hit, stale (answered stale), revalidated (a 304 refreshed it), miss, collapsed (waited for another miss and answered from what it stored)",
             Counter,
             t.routes.iter().filter(|r| r.caches).flat_map(|r| {
                 CACHE_OUTCOMES.iter().enumerate().map(move |(i, result)| {

@@ -70,7 +70,7 @@ pub struct RouteTotals {
     pub duration: HistogramTotal,
     /// On a route with a `cache`: requests by what it did (`CACHE_OUTCOMES`).
     #[serde(skip)]
-    pub cache: [u64; 4],
+    pub cache: [u64; 5],
     /// The route has a `cache`.
     #[serde(skip)]
     pub caches: bool,

@@ -9,14 +9,19 @@
 //! the store. A client's own conditional request that a stored response answers gets a 304 from
 //! the store.
 //!
+//! Misses for the same key are coalesced: one goes upstream, the others wait for it (at most the
+//! store's `coalesce_timeout`) and answer from what it stored, or go upstream themselves when it
+//! stored nothing they may use.
+//!
 //! Not yet here (see docs/cache.md): `stale-while-revalidate` in the background (such a response
-//! is validated at once), request coalescing, more than one `Vary` variant per key.
+//! is validated at once), more than one `Vary` variant per key.
 
 mod recorder;
 
 use std::borrow::Cow;
 use std::time::SystemTime;
 
+use rampart_cache::coalesce::Joined;
 use rampart_cache::entry::Entry;
 use rampart_cache::policy::control::Directives;
 use rampart_cache::policy::freshness::http_date;
@@ -119,6 +124,28 @@ pub(crate) async fn through<D: Downstream>(
         }
         return None;
     }
+    // A miss for a key another request is fetching waits for it (request coalescing), then
+    // answers from what it stored; the first leads, and releases the others when it is done.
+    let mut leader = None;
+    if method == b"GET" && validating.is_none() && !cache.coalesce_timeout.is_zero() {
+        match cache.in_flight.join(&key) {
+            Joined::Leader(guard) => leader = Some(guard),
+            Joined::Waiter(waiter) => {
+                let _ = tokio::time::timeout(cache.coalesce_timeout, waiter.wait()).await;
+                let entry = cache.store.get(&key).filter(|e| e.variant.matches(head));
+                if let Some(entry) = entry {
+                    let (reuse, age) = entry.reuse(&request_cc, SystemTime::now());
+                    if matches!(reuse, Reuse::Fresh | Reuse::StaleAccepted) {
+                        rctx.cache = Some(CacheOutcome::Collapsed);
+                        serve(down, req, head, &entry, age, "hit; collapsed", rctx).await;
+                        return None;
+                    }
+                }
+                // Nothing it may answer with was stored (the response was not cacheable, or
+                // the wait ran out): it goes upstream itself.
+            }
+        }
+    }
     // The stored response's validators go with the request, unless the client made its own
     // request conditional (its conditions are then the upstream's to judge).
     let conditional = validating
@@ -191,6 +218,8 @@ pub(crate) async fn through<D: Downstream>(
     if let Some(commit) = commit.filter(|_| rec.complete() && rctx.error.is_none()) {
         store(commit, &mut rec);
     }
+    // Stored (or not): the requests waiting for this one look now.
+    drop(leader);
     tunnel
 }
 

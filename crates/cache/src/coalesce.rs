@@ -1,0 +1,152 @@
+//! Request coalescing: while one request for a key is on its way to the upstream (the leader),
+//! others for the same key wait for it ([`InFlight::join`]) instead of going too, then look in the
+//! store again. The leader's [`Leader`] guard ends the wait when it is dropped: after its response
+//! was stored, or when it failed or was abandoned (its client left), so a waiter never waits on a
+//! request that no longer runs; a waiter that finds nothing stored (the response was not
+//! cacheable) goes upstream itself.
+
+use std::collections::HashMap;
+use std::future::poll_fn;
+use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
+// One lock per store for the keys in flight, taken by a miss and by its end: the same trade as
+// the store's shards (see `store`), on misses only.
+#[allow(clippy::disallowed_types)]
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Poll, Waker};
+
+/// One request on its way, and who waits for it.
+#[derive(Default)]
+struct Flight {
+    done: AtomicBool,
+    #[allow(clippy::disallowed_types)]
+    waiters: Mutex<Vec<Waker>>,
+}
+
+/// The keys with a request on its way.
+pub struct InFlight<K> {
+    #[allow(clippy::disallowed_types)]
+    flights: Mutex<HashMap<K, Arc<Flight>>>,
+}
+
+impl<K> Default for InFlight<K> {
+    fn default() -> Self {
+        InFlight {
+            #[allow(clippy::disallowed_types)]
+            flights: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for InFlight<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InFlight").finish_non_exhaustive()
+    }
+}
+
+/// What [`InFlight::join`] made of a request.
+pub enum Joined<'a, K: Hash + Eq + Clone> {
+    /// The first for its key: it goes upstream; dropping the guard releases the others.
+    Leader(Leader<'a, K>),
+    /// Another one is on its way: wait for it ([`Waiter::wait`]).
+    Waiter(Waiter),
+}
+
+/// The leader's guard.
+pub struct Leader<'a, K: Hash + Eq + Clone> {
+    in_flight: &'a InFlight<K>,
+    key: K,
+    flight: Arc<Flight>,
+}
+
+/// A request waiting for a leader.
+pub struct Waiter {
+    flight: Arc<Flight>,
+}
+
+#[allow(clippy::disallowed_types)]
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl<K: Hash + Eq + Clone> InFlight<K> {
+    /// Leads the requests for `key`, or waits for the one that does.
+    pub fn join(&self, key: &K) -> Joined<'_, K> {
+        let mut flights = lock(&self.flights);
+        if let Some(flight) = flights.get(key) {
+            return Joined::Waiter(Waiter { flight: flight.clone() });
+        }
+        let flight = Arc::new(Flight::default());
+        flights.insert(key.clone(), flight.clone());
+        Joined::Leader(Leader {
+            in_flight: self,
+            key: key.clone(),
+            flight,
+        })
+    }
+
+    /// Keys with a request on its way now.
+    pub fn len(&self) -> usize {
+        lock(&self.flights).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl Waiter {
+    /// Resolves when the leader is done (stored its response, failed, or was abandoned).
+    pub async fn wait(&self) {
+        poll_fn(|cx| {
+            if self.flight.done.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            lock(&self.flight.waiters).push(cx.waker().clone());
+            // Done between the look and the registration: the wake may have gone before.
+            match self.flight.done.load(Ordering::Acquire) {
+                true => Poll::Ready(()),
+                false => Poll::Pending,
+            }
+        })
+        .await
+    }
+}
+
+impl<K: Hash + Eq + Clone> Drop for Leader<'_, K> {
+    fn drop(&mut self) {
+        lock(&self.in_flight.flights).remove(&self.key);
+        self.flight.done.store(true, Ordering::Release);
+        for waker in std::mem::take(&mut *lock(&self.flight.waiters)) {
+            waker.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::Context;
+
+    #[test]
+    fn followers_wait_until_the_leader_is_dropped_and_then_a_new_leader_may_start() {
+        let in_flight = InFlight::default();
+        let leader = match in_flight.join(&"k") {
+            Joined::Leader(l) => l,
+            Joined::Waiter(_) => panic!("the first leads"),
+        };
+        let Joined::Waiter(waiter) = in_flight.join(&"k") else {
+            panic!("the second waits");
+        };
+        assert!(matches!(in_flight.join(&"other"), Joined::Leader(_)));
+        let mut waiting = pin!(waiter.wait());
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(waiting.as_mut().poll(&mut cx).is_pending());
+        drop(leader);
+        assert!(waiting.as_mut().poll(&mut cx).is_ready());
+        assert!(in_flight.is_empty());
+        assert!(matches!(in_flight.join(&"k"), Joined::Leader(_)));
+    }
+}
