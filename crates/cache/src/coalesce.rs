@@ -45,16 +45,16 @@ impl<K> std::fmt::Debug for InFlight<K> {
 }
 
 /// What [`InFlight::join`] made of a request.
-pub enum Joined<'a, K: Hash + Eq + Clone> {
+pub enum Joined<K: Hash + Eq + Clone> {
     /// The first for its key: it goes upstream; dropping the guard releases the others.
-    Leader(Leader<'a, K>),
+    Leader(Leader<K>),
     /// Another one is on its way: wait for it ([`Waiter::wait`]).
     Waiter(Waiter),
 }
 
-/// The leader's guard.
-pub struct Leader<'a, K: Hash + Eq + Clone> {
-    in_flight: &'a InFlight<K>,
+/// The leader's guard (owned: a request in the background may lead).
+pub struct Leader<K: Hash + Eq + Clone> {
+    in_flight: Arc<InFlight<K>>,
     key: K,
     flight: Arc<Flight>,
 }
@@ -71,7 +71,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl<K: Hash + Eq + Clone> InFlight<K> {
     /// Leads the requests for `key`, or waits for the one that does.
-    pub fn join(&self, key: &K) -> Joined<'_, K> {
+    pub fn join(self: &Arc<Self>, key: &K) -> Joined<K> {
         let mut flights = lock(&self.flights);
         if let Some(flight) = flights.get(key) {
             return Joined::Waiter(Waiter { flight: flight.clone() });
@@ -79,7 +79,7 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         let flight = Arc::new(Flight::default());
         flights.insert(key.clone(), flight.clone());
         Joined::Leader(Leader {
-            in_flight: self,
+            in_flight: self.clone(),
             key: key.clone(),
             flight,
         })
@@ -113,7 +113,7 @@ impl Waiter {
     }
 }
 
-impl<K: Hash + Eq + Clone> Drop for Leader<'_, K> {
+impl<K: Hash + Eq + Clone> Drop for Leader<K> {
     fn drop(&mut self) {
         lock(&self.in_flight.flights).remove(&self.key);
         self.flight.done.store(true, Ordering::Release);
@@ -132,7 +132,7 @@ mod tests {
 
     #[test]
     fn followers_wait_until_the_leader_is_dropped_and_then_a_new_leader_may_start() {
-        let in_flight = InFlight::default();
+        let in_flight = Arc::new(InFlight::default());
         let leader = match in_flight.join(&"k") {
             Joined::Leader(l) => l,
             Joined::Waiter(_) => panic!("the first leads"),

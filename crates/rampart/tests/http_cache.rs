@@ -273,9 +273,13 @@ fn an_http2_client_is_answered_from_what_an_http1_client_stored() {
     assert_eq!(backend.seen(), 0, "the HTTP/2 request was a hit");
 }
 
+/// A 200 `hello` tagged `"v1"`, stale at once.
+const STALE_V1: &[u8] =
+    b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=0\r\ncontent-length: 5\r\n\r\nhello";
+
 /// A backend that answers a request carrying `If-None-Match: "v1"` with 304 (now fresh for ten
-/// minutes), and any other with 200 `hello`, tagged `"v1"` and stale at once; it counts both.
-fn validating_backend() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+/// minutes), and any other with `first` (tagged `"v1"`); it counts both.
+fn validating_backend(first: &'static [u8]) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = listener.local_addr().unwrap().to_string();
     let (full, conditional) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -301,7 +305,7 @@ fn validating_backend() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
                         b"HTTP/1.1 304 Not Modified\r\netag: \"v1\"\r\ncache-control: max-age=600\r\nx-fresh: again\r\n\r\n"
                     } else {
                         f.fetch_add(1, Ordering::SeqCst);
-                        b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=0\r\ncontent-length: 5\r\n\r\nhello"
+                        first
                     };
                     if conn.write_all(response).is_err() {
                         return;
@@ -315,7 +319,7 @@ fn validating_backend() -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
 
 #[test]
 fn a_stale_response_is_validated_and_a_304_refreshes_it_in_the_store() {
-    let (target, full, conditional) = validating_backend();
+    let (target, full, conditional) = validating_backend(STALE_V1);
     let (_rampart, port, _dir) = proxy(&[("r", &target)]);
     assert_eq!(get(port, "/r/x", "").0, 200);
     assert_eq!(
@@ -532,4 +536,27 @@ fn waiters_go_upstream_themselves_when_the_leaders_response_is_not_cacheable() {
         assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
     }
     assert_eq!(count.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn stale_while_revalidate_answers_stale_at_once_and_revalidates_in_the_background() {
+    let (target, full, conditional) = validating_backend(
+        b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=0, stale-while-revalidate=60\r\ncontent-length: 5\r\n\r\nhello",
+    );
+    let (_rampart, port, _dir) = proxy(&[("w", &target)]);
+    assert_eq!(get(port, "/w/x", "").0, 200);
+    let (status, head, body) = get(port, "/w/x", "");
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]), "{head}");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.contains("stale-while-revalidate")),
+        "{head}"
+    );
+    // The revalidation ran on its own (a conditional request, answered 304) and refreshed the
+    // stored response: later requests are plain hits.
+    common::tls::eventually("the background revalidation refreshed the response", || {
+        let (_, head, _) = get(port, "/w/x", "");
+        header(&head, "cache-status").is_some_and(|s| s.starts_with("Rampart; hit; ttl="))
+    });
+    assert_eq!(full.load(Ordering::SeqCst), 1);
+    assert_eq!(conditional.load(Ordering::SeqCst), 1);
 }

@@ -13,12 +13,17 @@
 //! store's `coalesce_timeout`) and answer from what it stored, or go upstream themselves when it
 //! stored nothing they may use.
 //!
-//! Not yet here (see docs/cache.md): `stale-while-revalidate` in the background (such a response
-//! is validated at once), more than one `Vary` variant per key.
+//! A response stale within its `stale-while-revalidate` answers at once, and is validated in the
+//! background ([`background`]).
+//!
+//! Not yet here (see docs/cache.md): more than one `Vary` variant per key.
 
 mod recorder;
 
+mod background;
+
 use std::borrow::Cow;
+use std::rc::Rc;
 use std::time::SystemTime;
 
 use rampart_cache::coalesce::Joined;
@@ -37,7 +42,7 @@ use super::downstream::{Downstream, LocalAnswer};
 use super::exchange::{self, ProxyRequest};
 use super::head_out::{RequestParts, ResponseParts};
 use crate::stream::Stream;
-use crate::worker::WorkerContext;
+use crate::worker::{SharedSnapshot, WorkerContext};
 
 /// The request `head` (sent as `parts`, over `scheme`) on a route with `cache`: answered from the
 /// store, or exchanged with the upstream and its response stored. Returns the tunnel a 101
@@ -45,6 +50,7 @@ use crate::worker::WorkerContext;
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn through<D: Downstream>(
     ctx: &WorkerContext,
+    snapshot: &Rc<SharedSnapshot>,
     cache: &RouteCache,
     head: &RequestHead,
     scheme: &str,
@@ -106,7 +112,22 @@ pub(crate) async fn through<D: Downstream>(
                 }
                 validating = Some(entry.clone());
             }
-            Reuse::StaleWhileRevalidate => validating = Some(entry.clone()),
+            Reuse::StaleWhileRevalidate => {
+                // RFC 5861: answered stale now, validated in the background.
+                background::revalidate(ctx, snapshot, req.upstream, cache, &key, head, entry.clone());
+                rctx.cache = Some(CacheOutcome::Stale);
+                serve(
+                    down,
+                    req,
+                    head,
+                    entry,
+                    age,
+                    "hit; fwd=stale; detail=stale-while-revalidate",
+                    rctx,
+                )
+                .await;
+                return None;
+            }
         }
     }
     rctx.cache = Some(CacheOutcome::Miss);
@@ -176,7 +197,7 @@ pub(crate) async fn through<D: Downstream>(
         let refreshed = validating
             .as_ref()
             .filter(|entry| freshens(&entry.head, fields.as_slice()))
-            .and_then(|entry| refresh(entry, fields.as_slice(), head, times, cache));
+            .and_then(|entry| refresh(entry, fields.as_slice(), head, times, cache.heuristic_max));
         rctx.status = 0;
         match refreshed {
             Some(entry) => {
@@ -263,12 +284,12 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
 
 /// The stored response `entry` with the fields of a 304 that validated it (each replacing the
 /// stored ones of its name, `Content-Length` aside: RFC 9111 section 3.2), received at `times`.
-fn refresh(
+pub(super) fn refresh(
     entry: &Entry,
     not_modified: &[(&[u8], &[u8])],
     head: &RequestHead,
     times: (SystemTime, SystemTime),
-    cache: &RouteCache,
+    heuristic_max: std::time::Duration,
 ) -> Option<Entry> {
     let replaced = |name: &[u8]| updates_field(name) && not_modified.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     let stored = entry.head.fields_ref();
@@ -283,7 +304,7 @@ fn refresh(
         cc,
         body,
         times,
-        cache.heuristic_max,
+        heuristic_max,
     )
 }
 

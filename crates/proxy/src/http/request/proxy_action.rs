@@ -33,6 +33,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
         self.inbuf.release_if_empty(&self.ctx.http);
         let ctx = self.ctx;
         let scheme = self.stream.scheme();
+        let snapshot = self.snapshot.clone();
         let mut down = self.filtered(run, delivery);
         // The body bytes that came with the head are checked before anything goes upstream (a
         // malformed chunked body sent in one piece never reaches a backend), and shown to the
@@ -45,10 +46,9 @@ impl<T: ClientSide> RequestPath<'_, T> {
             Ok(()) => match cache {
                 // Boxed: the cache's state stays out of the futures of routes without one.
                 Some((cache, head)) => {
-                    Box::pin(crate::http::cache::through(
-                        ctx, cache, head, scheme, req, &mut down, parts, rctx,
-                    ))
-                    .await
+                    let through =
+                        crate::http::cache::through(ctx, &snapshot, cache, head, scheme, req, &mut down, parts, rctx);
+                    Box::pin(through).await
                 }
                 None => exchange::proxy(ctx, req, &mut down, parts, rctx).await,
             },
