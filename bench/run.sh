@@ -68,6 +68,9 @@
 # requests/s, p50/p99, CPU µs per request user and kernel apart, Rampart's CPU over nginx's):
 #   bench/run.sh static                                  # static-1k-c64 and static-1m-c16, 5 rounds of 10 s
 #   bench/run.sh static --scenarios static-1k-c64 --rounds 7 --duration 15
+# HTTP cache hits (issue 39, bench/cache.py; Rampart's route `cache` beside nginx `proxy_cache` on
+# tmpfs and Varnish, malloc storage, when Debian's varnish is installed):
+#   bench/run.sh cache                                   # cache-hit-1k-c64 and cache-hit-100k-c16
 # The bad day (issue 29, bench/badday.py; three fault backends from bench/out/fault-backend; Rampart
 # beside HAProxy `retry-on`/`observe layer7`/`maxconn` + queue and nginx `proxy_next_upstream`/
 # `max_fails`/`max_conns`): one of three backends answering 503, all answering 503, one turning
@@ -94,6 +97,7 @@ command -v wrk >/dev/null || need+=(wrk)
 command -v h2load >/dev/null || need+=(nghttp2-client)
 command -v redis-server >/dev/null || need+=(redis-server)
 command -v perf >/dev/null || need+=(linux-perf)
+command -v varnishd >/dev/null || need+=(varnish)
 if [ ${#need[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -qq
@@ -143,6 +147,10 @@ if [ "${args[0]:-}" = filters ]; then
 fi
 if [ "${args[0]:-}" = badday ]; then
   exec python3 bench/badday.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = cache ]; then
+  command -v varnishd >/dev/null || echo "varnishd is not installed (Debian varnish): the cache bench runs without it" >&2
+  exec python3 bench/cache.py --rampart "$rampart" "${args[@]:1}"
 fi
 if [ "${args[0]:-}" = static ]; then
   exec python3 bench/static.py --rampart "$rampart" "${args[@]:1}"

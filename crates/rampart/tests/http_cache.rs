@@ -560,3 +560,28 @@ fn stale_while_revalidate_answers_stale_at_once_and_revalidates_in_the_backgroun
     assert_eq!(full.load(Ordering::SeqCst), 1);
     assert_eq!(conditional.load(Ordering::SeqCst), 1);
 }
+
+#[test]
+fn cdn_cache_control_overrides_cache_control_for_this_cache() {
+    let cdn_stores = HttpBackend::start(Reply::Raw(
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncdn-cache-control: max-age=600\r\ncontent-length: 2\r\n\r\nok",
+    ));
+    let cdn_refuses = HttpBackend::start(Reply::Raw(
+        b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncdn-cache-control: no-store\r\ncontent-length: 2\r\n\r\nok",
+    ));
+    let (_rampart, port, _dir) = proxy(&[("yes", &cdn_stores.target()), ("no", &cdn_refuses.target())]);
+    for _ in 0..3 {
+        get(port, "/yes/x", "");
+        get(port, "/no/x", "");
+    }
+    assert_eq!(
+        cdn_stores.seen(),
+        1,
+        "CDN-Cache-Control: max-age stored it despite no-store"
+    );
+    assert_eq!(
+        cdn_refuses.seen(),
+        3,
+        "CDN-Cache-Control: no-store kept it out despite max-age"
+    );
+}

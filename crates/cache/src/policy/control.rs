@@ -90,6 +90,17 @@ impl Directives {
         d
     }
 
+    /// The directives a shared cache that honours RFC 9213's `CDN-Cache-Control` follows for a
+    /// response: that field's when it carries any (then `Cache-Control` is ignored for caching,
+    /// RFC 9213 section 2.1), else `Cache-Control`'s.
+    pub fn for_shared_cache(fields: &(impl FieldSource + ?Sized)) -> Directives {
+        let targeted = Self::of_field(fields, b"cdn-cache-control");
+        match targeted.any() {
+            true => targeted,
+            false => Self::of(fields),
+        }
+    }
+
     /// Whether any directive was given (a targeted field present but empty or all unknown
     /// counts as absent, RFC 9213 section 2.1).
     pub fn any(&self) -> bool {

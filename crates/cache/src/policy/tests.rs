@@ -73,6 +73,12 @@ fn a_targeted_field_reads_like_cache_control() {
     let fields: &Fields = &[(b"CDN-Cache-Control", b"max-age=60"), (b"cache-control", b"max-age=5")];
     assert_eq!(Directives::of_field(fields, b"cdn-cache-control").max_age, Some(60));
     assert_eq!(Directives::of(fields).max_age, Some(5));
+    // RFC 9213: a shared cache follows the targeted field, and Cache-Control only without one.
+    assert_eq!(Directives::for_shared_cache(fields).max_age, Some(60));
+    let plain: &Fields = &[(b"cache-control", b"max-age=5"), (b"cdn-cache-control", b"")];
+    assert_eq!(Directives::for_shared_cache(plain).max_age, Some(5));
+    let no_store: &Fields = &[(b"cache-control", b"max-age=5"), (b"cdn-cache-control", b"no-store")];
+    assert!(Directives::for_shared_cache(no_store).no_store);
 }
 
 #[test]

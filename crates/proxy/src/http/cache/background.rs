@@ -77,7 +77,7 @@ pub(super) fn revalidate(
                     super::refresh(&entry, fields.as_slice(), &like, times, heuristic_max)
                 }
                 status => {
-                    let cc = Directives::of(fields.as_slice());
+                    let cc = Directives::for_shared_cache(fields.as_slice());
                     let allowed = may_store(b"GET", &like, &Directives::default(), status, fields.as_slice(), &cc);
                     let body = Bytes::from(got.body);
                     allowed.ok().and_then(|()| {

@@ -254,7 +254,7 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         request_time,
     } = commit;
     let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
-    let response_cc = Directives::of(fields.as_slice());
+    let response_cc = Directives::for_shared_cache(fields.as_slice());
     if may_store(
         head.method(),
         head,
@@ -295,7 +295,7 @@ pub(super) fn refresh(
     let stored = entry.head.fields_ref();
     let mut fields: Vec<(&[u8], &[u8])> = stored.iter().filter(|(n, _)| !replaced(n)).collect();
     fields.extend(not_modified.iter().filter(|(n, _)| updates_field(n)).copied());
-    let cc = Directives::of(fields.as_slice());
+    let cc = Directives::for_shared_cache(fields.as_slice());
     let body = entry.body.clone();
     Entry::new(
         head,
