@@ -119,7 +119,8 @@ def varnish(workdir):
 vcl 4.1;
 backend default {{ .host = "127.0.0.1"; .port = "{BACKEND_PORT}"; }}
 """)
-    return start(["taskset", "-c", "0", "varnishd", "-F", "-n", os.path.join(workdir, "varnish"),
+    # No jail: the benchmark's files are in a private temporary directory.
+    return start(["taskset", "-c", "0", "varnishd", "-F", "-j", "none", "-n", os.path.join(workdir, "varnish"),
                   "-a", f"127.0.0.1:{PORTS['varnish']}", "-f", vcl, "-s", "malloc,256m",
                   "-p", "thread_pools=1", "-p", "thread_pool_min=10"], workdir, "varnish")
 
