@@ -118,7 +118,7 @@ fn responses_the_rfc_keeps_out_of_a_shared_cache_are_fetched_every_time() {
 }
 
 #[test]
-fn vary_keeps_the_variant_for_the_request_fields_it_names() {
+fn vary_keeps_each_variant_for_the_request_fields_it_names() {
     let backend = HttpBackend::start(Reply::Raw(
         b"HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\nvary: Accept-Language\r\ncontent-length: 2\r\n\r\nfr",
     ));
@@ -131,6 +131,28 @@ fn vary_keeps_the_variant_for_the_request_fields_it_names() {
     );
     let (_, head, _) = get(port, "/v/x", "Accept-Language: en\r\n");
     assert_eq!(header(&head, "cache-status"), Some("Rampart; fwd=vary-miss"), "{head}");
+    assert_eq!(backend.seen(), 2);
+    // Both variants are kept: each is a hit now, and a request without the field is a third.
+    for language in ["fr", "en", "fr"] {
+        let (_, head, _) = get(port, "/v/x", &format!("Accept-Language: {language}\r\n"));
+        assert!(
+            header(&head, "cache-status").is_some_and(|s| s.contains("hit")),
+            "{language}: {head}"
+        );
+    }
+    assert_eq!(backend.seen(), 0);
+    get(port, "/v/x", "");
+    let (_, head, _) = get(port, "/v/x", "");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.contains("hit")),
+        "{head}"
+    );
+    assert_eq!(backend.seen(), 1);
+    // An unsafe request removes every variant.
+    request(port, "DELETE /v/x HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(backend.seen(), 1);
+    get(port, "/v/x", "Accept-Language: fr\r\n");
+    get(port, "/v/x", "Accept-Language: en\r\n");
     assert_eq!(backend.seen(), 2);
 }
 

@@ -88,6 +88,14 @@ impl Variant {
         Some(Variant { names, values })
     }
 
+    /// The variant of `request` among responses that vary on `names`.
+    pub fn for_request(names: &[Vec<u8>], request: &(impl FieldSource + ?Sized)) -> Variant {
+        Variant {
+            names: names.to_vec(),
+            values: names.iter().map(|n| normalized(request, n)).collect(),
+        }
+    }
+
     /// Whether `request` sends what the stored response's request sent, for every field `Vary`
     /// names.
     pub fn matches(&self, request: &(impl FieldSource + ?Sized)) -> bool {

@@ -95,9 +95,9 @@ pub fn act(shared: &AdminShared, rest: &str, query: &str) -> Answer {
     Answer::json(200, &json!({ "cache": name, "removed": removed }))
 }
 
-/// The URL part of a cache key (what precedes the `key_fields` values).
+/// The URL part of a cache key (what precedes the `key_fields` values and a variant's part).
 fn key_url(key: &[u8]) -> &[u8] {
-    key.split(|&b| b == b'\n').next().unwrap_or(key)
+    key.split(|&b| b == b'\n' || b == 0).next().unwrap_or(key)
 }
 
 /// A URL as the cache keys it: the host lowercase.

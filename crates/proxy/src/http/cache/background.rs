@@ -86,7 +86,7 @@ pub(super) fn revalidate(
                 }
             };
             if let Some(entry) = refreshed {
-                store.insert(key, entry);
+                super::variants::store(&store, key, Arc::new(entry));
             }
         },
     );

@@ -16,11 +16,12 @@
 //! A response stale within its `stale-while-revalidate` answers at once, and is validated in the
 //! background ([`background`]).
 //!
-//! Not yet here (see docs/cache.md): more than one `Vary` variant per key.
+//! Responses that vary are kept side by side, one per variant ([`variants`]).
 
 mod recorder;
 
 mod background;
+mod variants;
 
 use std::borrow::Cow;
 use std::rc::Rc;
@@ -80,11 +81,11 @@ pub(crate) async fn through<D: Downstream>(
     }
     let request_cc = Directives::of(head);
     let now = SystemTime::now();
-    let found = cache.store.get(&key);
-    let stored = found.as_ref().filter(|e| e.variant.matches(head));
-    let mut note = match (&found, stored) {
-        (None, _) => "Rampart; fwd=uri-miss",
-        (Some(_), None) => "Rampart; fwd=vary-miss",
+    let (found, stored) = variants::lookup(&cache.store, &key, head);
+    let stored = stored.as_ref();
+    let mut note = match (found, stored) {
+        (false, _) => "Rampart; fwd=uri-miss",
+        (true, None) => "Rampart; fwd=vary-miss",
         _ => "Rampart; fwd=stale",
     };
     let mut stale = None;
@@ -153,8 +154,7 @@ pub(crate) async fn through<D: Downstream>(
             Joined::Leader(guard) => leader = Some(guard),
             Joined::Waiter(waiter) => {
                 let _ = tokio::time::timeout(cache.coalesce_timeout, waiter.wait()).await;
-                let entry = cache.store.get(&key).filter(|e| e.variant.matches(head));
-                if let Some(entry) = entry {
+                if let (_, Some(entry)) = variants::lookup(&cache.store, &key, head) {
                     let (reuse, age) = entry.reuse(&request_cc, SystemTime::now());
                     if matches!(reuse, Reuse::Fresh | Reuse::StaleAccepted) {
                         rctx.cache = Some(CacheOutcome::Collapsed);
@@ -205,11 +205,11 @@ pub(crate) async fn through<D: Downstream>(
                 let age = entry.age(SystemTime::now());
                 rctx.cache = Some(CacheOutcome::Revalidated);
                 serve(down, req, head, &entry, age, "hit; fwd=stale; fwd-status=304", rctx).await;
-                cache.store.insert_arc(key, entry);
+                variants::store(&cache.store, key, entry);
             }
             // A 304 about no response stored here: the request goes again, unconditional.
             None => {
-                cache.store.remove(&key);
+                variants::remove(&cache.store, &key);
                 return exchange::proxy(ctx, req, down, parts, rctx).await;
             }
         }
@@ -278,7 +278,7 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         times,
         cache.heuristic_max,
     ) {
-        cache.store.insert(key, entry);
+        variants::store(&cache.store, key, std::sync::Arc::new(entry));
     }
 }
 
@@ -419,15 +419,15 @@ fn primary_key(scheme: &str, host: &[u8], target: &[u8], cache: &RouteCache, hea
     key
 }
 
-/// Removes what is stored under the request key `key` (with `key_fields`, every key that begins
-/// with its URL part).
+/// Removes what is stored under the request key `key`, every variant included (with
+/// `key_fields`, every key that begins with its URL part).
 fn invalidate(cache: &RouteCache, key: &[u8]) {
     if cache.key_fields.is_empty() {
-        cache.store.remove(&key.to_vec());
+        variants::remove(&cache.store, key);
         return;
     }
     let url = key.split(|&b| b == b'\n').next().unwrap_or(key);
     cache
         .store
-        .remove_where(|k, _| k.starts_with(url) && k.get(url.len()).is_none_or(|&b| b == b'\n'));
+        .remove_where(|k, _| k.starts_with(url) && k.get(url.len()).is_none_or(|&b| b == b'\n' || b == 0));
 }
