@@ -10,6 +10,10 @@ on disk).
 
   cache-hit-1k-c64     GET /1k.bin over 64 keep-alive connections
   cache-hit-100k-c16   GET /100k.bin over 16 keep-alive connections
+  cache-miss-1k-c64    GET /1k.bin?N with N new for every request (wrk's Lua), so every request
+                       misses and its response is stored; `rampart-nocache` is the same Rampart
+                       process's second listener, whose route has no cache: the miss's cost over
+                       the plain proxy path (issue 39's target: at most 5% more)
 
 Per run: requests/s, p50/p99, and the proxy's CPU time per request (utime and stime of
 /proc/PID/stat over the run, all threads, divided by the requests wrk completed), user and kernel
@@ -31,12 +35,24 @@ from common import cpu_seconds, nginx_main, start, wait_port, write
 from static import parse_wrk, wrk
 
 BACKEND_PORT = 18090
-PORTS = {"rampart": 18091, "nginx": 18093, "varnish": 18095}
+PORTS = {"rampart": 18091, "rampart-nocache": 18092, "nginx": 18093, "varnish": 18095}
 SCENARIOS = {
     # name: (path, connections)
     "cache-hit-1k-c64": ("/1k.bin", 64),
     "cache-hit-100k-c16": ("/100k.bin", 16),
+    "cache-miss-1k-c64": ("/1k.bin?", 64),
 }
+# A request target wrk's Lua makes new for every request (the miss scenario's).
+UNIQUE = """
+-- Unique across runs too (the warm-up's targets must not be hits in the measured run).
+math.randomseed(os.time() * 1000003 + math.floor(os.clock() * 1e6))
+local base = tostring(os.time()) .. "-" .. tostring(math.random(1, 1000000000)) .. "-"
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", wrk.path .. base .. n)
+end
+"""
 SIZES = {"1k.bin": 1024, "100k.bin": 100 * 1024}
 
 
@@ -78,6 +94,11 @@ protocol = "http"
 [[listeners.web.routes]]
 upstream = "app"
 cache = {{ store = "main" }}
+
+[listeners.plain]
+bind = "127.0.0.1:{PORTS['rampart-nocache']}"
+protocol = "http"
+upstream = "app"
 
 [upstreams.app]
 targets = ["127.0.0.1:{BACKEND_PORT}"]
@@ -152,11 +173,18 @@ def tree_cpu_seconds(pid):
     return user, system
 
 
-def run_round(proc, port, scenario, duration):
+def wrk_unique(port, path, conns, duration, script):
+    cmd = ["taskset", "-c", "1", "wrk", "-t1", f"-c{conns}", f"-d{duration}s", "--latency", "-s", script,
+           f"http://127.0.0.1:{port}{path}"]
+    return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+
+
+def run_round(proc, port, scenario, duration, script):
     path, conns = SCENARIOS[scenario]
-    wrk(port, path, conns, 1)  # warm-up
+    load = wrk if "miss" not in scenario else lambda p, pa, c, d: wrk_unique(p, pa, c, d, script)
+    load(port, path, conns, 1)  # warm-up
     user0, sys0 = tree_cpu_seconds(proc.pid)
-    out = wrk(port, path, conns, duration)
+    out = load(port, path, conns, duration)
     user1, sys1 = tree_cpu_seconds(proc.pid)
     res = parse_wrk(out)
     n = max(res["requests"], 1)
@@ -170,14 +198,15 @@ def report(results, args):
     lines = [f"rounds: {args.rounds} x {args.duration} s, wrk -t1 (CPU 1), each proxy on CPU 0", ""]
     for scenario, by_server in results.items():
         path, conns = SCENARIOS[scenario]
-        lines += [f"{scenario}: GET {path} (every response a hit), {conns} keep-alive connections", "",
+        what = "a new target every request: every response a miss, stored" if "miss" in scenario else "every response a hit"
+        lines += [f"{scenario}: GET {path} ({what}), {conns} keep-alive connections", "",
                   "| proxy | requests/s | p50 ms | p99 ms | CPU µs/request | user µs | kernel µs | errors |",
                   "|---|---|---|---|---|---|---|---|"]
         for server, rs in by_server.items():
             lines.append(f"| {server} | {med(rs, 'rps'):.0f} | {med(rs, 'p50'):.3f} | {med(rs, 'p99'):.3f} | "
                          f"{med(rs, 'cpu_us'):.2f} | {med(rs, 'user_us'):.2f} | {med(rs, 'sys_us'):.2f} | "
                          f"{sum(r['errors'] for r in rs)} |")
-        for peer in ("nginx", "varnish"):
+        for peer in ("rampart-nocache", "nginx", "varnish"):
             if "rampart" in by_server and peer in by_server:
                 ratio = med(by_server["rampart"], "cpu_us") / med(by_server[peer], "cpu_us")
                 lines += ["", f"Rampart's CPU per request is {ratio:.2f}x {peer}'s."]
@@ -189,7 +218,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rampart", required=True)
     ap.add_argument("--scenarios", default=",".join(SCENARIOS))
-    default_servers = "rampart,nginx" + (",varnish" if shutil.which("varnishd") else "")
+    default_servers = "rampart,rampart-nocache,nginx" + (",varnish" if shutil.which("varnishd") else "")
     ap.add_argument("--servers", default=default_servers)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10)
@@ -208,23 +237,31 @@ def main():
     root = files(workdir)
     starters = {"rampart": lambda: rampart(workdir, args.rampart), "nginx": lambda: nginx(workdir),
                 "varnish": lambda: varnish(workdir)}
+    script = write(os.path.join(workdir, "unique.lua"), UNIQUE)
     procs = {"backend": backend(workdir, root)}
     try:
         wait_port(BACKEND_PORT)
         for s in servers:
+            if s == "rampart-nocache":
+                continue
             procs[s] = starters[s]()
+        if "rampart-nocache" in servers:
+            # The same process's second listener.
+            procs["rampart-nocache"] = procs.get("rampart") or starters["rampart"]()
+            procs.setdefault("rampart", procs["rampart-nocache"])
         for s in servers:
             try:
                 wait_port(PORTS[s])
             except RuntimeError:
                 log = os.path.join(workdir, f"{s}.log")
                 sys.exit(f"{s} did not start:\n" + open(log).read()[-3000:])
-        check_bytes(root, servers)
+        check_bytes(root, [s for s in servers if s != "rampart-nocache"])
         results = {}
         for rnd in range(args.rounds):
             for scenario in scenarios:
-                for s in servers:
-                    r = run_round(procs[s], PORTS[s], scenario, args.duration)
+                # The plain path is the reference of the miss only.
+                for s in [s for s in servers if s != "rampart-nocache" or "miss" in scenario]:
+                    r = run_round(procs[s], PORTS[s], scenario, args.duration, script)
                     results.setdefault(scenario, {}).setdefault(s, []).append(r)
                     print(f"round {rnd + 1} {scenario} {s:8s} {r['rps']:8.0f} req/s  p99 {r['p99']:.3f} ms  "
                           f"CPU {r['cpu_us']:.2f} µs/req (user {r['user_us']:.2f}, kernel {r['sys_us']:.2f})  "
@@ -233,9 +270,9 @@ def main():
         write(os.path.join(args.out, "cache.md"), text)
         print(text)
     finally:
-        for p in procs.values():
+        for p in set(procs.values()):
             p.terminate()
-        for p in procs.values():
+        for p in set(procs.values()):
             try:
                 p.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -26,14 +26,14 @@ struct Flight {
 /// The keys with a request on its way.
 pub struct InFlight<K> {
     #[allow(clippy::disallowed_types)]
-    flights: Mutex<HashMap<K, Arc<Flight>>>,
+    flights: Mutex<HashMap<K, Arc<Flight>, foldhash::quality::RandomState>>,
 }
 
 impl<K> Default for InFlight<K> {
     fn default() -> Self {
         InFlight {
             #[allow(clippy::disallowed_types)]
-            flights: Mutex::new(HashMap::new()),
+            flights: Mutex::new(HashMap::default()),
         }
     }
 }

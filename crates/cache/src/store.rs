@@ -10,9 +10,10 @@
 //! and its own lock: an operation is a hash lookup and a few queue steps under one shard's lock,
 //! never I/O nor a copy of a body (values are `Arc`s).
 
-use std::collections::hash_map::RandomState;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
+
+use foldhash::quality::RandomState;
 // A cache shared by the workers is shared state written by requests: like nginx's shared-memory
 // zone and HAProxy's shared cache, it takes a lock, but one per shard, held for a few queue steps,
 // and only on routes that cache (a hit then saves a whole upstream exchange).
@@ -50,11 +51,11 @@ pub struct StoreStats {
 }
 
 struct Inner<K, V> {
-    slots: HashMap<K, Slot<V>>,
+    slots: HashMap<K, Slot<V>, RandomState>,
     small: VecDeque<(K, u64)>,
     main: VecDeque<(K, u64)>,
     ghost: VecDeque<K>,
-    ghosts: HashMap<K, u64>,
+    ghosts: HashMap<K, u64, RandomState>,
     small_bytes: usize,
     main_bytes: usize,
     generation: u64,
@@ -84,11 +85,11 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
                 .map(|_| {
                     #[allow(clippy::disallowed_types)]
                     Mutex::new(Inner {
-                        slots: HashMap::new(),
+                        slots: HashMap::default(),
                         small: VecDeque::new(),
                         main: VecDeque::new(),
                         ghost: VecDeque::new(),
-                        ghosts: HashMap::new(),
+                        ghosts: HashMap::default(),
                         small_bytes: 0,
                         main_bytes: 0,
                         generation: 0,
@@ -96,7 +97,7 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
                     })
                 })
                 .collect(),
-            hasher: RandomState::new(),
+            hasher: RandomState::default(),
         }
     }
 

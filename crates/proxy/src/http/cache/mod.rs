@@ -71,7 +71,7 @@ pub(crate) async fn through<D: Downstream>(
         };
         let tunnel = exchange::proxy(ctx, req, &mut recorder, parts, rctx).await;
         if invalidates(method, rctx.status) {
-            let fields: Vec<(&[u8], &[u8])> = recorder.rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+            let fields: Vec<(&[u8], &[u8])> = recorder.rec.fields();
             invalidate(cache, &key);
             for path in invalidated_paths(fields.as_slice(), host) {
                 invalidate(cache, &primary_key(scheme, host, &path, cache, head));
@@ -192,7 +192,7 @@ pub(crate) async fn through<D: Downstream>(
     let tunnel = exchange::proxy(ctx, req, &mut recorder, sent, rctx).await;
     let Recorder { mut rec, commit, .. } = recorder;
     if rec.not_modified {
-        let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+        let fields: Vec<(&[u8], &[u8])> = rec.fields();
         let times = (request_time, rec.response_time.unwrap_or(request_time));
         let refreshed = validating
             .as_ref()
@@ -253,7 +253,8 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         request_cc,
         request_time,
     } = commit;
-    let fields: Vec<(&[u8], &[u8])> = rec.fields.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+    let body = std::mem::take(&mut rec.body).freeze();
+    let fields: Vec<(&[u8], &[u8])> = rec.fields();
     let response_cc = Directives::for_shared_cache(fields.as_slice());
     if may_store(
         head.method(),
@@ -268,7 +269,6 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         return;
     }
     let times = (request_time, rec.response_time.unwrap_or(request_time));
-    let body = std::mem::take(&mut rec.body).freeze();
     if let Some(entry) = Entry::new(
         head,
         rec.status,

@@ -9,6 +9,7 @@ use std::fs::File;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
+use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
 use rampart_cache::policy::control::Directives;
@@ -28,7 +29,9 @@ pub(super) struct Recording {
     /// The most body octets kept.
     pub max: usize,
     pub status: u16,
-    pub fields: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The response's fields, as ranges into `field_bytes` (one buffer, not one per field).
+    field_bytes: Vec<u8>,
+    field_list: Vec<Field>,
     pub length: BodyLength,
     pub body: BytesMut,
     /// The body ended (its end or its trailers came).
@@ -65,6 +68,15 @@ impl Recording {
                     BodyLength::Exact(n) => self.body.len() as u64 == n,
                     BodyLength::Unknown => false,
                 })
+    }
+
+    /// The response's fields, in order.
+    pub fn fields(&self) -> Vec<(&[u8], &[u8])> {
+        let bytes = &self.field_bytes;
+        self.field_list
+            .iter()
+            .map(|f| (f.name(bytes), f.value(bytes)))
+            .collect()
     }
 
     /// Nothing more goes to the client: an error or a 304 was held back.
@@ -178,7 +190,11 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         rec.status = head.status;
         rec.length = head.length;
         rec.response_time = Some(SystemTime::now());
-        rec.fields = head.fields().iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect();
+        rec.field_bytes.clear();
+        rec.field_list.clear();
+        for (name, value) in head.fields().iter() {
+            rec.field_list.push(Field::append(&mut rec.field_bytes, name, value));
+        }
         if rec.hold_errors && head.status >= 500 {
             rec.held = Some(head.status);
             rec.keeping = false;
