@@ -12,8 +12,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 // One lock per store for the keys in flight, taken by a miss and by its end: the same trade as
 // the store's shards (see `store`), on misses only.
 #[allow(clippy::disallowed_types)]
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
+
+use crate::lock;
 
 /// One request on its way, and who waits for it.
 #[derive(Default)]
@@ -62,11 +64,6 @@ pub struct Leader<K: Hash + Eq + Clone> {
 /// A request waiting for a leader.
 pub struct Waiter {
     flight: Arc<Flight>,
-}
-
-#[allow(clippy::disallowed_types)]
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<K: Hash + Eq + Clone> InFlight<K> {

@@ -9,3 +9,10 @@ pub mod coalesce;
 pub mod entry;
 pub mod policy;
 pub mod store;
+
+/// A lock of the store's or the coalescing table's. A panic while it was held leaves state that
+/// every step checks as it reads it: go on rather than fail every request after.
+#[allow(clippy::disallowed_types)]
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -20,6 +20,8 @@ use foldhash::quality::RandomState;
 #[allow(clippy::disallowed_types)]
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::lock;
+
 /// What a stored value costs the store: its bytes, with whatever it holds.
 pub trait Weighted {
     fn weight(&self) -> usize;
@@ -260,13 +262,6 @@ impl<K: Hash + Eq + Clone, V: Weighted> std::fmt::Debug for MemoryStore<K, V> {
             .field("stats", &self.stats())
             .finish()
     }
-}
-
-/// A shard's lock. A panic while it was held leaves queues that are still consistent enough to
-/// serve from (every step checks what it finds): go on rather than fail every request.
-#[allow(clippy::disallowed_types)]
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl<K: Hash + Eq + Clone, V> Inner<K, V> {

@@ -198,6 +198,45 @@ fn an_unsafe_request_invalidates_the_stored_response_and_its_location() {
     assert_eq!(fresh.seen(), 1, "fetched again after the DELETE");
 }
 
+/// The next request head on `conn` (lowercase; the requests carry no body), reading into `got`;
+/// `None` once the client is gone.
+fn next_head(conn: &mut TcpStream, got: &mut Vec<u8>) -> Option<String> {
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..at + 4]).to_ascii_lowercase();
+            got.drain(..at + 4);
+            return Some(head);
+        }
+        match conn.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+}
+
+/// A backend on keep-alive connections that answers each request head with what `answer` makes
+/// of it.
+fn scripted(answer: impl Fn(&str) -> &'static [u8] + Send + Sync + 'static) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let answer = Arc::new(answer);
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let answer = answer.clone();
+            std::thread::spawn(move || {
+                let mut got = Vec::new();
+                while let Some(head) = next_head(&mut conn, &mut got) {
+                    if conn.write_all(answer(&head)).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    target
+}
+
 /// A backend that answers `response` to the first `serve` connections, then is gone (its port
 /// refuses connections).
 fn one_shot(response: &'static [u8], serve: usize) -> (String, Arc<AtomicUsize>) {
@@ -208,17 +247,9 @@ fn one_shot(response: &'static [u8], serve: usize) -> (String, Arc<AtomicUsize>)
     std::thread::spawn(move || {
         for _ in 0..serve {
             let Ok((mut conn, _)) = listener.accept() else { return };
-            let mut buf = [0u8; 4096];
-            let mut got = Vec::new();
-            while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                match conn.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => got.extend_from_slice(&buf[..n]),
-                }
-            }
+            next_head(&mut conn, &mut Vec::new());
             let _ = conn.write_all(response);
             count.fetch_add(1, Ordering::SeqCst);
-            drop(conn);
         }
         // The listener closes here: connections are refused from now on.
     });
@@ -302,38 +333,15 @@ const STALE_V1: &[u8] =
 /// A backend that answers a request carrying `If-None-Match: "v1"` with 304 (now fresh for ten
 /// minutes), and any other with `first` (tagged `"v1"`); it counts both.
 fn validating_backend(first: &'static [u8]) -> (String, Arc<AtomicUsize>, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let target = listener.local_addr().unwrap().to_string();
     let (full, conditional) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let (f, c) = (full.clone(), conditional.clone());
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            let (f, c) = (f.clone(), c.clone());
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut got = Vec::new();
-                loop {
-                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match conn.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => got.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-                    got.drain(..end);
-                    let response: &[u8] = if head.contains("if-none-match: \"v1\"") {
-                        c.fetch_add(1, Ordering::SeqCst);
-                        b"HTTP/1.1 304 Not Modified\r\netag: \"v1\"\r\ncache-control: max-age=600\r\nx-fresh: again\r\n\r\n"
-                    } else {
-                        f.fetch_add(1, Ordering::SeqCst);
-                        first
-                    };
-                    if conn.write_all(response).is_err() {
-                        return;
-                    }
-                }
-            });
+    let target = scripted(move |head| {
+        if head.contains("if-none-match: \"v1\"") {
+            c.fetch_add(1, Ordering::SeqCst);
+            b"HTTP/1.1 304 Not Modified\r\netag: \"v1\"\r\ncache-control: max-age=600\r\nx-fresh: again\r\n\r\n"
+        } else {
+            f.fetch_add(1, Ordering::SeqCst);
+            first
         }
     });
     (target, full, conditional)
@@ -486,33 +494,12 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
 /// A backend that takes `delay` to answer each request with a fresh `hello` (the delay is the
 /// backend's behaviour, not a wait of the test); it counts requests.
 fn slow_backend(delay: std::time::Duration, response: &'static [u8]) -> (String, Arc<AtomicUsize>) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let target = listener.local_addr().unwrap().to_string();
     let count = Arc::new(AtomicUsize::new(0));
     let counted = count.clone();
-    std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            let counted = counted.clone();
-            std::thread::spawn(move || {
-                let mut buf = [0u8; 4096];
-                let mut got = Vec::new();
-                loop {
-                    while !got.windows(4).any(|w| w == b"\r\n\r\n") {
-                        match conn.read(&mut buf) {
-                            Ok(0) | Err(_) => return,
-                            Ok(n) => got.extend_from_slice(&buf[..n]),
-                        }
-                    }
-                    let end = got.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
-                    got.drain(..end);
-                    counted.fetch_add(1, Ordering::SeqCst);
-                    std::thread::sleep(delay);
-                    if conn.write_all(response).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
+    let target = scripted(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(delay);
+        response
     });
     (target, count)
 }
