@@ -112,6 +112,9 @@ pub enum Command {
         #[command(flatten)]
         etcd: EtcdArgs,
     },
+    /// Purge or ban responses in a running Rampart's HTTP cache, through its admin API.
+    #[command(subcommand)]
+    Cache(crate::cache_cli::CacheAction),
     /// Replace a running Rampart with the binary now at its path, without closing a port (as
     /// SIGUSR2 does); exit 0 once the new process serves, 1 if it did not take over.
     Upgrade {
@@ -392,9 +395,13 @@ impl Cli {
             Some(Command::Run { engine, .. }) => engine,
             Some(Command::Tcp(args)) => &args.engine,
             Some(Command::Http(args)) => &args.engine,
-            Some(Command::Check { .. } | Command::Upgrade { .. } | Command::Push { .. } | Command::Pull { .. }) => {
-                return None
-            }
+            Some(
+                Command::Check { .. }
+                | Command::Upgrade { .. }
+                | Command::Push { .. }
+                | Command::Pull { .. }
+                | Command::Cache(_),
+            ) => return None,
         };
         engine.log_format.as_deref().and_then(LogFormat::from_name)
     }

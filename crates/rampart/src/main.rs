@@ -3,6 +3,7 @@
 mod admin;
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 mod alloc;
+mod cache_cli;
 mod cli;
 mod control;
 mod logger;
@@ -34,6 +35,7 @@ fn main() -> ExitCode {
             force,
         }) => return push(&file.path(), &etcd, expect_revision, force),
         Some(Command::Pull { etcd }) => return pull(&etcd),
+        Some(Command::Cache(action)) => return cache_cli::run(&action),
         Some(Command::Run { file, engine, watch }) => {
             run_source(&file, &engine, watch).and_then(|source| control::serve(source, &engine, &logger))
         }

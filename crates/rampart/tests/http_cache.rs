@@ -485,6 +485,30 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
         l.contains("\"cache\":\"hit\"")
     });
     assert!(lines.iter().any(|l| l.contains("\"cache\":\"miss\"")), "{lines:?}");
+    // The command line does the same through the admin API.
+    let admin_addr = format!("127.0.0.1:{admin_port}");
+    let (code, out, err) = common::run_rampart(
+        dir.path(),
+        &["cache", "purge", "http://app.test/q/three", "--admin", &admin_addr],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.trim(), r#"{"cache":"main","removed":1}"#);
+    let (code, out, _) = common::run_rampart(dir.path(), &["cache", "ban", "--tag", "blue", "--admin", &admin_addr]);
+    assert_eq!((code, out.trim()), (0, r#"{"cache":"main","removed":2}"#));
+    let (code, _, err) = common::run_rampart(
+        dir.path(),
+        &[
+            "cache",
+            "purge",
+            "http://app.test/",
+            "--cache",
+            "nope",
+            "--admin",
+            &admin_addr,
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("404") && err.contains("no cache `nope`"), "{err}");
     // Mistakes get a clear answer.
     assert_eq!(admin(admin_port, "POST", "/api/caches/nope/purge?url=x").0, 404);
     assert_eq!(admin(admin_port, "POST", "/api/caches/main/ban").0, 400);
