@@ -32,7 +32,7 @@ import tempfile
 import urllib.request
 
 from common import cpu_seconds, nginx_main, start, wait_port, write
-from static import parse_wrk, wrk
+from static import measure, wrk
 
 BACKEND_PORT = 18090
 PORTS = {"rampart": 18091, "rampart-nocache": 18092, "nginx": 18093, "varnish": 18095}
@@ -181,16 +181,11 @@ def wrk_unique(port, path, conns, duration, script):
 
 def run_round(proc, port, scenario, duration, script):
     path, conns = SCENARIOS[scenario]
-    load = wrk if "miss" not in scenario else lambda p, pa, c, d: wrk_unique(p, pa, c, d, script)
-    load(port, path, conns, 1)  # warm-up
-    user0, sys0 = tree_cpu_seconds(proc.pid)
-    out = load(port, path, conns, duration)
-    user1, sys1 = tree_cpu_seconds(proc.pid)
-    res = parse_wrk(out)
-    n = max(res["requests"], 1)
-    res.update(rps=res["requests"] / duration, user_us=(user1 - user0) * 1e6 / n,
-               sys_us=(sys1 - sys0) * 1e6 / n, cpu_us=((user1 - user0) + (sys1 - sys0)) * 1e6 / n)
-    return res
+    if "miss" in scenario:
+        load = lambda seconds: wrk_unique(port, path, conns, seconds, script)  # noqa: E731
+    else:
+        load = lambda seconds: wrk(port, path, conns, seconds)  # noqa: E731
+    return measure(lambda: tree_cpu_seconds(proc.pid), load, duration)
 
 
 def report(results, args):

@@ -112,17 +112,24 @@ def wrk(port, path, conns, duration):
     return subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
 
 
-def run_round(proc, port, scenario, duration):
-    path, conns = SCENARIOS[scenario]
-    wrk(port, path, conns, 1)  # warm-up
-    user0, sys0 = cpu_seconds(proc.pid)
-    out = wrk(port, path, conns, duration)
-    user1, sys1 = cpu_seconds(proc.pid)
+def measure(cpu, load, duration):
+    """One measured run: `load(seconds)` (wrk's output) after a 1 s unmeasured warm-up, the
+    server's CPU time read around it by `cpu()` as (user, system) seconds. Returns parse_wrk's
+    result with requests/s and CPU µs per request (user and kernel apart)."""
+    load(1)
+    user0, sys0 = cpu()
+    out = load(duration)
+    user1, sys1 = cpu()
     res = parse_wrk(out)
     n = max(res["requests"], 1)
     res.update(rps=res["requests"] / duration, user_us=(user1 - user0) * 1e6 / n,
                sys_us=(sys1 - sys0) * 1e6 / n, cpu_us=((user1 - user0) + (sys1 - sys0)) * 1e6 / n)
     return res
+
+
+def run_round(proc, port, scenario, duration):
+    path, conns = SCENARIOS[scenario]
+    return measure(lambda: cpu_seconds(proc.pid), lambda seconds: wrk(port, path, conns, seconds), duration)
 
 
 def report(results, args):
