@@ -31,7 +31,7 @@ import sys
 import tempfile
 import urllib.request
 
-from common import cpu_seconds, nginx_main, start, wait_port, write
+from common import cpu_seconds, nginx_main, start, stop_all, wait_port, write
 from static import measure, wrk
 
 BACKEND_PORT = 18090
@@ -82,10 +82,13 @@ http {{
     return start(["taskset", "-c", "1", "nginx", "-c", conf, "-p", workdir], workdir, "backend")
 
 
-def rampart(workdir, binary):
-    conf = write(os.path.join(workdir, "rampart.toml"), f"""
+def rampart(workdir, binary, size="256MiB", admin=None):
+    """Rampart with a caching listener (and a plain one, `rampart-nocache`), a store of `size`,
+    and an admin listener on port `admin` when given."""
+    admin_table = f'[admin]\nlisten = "127.0.0.1:{admin}"\n' if admin else ""
+    conf = write(os.path.join(workdir, "rampart.toml"), f"""{admin_table}
 [caches.main]
-size = "256MiB"
+size = "{size}"
 
 [listeners.web]
 bind = "127.0.0.1:{PORTS['rampart']}"
@@ -265,13 +268,8 @@ def main():
         write(os.path.join(args.out, "cache.md"), text)
         print(text)
     finally:
-        for p in set(procs.values()):
-            p.terminate()
-        for p in set(procs.values()):
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        # rampart-nocache is the rampart process's second listener: stopped once.
+        stop_all({p.pid: p for p in procs.values()})
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -17,10 +17,10 @@ import sys
 import tempfile
 import urllib.request
 
-from cache import BACKEND_PORT, UNIQUE, backend, files
-from common import start, wait_port, write
+from cache import BACKEND_PORT, PORTS, UNIQUE, backend, files, rampart
+from common import stop_all, wait_port, write
 
-PORT, ADMIN = 18096, 18097
+PORT, ADMIN = PORTS["rampart"], 18097
 
 
 def rss_kib(pid):
@@ -44,30 +44,11 @@ def main():
     args = ap.parse_args()
     workdir = tempfile.mkdtemp(prefix="rampart-cache-memory-")
     root = files(workdir)
-    conf = write(os.path.join(workdir, "rampart.toml"), f"""
-[admin]
-listen = "127.0.0.1:{ADMIN}"
-
-[caches.main]
-size = "{args.size}"
-
-[listeners.web]
-bind = "127.0.0.1:{PORT}"
-protocol = "http"
-
-[[listeners.web.routes]]
-upstream = "app"
-cache = {{ store = "main" }}
-
-[upstreams.app]
-targets = ["127.0.0.1:{BACKEND_PORT}"]
-""")
     script = write(os.path.join(workdir, "unique.lua"), UNIQUE)
     procs = {"backend": backend(workdir, root)}
     try:
         wait_port(BACKEND_PORT)
-        procs["rampart"] = start(["taskset", "-c", "0", os.path.abspath(args.rampart), "run", "-c", conf,
-                                  "--workers", "1", "--pin"], workdir, "rampart")
+        procs["rampart"] = rampart(workdir, args.rampart, size=args.size, admin=ADMIN)
         wait_port(PORT)
         pid = procs["rampart"].pid
         # One request first, so what a first request allocates once is not counted.
@@ -85,13 +66,7 @@ targets = ["127.0.0.1:{BACKEND_PORT}"]
         print(f"the store's own count: {stored['bytes'] / max(stored['objects'], 1):.0f} bytes per object "
               f"(body 1024 bytes)")
     finally:
-        for p in procs.values():
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
