@@ -3,7 +3,7 @@
 
 use std::time::{Duration, SystemTime};
 
-use super::control::{delta_seconds, Directives};
+use super::control::{delta_seconds, Directives, DELTA_MAX};
 use super::FieldSource;
 
 /// An HTTP-date in any of the three forms a recipient must accept (RFC 9110 section 5.6.7).
@@ -79,7 +79,8 @@ pub struct Timing {
     pub response_time: SystemTime,
     /// Its `Date` (the response time when it had none or an invalid one).
     pub date: SystemTime,
-    /// Its `Age` (0 when it had none or an invalid one).
+    /// Its `Age`: 0 when it had none; [`AGE_INVALID`] when it had one that is not a single
+    /// non-negative integer.
     pub age: u64,
 }
 
@@ -90,7 +91,7 @@ impl Timing {
             request_time,
             response_time,
             date: response.value_of(b"date").and_then(http_date).unwrap_or(response_time),
-            age: response.value_of(b"age").map_or(0, |a| delta_seconds(super::trim(a))),
+            age: age(response),
         }
     }
 
@@ -103,6 +104,24 @@ impl Timing {
         let corrected_initial_age = apparent_age.max(corrected_age_value);
         let resident_time = seconds_between(self.response_time, now);
         corrected_initial_age.saturating_add(resident_time)
+    }
+}
+
+/// The age taken for a response whose `Age` is not one non-negative integer: the largest age
+/// the RFC lets a cache send (2^31 seconds, section 1.2.2), so that the response is stale.
+pub const AGE_INVALID: u64 = DELTA_MAX;
+
+/// The `Age` of `response` (section 5.1). One line holding digits only is its age. Anything else
+/// (a list, two lines, a sign, a fraction, a parameter, letters) makes the response stale from
+/// the start ([`AGE_INVALID`]): the RFC lets a cache take the first member of a list and ignore
+/// an invalid value (both SHOULDs), which would reuse as fresh a response whose age nobody can
+/// tell; Rampart validates it first instead, as the public cache test suite expects (docs/cache.md).
+fn age(response: &(impl FieldSource + ?Sized)) -> u64 {
+    let mut lines = response.each(b"age");
+    match (lines.next().map(super::trim), lines.next()) {
+        (None, _) => 0,
+        (Some(value), None) if !value.is_empty() && value.iter().all(u8::is_ascii_digit) => delta_seconds(value),
+        _ => AGE_INVALID,
     }
 }
 

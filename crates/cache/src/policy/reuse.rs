@@ -149,11 +149,16 @@ pub fn freshens(stored: &(impl FieldSource + ?Sized), not_modified: &(impl Field
     true
 }
 
-/// Whether field `name` of a 304 replaces the stored response's (section 3.2): all but
-/// `Content-Length` (and the fields never stored, which [`super::storable::stores_field`]
-/// leaves out).
+/// Whether field `name` of a 304 replaces the stored response's (section 3.2): all but the
+/// fields that describe the stored content itself, which a 304 carries no content to change:
+/// `Content-Length` (the RFC's own exception), and, as the section lets a cache omit fields
+/// "that the cache's stored response depends upon", `Content-Encoding`, `Content-Range`,
+/// `Content-MD5` and `ETag` (the fields never stored, which [`super::storable::stores_field`]
+/// leaves out, are not updated either).
 pub fn updates_field(name: &[u8]) -> bool {
-    !name.eq_ignore_ascii_case(b"content-length")
+    ![&b"content-length"[..], b"content-encoding", b"content-range", b"content-md5", b"etag"]
+        .iter()
+        .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// Whether a request with `method` answered with `status` invalidates what is stored for its

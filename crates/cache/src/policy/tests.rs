@@ -153,6 +153,23 @@ fn the_age_is_the_larger_of_the_apparent_and_the_corrected_age_plus_the_time_sto
     assert_eq!(Timing::of(fields, at(t), at(t)).current_age(at(t)), 0);
 }
 
+#[test]
+fn an_age_that_is_not_one_non_negative_integer_makes_the_response_stale() {
+    let t = SUNDAY;
+    let age = |lines: &[&str]| {
+        let fields: Vec<(&[u8], &[u8])> = lines.iter().map(|v| (&b"Age"[..], v.as_bytes())).collect();
+        Timing::of(fields.as_slice(), at(t), at(t)).current_age(at(t))
+    };
+    assert_eq!(age(&[]), 0);
+    assert_eq!(age(&[" 30 "]), 30);
+    assert_eq!(age(&["99999999999999999999"]), DELTA_MAX);
+    for invalid in [&["abc"][..], &["-7200"], &["7200.0"], &["0, 0"], &["0,7200"], &["0", "0"], &["7200;foo=1"], &[""]] {
+        assert_eq!(age(invalid), super::freshness::AGE_INVALID, "{invalid:?}");
+    }
+    let stale = reuse(&Directives::default(), &cc(&["max-age=3600"]), 3600, age(&["0", "0"]));
+    assert_eq!(stale, Reuse::Validate { stale_if_error: false });
+}
+
 fn store(method: &str, request: &Fields, status: u16, response: &Fields) -> Result<(), NotStored> {
     may_store(
         method.as_bytes(),
@@ -353,6 +370,9 @@ fn validation_uses_the_stored_validators_and_a_304_updates_the_response_it_names
     assert!(freshens(stored, &[] as &Fields));
     assert!(super::reuse::updates_field(b"Cache-Control"));
     assert!(!super::reuse::updates_field(b"Content-Length"));
+    for kept in ["content-encoding", "Content-Range", "content-md5", "ETag"] {
+        assert!(!super::reuse::updates_field(kept.as_bytes()), "{kept}");
+    }
 }
 
 #[test]
