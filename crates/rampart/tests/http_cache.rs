@@ -5,6 +5,8 @@
 
 use crate::common;
 
+mod ranges;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -21,6 +21,7 @@
 mod recorder;
 
 mod background;
+mod ranges;
 mod variants;
 
 use std::borrow::Cow;
@@ -42,6 +43,7 @@ use super::context::RequestContext;
 use super::downstream::{Downstream, LocalAnswer};
 use super::exchange::{self, ProxyRequest};
 use super::head_out::{RequestParts, ResponseParts};
+use super::static_files::range::RangeRequest;
 use crate::stream::Stream;
 use crate::worker::{SharedSnapshot, WorkerContext};
 
@@ -169,10 +171,13 @@ pub(crate) async fn through<D: Downstream>(
     }
     // The stored response's validators go with the request, unless the client made its own
     // request conditional (its conditions are then the upstream's to judge).
+    // A range is asked of the whole response, which is stored ([`ranges`]).
+    let whole = ranges::whole(head, parts);
+    let unranged = whole.as_ref().unwrap_or(parts);
     let conditional = validating
         .as_ref()
         .filter(|_| !is_conditional(head))
-        .and_then(|entry| conditional_parts(parts, &entry.head));
+        .and_then(|entry| conditional_parts(unranged, &entry.head));
     let request_time = SystemTime::now();
     let commit = Commit {
         cache,
@@ -188,7 +193,7 @@ pub(crate) async fn through<D: Downstream>(
     };
     recorder.rec.note = note;
     recorder.rec.validating = conditional.is_some();
-    let sent = conditional.as_ref().unwrap_or(parts);
+    let sent = conditional.as_ref().unwrap_or(unranged);
     let tunnel = exchange::proxy(ctx, req, &mut recorder, sent, rctx).await;
     let Recorder { mut rec, commit, .. } = recorder;
     if rec.not_modified {
@@ -364,24 +369,48 @@ async fn serve<D: Downstream>(
     rctx: &mut RequestContext,
 ) {
     let not_modified = (200..300).contains(&entry.head.status) && client_has_it(head, entry);
-    let (status, length) = match not_modified {
-        true => (304, BodyLength::None),
-        false => (entry.head.status, entry.head.length),
+    let wanted = match not_modified || req.head_method {
+        true => RangeRequest::Full,
+        false => ranges::wanted(head, entry),
+    };
+    let size = entry.body.len();
+    let (status, length, body) = match wanted {
+        _ if not_modified => (304, BodyLength::None, &[][..]),
+        RangeRequest::Full => (entry.head.status, entry.head.length, &entry.body[..]),
+        RangeRequest::Part { start, end } => {
+            let part = &entry.body[start as usize..=end as usize];
+            (206, BodyLength::Exact(part.len() as u64), part)
+        }
+        RangeRequest::Unsatisfiable => {
+            rctx.status = 416;
+            let range = format!("bytes */{size}");
+            let answer = LocalAnswer {
+                status: 416,
+                headers: &[("content-range", &range)],
+                body: b"416 Range Not Satisfiable\n",
+                close: false,
+                error_page: true,
+            };
+            if let Err(e) = down.send_local(&answer).await {
+                rctx.fail(e);
+            }
+            return;
+        }
     };
     let edits = Cow::Borrowed(req.response_ops.for_status(status));
     let mut view = ResponseParts::written(status, length, entry.head.fields_ref(), edits);
-    if not_modified {
+    if status != entry.head.status {
+        // 304 has no length; a 206 says its own (written from `length`).
         view.remove_header("content-length");
+    }
+    if let RangeRequest::Part { start, end } = wanted {
+        view.set_header("content-range", &format!("bytes {start}-{end}/{size}"));
     }
     view.set_header("age", &age.to_string());
     let ttl = entry.lifetime.seconds as i64 - age as i64;
     view.add_header("cache-status", &format!("Rampart; {what}; ttl={ttl}"));
     rctx.status = status;
-    let body: &[u8] = if req.head_method || not_modified {
-        &[]
-    } else {
-        &entry.body
-    };
+    let body: &[u8] = if req.head_method { &[] } else { body };
     let limit = req.up.http.read_timeout;
     let sent = match down.send_response_head(&view, body, limit).await {
         Ok(()) if down.needs_end() => down.end_body().await,
