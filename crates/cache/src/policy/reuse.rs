@@ -156,9 +156,15 @@ pub fn freshens(stored: &(impl FieldSource + ?Sized), not_modified: &(impl Field
 /// `Content-MD5` and `ETag` (the fields never stored, which [`super::storable::stores_field`]
 /// leaves out, are not updated either).
 pub fn updates_field(name: &[u8]) -> bool {
-    ![&b"content-length"[..], b"content-encoding", b"content-range", b"content-md5", b"etag"]
-        .iter()
-        .any(|n| name.eq_ignore_ascii_case(n))
+    ![
+        &b"content-length"[..],
+        b"content-encoding",
+        b"content-range",
+        b"content-md5",
+        b"etag",
+    ]
+    .iter()
+    .any(|n| name.eq_ignore_ascii_case(n))
 }
 
 /// Whether a request with `method` answered with `status` invalidates what is stored for its

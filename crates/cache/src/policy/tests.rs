@@ -163,7 +163,16 @@ fn an_age_that_is_not_one_non_negative_integer_makes_the_response_stale() {
     assert_eq!(age(&[]), 0);
     assert_eq!(age(&[" 30 "]), 30);
     assert_eq!(age(&["99999999999999999999"]), DELTA_MAX);
-    for invalid in [&["abc"][..], &["-7200"], &["7200.0"], &["0, 0"], &["0,7200"], &["0", "0"], &["7200;foo=1"], &[""]] {
+    for invalid in [
+        &["abc"][..],
+        &["-7200"],
+        &["7200.0"],
+        &["0, 0"],
+        &["0,7200"],
+        &["0", "0"],
+        &["7200;foo=1"],
+        &[""],
+    ] {
         assert_eq!(age(invalid), super::freshness::AGE_INVALID, "{invalid:?}");
     }
     let stale = reuse(&Directives::default(), &cc(&["max-age=3600"]), 3600, age(&["0", "0"]));
