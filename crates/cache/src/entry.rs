@@ -69,6 +69,29 @@ impl Entry {
         })
     }
 
+    /// An entry as a store kept it: its stored `fields` (already the ones the cache may keep),
+    /// the request fields it was chosen by, its timing and lifetime, and its whole `body`.
+    pub fn restored(
+        status: u16,
+        fields: &[(&[u8], &[u8])],
+        variant: Variant,
+        timing: Timing,
+        lifetime: Lifetime,
+        body: Bytes,
+    ) -> Entry {
+        let mut bytes = Vec::new();
+        let list = fields.iter().map(|(n, v)| Field::append(&mut bytes, n, v)).collect();
+        let length = BodyLength::Exact(body.len() as u64);
+        Entry {
+            head: ResponseHead::laid_out(status, bytes, list, length),
+            body,
+            variant,
+            timing,
+            lifetime,
+            directives: Directives::for_shared_cache(fields),
+        }
+    }
+
     /// Its current age at `now`, in seconds.
     pub fn age(&self, now: SystemTime) -> u64 {
         self.timing.current_age(now)

@@ -1,11 +1,13 @@
-//! Rampart's HTTP cache, the parts without I/O: the rules of RFC 9111 for a shared cache (with RFC
-//! 5861's stale answers and RFC 9213's targeted fields) as functions of heads and clocks
-//! ([`policy`]), and the store that keeps responses in memory, bounded in bytes, with an eviction
-//! policy that resists scans ([`store`]). The proxy wires them into the request path.
+//! Rampart's HTTP cache: the rules of RFC 9111 for a shared cache (with RFC 5861's stale answers
+//! and RFC 9213's targeted fields) as functions of heads and clocks ([`policy`], no I/O), the
+//! store that keeps responses in memory, bounded in bytes, with an eviction policy that resists
+//! scans ([`store`], no I/O), and the disk store ([`disk`]: blocking file I/O, which the proxy
+//! runs on its blocking pool, never on a worker). The proxy wires them into the request path.
 
 #![forbid(unsafe_code)]
 
 pub mod coalesce;
+pub mod disk;
 pub mod entry;
 pub mod policy;
 pub mod store;

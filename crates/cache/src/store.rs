@@ -78,8 +78,16 @@ pub struct MemoryStore<K, V> {
 }
 
 impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
+    /// A store of `capacity` bytes, one shard per 16 MiB (at most 16).
     pub fn new(capacity: usize) -> Self {
-        let shards = (capacity / SHARD_BYTES).clamp(1, 16);
+        Self::with_shards(capacity, (capacity / SHARD_BYTES).clamp(1, 16))
+    }
+
+    /// A store of `capacity` bytes in `shards` shards (at least one). Each shard's small queue,
+    /// a tenth of its bytes, bounds the largest value: the disk store's index has one shard so
+    /// that its objects may be a tenth of the whole.
+    pub fn with_shards(capacity: usize, shards: usize) -> Self {
+        let shards = shards.max(1);
         MemoryStore {
             capacity,
             shard_capacity: capacity / shards,

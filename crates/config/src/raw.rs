@@ -31,7 +31,7 @@ pub struct RawConfig {
     pub caches: BTreeMap<Spanned<String>, RawCache>,
 }
 
-/// `[caches.NAME]`: a memory store shared by the workers.
+/// `[caches.NAME]`: a memory store shared by the workers, and optionally a disk store.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawCache {
@@ -48,6 +48,12 @@ pub struct RawCache {
     /// coalescing).
     #[serde(default, deserialize_with = "described::duration")]
     pub coalesce_timeout: Option<Spanned<String>>,
+    /// A directory that keeps the store on disk too (relative to the config file): responses
+    /// survive restarts and binary upgrades, and larger ones fit.
+    pub disk: Option<Spanned<String>>,
+    /// The disk store's bytes (default 1 GiB).
+    #[serde(default, deserialize_with = "described::size")]
+    pub disk_size: Option<Spanned<String>>,
 }
 
 /// A route's `cache = { store = "NAME", key_fields = [...] }`.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rampart_cache::coalesce::InFlight;
+pub use rampart_cache::disk::{DiskError, DiskStore};
 use rampart_cache::entry::Entry;
 use rampart_cache::store::MemoryStore;
 
@@ -19,6 +20,9 @@ pub struct RouteCache {
     /// The store's name in `[caches]` (for logs and metrics).
     pub store_name: String,
     pub store: Arc<CacheStore>,
+    /// The store's disk part (`disk` in `[caches.NAME]`): what memory does not hold is looked
+    /// for there, and what is stored is written there too.
+    pub disk: Option<Arc<DiskStore>>,
     /// Misses on their way, shared by the routes that use the store.
     pub in_flight: Arc<CacheInFlight>,
     /// How long a request waits for another one for the same key before it goes upstream
@@ -46,12 +50,14 @@ impl std::fmt::Debug for RouteCache {
 }
 
 /// `[caches.NAME]`, compiled: the store's bytes and its defaults for the routes that use it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheSettings {
     pub size: usize,
     pub max_object_size: usize,
     pub heuristic_max: Duration,
     pub coalesce_timeout: Duration,
+    /// The disk store's directory and bytes.
+    pub disk: Option<(std::path::PathBuf, usize)>,
 }
 
 impl CacheSettings {
@@ -64,7 +70,16 @@ impl CacheSettings {
             max_object_size: (size / 10).min(8 << 20),
             heuristic_max: Duration::from_secs(86_400),
             coalesce_timeout: Duration::from_secs(5),
+            disk: None,
         }
+    }
+
+    /// With a disk store of `size` bytes in `dir`: objects up to a tenth of it, at most 64 MiB by
+    /// default (a response is kept in memory while it arrives, before it is written).
+    pub fn with_disk(mut self, dir: std::path::PathBuf, size: usize) -> Self {
+        self.max_object_size = (size / 10).min(64 << 20);
+        self.disk = Some((dir, size));
+        self
     }
 }
 

@@ -5,6 +5,7 @@
 
 use crate::common;
 
+mod disk;
 mod ranges;
 
 use std::io::{Read, Write};
@@ -250,8 +251,9 @@ fn one_shot(response: &'static [u8], serve: usize) -> (String, Arc<AtomicUsize>)
         for _ in 0..serve {
             let Ok((mut conn, _)) = listener.accept() else { return };
             next_head(&mut conn, &mut Vec::new());
-            let _ = conn.write_all(response);
+            // Counted before it answers: a client that has the answer sees it counted.
             count.fetch_add(1, Ordering::SeqCst);
+            let _ = conn.write_all(response);
         }
         // The listener closes here: connections are refused from now on.
     });
@@ -464,22 +466,31 @@ fn the_admin_api_purges_a_url_and_bans_by_prefix_and_by_tag() {
     assert!(body.contains("\"removed\":3"), "{body}");
     fill();
     assert_eq!(backend.seen(), 3);
-    // The metrics count what the cache did, and what the store holds.
-    let samples = common::scrape::scrape(admin_port);
-    let count = |result: &str| {
+    // The metrics count what the cache did (each request once its response is out: the
+    // scrape may come first), and what the store holds.
+    let mut samples = Vec::new();
+    let count = |samples: &[common::scrape::Sample], result: &str| {
         common::scrape::value(
-            &samples,
+            samples,
             "rampart_http_cache_requests_total",
             &[("listener", "web"), ("route", "web#1"), ("result", result)],
         )
     };
+    common::tls::eventually("the metrics count every request", || {
+        samples = common::scrape::scrape(admin_port);
+        count(&samples, "hit") + count(&samples, "miss") >= 13.0
+    });
     assert_eq!(
-        (count("hit"), count("miss")),
+        (count(&samples, "hit"), count(&samples, "miss")),
         (4.0, 9.0),
         "as the backend saw them: 3 + 1 + 2 + 3 misses"
     );
     assert_eq!(
-        common::scrape::value(&samples, "rampart_cache_objects", &[("cache", "main")]),
+        common::scrape::value(
+            &samples,
+            "rampart_cache_objects",
+            &[("cache", "main"), ("tier", "memory")]
+        ),
         3.0
     );
     // The access log says what the cache did.

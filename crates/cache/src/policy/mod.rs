@@ -80,3 +80,12 @@ pub(crate) fn trim(b: &[u8]) -> &[u8] {
         .map_or(start, |e| e + 1);
     &b[start..end]
 }
+
+/// The tags a response names for bans: each comma-separated item of `Cache-Tag` and each
+/// space-separated one of `Surrogate-Key` (the CDNs' two spellings), trimmed, empty ones left
+/// out.
+pub fn tags<'a>(response: &'a (impl FieldSource + ?Sized)) -> impl Iterator<Item = &'a [u8]> + 'a {
+    let comma = response.each(b"cache-tag").flat_map(|v| v.split(|&b| b == b','));
+    let space = response.each(b"surrogate-key").flat_map(|v| v.split(|&b| b == b' '));
+    comma.chain(space).map(<[u8]>::trim_ascii).filter(|t| !t.is_empty())
+}

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rampart_model::cache::{CacheInFlight, CacheSettings, CacheStore, RouteCache};
+use rampart_model::cache::{CacheInFlight, CacheSettings, CacheStore, DiskStore, RouteCache};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
@@ -12,23 +12,59 @@ use crate::raw::{RawCache, RawRouteCache};
 
 /// The default store size when `size` is not given.
 const DEFAULT_SIZE: usize = 64 << 20;
+/// The default disk store size when `disk_size` is not given.
+const DEFAULT_DISK_SIZE: usize = 1 << 30;
 
 /// The compiled `[caches]`: each store and its settings, by name.
 #[derive(Default)]
-pub(super) struct Caches(BTreeMap<String, (CacheSettings, Arc<CacheStore>, Arc<CacheInFlight>)>);
+pub(super) struct Caches(BTreeMap<String, Compiled>);
+
+/// One `[caches.NAME]`: its settings, its stores and its misses in flight.
+type Compiled = (
+    CacheSettings,
+    Arc<CacheStore>,
+    Option<Arc<DiskStore>>,
+    Arc<CacheInFlight>,
+);
 
 impl Checker<'_> {
     pub(super) fn caches(&mut self, raw: &BTreeMap<Spanned<String>, RawCache>, live: &mut LiveState) {
         for (name, c) in raw {
             let size = self.size(&c.size, DEFAULT_SIZE, 64 << 10, 1 << 40);
             let mut settings = CacheSettings::new(size);
-            settings.max_object_size = self.size(&c.max_object_size, settings.max_object_size, 1, size as u64 / 10);
+            let mut largest = size as u64 / 10;
+            if let Some(dir) = &c.disk {
+                let disk_size = self.size(&c.disk_size, DEFAULT_DISK_SIZE, 1 << 20, 1 << 50);
+                let path = self.relative_path(dir);
+                let path = std::path::absolute(&path).unwrap_or(path);
+                settings = settings.with_disk(path, disk_size);
+                largest = disk_size as u64 / 10;
+            } else if let Some(s) = &c.disk_size {
+                self.error(
+                    s.span(),
+                    format!(
+                        "cache `{name}`: `disk_size` without `disk` (a directory)",
+                        name = name.get_ref()
+                    ),
+                );
+            }
+            settings.max_object_size = self.size(&c.max_object_size, settings.max_object_size, 1, largest);
             settings.heuristic_max = self.duration_or_zero(&c.heuristic_max, settings.heuristic_max);
             settings.coalesce_timeout = self.duration_or_zero(&c.coalesce_timeout, settings.coalesce_timeout);
             let (store, in_flight) = live.cache_store(name.get_ref(), size);
+            let disk = match (&settings.disk, &c.disk) {
+                (Some((path, disk_size)), Some(at)) => match live.cache_disk(name.get_ref(), path, *disk_size) {
+                    Ok(disk) => Some(disk),
+                    Err(e) => {
+                        self.error(at.span(), format!("cache `{}`: disk store: {e}", name.get_ref()));
+                        None
+                    }
+                },
+                _ => None,
+            };
             self.caches
                 .0
-                .insert(name.get_ref().clone(), (settings, store, in_flight));
+                .insert(name.get_ref().clone(), (settings, store, disk, in_flight));
         }
     }
 
@@ -44,7 +80,7 @@ impl Checker<'_> {
             return None;
         }
         let raw = raw.get_ref();
-        let Some((settings, store, in_flight)) = self.caches.0.get(raw.store.get_ref()) else {
+        let Some((settings, store, disk, in_flight)) = self.caches.0.get(raw.store.get_ref()) else {
             let defined: Vec<&str> = self.caches.0.keys().map(String::as_str).collect();
             let known = match defined.is_empty() {
                 true => "(no [caches.NAME] table is defined)".to_string(),
@@ -56,7 +92,7 @@ impl Checker<'_> {
             );
             return None;
         };
-        let (settings, store, in_flight) = (*settings, store.clone(), in_flight.clone());
+        let (settings, store, disk, in_flight) = (settings.clone(), store.clone(), disk.clone(), in_flight.clone());
         let mut key_fields = Vec::new();
         for field in &raw.key_fields {
             let name = field.get_ref().to_ascii_lowercase();
@@ -76,6 +112,7 @@ impl Checker<'_> {
         Some(RouteCache {
             store_name: raw.store.get_ref().clone(),
             store,
+            disk,
             in_flight,
             coalesce_timeout: settings.coalesce_timeout,
             key_fields,

@@ -46,6 +46,9 @@ pub struct LiveState {
             Arc<rampart_model::cache::CacheInFlight>,
         ),
     >,
+    /// HTTP caches' disk stores by name: a reload keeps one while its directory and size are
+    /// the same (opening one reads the head of every file in it).
+    cache_disks: HashMap<String, Arc<rampart_model::cache::DiskStore>>,
 }
 
 /// Traffic counters by the names that label them.
@@ -236,6 +239,24 @@ impl LiveState {
         (store.clone(), in_flight.clone())
     }
 
+    /// The disk store of `[caches.NAME]` in `dir`, of `size` bytes: the one a previous load
+    /// opened when both are the same, else the directory opened anew.
+    pub(super) fn cache_disk(
+        &mut self,
+        name: &str,
+        dir: &std::path::Path,
+        size: usize,
+    ) -> Result<Arc<rampart_model::cache::DiskStore>, rampart_model::cache::DiskError> {
+        if let Some(disk) = self.cache_disks.get(name) {
+            if disk.dir() == dir && disk.capacity() == size {
+                return Ok(disk.clone());
+            }
+        }
+        let disk = Arc::new(rampart_model::cache::DiskStore::open(dir, size)?);
+        self.cache_disks.insert(name.to_string(), disk.clone());
+        Ok(disk)
+    }
+
     pub(super) fn keep_only(&mut self, snapshot: &Snapshot) {
         self.filter_slots.commit();
         let used: Vec<&str> = snapshot
@@ -246,6 +267,7 @@ impl LiveState {
             .filter_map(|r| r.cache.as_ref().map(|c| c.store_name.as_str()))
             .collect();
         self.caches.retain(|name, _| used.contains(&name.as_str()));
+        self.cache_disks.retain(|name, _| used.contains(&name.as_str()));
         // Targets found by DNS come back when the answers are published: keep their state.
         self.forget_targets(snapshot, true);
         self.open

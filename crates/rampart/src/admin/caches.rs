@@ -5,20 +5,27 @@
 //! `Cache-Tag` (comma-separated) or `Surrogate-Key` (space-separated). URLs are as the cache keys
 //! them: `scheme://host/path?query`, the host lowercase.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use rampart_cache::entry::Entry;
-use rampart_cache::policy::FieldSource;
-use rampart_model::cache::CacheStore;
+use rampart_cache::store::StoreStats;
+use rampart_model::cache::{CacheStore, DiskStore};
 use rampart_model::Snapshot;
 use serde_json::{json, Value};
 
 use super::api::{percent_decode, Answer};
 use super::state::AdminShared;
 
+/// Picks keys to remove: by the key, and by whether the response named a tag (the second
+/// argument answers that for the response at hand).
+type Pick<'a> = dyn Fn(&[u8], &dyn Fn(&[u8]) -> bool) -> bool + 'a;
+
+/// A store's memory and disk tiers.
+type Tiers = (Arc<CacheStore>, Option<Arc<DiskStore>>);
+
 /// Every store the routes of `snapshot` use, by name (each once).
-fn stores(snapshot: &Snapshot) -> Vec<(String, Arc<CacheStore>)> {
-    let mut found: Vec<(String, Arc<CacheStore>)> = Vec::new();
+fn stores(snapshot: &Snapshot) -> Vec<(String, Tiers)> {
+    let mut found: Vec<(String, Tiers)> = Vec::new();
     let caches = snapshot
         .listeners
         .iter()
@@ -27,18 +34,44 @@ fn stores(snapshot: &Snapshot) -> Vec<(String, Arc<CacheStore>)> {
         .filter_map(|r| r.cache.as_ref());
     for cache in caches {
         if !found.iter().any(|(name, _)| *name == cache.store_name) {
-            found.push((cache.store_name.clone(), cache.store.clone()));
+            found.push((cache.store_name.clone(), (cache.store.clone(), cache.disk.clone())));
         }
     }
     found
 }
 
-/// Each store's counts, by name (for the metrics).
-pub fn store_stats(snapshot: &Snapshot) -> Vec<(String, rampart_cache::store::StoreStats)> {
-    stores(snapshot)
-        .into_iter()
-        .map(|(name, store)| (name, store.stats()))
-        .collect()
+/// Each store tier's counts, by store name and tier (`memory`, `disk`), for the metrics; with
+/// a disk tier's failed writes and refused reads.
+pub fn store_stats(snapshot: &Snapshot) -> Vec<TierStats> {
+    let mut out = Vec::new();
+    for (name, (memory, disk)) in stores(snapshot) {
+        out.push(TierStats {
+            name: name.clone(),
+            tier: "memory",
+            stats: memory.stats(),
+            errors: None,
+        });
+        if let Some(disk) = disk {
+            let stats = disk.stats();
+            out.push(TierStats {
+                name,
+                tier: "disk",
+                stats: stats.index,
+                errors: Some((stats.read_errors, stats.write_errors)),
+            });
+        }
+    }
+    out
+}
+
+/// One tier of a store, counted.
+#[derive(Debug, Clone)]
+pub struct TierStats {
+    pub name: String,
+    pub tier: &'static str,
+    pub stats: StoreStats,
+    /// A disk tier's read and write errors.
+    pub errors: Option<(u64, u64)>,
 }
 
 /// `GET /api/caches`.
@@ -46,15 +79,29 @@ pub fn list(shared: &AdminShared) -> Answer {
     let snapshot = shared.snapshot.load();
     let caches: Vec<Value> = stores(&snapshot)
         .iter()
-        .map(|(name, store)| {
+        .map(|(name, (store, disk))| {
             let stats = store.stats();
-            json!({
+            let mut value = json!({
                 "name": name,
                 "size": store.capacity(),
                 "bytes": stats.bytes,
                 "objects": stats.objects,
                 "evictions": stats.evictions,
-            })
+            });
+            if let Some(disk) = disk {
+                let d = disk.stats();
+                value["disk"] = json!({
+                    "dir": disk.dir().display().to_string(),
+                    "size": disk.capacity(),
+                    "bytes": d.index.bytes,
+                    "objects": d.index.objects,
+                    "evictions": d.index.evictions,
+                    "writes": d.writes,
+                    "write_errors": d.write_errors,
+                    "read_errors": d.read_errors,
+                });
+            }
+            value
         })
         .collect();
     Answer::json(200, &json!({ "caches": caches }))
@@ -68,7 +115,7 @@ pub fn act(shared: &AdminShared, rest: &str, query: &str) -> Answer {
     };
     let name = percent_decode(name);
     let snapshot = shared.snapshot.load();
-    let Some((_, store)) = stores(&snapshot).into_iter().find(|(n, _)| *n == name) else {
+    let Some((_, (store, disk))) = stores(&snapshot).into_iter().find(|(n, _)| *n == name) else {
         return Answer::error(404, &format!("no cache `{name}` used by a route"));
     };
     let param = |key: &str| {
@@ -77,20 +124,41 @@ pub fn act(shared: &AdminShared, rest: &str, query: &str) -> Answer {
             (k == key).then(|| percent_decode(&v.replace('+', " ")))
         })
     };
-    let removed = match (action, param("url"), param("prefix"), param("tag")) {
+    // Keys removed from either tier, each counted once.
+    let mut removed: HashSet<Vec<u8>> = HashSet::new();
+    let mut remove = |pick: &Pick| {
+        store.remove_where(|key, entry| {
+            let hit = pick(key, &|tag| rampart_cache::policy::tags(&entry.head).any(|t| t == tag));
+            if hit {
+                removed.insert(key.clone());
+            }
+            hit
+        });
+        if let Some(disk) = &disk {
+            disk.remove_where(|key, record| {
+                let hit = pick(key, &|tag| record.tagged(tag));
+                if hit {
+                    removed.insert(key.clone());
+                }
+                hit
+            });
+        }
+    };
+    match (action, param("url"), param("prefix"), param("tag")) {
         ("purge", Some(url), None, None) => {
             let url = normalized(&url);
-            store.remove_where(|key, _| key_url(key) == url.as_bytes())
+            remove(&|key, _| key_url(key) == url.as_bytes());
         }
         ("ban", None, Some(prefix), None) => {
             let prefix = normalized(&prefix);
-            store.remove_where(|key, _| key_url(key).starts_with(prefix.as_bytes()))
+            remove(&|key, _| key_url(key).starts_with(prefix.as_bytes()));
         }
-        ("ban", None, None, Some(tag)) => store.remove_where(|_, entry| tagged(entry, &tag)),
+        ("ban", None, None, Some(tag)) => remove(&|_, tagged| tagged(tag.as_bytes())),
         ("purge", ..) => return Answer::error(400, "purge takes ?url=URL"),
         ("ban", ..) => return Answer::error(400, "ban takes ?prefix=URL or ?tag=TAG"),
         (other, ..) => return Answer::error(404, &format!("no action `{other}` (purge or ban)")),
     };
+    let removed = removed.len();
     tracing::info!(cache = %name, action, removed, "admin: cache entries removed");
     Answer::json(200, &json!({ "cache": name, "removed": removed }))
 }
@@ -107,12 +175,4 @@ fn normalized(url: &str) -> String {
     };
     let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
     format!("{scheme}://{}{path}", host.to_ascii_lowercase())
-}
-
-/// Whether the stored response named `tag` in `Cache-Tag` or `Surrogate-Key`.
-fn tagged(entry: &Entry, tag: &str) -> bool {
-    let tag = tag.as_bytes();
-    let comma = entry.head.each(b"cache-tag").flat_map(|v| v.split(|&b| b == b','));
-    let space = entry.head.each(b"surrogate-key").flat_map(|v| v.split(|&b| b == b' '));
-    comma.chain(space).any(|t| t.trim_ascii() == tag)
 }

@@ -396,29 +396,48 @@ impl Collector for Traffic {
         family(
             &mut e,
             "rampart_cache_bytes",
-            "Bytes an HTTP cache store holds",
+            "Bytes an HTTP cache store holds, by tier (memory, disk: its files)",
             Gauge,
-            caches
-                .iter()
-                .map(|(name, s)| (labels([("cache", name)]), Value::Gauge(s.bytes as i64))),
+            caches.iter().map(|c| {
+                (
+                    labels([("cache", &c.name), ("tier", c.tier)]),
+                    Value::Gauge(c.stats.bytes as i64),
+                )
+            }),
         )?;
         family(
             &mut e,
             "rampart_cache_objects",
-            "Responses an HTTP cache store holds",
+            "Responses an HTTP cache store holds, by tier (memory, disk)",
             Gauge,
-            caches
-                .iter()
-                .map(|(name, s)| (labels([("cache", name)]), Value::Gauge(s.objects as i64))),
+            caches.iter().map(|c| {
+                (
+                    labels([("cache", &c.name), ("tier", c.tier)]),
+                    Value::Gauge(c.stats.objects as i64),
+                )
+            }),
         )?;
         family(
             &mut e,
             "rampart_cache_evictions",
-            "Responses an HTTP cache store evicted to make room",
+            "Responses an HTTP cache store evicted to make room, by tier (memory, disk)",
             Counter,
-            caches
-                .iter()
-                .map(|(name, s)| (labels([("cache", name)]), Value::Counter(s.evictions))),
+            caches.iter().map(|c| {
+                (
+                    labels([("cache", &c.name), ("tier", c.tier)]),
+                    Value::Counter(c.stats.evictions),
+                )
+            }),
+        )?;
+        family(
+            &mut e,
+            "rampart_cache_disk_errors",
+            "Disk store failures: writes that failed or were skipped (op=write), files refused when read, torn or changed or gone, and deleted (op=read)",
+            Counter,
+            caches.iter().filter_map(|c| c.errors.map(|e| (c, e))).flat_map(|(c, (read, write))| {
+                [("read", read), ("write", write)]
+                    .map(|(op, n)| (labels([("cache", &c.name), ("op", op)]), Value::Counter(n)))
+            }),
         )?;
         family(
             &mut e,

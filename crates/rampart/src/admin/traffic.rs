@@ -28,7 +28,7 @@ pub struct TrafficTotals {
     pub upstreams: Vec<UpstreamTotals>,
     /// The HTTP cache stores routes use, by name, with their counts.
     #[serde(skip)]
-    pub caches: Vec<(String, rampart_cache::store::StoreStats)>,
+    pub caches: Vec<super::caches::TierStats>,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]

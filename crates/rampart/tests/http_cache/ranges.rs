@@ -2,6 +2,9 @@
 //! 416 past its end, the whole response when `If-Range` no longer holds; on a miss the whole
 //! response is fetched (no `Range` upstream) and stored.
 
+// The test backend keeps a record of what it was asked, behind a lock: test code, no hot path.
+#![allow(clippy::disallowed_types)]
+
 use std::sync::{Arc, Mutex};
 
 use super::{get, proxy, scripted};
@@ -14,7 +17,6 @@ const WHOLE: &[u8] =
 
 #[test]
 fn ranges_are_answered_from_the_stored_whole_response() {
-    #[allow(clippy::disallowed_types)] // the test backend's record of what it was asked
     let heads = Arc::new(Mutex::new(Vec::new()));
     let seen = heads.clone();
     let target = scripted(move |head| {

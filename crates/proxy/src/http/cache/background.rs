@@ -55,7 +55,7 @@ pub(super) fn revalidate(
     let Ok(request) = client::request_head(b"GET", host, head.target(), fields) else {
         return;
     };
-    let (store, key) = (cache.store.clone(), key.to_vec());
+    let (memory, disk, key) = (cache.store.clone(), cache.disk.clone(), key.to_vec());
     let (max, heuristic_max) = (cache.max_object_size, cache.heuristic_max);
     let like = request.clone();
     let request_time = SystemTime::now();
@@ -86,7 +86,11 @@ pub(super) fn revalidate(
                 }
             };
             if let Some(entry) = refreshed {
-                super::variants::store(&store, key, Arc::new(entry));
+                let tiers = super::tiers::Tiers {
+                    memory: &memory,
+                    disk: disk.as_ref(),
+                };
+                super::variants::store(tiers, key, Arc::new(entry));
             }
         },
     );

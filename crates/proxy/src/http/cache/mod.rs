@@ -22,6 +22,7 @@ mod recorder;
 
 mod background;
 mod ranges;
+mod tiers;
 mod variants;
 
 use std::borrow::Cow;
@@ -39,6 +40,7 @@ use rampart_model::cache::{CacheOutcome, RouteCache};
 use rampart_proto::message::{BodyLength, RequestHead};
 
 use self::recorder::{Commit, Recorder, Recording};
+use self::tiers::Tiers;
 use super::context::RequestContext;
 use super::downstream::{Downstream, LocalAnswer};
 use super::exchange::{self, ProxyRequest};
@@ -83,7 +85,7 @@ pub(crate) async fn through<D: Downstream>(
     }
     let request_cc = Directives::of(head);
     let now = SystemTime::now();
-    let (found, stored) = variants::lookup(&cache.store, &key, head);
+    let (found, stored) = variants::lookup(Tiers::of(cache), &key, head).await;
     let stored = stored.as_ref();
     let mut note = match (found, stored) {
         (false, _) => "Rampart; fwd=uri-miss",
@@ -156,7 +158,7 @@ pub(crate) async fn through<D: Downstream>(
             Joined::Leader(guard) => leader = Some(guard),
             Joined::Waiter(waiter) => {
                 let _ = tokio::time::timeout(cache.coalesce_timeout, waiter.wait()).await;
-                if let (_, Some(entry)) = variants::lookup(&cache.store, &key, head) {
+                if let (_, Some(entry)) = variants::lookup(Tiers::of(cache), &key, head).await {
                     let (reuse, age) = entry.reuse(&request_cc, SystemTime::now());
                     if matches!(reuse, Reuse::Fresh | Reuse::StaleAccepted) {
                         rctx.cache = Some(CacheOutcome::Collapsed);
@@ -210,11 +212,11 @@ pub(crate) async fn through<D: Downstream>(
                 let age = entry.age(SystemTime::now());
                 rctx.cache = Some(CacheOutcome::Revalidated);
                 serve(down, req, head, &entry, age, "hit; fwd=stale; fwd-status=304", rctx).await;
-                variants::store(&cache.store, key, entry);
+                variants::store(Tiers::of(cache), key, entry);
             }
             // A 304 about no response stored here: the request goes again, unconditional.
             None => {
-                variants::remove(&cache.store, &key);
+                variants::remove(Tiers::of(cache), &key);
                 return exchange::proxy(ctx, req, down, parts, rctx).await;
             }
         }
@@ -283,7 +285,7 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         times,
         cache.heuristic_max,
     ) {
-        variants::store(&cache.store, key, std::sync::Arc::new(entry));
+        variants::store(Tiers::of(cache), key, std::sync::Arc::new(entry));
     }
 }
 
@@ -452,11 +454,9 @@ fn primary_key(scheme: &str, host: &[u8], target: &[u8], cache: &RouteCache, hea
 /// `key_fields`, every key that begins with its URL part).
 fn invalidate(cache: &RouteCache, key: &[u8]) {
     if cache.key_fields.is_empty() {
-        variants::remove(&cache.store, key);
+        variants::remove(Tiers::of(cache), key);
         return;
     }
     let url = key.split(|&b| b == b'\n').next().unwrap_or(key);
-    cache
-        .store
-        .remove_where(|k, _| k.starts_with(url) && k.get(url.len()).is_none_or(|&b| b == b'\n' || b == 0));
+    Tiers::of(cache).remove_keys(|k| k.starts_with(url) && k.get(url.len()).is_none_or(|&b| b == b'\n' || b == 0));
 }

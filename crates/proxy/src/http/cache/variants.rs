@@ -10,8 +10,9 @@ use std::sync::Arc;
 
 use rampart_cache::entry::Entry;
 use rampart_cache::policy::reuse::Variant;
-use rampart_model::cache::CacheStore;
 use rampart_proto::message::RequestHead;
+
+use super::tiers::Tiers;
 
 /// Separates a URL's key from its variant's part.
 const VARIANT: u8 = 0;
@@ -35,8 +36,8 @@ fn variant_key(key: &[u8], variant: &Variant) -> Vec<u8> {
 
 /// What is stored for `head` under URL key `key`: whether anything is stored for the URL at
 /// all, and the response for the request's variant, if one is.
-pub(super) fn lookup(store: &CacheStore, key: &[u8], head: &RequestHead) -> (bool, Option<Arc<Entry>>) {
-    let Some(latest) = store.get(&key.to_vec()) else {
+pub(super) async fn lookup(tiers: Tiers<'_>, key: &[u8], head: &RequestHead) -> (bool, Option<Arc<Entry>>) {
+    let Some(latest) = tiers.get(key).await else {
         return (false, None);
     };
     if latest.variant.matches(head) {
@@ -46,22 +47,22 @@ pub(super) fn lookup(store: &CacheStore, key: &[u8], head: &RequestHead) -> (boo
         return (true, None);
     }
     let own = variant_key(key, &Variant::for_request(&latest.variant.names, head));
-    (true, store.get(&own).filter(|e| e.variant.matches(head)))
+    (true, tiers.get(&own).await.filter(|e| e.variant.matches(head)))
 }
 
 /// Stores `entry` under URL key `key`, and under its variant's key when it varies.
-pub(super) fn store(store: &CacheStore, key: Vec<u8>, entry: Arc<Entry>) {
+pub(super) fn store(tiers: Tiers<'_>, key: Vec<u8>, entry: Arc<Entry>) {
     if !entry.variant.names.is_empty() {
-        store.insert_arc(variant_key(&key, &entry.variant), entry.clone());
+        tiers.put(variant_key(&key, &entry.variant), entry.clone());
     }
-    store.insert_arc(key, entry);
+    tiers.put(key, entry);
 }
 
 /// Removes what is stored under URL key `key`, every variant included.
-pub(super) fn remove(store: &CacheStore, key: &[u8]) {
-    let varies = store.peek(&key.to_vec()).is_some_and(|e| !e.variant.names.is_empty());
-    store.remove(&key.to_vec());
+pub(super) fn remove(tiers: Tiers<'_>, key: &[u8]) {
+    let varies = tiers.varies(key);
+    tiers.remove(key);
     if varies {
-        store.remove_where(|k, _| k.len() > key.len() && k.starts_with(key) && k[key.len()] == VARIANT);
+        tiers.remove_keys(|k| k.len() > key.len() && k.starts_with(key) && k[key.len()] == VARIANT);
     }
 }
