@@ -8,6 +8,7 @@ mod acme_dns01;
 mod acme_fleet;
 mod acme_renewal;
 mod admin_api;
+mod cache_suite;
 mod cli;
 mod common;
 mod config_files;
