@@ -155,3 +155,25 @@ fn walk(dir: &Path) -> Vec<String> {
     }
     out
 }
+
+#[test]
+fn a_disk_store_that_cannot_be_made_is_refused_with_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    write_file(dir.path(), "a-file", "not a directory");
+    let text = "[caches.main]\ndisk = \"a-file/cache\"\n\n\
+                [caches.other]\ndisk_size = \"1GiB\"\n\n\
+                [listeners.web]\nbind = \"127.0.0.1:0\"\nprotocol = \"http\"\n\n\
+                [[listeners.web.routes]]\nupstream = \"app\"\ncache = { store = \"main\" }\n\n\
+                [upstreams.app]\ntargets = [\"127.0.0.1:9\"]\n";
+    let path = write_file(dir.path(), "bad.toml", text);
+    let (code, _, stderr) = common::run_rampart(dir.path(), &["check", "-c", &path]);
+    assert_ne!(code, 0);
+    assert!(
+        stderr.contains("bad.toml:2:8") && stderr.contains("cache `main`: disk store:"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("bad.toml:5:13") && stderr.contains("`disk_size` without `disk`"),
+        "{stderr}"
+    );
+}
