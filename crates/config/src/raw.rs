@@ -56,7 +56,7 @@ pub struct RawCache {
     pub disk_size: Option<Spanned<String>>,
 }
 
-/// A route's `cache = { store = "NAME", key_fields = [...] }`.
+/// A route's `cache = { store = "NAME", key_fields = [...], key_cookies = [...], authorized = "...", max_object_size = "..." }`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawRouteCache {
@@ -64,6 +64,14 @@ pub struct RawRouteCache {
     /// Request fields whose values are part of the key.
     #[serde(default)]
     pub key_fields: Vec<Spanned<String>>,
+    /// Cookies whose values are part of the key.
+    #[serde(default)]
+    pub key_cookies: Vec<Spanned<String>>,
+    /// Requests with `Authorization`: `"rfc"` (default), `"bypass"` or `"per_credential"`.
+    pub authorized: Option<Spanned<String>>,
+    /// The largest body this route stores (at most the store's `max_object_size`).
+    #[serde(default, deserialize_with = "described::size")]
+    pub max_object_size: Option<Spanned<String>>,
 }
 
 /// `[acme]`.

@@ -31,6 +31,10 @@ pub struct RouteCache {
     /// Request fields (lowercase) whose values are part of the key, beside the method, scheme,
     /// host and target.
     pub key_fields: Vec<String>,
+    /// Cookies whose values are part of the key (`key_cookies`).
+    pub key_cookies: Vec<String>,
+    /// What becomes of requests with `Authorization`.
+    pub authorized: Authorized,
     /// The largest body stored; a longer response passes through unstored.
     pub max_object_size: usize,
     /// The most a heuristic freshness lifetime may be (RFC 9111 section 4.2.2).
@@ -42,11 +46,27 @@ impl std::fmt::Debug for RouteCache {
         f.debug_struct("RouteCache")
             .field("store_name", &self.store_name)
             .field("key_fields", &self.key_fields)
+            .field("key_cookies", &self.key_cookies)
+            .field("authorized", &self.authorized)
             .field("max_object_size", &self.max_object_size)
             .field("heuristic_max", &self.heuristic_max)
             .field("coalesce_timeout", &self.coalesce_timeout)
             .finish_non_exhaustive()
     }
+}
+
+/// What a route's cache does with requests that carry `Authorization` (`authorized = ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Authorized {
+    /// RFC 9111 section 3.5: their responses are stored only when `public`, `s-maxage` or
+    /// `must-revalidate` allows it, and stored responses answer them as any request.
+    #[default]
+    Rfc,
+    /// They skip the cache: no lookup, nothing stored (Varnish's built-in rule).
+    Bypass,
+    /// The `Authorization` value is part of the key, and their responses are stored as any
+    /// other's: each credential is answered only with what was stored for it.
+    PerCredential,
 }
 
 /// `[caches.NAME]`, compiled: the store's bytes and its defaults for the routes that use it.

@@ -6,6 +6,7 @@
 use crate::common;
 
 mod disk;
+mod keys;
 mod ranges;
 
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rampart_model::cache::{CacheInFlight, CacheSettings, CacheStore, DiskStore, RouteCache};
+use rampart_model::cache::{Authorized, CacheInFlight, CacheSettings, CacheStore, DiskStore, RouteCache};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
@@ -93,14 +93,16 @@ impl Checker<'_> {
             return None;
         };
         let (settings, store, disk, in_flight) = (settings.clone(), store.clone(), disk.clone(), in_flight.clone());
+        let token = |name: &str| {
+            !name.is_empty()
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        };
         let mut key_fields = Vec::new();
         for field in &raw.key_fields {
             let name = field.get_ref().to_ascii_lowercase();
-            if name.is_empty()
-                || !name
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-            {
+            if !token(&name) {
                 self.error(
                     field.span(),
                     format!("route `{route}`: `{}` is not a field name", field.get_ref()),
@@ -109,6 +111,35 @@ impl Checker<'_> {
             }
             key_fields.push(name);
         }
+        let mut key_cookies = Vec::new();
+        for cookie in &raw.key_cookies {
+            if !token(cookie.get_ref()) {
+                self.error(
+                    cookie.span(),
+                    format!("route `{route}`: `{}` is not a cookie name", cookie.get_ref()),
+                );
+                return None;
+            }
+            key_cookies.push(cookie.get_ref().clone());
+        }
+        let authorized = match raw.authorized.as_ref().map(|a| (a, a.get_ref().as_str())) {
+            None | Some((_, "rfc")) => Authorized::Rfc,
+            Some((_, "bypass")) => Authorized::Bypass,
+            Some((_, "per_credential")) => Authorized::PerCredential,
+            Some((at, other)) => {
+                self.error(
+                    at.span(),
+                    format!("route `{route}`: `authorized = \"{other}\"`: expected \"rfc\", \"bypass\" or \"per_credential\""),
+                );
+                return None;
+            }
+        };
+        let max_object_size = self.size(
+            &raw.max_object_size,
+            settings.max_object_size,
+            1,
+            settings.max_object_size as u64,
+        );
         Some(RouteCache {
             store_name: raw.store.get_ref().clone(),
             store,
@@ -116,7 +147,9 @@ impl Checker<'_> {
             in_flight,
             coalesce_timeout: settings.coalesce_timeout,
             key_fields,
-            max_object_size: settings.max_object_size,
+            key_cookies,
+            authorized,
+            max_object_size,
             heuristic_max: settings.heuristic_max,
         })
     }

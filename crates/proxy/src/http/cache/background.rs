@@ -57,6 +57,7 @@ pub(super) fn revalidate(
     };
     let (memory, disk, key) = (cache.store.clone(), cache.disk.clone(), key.to_vec());
     let (max, heuristic_max) = (cache.max_object_size, cache.heuristic_max);
+    let per_credential = cache.authorized == rampart_model::cache::Authorized::PerCredential;
     let like = request.clone();
     let request_time = SystemTime::now();
     let spawned = client::spawn(
@@ -78,7 +79,11 @@ pub(super) fn revalidate(
                 }
                 status => {
                     let cc = Directives::for_shared_cache(fields.as_slice());
-                    let allowed = may_store(b"GET", &like, &Directives::default(), status, fields.as_slice(), &cc);
+                    let request = super::key::Stored {
+                        head: &like,
+                        hide_authorization: per_credential,
+                    };
+                    let allowed = may_store(b"GET", &request, &Directives::default(), status, fields.as_slice(), &cc);
                     let body = Bytes::from(got.body);
                     allowed.ok().and_then(|()| {
                         Entry::new(&like, status, fields.iter().copied(), cc, body, times, heuristic_max)

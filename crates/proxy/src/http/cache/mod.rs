@@ -21,6 +21,7 @@
 mod recorder;
 
 mod background;
+mod key;
 mod ranges;
 mod tiers;
 mod variants;
@@ -36,9 +37,10 @@ use rampart_cache::policy::freshness::http_date;
 use rampart_cache::policy::reuse::{freshens, invalidated_paths, invalidates, updates_field, validators, Reuse};
 use rampart_cache::policy::storable::may_store;
 use rampart_cache::policy::{list_items, FieldSource};
-use rampart_model::cache::{CacheOutcome, RouteCache};
+use rampart_model::cache::{Authorized, CacheOutcome, RouteCache};
 use rampart_proto::message::{BodyLength, RequestHead};
 
+use self::key::{invalidate, primary_key, Stored};
 use self::recorder::{Commit, Recorder, Recording};
 use self::tiers::Tiers;
 use super::context::RequestContext;
@@ -67,12 +69,18 @@ pub(crate) async fn through<D: Downstream>(
     let method = head.method();
     let host = head.host().unwrap_or_default();
     let key = primary_key(scheme, host, head.target(), cache, head);
-    if method != b"GET" && method != b"HEAD" {
+    let bypass = cache.authorized == Authorized::Bypass && head.value_of(b"authorization").is_some();
+    if bypass || method != b"GET" && method != b"HEAD" {
         let mut recorder = Recorder {
             inner: &mut *down,
             rec: Recording::new(false, 0, false),
             commit: None,
         };
+        if bypass {
+            // RFC 9211's word for a request the cache was told not to handle.
+            recorder.rec.note = "Rampart; fwd=bypass";
+            rctx.cache = Some(CacheOutcome::Miss);
+        }
         let tunnel = exchange::proxy(ctx, req, &mut recorder, parts, rctx).await;
         if invalidates(method, rctx.status) {
             let fields: Vec<(&[u8], &[u8])> = recorder.rec.fields();
@@ -263,9 +271,13 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
     let body = std::mem::take(&mut rec.body).freeze();
     let fields: Vec<(&[u8], &[u8])> = rec.fields();
     let response_cc = Directives::for_shared_cache(fields.as_slice());
+    let request = Stored {
+        head,
+        hide_authorization: cache.authorized == Authorized::PerCredential,
+    };
     if may_store(
         head.method(),
-        head,
+        &request,
         request_cc,
         rec.status,
         fields.as_slice(),
@@ -421,42 +433,4 @@ async fn serve<D: Downstream>(
     if let Err(e) = sent {
         rctx.fail(e);
     }
-}
-
-/// The key of a request in the store: its scheme, host (lowercase) and target, and the values of
-/// the route's `key_fields`. The method is not in it: only `GET` responses are stored, and a
-/// `HEAD` is answered from them.
-fn primary_key(scheme: &str, host: &[u8], target: &[u8], cache: &RouteCache, head: &RequestHead) -> Vec<u8> {
-    let mut key = Vec::with_capacity(scheme.len() + host.len() + target.len() + 4);
-    key.extend_from_slice(scheme.as_bytes());
-    key.extend_from_slice(b"://");
-    key.extend(host.iter().map(u8::to_ascii_lowercase));
-    key.extend_from_slice(target);
-    for name in &cache.key_fields {
-        key.push(b'\n');
-        key.extend_from_slice(name.as_bytes());
-        key.push(b':');
-        for (i, value) in head
-            .pairs()
-            .filter(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-            .enumerate()
-        {
-            if i > 0 {
-                key.extend_from_slice(b", ");
-            }
-            key.extend_from_slice(value.1);
-        }
-    }
-    key
-}
-
-/// Removes what is stored under the request key `key`, every variant included (with
-/// `key_fields`, every key that begins with its URL part).
-fn invalidate(cache: &RouteCache, key: &[u8]) {
-    if cache.key_fields.is_empty() {
-        variants::remove(Tiers::of(cache), key);
-        return;
-    }
-    let url = key.split(|&b| b == b'\n').next().unwrap_or(key);
-    Tiers::of(cache).remove_keys(|k| k.starts_with(url) && k.get(url.len()).is_none_or(|&b| b == b'\n' || b == 0));
 }
