@@ -8,7 +8,7 @@ use bytes::Bytes;
 use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, ResponseHead};
 
-use crate::policy::control::Directives;
+use crate::policy::control::{Directives, Targets};
 use crate::policy::freshness::{lifetime, Lifetime, Timing};
 use crate::policy::reuse::{reuse, Reuse, Variant};
 use crate::policy::storable::stores_field;
@@ -70,14 +70,14 @@ impl Entry {
     }
 
     /// An entry as a store kept it: its stored `fields` (already the ones the cache may keep),
-    /// the request fields it was chosen by, its timing and lifetime, and its whole `body`.
+    /// the request fields it was chosen by, its timing and lifetime, and its whole `body`; its
+    /// directives read again, following the cache's `targets`.
     pub fn restored(
         status: u16,
         fields: &[(&[u8], &[u8])],
-        variant: Variant,
-        timing: Timing,
-        lifetime: Lifetime,
+        (variant, timing, lifetime): (Variant, Timing, Lifetime),
         body: Bytes,
+        targets: &Targets,
     ) -> Entry {
         let mut bytes = Vec::new();
         let list = fields.iter().map(|(n, v)| Field::append(&mut bytes, n, v)).collect();
@@ -88,7 +88,7 @@ impl Entry {
             variant,
             timing,
             lifetime,
-            directives: Directives::for_shared_cache(fields),
+            directives: Directives::for_targets(fields, targets),
         }
     }
 

@@ -54,6 +54,9 @@ pub struct RawCache {
     /// The disk store's bytes (default 1 GiB).
     #[serde(default, deserialize_with = "described::size")]
     pub disk_size: Option<Spanned<String>>,
+    /// The targeted cache-control fields followed, most specific first (RFC 9213 section 2.2;
+    /// default `["CDN-Cache-Control"]`).
+    pub targeted_fields: Option<Vec<Spanned<String>>>,
 }
 
 /// A route's `cache = { store = "NAME", key_fields = [...], key_cookies = [...], authorized = "...", max_object_size = "..." }`.

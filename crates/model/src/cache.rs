@@ -7,6 +7,7 @@ use std::time::Duration;
 use rampart_cache::coalesce::InFlight;
 pub use rampart_cache::disk::{DiskError, DiskStore};
 use rampart_cache::entry::Entry;
+pub use rampart_cache::policy::control::Targets;
 use rampart_cache::store::MemoryStore;
 
 /// A named store of `[caches]`: responses by key.
@@ -35,6 +36,8 @@ pub struct RouteCache {
     pub key_cookies: Vec<String>,
     /// What becomes of requests with `Authorization`.
     pub authorized: Authorized,
+    /// The targeted cache-control fields the store follows (RFC 9213).
+    pub targets: Targets,
     /// The largest body stored; a longer response passes through unstored.
     pub max_object_size: usize,
     /// The most a heuristic freshness lifetime may be (RFC 9111 section 4.2.2).
@@ -78,6 +81,9 @@ pub struct CacheSettings {
     pub coalesce_timeout: Duration,
     /// The disk store's directory and bytes.
     pub disk: Option<(std::path::PathBuf, usize)>,
+    /// The targeted cache-control fields followed (RFC 9213 section 2.2): `CDN-Cache-Control`
+    /// by default.
+    pub targets: Targets,
 }
 
 impl CacheSettings {
@@ -91,6 +97,7 @@ impl CacheSettings {
             heuristic_max: Duration::from_secs(86_400),
             coalesce_timeout: Duration::from_secs(5),
             disk: None,
+            targets: Targets::default(),
         }
     }
 

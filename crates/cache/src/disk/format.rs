@@ -17,6 +17,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use bytes::Bytes;
 
 use crate::entry::Entry;
+use crate::policy::control::Targets;
 use crate::policy::freshness::{Lifetime, Timing};
 use crate::policy::reuse::Variant;
 
@@ -116,8 +117,9 @@ pub fn info(start: &[u8]) -> Result<FileInfo, FormatError> {
     })
 }
 
-/// The key and entry a whole file holds, checksum verified. The body is a slice of `file`.
-pub fn decode(file: Bytes) -> Result<(Vec<u8>, Entry), FormatError> {
+/// The key and entry a whole file holds, checksum verified, its directives read as `targets`
+/// say (RFC 9213). The body is a slice of `file`.
+pub fn decode(file: Bytes, targets: &Targets) -> Result<(Vec<u8>, Entry), FormatError> {
     let (head, body_at) = head_of(&file)?;
     let length_bytes = file.get(body_at..body_at + 8).ok_or(FormatError::Length)?;
     let body_length = usize::try_from(read_u64(length_bytes)).map_err(|_| FormatError::Length)?;
@@ -138,7 +140,7 @@ pub fn decode(file: Bytes) -> Result<(Vec<u8>, Entry), FormatError> {
         fields,
     } = parse_head(head)?;
     let body = file.slice(body_start..end);
-    let entry = Entry::restored(status, &fields, variant, timing, lifetime, body);
+    let entry = Entry::restored(status, &fields, (variant, timing, lifetime), body, targets);
     Ok((key.to_vec(), entry))
 }
 

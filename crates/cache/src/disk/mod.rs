@@ -28,6 +28,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use crate::entry::Entry;
+use crate::policy::control::Targets;
 use crate::store::{MemoryStore, StoreStats, Weighted};
 
 /// Subdirectories the files are spread over (by sequence number), so no directory grows huge.
@@ -109,6 +110,8 @@ pub struct DiskStats {
 /// Responses by key in files under a directory, at most `capacity` bytes of files.
 pub struct DiskStore {
     dir: PathBuf,
+    /// The targeted fields its responses' directives are read by (the cache's).
+    targets: Targets,
     index: MemoryStore<Vec<u8>, DiskRecord>,
     janitor: Arc<Janitor>,
     /// Names this process's files: its id, then a sequence number.
@@ -132,7 +135,7 @@ impl std::fmt::Debug for DiskStore {
 impl DiskStore {
     /// The store on `dir` (created if missing), at most `capacity` bytes, with what a previous
     /// process left there indexed.
-    pub fn open(dir: &Path, capacity: usize) -> Result<DiskStore, DiskError> {
+    pub fn open(dir: &Path, capacity: usize, targets: Targets) -> Result<DiskStore, DiskError> {
         for sub in 0..SUBDIRS {
             let path = dir.join(format!("{sub:02x}"));
             fs::create_dir_all(&path).map_err(io_error(&path))?;
@@ -149,6 +152,7 @@ impl DiskStore {
         let started = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
         let store = DiskStore {
             dir: dir.to_path_buf(),
+            targets,
             index: MemoryStore::with_shards(capacity, 1),
             janitor: Arc::new(Janitor {
                 doomed,
@@ -173,6 +177,10 @@ impl DiskStore {
         self.index.capacity()
     }
 
+    pub fn targets(&self) -> &Targets {
+        &self.targets
+    }
+
     /// The largest file it keeps (a tenth of its bytes: S3-FIFO's small queue).
     pub fn max_file_size(&self) -> usize {
         self.index.capacity() / 10
@@ -190,7 +198,7 @@ impl DiskStore {
         let result = fs::read(path)
             .map_err(io_error(path))
             .and_then(|data| {
-                format::decode(Bytes::from(data)).map_err(|source| DiskError::Format {
+                format::decode(Bytes::from(data), &self.targets).map_err(|source| DiskError::Format {
                     path: path.clone(),
                     source,
                 })

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::format::{self, FormatError};
 use super::{DiskError, DiskStore};
 use crate::entry::Entry;
-use crate::policy::control::Directives;
+use crate::policy::control::{Directives, Targets};
 
 type Fields<'a> = [(&'a [u8], &'a [u8])];
 
@@ -70,12 +70,12 @@ fn what_is_written_reads_back_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let stored = entry(b"hello, disk", "red, blue");
     {
-        let store = Arc::new(DiskStore::open(dir.path(), 1 << 20).unwrap());
+        let store = Arc::new(DiskStore::open(dir.path(), 1 << 20, Targets::default()).unwrap());
         write(&store, b"http://a.test/x", &stored);
         let record = store.get(b"http://a.test/x").unwrap();
         assert_eq!(store.read(b"http://a.test/x", &record).unwrap().body, stored.body);
     }
-    let store = DiskStore::open(dir.path(), 1 << 20).unwrap();
+    let store = DiskStore::open(dir.path(), 1 << 20, Targets::default()).unwrap();
     let record = store.get(b"http://a.test/x").expect("indexed again");
     assert!(record.tagged(b"blue") && !record.tagged(b"green"));
     let back = store.read(b"http://a.test/x", &record).unwrap();
@@ -109,7 +109,7 @@ fn what_is_written_reads_back_after_a_restart() {
 fn torn_changed_and_half_written_files_are_never_served() {
     let dir = tempfile::tempdir().unwrap();
     {
-        let store = Arc::new(DiskStore::open(dir.path(), 1 << 20).unwrap());
+        let store = Arc::new(DiskStore::open(dir.path(), 1 << 20, Targets::default()).unwrap());
         for key in ["cut", "flipped", "whole"] {
             write(&store, key.as_bytes(), &entry(&[b'x'; 4000], ""));
         }
@@ -136,7 +136,7 @@ fn torn_changed_and_half_written_files_are_never_served() {
     fs::write(&gone, b"half").unwrap();
     fs::write(&running, b"half").unwrap();
 
-    let store = DiskStore::open(dir.path(), 1 << 20).unwrap();
+    let store = DiskStore::open(dir.path(), 1 << 20, Targets::default()).unwrap();
     assert!(store.get(b"cut").is_none(), "a file cut short is not indexed");
     assert!(!cut.exists() && !gone.exists());
     assert!(running.exists(), "a live process's write is left alone");
@@ -162,7 +162,7 @@ fn torn_changed_and_half_written_files_are_never_served() {
 #[test]
 fn evicted_and_replaced_files_are_deleted_and_the_bytes_stay_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(DiskStore::open(dir.path(), 100_000).unwrap());
+    let store = Arc::new(DiskStore::open(dir.path(), 100_000, Targets::default()).unwrap());
     for i in 0..40 {
         write(&store, format!("k{i}").as_bytes(), &entry(&[b'y'; 4000], ""));
     }
@@ -185,10 +185,10 @@ fn any_cut_or_change_of_a_file_is_refused_without_a_panic() {
     let stored = entry(b"0123456789abcdef", "t");
     let (head, trailer) = format::encode(b"key", &stored);
     let whole: Vec<u8> = [&head[..], &stored.body[..], &trailer[..]].concat();
-    assert!(format::decode(Bytes::from(whole.clone())).is_ok());
+    assert!(format::decode(Bytes::from(whole.clone()), &Targets::default()).is_ok());
     for cut in 0..whole.len() {
         assert!(
-            format::decode(Bytes::copy_from_slice(&whole[..cut])).is_err(),
+            format::decode(Bytes::copy_from_slice(&whole[..cut]), &Targets::default()).is_err(),
             "cut at {cut}"
         );
         let _ = format::info(&whole[..cut]);
@@ -197,7 +197,7 @@ fn any_cut_or_change_of_a_file_is_refused_without_a_panic() {
         let mut changed = whole.clone();
         changed[at] ^= 0x40;
         assert!(
-            format::decode(Bytes::from(changed.clone())).is_err(),
+            format::decode(Bytes::from(changed.clone()), &Targets::default()).is_err(),
             "byte {at} changed"
         );
         let _ = format::info(&changed);

@@ -101,6 +101,19 @@ impl Directives {
         }
     }
 
+    /// The directives a shared cache follows for a response given its list of targeted fields
+    /// (RFC 9213 section 2.2): the first of `targets` the response carries with any directive,
+    /// else `Cache-Control`'s.
+    pub fn for_targets(fields: &(impl FieldSource + ?Sized), targets: &Targets) -> Directives {
+        for name in &targets.0 {
+            let targeted = Self::of_field(fields, name);
+            if targeted.any() {
+                return targeted;
+            }
+        }
+        Self::of(fields)
+    }
+
     /// Whether any directive was given (a targeted field present but empty or all unknown
     /// counts as absent, RFC 9213 section 2.1).
     pub fn any(&self) -> bool {
@@ -163,6 +176,28 @@ fn widen(scope: &mut FieldScope, argument: Option<&[u8]>) {
         FieldScope::All => {}
         FieldScope::Absent => *scope = FieldScope::Fields(names.collect()),
         FieldScope::Fields(had) => had.extend(names),
+    }
+}
+
+/// The targeted cache-control fields a cache follows (RFC 9213 section 2.2), most specific
+/// first, lowercase: `CDN-Cache-Control` by default.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Targets(Vec<Vec<u8>>);
+
+impl Default for Targets {
+    fn default() -> Self {
+        Targets(vec![b"cdn-cache-control".to_vec()])
+    }
+}
+
+impl Targets {
+    /// The fields `names`, in order (none: `Cache-Control` alone).
+    pub fn new<'a>(names: impl IntoIterator<Item = &'a str>) -> Self {
+        Targets(names.into_iter().map(|n| n.to_ascii_lowercase().into_bytes()).collect())
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &[u8]> {
+        self.0.iter().map(Vec::as_slice)
     }
 }
 

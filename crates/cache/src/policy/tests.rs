@@ -77,6 +77,19 @@ fn a_targeted_field_reads_like_cache_control() {
     assert_eq!(Directives::for_shared_cache(fields).max_age, Some(60));
     let plain: &Fields = &[(b"cache-control", b"max-age=5"), (b"cdn-cache-control", b"")];
     assert_eq!(Directives::for_shared_cache(plain).max_age, Some(5));
+    // A configured list (section 2.2): the first one present with directives wins.
+    let both: &Fields = &[
+        (b"cache-control", b"max-age=5"),
+        (b"CDN-Cache-Control", b"max-age=60"),
+        (b"Rampart-Cache-Control", b"max-age=600"),
+    ];
+    let own = super::control::Targets::new(["Rampart-Cache-Control", "CDN-Cache-Control"]);
+    assert_eq!(Directives::for_targets(both, &own).max_age, Some(600));
+    assert_eq!(Directives::for_targets(fields, &own).max_age, Some(60));
+    assert_eq!(
+        Directives::for_targets(both, &super::control::Targets::new([])).max_age,
+        Some(5)
+    );
     let no_store: &Fields = &[(b"cache-control", b"max-age=5"), (b"cdn-cache-control", b"no-store")];
     assert!(Directives::for_shared_cache(no_store).no_store);
 }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rampart_model::cache::{Authorized, CacheInFlight, CacheSettings, CacheStore, DiskStore, RouteCache};
+use rampart_model::cache::{Authorized, CacheInFlight, CacheSettings, CacheStore, DiskStore, RouteCache, Targets};
 use toml::Spanned;
 
 use super::{Checker, LiveState};
@@ -49,17 +49,39 @@ impl Checker<'_> {
                 );
             }
             settings.max_object_size = self.size(&c.max_object_size, settings.max_object_size, 1, largest);
+            let cache_name = name;
+            if let Some(names) = &c.targeted_fields {
+                for n in names {
+                    let name = n.get_ref();
+                    let token = !name.is_empty()
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                    if !token || name.eq_ignore_ascii_case("cache-control") {
+                        self.error(
+                            n.span(),
+                            format!(
+                                "cache `{}`: `{name}` is not a targeted field name (Cache-Control is always the last one followed)",
+                                cache_name.get_ref()
+                            ),
+                        );
+                    }
+                }
+                settings.targets = Targets::new(names.iter().map(|n| n.get_ref().as_str()));
+            }
             settings.heuristic_max = self.duration_or_zero(&c.heuristic_max, settings.heuristic_max);
             settings.coalesce_timeout = self.duration_or_zero(&c.coalesce_timeout, settings.coalesce_timeout);
             let (store, in_flight) = live.cache_store(name.get_ref(), size);
             let disk = match (&settings.disk, &c.disk) {
-                (Some((path, disk_size)), Some(at)) => match live.cache_disk(name.get_ref(), path, *disk_size) {
-                    Ok(disk) => Some(disk),
-                    Err(e) => {
-                        self.error(at.span(), format!("cache `{}`: disk store: {e}", name.get_ref()));
-                        None
+                (Some((path, disk_size)), Some(at)) => {
+                    match live.cache_disk(name.get_ref(), path, *disk_size, &settings.targets) {
+                        Ok(disk) => Some(disk),
+                        Err(e) => {
+                            self.error(at.span(), format!("cache `{}`: disk store: {e}", name.get_ref()));
+                            None
+                        }
                     }
-                },
+                }
                 _ => None,
             };
             self.caches
@@ -149,6 +171,7 @@ impl Checker<'_> {
             key_fields,
             key_cookies,
             authorized,
+            targets: settings.targets.clone(),
             max_object_size,
             heuristic_max: settings.heuristic_max,
         })

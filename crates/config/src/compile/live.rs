@@ -239,20 +239,21 @@ impl LiveState {
         (store.clone(), in_flight.clone())
     }
 
-    /// The disk store of `[caches.NAME]` in `dir`, of `size` bytes: the one a previous load
-    /// opened when both are the same, else the directory opened anew.
+    /// The disk store of `[caches.NAME]` in `dir`, of `size` bytes, following `targets`: the one a
+    /// previous load opened when all three are the same, else the directory opened anew.
     pub(super) fn cache_disk(
         &mut self,
         name: &str,
         dir: &std::path::Path,
         size: usize,
+        targets: &rampart_model::cache::Targets,
     ) -> Result<Arc<rampart_model::cache::DiskStore>, rampart_model::cache::DiskError> {
         if let Some(disk) = self.cache_disks.get(name) {
-            if disk.dir() == dir && disk.capacity() == size {
+            if disk.dir() == dir && disk.capacity() == size && disk.targets() == targets {
                 return Ok(disk.clone());
             }
         }
-        let disk = Arc::new(rampart_model::cache::DiskStore::open(dir, size)?);
+        let disk = Arc::new(rampart_model::cache::DiskStore::open(dir, size, targets.clone())?);
         self.cache_disks.insert(name.to_string(), disk.clone());
         Ok(disk)
     }

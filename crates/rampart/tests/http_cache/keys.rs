@@ -95,3 +95,37 @@ fn a_bad_authorized_or_cookie_name_is_refused_with_its_place() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_configured_targeted_field_is_followed_before_cdn_cache_control() {
+    const OWN: &[u8] = b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncdn-cache-control: no-store\r\n\
+        rampart-cache-control: max-age=600\r\ncontent-length: 5\r\n\r\nhello";
+    const CDN: &[u8] =
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncdn-cache-control: max-age=600\r\ncontent-length: 5\r\n\r\nhello";
+    let own = HttpBackend::start(Reply::Raw(OWN));
+    let cdn = HttpBackend::start(Reply::Raw(CDN));
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut text = format!(
+        "[caches.main]\ntargeted_fields = [\"Rampart-Cache-Control\", \"CDN-Cache-Control\"]\n\n\
+         [listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n"
+    );
+    for (prefix, backend) in [("o", &own), ("c", &cdn)] {
+        text.push_str(&format!(
+            "[[listeners.web.routes]]\nmatch = {{ path_prefix = \"/{prefix}/\" }}\nupstream = \"{prefix}\"\n\
+             cache = {{ store = \"main\" }}\n\n[upstreams.{prefix}]\ntargets = [\"{}\"]\n\n",
+            backend.target()
+        ));
+    }
+    let path = write_file(dir.path(), "targets.toml", &text);
+    let _rampart = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    for prefix in ["o", "c"] {
+        get(port, &format!("/{prefix}/x"), "");
+        let (_, head, _) = get(port, &format!("/{prefix}/x"), "");
+        assert!(
+            header(&head, "cache-status").is_some_and(|s| s.contains("hit")),
+            "/{prefix}: {head}"
+        );
+    }
+    assert_eq!((own.seen(), cdn.seen()), (1, 1));
+}

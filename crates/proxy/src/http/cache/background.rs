@@ -56,7 +56,7 @@ pub(super) fn revalidate(
         return;
     };
     let (memory, disk, key) = (cache.store.clone(), cache.disk.clone(), key.to_vec());
-    let (max, heuristic_max) = (cache.max_object_size, cache.heuristic_max);
+    let (max, heuristic_max, targets) = (cache.max_object_size, cache.heuristic_max, cache.targets.clone());
     let per_credential = cache.authorized == rampart_model::cache::Authorized::PerCredential;
     let like = request.clone();
     let request_time = SystemTime::now();
@@ -75,10 +75,10 @@ pub(super) fn revalidate(
             let fields: Vec<(&[u8], &[u8])> = got.head.fields_ref().iter().collect();
             let refreshed = match got.status() {
                 304 if freshens(&entry.head, fields.as_slice()) => {
-                    super::refresh(&entry, fields.as_slice(), &like, times, heuristic_max)
+                    super::refresh(&entry, fields.as_slice(), &like, times, (&targets, heuristic_max))
                 }
                 status => {
-                    let cc = Directives::for_shared_cache(fields.as_slice());
+                    let cc = Directives::for_targets(fields.as_slice(), &targets);
                     let request = super::key::Stored {
                         head: &like,
                         hide_authorization: per_credential,

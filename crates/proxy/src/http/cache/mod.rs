@@ -32,7 +32,7 @@ use std::time::SystemTime;
 
 use rampart_cache::coalesce::Joined;
 use rampart_cache::entry::Entry;
-use rampart_cache::policy::control::Directives;
+use rampart_cache::policy::control::{Directives, Targets};
 use rampart_cache::policy::freshness::http_date;
 use rampart_cache::policy::reuse::{freshens, invalidated_paths, invalidates, updates_field, validators, Reuse};
 use rampart_cache::policy::storable::may_store;
@@ -212,7 +212,15 @@ pub(crate) async fn through<D: Downstream>(
         let refreshed = validating
             .as_ref()
             .filter(|entry| freshens(&entry.head, fields.as_slice()))
-            .and_then(|entry| refresh(entry, fields.as_slice(), head, times, cache.heuristic_max));
+            .and_then(|entry| {
+                refresh(
+                    entry,
+                    fields.as_slice(),
+                    head,
+                    times,
+                    (&cache.targets, cache.heuristic_max),
+                )
+            });
         rctx.status = 0;
         match refreshed {
             Some(entry) => {
@@ -270,7 +278,7 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
     } = commit;
     let body = std::mem::take(&mut rec.body).freeze();
     let fields: Vec<(&[u8], &[u8])> = rec.fields();
-    let response_cc = Directives::for_shared_cache(fields.as_slice());
+    let response_cc = Directives::for_targets(fields.as_slice(), &cache.targets);
     let request = Stored {
         head,
         hide_authorization: cache.authorized == Authorized::PerCredential,
@@ -308,13 +316,13 @@ pub(super) fn refresh(
     not_modified: &[(&[u8], &[u8])],
     head: &RequestHead,
     times: (SystemTime, SystemTime),
-    heuristic_max: std::time::Duration,
+    (targets, heuristic_max): (&Targets, std::time::Duration),
 ) -> Option<Entry> {
     let replaced = |name: &[u8]| updates_field(name) && not_modified.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     let stored = entry.head.fields_ref();
     let mut fields: Vec<(&[u8], &[u8])> = stored.iter().filter(|(n, _)| !replaced(n)).collect();
     fields.extend(not_modified.iter().filter(|(n, _)| updates_field(n)).copied());
-    let cc = Directives::for_shared_cache(fields.as_slice());
+    let cc = Directives::for_targets(fields.as_slice(), targets);
     let body = entry.body.clone();
     Entry::new(
         head,
