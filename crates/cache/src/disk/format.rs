@@ -269,3 +269,23 @@ impl<'a> Reader<'a> {
         self.take(n)
     }
 }
+
+/// The fuzz target's checks on any bytes taken for a file: reading never panics; a file that
+/// decodes is one whose start [`info`] indexes (the same key, its whole length), and writing its
+/// entry again gives the same bytes.
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing {
+    use super::*;
+
+    pub fn any_file(data: &[u8]) {
+        let info = info(data);
+        let Ok((key, entry)) = decode(Bytes::copy_from_slice(data), &Targets::default()) else {
+            return;
+        };
+        let info = info.expect("a file that decodes is indexed");
+        assert_eq!((info.key.as_slice(), info.length), (key.as_slice(), data.len() as u64));
+        let (head, trailer) = encode(&key, &entry);
+        let again: Vec<u8> = [&head[..], &entry.body[..], &trailer[..]].concat();
+        assert_eq!(again, data, "a decoded file encodes to the same bytes");
+    }
+}

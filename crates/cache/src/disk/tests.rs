@@ -203,3 +203,35 @@ fn any_cut_or_change_of_a_file_is_refused_without_a_panic() {
         let _ = format::info(&changed);
     }
 }
+
+#[test]
+fn the_fuzz_corpus_replays_cleanly() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/cache_file");
+    let mut seen = 0;
+    for item in fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let data = fs::read(item.unwrap().path()).unwrap();
+        format::fuzzing::any_file(&data);
+        for cut in 0..data.len().min(512) {
+            format::fuzzing::any_file(&data[..cut]);
+        }
+        seen += 1;
+    }
+    assert!(seen >= 3, "the corpus at {} looks empty", dir.display());
+}
+
+/// Writes the fuzz target's seed files (run by hand: `cargo test -p rampart-cache seed_corpus --
+/// --ignored`).
+#[test]
+#[ignore]
+fn seed_corpus() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/cache_file");
+    fs::create_dir_all(&dir).unwrap();
+    for (i, (body, tag)) in [(&b""[..], ""), (b"hello", "a, b"), (&[7u8; 300][..], "x")]
+        .iter()
+        .enumerate()
+    {
+        let stored = entry(body, tag);
+        let (head, trailer) = format::encode(format!("http://a.test/{i}").as_bytes(), &stored);
+        fs::write(dir.join(format!("seed-{i}")), [&head[..], body, &trailer[..]].concat()).unwrap();
+    }
+}
