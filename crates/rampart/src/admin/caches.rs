@@ -1,5 +1,6 @@
 //! The HTTP caches on the admin API: `GET /api/caches` lists the stores (bytes, objects,
-//! evictions); `POST /api/caches/{name}/purge?url=URL` removes what a URL's requests stored (every
+//! evictions; the routes that use each and their requests by cache outcome, for the status page's
+//! hit ratio); `POST /api/caches/{name}/purge?url=URL` removes what a URL's requests stored (every
 //! `key_fields` variant of it); `POST /api/caches/{name}/ban?prefix=URL` removes everything stored
 //! under URLs that begin so, and `?tag=TAG` everything whose response named the tag in
 //! `Cache-Tag` (comma-separated) or `Surrogate-Key` (space-separated). URLs are as the cache keys
@@ -9,7 +10,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use rampart_cache::store::StoreStats;
-use rampart_model::cache::{CacheStore, DiskStore};
+use rampart_model::cache::{CacheStore, DiskStore, CACHE_OUTCOMES};
+use rampart_model::metrics::{PerWorker, RouteCells};
 use rampart_model::Snapshot;
 use serde_json::{json, Value};
 
@@ -64,6 +66,30 @@ pub fn store_stats(snapshot: &Snapshot) -> Vec<TierStats> {
     out
 }
 
+/// The routes (`listener/route`) that use the store `name`, and their requests summed by cache
+/// outcome ([`CACHE_OUTCOMES`]); two routes that share their counters (one name) count once.
+fn route_outcomes(snapshot: &Snapshot, name: &str) -> (Vec<String>, [u64; 5]) {
+    let (mut routes, mut outcomes) = (Vec::new(), [0u64; 5]);
+    let mut seen: Vec<*const PerWorker<RouteCells>> = Vec::new();
+    for listener in snapshot.listeners.iter() {
+        let Some(http) = listener.http() else { continue };
+        for route in &http.routes {
+            if route.cache.as_ref().is_none_or(|c| c.store_name != name) || seen.contains(&Arc::as_ptr(&route.metrics))
+            {
+                continue;
+            }
+            seen.push(Arc::as_ptr(&route.metrics));
+            routes.push(format!("{}/{}", listener.name, route.name));
+            for cells in route.metrics.iter() {
+                for (total, count) in outcomes.iter_mut().zip(&cells.cache) {
+                    *total = total.wrapping_add(count.get());
+                }
+            }
+        }
+    }
+    (routes, outcomes)
+}
+
 /// One tier of a store, counted.
 #[derive(Debug, Clone)]
 pub struct TierStats {
@@ -81,12 +107,20 @@ pub fn list(shared: &AdminShared) -> Answer {
         .iter()
         .map(|(name, (store, disk))| {
             let stats = store.stats();
+            let (routes, outcomes) = route_outcomes(&snapshot, name);
+            let requests: serde_json::Map<String, Value> = CACHE_OUTCOMES
+                .iter()
+                .zip(outcomes)
+                .map(|(outcome, n)| (outcome.to_string(), n.into()))
+                .collect();
             let mut value = json!({
                 "name": name,
                 "size": store.capacity(),
                 "bytes": stats.bytes,
                 "objects": stats.objects,
                 "evictions": stats.evictions,
+                "routes": routes,
+                "requests": requests,
             });
             if let Some(disk) = disk {
                 let d = disk.stats();

@@ -1,8 +1,9 @@
 //! `GET /` (and `/index.html`): the live status page. One self-contained HTML document built into
-//! the binary from `page/index.html`, `page/page.css`, `page/chart.js` (line charts on a canvas)
-//! and `page/page.js` (polling, cards, the target table, the token). Nothing external, so it works
-//! offline and behind any firewall. It holds no data of its own: its script reads the
-//! JSON API (`/api/history`, `/api/upstreams`, `/api/status`) and posts drain, enable and reload,
+//! the binary from `page/index.html`, `page/page.css`, `page/chart.js` (line charts on a canvas),
+//! `page/certificates.js` and `page/caches.js` (those two tables) and `page/page.js` (polling,
+//! cards, the target table, the token). Nothing external, so it works offline and behind any
+//! firewall. It holds no data of its own: its script reads the JSON API (`/api/history`,
+//! `/api/upstreams`, `/api/status`, `/api/caches`) and posts drain, enable and reload,
 //! sending the admin token it was given (kept in the tab's `sessionStorage`) as
 //! `Authorization: Bearer`. That is why the document itself is served without the token: a
 //! browser cannot send one when it navigates to a page.
@@ -19,12 +20,17 @@ const HTML: &str = include_str!("page/index.html");
 const CSS: &str = include_str!("page/page.css");
 const CHART_JS: &str = include_str!("page/chart.js");
 const CERTIFICATES_JS: &str = include_str!("page/certificates.js");
+const CACHES_JS: &str = include_str!("page/caches.js");
 const JS: &str = include_str!("page/page.js");
 
 /// The document with its style sheet and script inlined where `index.html` marks them.
 static DOCUMENT: LazyLock<Vec<u8>> = LazyLock::new(|| {
     HTML.replacen("/*PAGE_CSS*/", CSS, 1)
-        .replacen("/*PAGE_JS*/", &format!("{CHART_JS}\n{CERTIFICATES_JS}\n{JS}"), 1)
+        .replacen(
+            "/*PAGE_JS*/",
+            &format!("{CHART_JS}\n{CERTIFICATES_JS}\n{CACHES_JS}\n{JS}"),
+            1,
+        )
         .into_bytes()
 });
 
@@ -70,6 +76,7 @@ mod tests {
         let text = String::from_utf8(answer.body).unwrap();
         assert!(!text.contains("/*PAGE_CSS*/") && !text.contains("/*PAGE_JS*/"));
         assert!(text.contains(CSS) && text.contains(CHART_JS) && text.contains(JS));
+        assert!(text.contains(CERTIFICATES_JS) && text.contains(CACHES_JS));
         // No external resource: nothing is fetched from another origin.
         for needle in ["http://", "https://", "//cdn", "src=\"/", "href=\"/"] {
             assert!(!text.contains(needle), "the page names {needle}");

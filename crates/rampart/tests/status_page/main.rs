@@ -9,13 +9,15 @@
 //! shows the 4xx rate, counts the 503s as the upstream's errors, calls the target down, and
 //! charts loopback latencies at the resolution the target table shows them. A listener's file
 //! certificate and an ACME name still being obtained appear in the certificate table with their
-//! state and, for the name, the CA's error (screenshot `status-page-certificates.png`).
+//! state and, for the name, the CA's error (screenshot `status-page-certificates.png`). The HTTP
+//! cache panel is `caches.rs`'s.
 //!
 //! It lives with the other end-to-end tests (the binary is `CARGO_BIN_EXE_rampart`, always the
 //! one just built, and the backends and process harness are shared) because its WebDriver client
 //! is a few hundred lines over std sockets that add no dependency to the build.
 
 use crate::common;
+mod caches;
 pub(crate) mod webdriver;
 
 use std::path::PathBuf;
@@ -265,6 +267,11 @@ fn with_a_token_the_page_loads_without_it_and_asks_for_it() {
     session.type_text(&input, "s3cret\n");
     let target = format!("tr[data-target=\"backend/{}\"]", backend.target());
     wait_until("the target table", || session.find(&target));
+    // No route caches: no cache panel.
+    assert_eq!(
+        session.execute("return document.getElementById('caches-section').hidden"),
+        true
+    );
     assert_eq!(
         session.execute("return sessionStorage.getItem('rampart-admin-token')"),
         "s3cret",

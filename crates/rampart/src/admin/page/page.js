@@ -41,16 +41,19 @@
   async function poll() {
     timer = null;
     try {
-      const [status, upstreams, history] = await Promise.all([
+      const missing = (e) => {
+        if (e.status === 404) return null; // a Rampart without this endpoint
+        throw e;
+      };
+      const [status, upstreams, history, caches] = await Promise.all([
         api("GET", "/api/status"),
         api("GET", "/api/upstreams"),
-        api("GET", "/api/history").catch((e) => {
-          if (e.status === 404) return null; // a Rampart without the history endpoint
-          throw e;
-        }),
+        api("GET", "/api/history").catch(missing),
+        api("GET", "/api/caches").catch(missing),
       ]);
       showStatus(status);
       showTargets(upstreams);
+      Caches.show(caches);
       showHistory(history);
       notice("");
       $("updated").textContent = "updated " + clock(new Date());
