@@ -4,25 +4,39 @@
 //! was stored, or when it failed or was abandoned (its client left), so a waiter never waits on a
 //! request that no longer runs; a waiter that finds nothing stored (the response was not
 //! cacheable) goes upstream itself.
+//!
+//! A leader whose response can be shared as it arrives ([`Growing`]) publishes it the first time
+//! it sees requests waiting ([`Leader::wanted`], [`Leader::publish`]): they are then answered
+//! from it as it comes ([`Waiter::wait_shared`]) instead of once it is stored.
 
 use std::collections::HashMap;
 use std::future::poll_fn;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 // One lock per store for the keys in flight, taken by a miss and by its end: the same trade as
 // the store's shards (see `store`), on misses only.
 #[allow(clippy::disallowed_types)]
 use std::sync::{Arc, Mutex};
 use std::task::{Poll, Waker};
 
+use crate::growing::Growing;
 use crate::lock;
 
 /// One request on its way, and who waits for it.
 #[derive(Default)]
 struct Flight {
     done: AtomicBool,
+    /// Requests that joined as waiters.
+    waiting: AtomicUsize,
     #[allow(clippy::disallowed_types)]
-    waiters: Mutex<Vec<Waker>>,
+    state: Mutex<FlightState>,
+}
+
+#[derive(Default)]
+struct FlightState {
+    wakers: Vec<Waker>,
+    /// The leader's response, shared as it arrives.
+    published: Option<Arc<Growing>>,
 }
 
 /// The keys with a request on its way.
@@ -71,6 +85,7 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
     pub fn join(self: &Arc<Self>, key: &K) -> Joined<K> {
         let mut flights = lock(&self.flights);
         if let Some(flight) = flights.get(key) {
+            flight.waiting.fetch_add(1, Ordering::Relaxed);
             return Joined::Waiter(Waiter { flight: flight.clone() });
         }
         let flight = Arc::new(Flight::default());
@@ -99,7 +114,7 @@ impl Waiter {
             if self.flight.done.load(Ordering::Acquire) {
                 return Poll::Ready(());
             }
-            lock(&self.flight.waiters).push(cx.waker().clone());
+            lock(&self.flight.state).wakers.push(cx.waker().clone());
             // Done between the look and the registration: the wake may have gone before.
             match self.flight.done.load(Ordering::Acquire) {
                 true => Poll::Ready(()),
@@ -108,13 +123,51 @@ impl Waiter {
         })
         .await
     }
+
+    /// Resolves with the leader's response as it arrives once the leader shares it, or with
+    /// `None` when the leader is done without sharing it.
+    pub async fn wait_shared(&self) -> Option<Arc<Growing>> {
+        poll_fn(|cx| {
+            let mut state = lock(&self.flight.state);
+            if let Some(growing) = &state.published {
+                return Poll::Ready(Some(growing.clone()));
+            }
+            if self.flight.done.load(Ordering::Acquire) {
+                return Poll::Ready(None);
+            }
+            state.wakers.push(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+}
+
+impl<K: Hash + Eq + Clone> Leader<K> {
+    /// Whether requests wait for this one and its response is not shared with them yet.
+    pub fn wanted(&self) -> bool {
+        self.flight.waiting.load(Ordering::Relaxed) > 0 && lock(&self.flight.state).published.is_none()
+    }
+
+    /// Shares the response as it arrives with the requests that wait, and those that come.
+    pub fn publish(&self, growing: Arc<Growing>) {
+        let mut state = lock(&self.flight.state);
+        state.published = Some(growing);
+        for waker in std::mem::take(&mut state.wakers) {
+            waker.wake();
+        }
+    }
 }
 
 impl<K: Hash + Eq + Clone> Drop for Leader<K> {
     fn drop(&mut self) {
         lock(&self.in_flight.flights).remove(&self.key);
         self.flight.done.store(true, Ordering::Release);
-        for waker in std::mem::take(&mut *lock(&self.flight.waiters)) {
+        let mut state = lock(&self.flight.state);
+        // A shared response the leader did not see to its end never will be whole.
+        if let Some(growing) = &state.published {
+            growing.finish(false);
+        }
+        for waker in std::mem::take(&mut state.wakers) {
             waker.wake();
         }
     }

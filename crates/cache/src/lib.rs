@@ -9,6 +9,7 @@
 pub mod coalesce;
 pub mod disk;
 pub mod entry;
+pub mod growing;
 pub mod policy;
 pub mod store;
 

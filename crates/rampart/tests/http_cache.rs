@@ -5,6 +5,7 @@
 
 use crate::common;
 
+mod coalescing;
 mod disk;
 mod keys;
 mod ranges;

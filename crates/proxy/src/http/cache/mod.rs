@@ -23,6 +23,7 @@ mod recorder;
 mod background;
 mod key;
 mod ranges;
+mod shared;
 mod tiers;
 mod variants;
 
@@ -165,7 +166,27 @@ pub(crate) async fn through<D: Downstream>(
         match cache.in_flight.join(&key) {
             Joined::Leader(guard) => leader = Some(guard),
             Joined::Waiter(waiter) => {
-                let _ = tokio::time::timeout(cache.coalesce_timeout, waiter.wait()).await;
+                // Answered from the leader's response as it arrives when the leader shares it;
+                // a range or a conditional request waits for it to be stored.
+                let whole = head.value_of(b"range").is_none() && !is_conditional(head);
+                let shared = match whole {
+                    true => tokio::time::timeout(cache.coalesce_timeout, waiter.wait_shared())
+                        .await
+                        .ok()
+                        .flatten(),
+                    false => {
+                        let _ = tokio::time::timeout(cache.coalesce_timeout, waiter.wait()).await;
+                        None
+                    }
+                };
+                if let Some(shared) = shared.filter(|s| s.head().variant.matches(head)) {
+                    let (reuse, age) = shared.head().reuse(&request_cc, SystemTime::now());
+                    if matches!(reuse, Reuse::Fresh | Reuse::StaleAccepted) {
+                        rctx.cache = Some(CacheOutcome::Collapsed);
+                        shared::answer(down, req, &shared, age, rctx).await;
+                        return None;
+                    }
+                }
                 if let (_, Some(entry)) = variants::lookup(Tiers::of(cache), &key, head).await {
                     let (reuse, age) = entry.reuse(&request_cc, SystemTime::now());
                     if matches!(reuse, Reuse::Fresh | Reuse::StaleAccepted) {
@@ -195,6 +216,7 @@ pub(crate) async fn through<D: Downstream>(
         head,
         request_cc: &request_cc,
         request_time,
+        leader: leader.as_ref(),
     };
     let mut recorder = Recorder {
         inner: &mut *down,
@@ -269,21 +291,28 @@ pub(crate) async fn through<D: Downstream>(
 
 /// Stores the response `rec` kept (its body is taken), when RFC 9111 allows it.
 fn store(commit: Commit<'_>, rec: &mut Recording) {
+    let body = std::mem::take(&mut rec.body).freeze();
+    if let Some(entry) = entry_for(&commit, rec, body) {
+        variants::store(Tiers::of(commit.cache), commit.key, std::sync::Arc::new(entry));
+    }
+}
+
+/// The entry the response `rec` kept makes with `body`, when RFC 9111 lets it be stored.
+fn entry_for(commit: &Commit<'_>, rec: &Recording, body: bytes::Bytes) -> Option<Entry> {
     let Commit {
         cache,
-        key,
         head,
         request_cc,
         request_time,
-    } = commit;
-    let body = std::mem::take(&mut rec.body).freeze();
+        ..
+    } = *commit;
     let fields: Vec<(&[u8], &[u8])> = rec.fields();
     let response_cc = Directives::for_targets(fields.as_slice(), &cache.targets);
     let request = Stored {
         head,
         hide_authorization: cache.authorized == Authorized::PerCredential,
     };
-    if may_store(
+    may_store(
         head.method(),
         &request,
         request_cc,
@@ -291,12 +320,9 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         fields.as_slice(),
         &response_cc,
     )
-    .is_err()
-    {
-        return;
-    }
+    .ok()?;
     let times = (request_time, rec.response_time.unwrap_or(request_time));
-    if let Some(entry) = Entry::new(
+    Entry::new(
         head,
         rec.status,
         fields.iter().copied(),
@@ -304,9 +330,7 @@ fn store(commit: Commit<'_>, rec: &mut Recording) {
         body,
         times,
         cache.heuristic_max,
-    ) {
-        variants::store(Tiers::of(cache), key, std::sync::Arc::new(entry));
-    }
+    )
 }
 
 /// The stored response `entry` with the fields of a 304 that validated it (each replacing the

@@ -6,12 +6,15 @@
 //! can answer in its place.
 
 use std::fs::File;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use bytes::{Bytes, BytesMut};
 use rampart_proto::h1::Field;
 use rampart_proto::message::{BodyLength, FieldsRef};
 
+use rampart_cache::coalesce::Leader;
+use rampart_cache::growing::Growing;
 use rampart_cache::policy::control::Directives;
 use rampart_model::cache::RouteCache;
 use rampart_proto::message::RequestHead;
@@ -20,6 +23,9 @@ use crate::http::attempts::Attempt;
 use crate::http::downstream::{BodyFrame, BodyWatcher, Downstream, LocalAnswer};
 use crate::http::error::HttpError;
 use crate::http::head_out::{RequestParts, ResponseParts};
+
+/// Bodies of this many octets or more are shared with coalesced requests from their first piece.
+const SHARED_AT_ONCE: u64 = 64 << 10;
 
 /// What the recorder kept of the response.
 #[derive(Default)]
@@ -46,6 +52,8 @@ pub(super) struct Recording {
     /// The request is the cache's conditional one: a 304 is the cache's, held back.
     pub validating: bool,
     pub not_modified: bool,
+    /// The response as it arrives, shared with the coalesced requests that wait for it.
+    pub shared: Option<Arc<Growing>>,
 }
 
 impl Recording {
@@ -104,6 +112,9 @@ pub(super) struct Commit<'c> {
     pub head: &'c RequestHead,
     pub request_cc: &'c Directives,
     pub request_time: SystemTime,
+    /// This request leads the misses for its key: its response is shared with those that wait
+    /// as it arrives, once some do.
+    pub leader: Option<&'c Leader<Vec<u8>>>,
 }
 
 /// `inner` with the response kept in `rec` on its way, and stored by `commit` the moment it is
@@ -120,6 +131,39 @@ impl<D> Recorder<'_, '_, D> {
             if let Some(commit) = self.commit.take() {
                 super::store(commit, &mut self.rec);
             }
+            if let Some(shared) = self.rec.shared.take() {
+                shared.finish(true);
+            }
+        }
+    }
+
+    /// Keeps `data`, and shares it with the requests waiting for this one: the response (if it
+    /// may be stored, and its length is known) is published with what has come so far, then
+    /// each piece as it comes, once some wait, or from its first piece when it is large (a
+    /// leader idle on its upstream could not publish for a waiter that came meanwhile, and a
+    /// large body is where a waiter gains most from not waiting for the end).
+    fn keep(&mut self, data: &[u8]) {
+        let shared_before = self.rec.shared.is_some();
+        self.rec.keep(data);
+        if shared_before {
+            if let Some(shared) = &self.rec.shared {
+                shared.push(data);
+            }
+            return;
+        }
+        let Some(commit) = &self.commit else { return };
+        let Some(leader) = commit.leader else { return };
+        let BodyLength::Exact(length) = self.rec.length else {
+            return;
+        };
+        let large = length >= SHARED_AT_ONCE;
+        if !self.rec.keeping || self.rec.holding() || !(large || leader.wanted()) {
+            return;
+        }
+        if let Some(head) = super::entry_for(commit, &self.rec, Bytes::new()) {
+            let shared = Arc::new(Growing::new(Arc::new(head), length as usize, &self.rec.body));
+            leader.publish(shared.clone());
+            self.rec.shared = Some(shared);
         }
     }
 }
@@ -209,7 +253,7 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
             rec.keeping &= n <= rec.max as u64;
         }
         rec.keeping &= !head.upgrade();
-        rec.keep(body);
+        self.keep(body);
         self.commit_if_whole();
         let rec = &self.rec;
         if rec.note.is_empty() {
@@ -224,7 +268,7 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         if self.rec.holding() {
             return Ok(());
         }
-        self.rec.keep(data);
+        self.keep(data);
         self.commit_if_whole();
         self.inner.send_data(data).await
     }
@@ -233,7 +277,7 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         if self.rec.holding() {
             return Ok(());
         }
-        self.rec.keep(&data);
+        self.keep(&data);
         self.commit_if_whole();
         self.inner.send_bytes(data).await
     }

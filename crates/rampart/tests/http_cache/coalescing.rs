@@ -1,0 +1,149 @@
+//! Coalesced misses answered as the leader's response arrives: a waiter gets the head and the
+//! body received so far while the upstream is still sending, and the rest as it comes.
+
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use super::{get, next_head, proxy};
+use common::http::header;
+use common::tls::eventually;
+
+use crate::common;
+
+/// Reads from `conn` until the head and `body` octets of the body have come.
+fn read_until(conn: &mut std::net::TcpStream, got: &mut Vec<u8>, body: usize) -> usize {
+    let mut buf = vec![0u8; 64 << 10];
+    loop {
+        if let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+            if got.len() - (at + 4) >= body {
+                return at + 4;
+            }
+        }
+        let n = conn.read(&mut buf).expect("the response keeps coming");
+        assert!(
+            n > 0,
+            "closed early: {}",
+            String::from_utf8_lossy(&got[..got.len().min(300)])
+        );
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+#[test]
+fn a_coalesced_request_is_answered_as_the_leaders_response_arrives() {
+    const HALF: usize = 96 << 10;
+    let (release, released) = mpsc::channel::<()>();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            next_head(&mut conn, &mut Vec::new());
+            count.fetch_add(1, Ordering::SeqCst);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: {}\r\n\r\n",
+                2 * HALF
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(&vec![b'a'; HALF]);
+            // The second half only when the test says so.
+            if released.recv().is_err() {
+                return;
+            }
+            let _ = conn.write_all(&vec![b'b'; HALF]);
+        }
+    });
+    let (_rampart, port, _dir) = proxy(&[("s", &target)]);
+    let leader = std::thread::spawn(move || get(port, "/s/x", ""));
+    eventually("the leader's request reached the upstream", || {
+        asked.load(Ordering::SeqCst) == 1
+    });
+
+    let mut waiter = common::connect(port);
+    waiter.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    waiter
+        .write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    // The head and the first half come while the upstream still holds the second.
+    let body_at = read_until(&mut waiter, &mut got, HALF);
+    let head = String::from_utf8_lossy(&got[..body_at]).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.starts_with("Rampart; hit; collapsed")),
+        "{head}"
+    );
+    assert_eq!(header(&head, "content-length"), Some(&*(2 * HALF).to_string()));
+    release.send(()).unwrap();
+    waiter.read_to_end(&mut got).unwrap();
+    let body = &got[body_at..];
+    assert_eq!(body.len(), 2 * HALF);
+    assert!(body[..HALF].iter().all(|&b| b == b'a') && body[HALF..].iter().all(|&b| b == b'b'));
+    let (status, _, leader_body) = leader.join().unwrap();
+    assert_eq!((status, leader_body.as_slice()), (200, body));
+    assert_eq!(asked.load(Ordering::SeqCst), 1, "one request went upstream");
+    // Stored whole: the next one is a hit.
+    let (_, head, _) = get(port, "/s/x", "");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.starts_with("Rampart; hit; ttl")),
+        "{head}"
+    );
+}
+
+#[test]
+fn a_leader_cut_short_cuts_its_waiters_short_and_stores_nothing() {
+    const HALF: usize = 96 << 10;
+    let (release, released) = mpsc::channel::<()>();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let target = listener.local_addr().unwrap().to_string();
+    let asked = Arc::new(AtomicUsize::new(0));
+    let count = asked.clone();
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = listener.accept() {
+            next_head(&mut conn, &mut Vec::new());
+            count.fetch_add(1, Ordering::SeqCst);
+            let head = format!(
+                "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: {}\r\n\r\n",
+                2 * HALF
+            );
+            let _ = conn.write_all(head.as_bytes());
+            let _ = conn.write_all(&vec![b'a'; HALF]);
+            // Then the upstream dies in the middle of the body.
+            let _ = released.recv();
+        }
+    });
+    let (_rampart, port, _dir) = proxy(&[("s", &target)]);
+    let leader = std::thread::spawn(move || {
+        let mut conn = common::connect(port);
+        conn.write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut got = Vec::new();
+        let _ = conn.read_to_end(&mut got);
+        got.len()
+    });
+    eventually("the leader's request reached the upstream", || {
+        asked.load(Ordering::SeqCst) == 1
+    });
+    let mut waiter = common::connect(port);
+    waiter.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    waiter
+        .write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut got = Vec::new();
+    let body_at = read_until(&mut waiter, &mut got, HALF);
+    release.send(()).unwrap();
+    let _ = waiter.read_to_end(&mut got);
+    assert_eq!(
+        got.len() - body_at,
+        HALF,
+        "the waiter's response stops where the leader's did"
+    );
+    assert!(leader.join().unwrap() < body_at + 2 * HALF);
+    // Nothing was stored: the next request goes upstream (where nobody answers now).
+    let (status, head, _) = get(port, "/s/x", "");
+    assert!(status >= 500, "{head}");
+}
