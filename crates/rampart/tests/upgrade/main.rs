@@ -4,6 +4,7 @@
 //! messages.
 
 use crate::common;
+mod cache_disk;
 mod load;
 mod notify;
 mod reloads;
