@@ -10,6 +10,7 @@
 //! and its own lock: an operation is a hash lookup and a few queue steps under one shard's lock,
 //! never I/O nor a copy of a body (values are `Arc`s).
 
+use std::borrow::Borrow;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash};
 
@@ -116,13 +117,16 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
     }
 
     /// The shard of `key`, locked.
-    fn lock(&self, key: &K) -> MutexGuard<'_, Inner<K, V>> {
+    fn lock<Q: Hash + ?Sized>(&self, key: &Q) -> MutexGuard<'_, Inner<K, V>> {
         let shard = (self.hasher.hash_one(key) as usize) % self.shards.len();
         lock(&self.shards[shard])
     }
 
     /// The value under `key`, counted as read.
-    pub fn get(&self, key: &K) -> Option<Arc<V>> {
+    pub fn get<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: Borrow<Q>,
+    {
         let mut inner = self.lock(key);
         let slot = inner.slots.get_mut(key)?;
         slot.freq = (slot.freq + 1).min(3);
@@ -130,7 +134,10 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
     }
 
     /// The value under `key`, not counted as read (to look, or to update it).
-    pub fn peek(&self, key: &K) -> Option<Arc<V>> {
+    pub fn peek<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> Option<Arc<V>>
+    where
+        K: Borrow<Q>,
+    {
         self.lock(key).slots.get(key).map(|s| s.value.clone())
     }
 
@@ -178,7 +185,10 @@ impl<K: Hash + Eq + Clone, V: Weighted> MemoryStore<K, V> {
     }
 
     /// Removes what is under `key`; whether there was something.
-    pub fn remove(&self, key: &K) -> bool {
+    pub fn remove<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         self.lock(key).take(key)
     }
 
@@ -274,7 +284,10 @@ impl<K: Hash + Eq + Clone, V: Weighted> std::fmt::Debug for MemoryStore<K, V> {
 
 impl<K: Hash + Eq + Clone, V> Inner<K, V> {
     /// Takes `key`'s object out of the store (its queue entry goes stale).
-    fn take(&mut self, key: &K) -> bool {
+    fn take<Q: Hash + Eq + ?Sized>(&mut self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+    {
         let Some(slot) = self.slots.remove(key) else {
             return false;
         };

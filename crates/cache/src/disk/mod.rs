@@ -188,7 +188,7 @@ impl DiskStore {
 
     /// Where `key`'s response is, counted as read.
     pub fn get(&self, key: &[u8]) -> Option<Arc<DiskRecord>> {
-        self.index.get(&key.to_vec())
+        self.index.get(key)
     }
 
     /// Reads `record`, stored under `key`. A file that is torn, changed, gone or holds another
@@ -209,8 +209,8 @@ impl DiskStore {
             });
         if result.is_err() {
             self.read_errors.fetch_add(1, Relaxed);
-            if self.index.peek(&key.to_vec()).is_some_and(|r| Arc::ptr_eq(&r, record)) {
-                self.index.remove(&key.to_vec());
+            if self.index.peek(key).is_some_and(|r| Arc::ptr_eq(&r, record)) {
+                self.index.remove(key);
             }
         }
         result
@@ -267,7 +267,7 @@ impl DiskStore {
 
     /// Removes what is under `key` (its file goes too).
     pub fn remove(&self, key: &[u8]) -> bool {
-        self.index.remove(&key.to_vec())
+        self.index.remove(key)
     }
 
     /// Removes every record `f` picks (by key and record); how many.

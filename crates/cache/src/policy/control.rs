@@ -31,10 +31,10 @@ impl FieldScope {
         *self == FieldScope::Absent
     }
 
-    /// Whether it names `field` (lowercase) alone, not the whole message.
+    /// Whether it names `field` (in any case) alone, not the whole message.
     pub fn names(&self, field: &[u8]) -> bool {
         match self {
-            FieldScope::Fields(names) => names.iter().any(|n| n.as_slice() == field),
+            FieldScope::Fields(names) => names.iter().any(|n| n.eq_ignore_ascii_case(field)),
             _ => false,
         }
     }

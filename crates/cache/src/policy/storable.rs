@@ -112,12 +112,11 @@ const HOP_BY_HOP: [&[u8]; 6] = [
 /// `Connection` names, nor one a qualified `no-cache` or `private` names (section 3.1: a shared
 /// cache then reuses the response without them).
 pub fn stores_field(name: &[u8], response: &(impl FieldSource + ?Sized), cc: &Directives) -> bool {
-    let lower = name.to_ascii_lowercase();
-    if HOP_BY_HOP.contains(&lower.as_slice()) {
+    if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
         return false;
     }
-    if list_items(response, b"connection").any(|c| c.eq_ignore_ascii_case(&lower)) {
+    if list_items(response, b"connection").any(|c| c.eq_ignore_ascii_case(name)) {
         return false;
     }
-    !(cc.no_cache.names(&lower) || cc.private.names(&lower))
+    !(cc.no_cache.names(name) || cc.private.names(name))
 }

@@ -26,18 +26,17 @@ impl<'a> Tiers<'a> {
 
     /// The response under `key`, from memory or else from disk.
     pub async fn get(self, key: &[u8]) -> Option<Arc<Entry>> {
-        let key = key.to_vec();
-        if let Some(entry) = self.memory.get(&key) {
+        if let Some(entry) = self.memory.get(key) {
             return Some(entry);
         }
         let disk = self.disk?;
-        let record = disk.get(&key)?;
-        let (reader, wanted) = (disk.clone(), key.clone());
+        let record = disk.get(key)?;
+        let (reader, wanted) = (disk.clone(), key.to_vec());
         let read = tokio::task::spawn_blocking(move || reader.read(&wanted, &record)).await;
         match read {
             Ok(Ok(entry)) => {
                 let entry = Arc::new(entry);
-                self.memory.insert_arc(key, entry.clone());
+                self.memory.insert_arc(key.to_vec(), entry.clone());
                 Some(entry)
             }
             Ok(Err(e)) => {
@@ -50,7 +49,7 @@ impl<'a> Tiers<'a> {
 
     /// Whether the response under `key` (in memory, else on disk) varies.
     pub fn varies(self, key: &[u8]) -> bool {
-        match self.memory.peek(&key.to_vec()) {
+        match self.memory.peek(key) {
             Some(entry) => !entry.variant.names.is_empty(),
             None => self.disk.and_then(|d| d.get(key)).is_some_and(|r| r.varies),
         }
@@ -71,7 +70,7 @@ impl<'a> Tiers<'a> {
 
     /// Removes what is under `key` from both tiers.
     pub fn remove(self, key: &[u8]) {
-        self.memory.remove(&key.to_vec());
+        self.memory.remove(key);
         if let Some(disk) = self.disk {
             disk.remove(key);
         }
