@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use rampart_proto::h1::Field;
-use rampart_proto::message::{BodyLength, ResponseHead};
+use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 
 use crate::policy::control::{Directives, Targets};
 use crate::policy::freshness::{lifetime, Lifetime, Timing};
@@ -61,6 +61,50 @@ impl Entry {
         let length = BodyLength::Exact(body.len() as u64);
         Some(Entry {
             head: ResponseHead::laid_out(status, bytes, list, length),
+            body,
+            variant,
+            timing,
+            lifetime,
+            directives: cc,
+        })
+    }
+
+    /// [`Entry::new`] for a response whose fields are packed already (`bytes` and `list`, as
+    /// [`Field::append`] lays them out): when the cache keeps every one of them (no hop-by-hop
+    /// field, none that `Connection` or a qualified directive names), the entry takes the two
+    /// buffers as they are, without a copy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn packed(
+        request: &(impl FieldSource + ?Sized),
+        status: u16,
+        (bytes, list): (Vec<u8>, Vec<Field>),
+        cc: Directives,
+        body: Bytes,
+        (request_time, response_time): (SystemTime, SystemTime),
+        heuristic_max: Duration,
+    ) -> Option<Entry> {
+        let all = FieldsRef::Packed {
+            buf: &bytes,
+            list: &list,
+        };
+        let variant = Variant::of(&all, request)?;
+        let timing = Timing::of(&all, request_time, response_time);
+        let lifetime = lifetime(status, &all, &cc, response_time, heuristic_max);
+        let keeps_all = list.iter().all(|f| stores_field(f.name(&bytes), &all, &cc));
+        let length = BodyLength::Exact(body.len() as u64);
+        let head = match keeps_all {
+            true => ResponseHead::laid_out(status, bytes, list, length),
+            false => {
+                let mut kept = Vec::new();
+                let mut kept_list = Vec::new();
+                for (name, value) in all.iter().filter(|(n, _)| stores_field(n, &all, &cc)) {
+                    kept_list.push(Field::append(&mut kept, name, value));
+                }
+                ResponseHead::laid_out(status, kept, kept_list, length)
+            }
+        };
+        Some(Entry {
+            head,
             body,
             variant,
             timing,

@@ -10,8 +10,9 @@ use rampart_cache::entry::Entry;
 pub use rampart_cache::policy::control::Targets;
 use rampart_cache::store::MemoryStore;
 
-/// A named store of `[caches]`: responses by key.
-pub type CacheStore = MemoryStore<Vec<u8>, Entry>;
+/// A named store of `[caches]`: responses by key (shared, so that the store's queues hold the
+/// key without a copy of it).
+pub type CacheStore = MemoryStore<Arc<[u8]>, Entry>;
 
 /// The keys of a store with a request on its way to an upstream (request coalescing).
 pub type CacheInFlight = InFlight<Vec<u8>>;

@@ -112,7 +112,7 @@ pub struct DiskStore {
     dir: PathBuf,
     /// The targeted fields its responses' directives are read by (the cache's).
     targets: Targets,
-    index: MemoryStore<Vec<u8>, DiskRecord>,
+    index: MemoryStore<Arc<[u8]>, DiskRecord>,
     janitor: Arc<Janitor>,
     /// Names this process's files: its id, then a sequence number.
     process: String,
@@ -261,7 +261,7 @@ impl DiskStore {
             varies: !entry.variant.names.is_empty(),
             janitor: self.janitor.clone(),
         };
-        self.index.insert(key.to_vec(), record);
+        self.index.insert(Arc::from(key), record);
         Ok(())
     }
 
@@ -271,7 +271,7 @@ impl DiskStore {
     }
 
     /// Removes every record `f` picks (by key and record); how many.
-    pub fn remove_where(&self, f: impl FnMut(&Vec<u8>, &DiskRecord) -> bool) -> usize {
+    pub fn remove_where(&self, f: impl FnMut(&Arc<[u8]>, &DiskRecord) -> bool) -> usize {
         self.index.remove_where(f)
     }
 
@@ -320,7 +320,7 @@ impl DiskStore {
         // queues start in the order the responses came.
         found.sort_by_key(|(modified, _, _)| *modified);
         for (_, key, record) in found {
-            self.index.insert(key, record);
+            self.index.insert(Arc::from(key), record);
         }
         Ok(())
     }

@@ -164,7 +164,7 @@ pub fn act(shared: &AdminShared, rest: &str, query: &str) -> Answer {
         store.remove_where(|key, entry| {
             let hit = pick(key, &|tag| rampart_cache::policy::tags(&entry.head).any(|t| t == tag));
             if hit {
-                removed.insert(key.clone());
+                removed.insert(key.to_vec());
             }
             hit
         });
@@ -172,7 +172,7 @@ pub fn act(shared: &AdminShared, rest: &str, query: &str) -> Answer {
             disk.remove_where(|key, record| {
                 let hit = pick(key, &|tag| record.tagged(tag));
                 if hit {
-                    removed.insert(key.clone());
+                    removed.insert(key.to_vec());
                 }
                 hit
             });

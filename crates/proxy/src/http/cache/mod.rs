@@ -93,7 +93,6 @@ pub(crate) async fn through<D: Downstream>(
         return tunnel;
     }
     let request_cc = Directives::of(head);
-    let now = SystemTime::now();
     let (found, stored) = variants::lookup(Tiers::of(cache), &key, head).await;
     let stored = stored.as_ref();
     let mut note = match (found, stored) {
@@ -104,7 +103,7 @@ pub(crate) async fn through<D: Downstream>(
     let mut stale = None;
     let mut validating = None;
     if let Some(entry) = stored {
-        let (reuse, age) = entry.reuse(&request_cc, now);
+        let (reuse, age) = entry.reuse(&request_cc, SystemTime::now());
         match reuse {
             Reuse::Fresh | Reuse::StaleAccepted => {
                 rctx.cache = Some(match reuse {
@@ -292,13 +291,14 @@ pub(crate) async fn through<D: Downstream>(
 /// Stores the response `rec` kept (its body is taken), when RFC 9111 allows it.
 fn store(commit: Commit<'_>, rec: &mut Recording) {
     let body = std::mem::take(&mut rec.body).freeze();
-    if let Some(entry) = entry_for(&commit, rec, body) {
+    if let Some(entry) = entry_for(&commit, rec, body, true) {
         variants::store(Tiers::of(commit.cache), commit.key, std::sync::Arc::new(entry));
     }
 }
 
-/// The entry the response `rec` kept makes with `body`, when RFC 9111 lets it be stored.
-fn entry_for(commit: &Commit<'_>, rec: &Recording, body: bytes::Bytes) -> Option<Entry> {
+/// The entry the response `rec` kept makes with `body`, when RFC 9111 lets it be stored; with
+/// `take`, the recording's fields are moved into it (the recording is done).
+fn entry_for(commit: &Commit<'_>, rec: &mut Recording, body: bytes::Bytes, take: bool) -> Option<Entry> {
     let Commit {
         cache,
         head,
@@ -306,26 +306,23 @@ fn entry_for(commit: &Commit<'_>, rec: &Recording, body: bytes::Bytes) -> Option
         request_time,
         ..
     } = *commit;
-    let fields: Vec<(&[u8], &[u8])> = rec.fields();
-    let response_cc = Directives::for_targets(fields.as_slice(), &cache.targets);
+    let fields = rec.fields_ref();
+    let response_cc = Directives::for_targets(&fields, &cache.targets);
     let request = Stored {
         head,
         hide_authorization: cache.authorized == Authorized::PerCredential,
     };
-    may_store(
-        head.method(),
-        &request,
-        request_cc,
-        rec.status,
-        fields.as_slice(),
-        &response_cc,
-    )
-    .ok()?;
+    may_store(head.method(), &request, request_cc, rec.status, &fields, &response_cc).ok()?;
     let times = (request_time, rec.response_time.unwrap_or(request_time));
+    if take {
+        let packed = rec.take_fields();
+        return Entry::packed(head, rec.status, packed, response_cc, body, times, cache.heuristic_max);
+    }
+    let pairs = rec.fields();
     Entry::new(
         head,
         rec.status,
-        fields.iter().copied(),
+        pairs.iter().copied(),
         response_cc,
         body,
         times,

@@ -78,6 +78,22 @@ impl Recording {
                 })
     }
 
+    /// The response's fields, in order, as packed.
+    pub fn fields_ref(&self) -> FieldsRef<'_> {
+        FieldsRef::Packed {
+            buf: &self.field_bytes,
+            list: &self.field_list,
+        }
+    }
+
+    /// The response's fields, packed, taken out (the recording is done with them).
+    pub fn take_fields(&mut self) -> (Vec<u8>, Vec<Field>) {
+        (
+            std::mem::take(&mut self.field_bytes),
+            std::mem::take(&mut self.field_list),
+        )
+    }
+
     /// The response's fields, in order.
     pub fn fields(&self) -> Vec<(&[u8], &[u8])> {
         let bytes = &self.field_bytes;
@@ -160,7 +176,7 @@ impl<D> Recorder<'_, '_, D> {
         if !self.rec.keeping || self.rec.holding() || !(large || leader.wanted()) {
             return;
         }
-        if let Some(head) = super::entry_for(commit, &self.rec, Bytes::new()) {
+        if let Some(head) = super::entry_for(commit, &mut self.rec, Bytes::new(), false) {
             let shared = Arc::new(Growing::new(Arc::new(head), length as usize, &self.rec.body));
             leader.publish(shared.clone());
             self.rec.shared = Some(shared);

@@ -36,7 +36,7 @@ impl<'a> Tiers<'a> {
         match read {
             Ok(Ok(entry)) => {
                 let entry = Arc::new(entry);
-                self.memory.insert_arc(key.to_vec(), entry.clone());
+                self.memory.insert_arc(Arc::from(key), entry.clone());
                 Some(entry)
             }
             Ok(Err(e)) => {
@@ -65,7 +65,7 @@ impl<'a> Tiers<'a> {
                 }
             });
         }
-        self.memory.insert_arc(key, entry);
+        self.memory.insert_arc(Arc::from(key), entry);
     }
 
     /// Removes what is under `key` from both tiers.
