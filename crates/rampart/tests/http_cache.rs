@@ -9,6 +9,7 @@ mod coalescing;
 mod disk;
 mod keys;
 mod ranges;
+mod upstream_h2;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -35,6 +36,19 @@ fn proxy(backends: &[(&str, &str)]) -> (Rampart, u16, tempfile::TempDir) {
     let path = write_file(dir.path(), "cache.toml", &text);
     let rampart = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
     (rampart, port, dir)
+}
+
+/// Rampart in `dir` with one route `/NAME/...` caching in store `main`, to upstream `name` whose
+/// table holds `upstream` (its `targets` and anything else).
+fn proxy_with(dir: &std::path::Path, name: &str, upstream: &str) -> (Rampart, u16) {
+    let port = free_port();
+    let text = format!(
+        "[caches.main]\n\n[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\n\n\
+         [[listeners.web.routes]]\nmatch = {{ path_prefix = \"/{name}/\" }}\nupstream = \"{name}\"\n\
+         cache = {{ store = \"main\" }}\n\n[upstreams.{name}]\n{upstream}\n"
+    );
+    let path = write_file(dir, "cache.toml", &text);
+    (Rampart::start(dir, &["run", "-c", &path, "--workers", "1"]), port)
 }
 
 fn request(port: u16, raw: &str) -> (u16, String, Vec<u8>) {
