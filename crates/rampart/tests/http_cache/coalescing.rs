@@ -1,5 +1,7 @@
-//! Coalesced misses answered as the leader's response arrives: a waiter gets the head and the
-//! body received so far while the upstream is still sending, and the rest as it comes.
+//! Request coalescing: concurrent misses for one key make one upstream request; waiters go
+//! upstream themselves when the leader's response cannot be stored; a waiter gets the head and
+//! the body received so far while the upstream is still sending, and the rest as it comes;
+//! `stale-while-revalidate`'s background request leads the misses for its key.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -7,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use super::{get, next_head, proxy};
+use super::{get, next_head, proxy, scripted, validating_backend, FRESH};
 use common::http::header;
 use common::tls::eventually;
 
@@ -146,4 +148,83 @@ fn a_leader_cut_short_cuts_its_waiters_short_and_stores_nothing() {
     // Nothing was stored: the next request goes upstream (where nobody answers now).
     let (status, head, _) = get(port, "/s/x", "");
     assert!(status >= 500, "{head}");
+}
+
+/// A backend that takes `delay` to answer each request with a fresh `hello` (the delay is the
+/// backend's behaviour, not a wait of the test); it counts requests.
+fn slow_backend(delay: std::time::Duration, response: &'static [u8]) -> (String, Arc<AtomicUsize>) {
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    let target = scripted(move |_| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        std::thread::sleep(delay);
+        response
+    });
+    (target, count)
+}
+
+#[test]
+fn concurrent_misses_for_one_key_make_one_upstream_request() {
+    let (target, count) = slow_backend(std::time::Duration::from_millis(500), FRESH);
+    let (_rampart, port, _dir) = proxy(&[("co", &target)]);
+    let clients: Vec<_> = (0..8)
+        .map(|_| std::thread::spawn(move || get(port, "/co/x", "")))
+        .collect();
+    let answers: Vec<_> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    assert_eq!(count.load(Ordering::SeqCst), 1, "one request went upstream");
+    for (status, head, body) in &answers {
+        assert_eq!((*status, body.as_slice()), (200, &b"hello"[..]), "{head}");
+    }
+    let status = |head: &str| header(head, "cache-status").unwrap_or_default().to_string();
+    let collapsed = answers
+        .iter()
+        .filter(|(_, head, _)| status(head).contains("collapsed"))
+        .count();
+    let hits = answers
+        .iter()
+        .filter(|(_, head, _)| status(head).starts_with("Rampart; hit"))
+        .count();
+    // Every client but the leader waited for it (or, come after it ended, found it stored).
+    assert_eq!(hits, 7, "{answers:?}");
+    assert!(collapsed >= 1, "{answers:?}");
+}
+
+#[test]
+fn waiters_go_upstream_themselves_when_the_leaders_response_is_not_cacheable() {
+    let (target, count) = slow_backend(
+        std::time::Duration::from_millis(200),
+        b"HTTP/1.1 200 OK\r\ncache-control: no-store\r\ncontent-length: 5\r\n\r\nhello",
+    );
+    let (_rampart, port, _dir) = proxy(&[("un", &target)]);
+    let clients: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || get(port, "/un/x", "")))
+        .collect();
+    for c in clients {
+        let (status, _, body) = c.join().unwrap();
+        assert_eq!((status, body.as_slice()), (200, &b"hello"[..]));
+    }
+    assert_eq!(count.load(Ordering::SeqCst), 4);
+}
+
+#[test]
+fn stale_while_revalidate_answers_stale_at_once_and_revalidates_in_the_background() {
+    let (target, full, conditional) = validating_backend(
+        b"HTTP/1.1 200 OK\r\netag: \"v1\"\r\ncache-control: max-age=0, stale-while-revalidate=60\r\ncontent-length: 5\r\n\r\nhello",
+    );
+    let (_rampart, port, _dir) = proxy(&[("w", &target)]);
+    assert_eq!(get(port, "/w/x", "").0, 200);
+    let (status, head, body) = get(port, "/w/x", "");
+    assert_eq!((status, body.as_slice()), (200, &b"hello"[..]), "{head}");
+    assert!(
+        header(&head, "cache-status").is_some_and(|s| s.contains("stale-while-revalidate")),
+        "{head}"
+    );
+    // The revalidation ran on its own (a conditional request, answered 304) and refreshed the
+    // stored response: later requests are plain hits.
+    common::tls::eventually("the background revalidation refreshed the response", || {
+        let (_, head, _) = get(port, "/w/x", "");
+        header(&head, "cache-status").is_some_and(|s| s.starts_with("Rampart; hit; ttl="))
+    });
+    assert_eq!(full.load(Ordering::SeqCst), 1);
+    assert_eq!(conditional.load(Ordering::SeqCst), 1);
 }
