@@ -7,6 +7,9 @@
 #   bench/instructions.sh grpc target/release/rampart   # gRPC unary over h2c (h2load -c 16 -m 10)
 #   bench/instructions.sh h1 bench/out/rampart-<commit>  # HTTP/1.1 keep-alive (h2load --h1 -c 16)
 #   bench/instructions.sh h2 target/release/rampart      # HTTP/2 in clear to HTTP/1.1 (h2load -c 16 -m 10)
+#   bench/instructions.sh cache-miss target/release/rampart  # HTTP/1.1 (h2load --h1 -c 1), a route
+#                                     # with `cache`, every request a new target: a miss, stored
+#   bench/instructions.sh cache-none target/release/rampart  # the same targets, a route without one
 set -euo pipefail
 mode=$1 bin=$(realpath "$2")
 cd "$(dirname "$0")/.."
@@ -15,7 +18,8 @@ trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
 cat > "$work/nginx.conf" <<CONF
 worker_processes 1; daemon off; pid $work/nginx.pid; error_log $work/error.log;
 events { worker_connections 1024; }
-http { access_log off; server { listen 127.0.0.1:19080; location / { return 200 "hello, world\n"; } } }
+http { access_log off; server { listen 127.0.0.1:19080; location / { return 200 "hello, world\n"; }
+  location /object/ { add_header Cache-Control "max-age=3600" always; return 200 "hello, world\n"; } } }
 CONF
 nginx -c "$work/nginx.conf" -p "$work" &
 bench/out/grpc-backend -write-request "$work/request.bin"
@@ -27,12 +31,23 @@ case $mode in
         load=(h2load -c 16 -m 10 http://127.0.0.1:19052/) ;;
   h1)   to=(--to 127.0.0.1:19080)
         load=(h2load --h1 -c 16 http://127.0.0.1:19052/) ;;
-  *) echo "mode: grpc, h1 or h2" >&2; exit 2 ;;
+  cache-miss|cache-none)
+        # One config file (a route with or without `cache`), and 12,000 distinct targets, each
+        # asked once: h2load gives every client the list from its start, so one client.
+        to=() cache=""
+        [ "$mode" = cache-miss ] && cache='cache = { store = "main" }'
+        printf '[caches.main]\nsize = "256MiB"\n\n[listeners.web]\nbind = "127.0.0.1:19052"\nprotocol = "http"\n\n[[listeners.web.routes]]\nupstream = "app"\n%s\n\n[upstreams.app]\ntargets = ["127.0.0.1:19080"]\n' \
+          "$cache" > "$work/cache.toml"
+        for i in $(seq 1 12000); do echo "http://127.0.0.1:19052/object/$i"; done > "$work/targets.txt"
+        load=(h2load --h1 -c 1 -i "$work/targets.txt") ;;
+  *) echo "mode: grpc, h1, h2, cache-miss or cache-none" >&2; exit 2 ;;
 esac
 # Total instructions of one run of N requests.
 total() {
+  local args=(http --listen 127.0.0.1:19052 "${to[@]}" --workers 1)
+  [ -f "$work/cache.toml" ] && args=(run -c "$work/cache.toml" --workers 1)
   valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$work/cg.$1" \
-    "$bin" http --listen 127.0.0.1:19052 "${to[@]}" --workers 1 >"$work/rampart.$1.log" 2>&1 &
+    "$bin" "${args[@]}" >"$work/rampart.$1.log" 2>&1 &
   local pid=$!
   until grep -q "listening\|ready" "$work/rampart.$1.log" 2>/dev/null; do sleep 0.2; done
   "${load[@]}" -n "$1" >"$work/load.$1.log"

@@ -11,7 +11,7 @@ use rampart_proto::message::{BodyLength, FieldsRef, ResponseHead};
 use crate::policy::control::{Directives, Targets};
 use crate::policy::freshness::{lifetime, Lifetime, Timing};
 use crate::policy::reuse::{reuse, Reuse, Variant};
-use crate::policy::storable::stores_field;
+use crate::policy::storable::StoredFields;
 use crate::policy::FieldSource;
 use crate::store::Weighted;
 
@@ -51,9 +51,10 @@ impl Entry {
     ) -> Option<Entry> {
         let all: Vec<(&[u8], &[u8])> = fields.collect();
         let variant = Variant::of(all.as_slice(), request)?;
-        let mut bytes = Vec::new();
-        let mut list = Vec::new();
-        for (name, value) in all.iter().filter(|(n, _)| stores_field(n, all.as_slice(), &cc)) {
+        let mut bytes = Vec::with_capacity(all.iter().map(|(n, v)| n.len() + v.len()).sum());
+        let mut list = Vec::with_capacity(all.len());
+        let stored = StoredFields::of(all.as_slice(), &cc);
+        for (name, value) in all.iter().filter(|(n, _)| stored.keeps(n)) {
             list.push(Field::append(&mut bytes, name, value));
         }
         let timing = Timing::of(all.as_slice(), request_time, response_time);
@@ -90,19 +91,34 @@ impl Entry {
         let variant = Variant::of(&all, request)?;
         let timing = Timing::of(&all, request_time, response_time);
         let lifetime = lifetime(status, &all, &cc, response_time, heuristic_max);
-        let keeps_all = list.iter().all(|f| stores_field(f.name(&bytes), &all, &cc));
-        let length = BodyLength::Exact(body.len() as u64);
-        let head = match keeps_all {
-            true => ResponseHead::laid_out(status, bytes, list, length),
-            false => {
-                let mut kept = Vec::new();
-                let mut kept_list = Vec::new();
-                for (name, value) in all.iter().filter(|(n, _)| stores_field(n, &all, &cc)) {
-                    kept_list.push(Field::append(&mut kept, name, value));
+        let stored = StoredFields::of(&all, &cc);
+        // Which fields go (by position; past the 128th, in a list).
+        let (mut left_out, mut more) = (0u128, Vec::new());
+        for (i, field) in list.iter().enumerate() {
+            if !stored.keeps(field.name(&bytes)) {
+                match i < 128 {
+                    true => left_out |= 1 << i,
+                    false => more.push(i),
                 }
-                ResponseHead::laid_out(status, kept, kept_list, length)
             }
-        };
+        }
+        let mut list = list;
+        if left_out != 0 || !more.is_empty() {
+            // The fields left out stay in `bytes`, unreferenced (a hop-by-hop field or two): no
+            // copy of the others.
+            let mut i = 0;
+            list.retain(|_| {
+                let gone = if i < 128 {
+                    left_out & (1 << i) != 0
+                } else {
+                    more.contains(&i)
+                };
+                i += 1;
+                !gone
+            });
+        }
+        let length = BodyLength::Exact(body.len() as u64);
+        let head = ResponseHead::laid_out(status, bytes, list, length);
         Some(Entry {
             head,
             body,
@@ -157,5 +173,58 @@ impl Weighted for Entry {
             .map(|(n, v)| n.len() + v.len() + 16)
             .sum::<usize>();
         self.body.len() + fields + ENTRY_OVERHEAD
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    #[test]
+    fn a_packed_response_keeps_its_buffers_and_leaves_hop_by_hop_fields_out() {
+        let fields: &[(&[u8], &[u8])] = &[
+            (b"Cache-Control", b"max-age=60"),
+            (b"Connection", b"keep-alive, X-Hop"),
+            (b"X-Hop", b"1"),
+            (b"Keep-Alive", b"timeout=5"),
+            (b"ETag", b"\"a\""),
+        ];
+        let mut bytes = Vec::new();
+        let list: Vec<Field> = fields.iter().map(|(n, v)| Field::append(&mut bytes, n, v)).collect();
+        let at = UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+        let cc = Directives::of(fields);
+        let packed = Entry::packed(
+            &[][..],
+            200,
+            (bytes, list),
+            cc.clone(),
+            Bytes::new(),
+            (at, at),
+            Duration::ZERO,
+        );
+        let new = Entry::new(
+            &[][..],
+            200,
+            fields.iter().copied(),
+            cc,
+            Bytes::new(),
+            (at, at),
+            Duration::ZERO,
+        );
+        let names = |e: &Entry| {
+            e.head
+                .fields_ref()
+                .iter()
+                .map(|(n, v)| (n.to_vec(), v.to_vec()))
+                .collect::<Vec<_>>()
+        };
+        let (packed, new) = (packed.unwrap(), new.unwrap());
+        assert_eq!(names(&packed), names(&new));
+        assert_eq!(
+            names(&packed).iter().map(|(n, _)| n.as_slice()).collect::<Vec<_>>(),
+            [&b"Cache-Control"[..], b"ETag"]
+        );
+        assert_eq!(packed.lifetime.seconds, 60);
     }
 }

@@ -11,6 +11,8 @@
 //!
 //! Unknown directives are ignored (section 5.2.3).
 
+use std::borrow::Cow;
+
 use super::{trim, FieldSource};
 
 /// The largest delta-seconds a cache must represent (RFC 9111 section 1.2.2).
@@ -224,8 +226,10 @@ impl<'a> Items<'a> {
     }
 }
 
-impl Iterator for Items<'_> {
-    type Item = (Vec<u8>, Option<Vec<u8>>);
+impl<'a> Iterator for Items<'a> {
+    /// Borrowed from the line unless it had to change (uppercase in the directive, escapes in a
+    /// quoted argument): most lines cost no allocation.
+    type Item = (Cow<'a, [u8]>, Option<Cow<'a, [u8]>>);
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
@@ -234,18 +238,22 @@ impl Iterator for Items<'_> {
                 return None;
             }
             let end = rest.iter().position(|&b| b == b',' || b == b'=').unwrap_or(rest.len());
-            let name = trim(&rest[..end]).to_ascii_lowercase();
+            let raw = trim(&rest[..end]);
+            let name: Cow<'a, [u8]> = match raw.iter().any(u8::is_ascii_uppercase) {
+                true => Cow::Owned(raw.to_ascii_lowercase()),
+                false => Cow::Borrowed(raw),
+            };
             let mut after = &rest[end..];
             let mut argument = None;
             if after.first() == Some(&b'=') {
                 let value = trim_start(&after[1..]);
                 if value.first() == Some(&b'"') {
                     let (unquoted, used) = quoted(&value[1..]);
-                    argument = Some(unquoted);
+                    argument = Some(Cow::Owned(unquoted));
                     after = &value[1 + used..];
                 } else {
                     let end = value.iter().position(|&b| b == b',').unwrap_or(value.len());
-                    argument = Some(trim(&value[..end]).to_vec());
+                    argument = Some(Cow::Borrowed(trim(&value[..end])));
                     after = &value[end..];
                 }
                 // Whatever follows up to the next comma is not part of this item.

@@ -1,15 +1,62 @@
 //! How long a stored response stays fresh (RFC 9111 sections 4.2.1 and 4.2.2) and how old it is
 //! (section 4.2.3), in whole seconds as the RFC counts them.
 
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::control::{delta_seconds, Directives, DELTA_MAX};
 use super::FieldSource;
 
 /// An HTTP-date in any of the three forms a recipient must accept (RFC 9110 section 5.6.7).
 pub fn http_date(value: &[u8]) -> Option<SystemTime> {
-    let text = std::str::from_utf8(super::trim(value)).ok()?;
+    let value = super::trim(value);
+    if let Some(at) = imf_fixdate(value) {
+        return Some(at);
+    }
+    let text = std::str::from_utf8(value).ok()?;
     httpdate::parse_http_date(text).ok()
+}
+
+/// The form every sender must use (`Sun, 06 Nov 1994 08:49:37 GMT`), read without the general
+/// parser: it is in every response's `Date`, read on every store.
+fn imf_fixdate(v: &[u8]) -> Option<SystemTime> {
+    const MONTHS: [&[u8; 3]; 12] = [
+        b"Jan", b"Feb", b"Mar", b"Apr", b"May", b"Jun", b"Jul", b"Aug", b"Sep", b"Oct", b"Nov", b"Dec",
+    ];
+    let shape = v.len() == 29
+        && &v[3..5] == b", "
+        && v[7] == b' '
+        && v[11] == b' '
+        && v[16] == b' '
+        && v[19] == b':'
+        && v[22] == b':'
+        && &v[25..] == b" GMT";
+    if !shape {
+        return None;
+    }
+    let number = |from: usize, to: usize| {
+        v[from..to]
+            .iter()
+            .try_fold(0u64, |n, &d| d.is_ascii_digit().then(|| n * 10 + u64::from(d - b'0')))
+    };
+    let (day, year) = (number(5, 7)?, number(12, 16)?);
+    let (hour, minute, second) = (number(17, 19)?, number(20, 22)?, number(23, 25)?);
+    let month = MONTHS.iter().position(|m| m[..] == v[8..11])? as u64 + 1;
+    if !(1..=31).contains(&day) || year < 1970 || hour > 23 || minute > 59 || second > 60 {
+        return None;
+    }
+    // Days since 1970-01-01 of a civil date (Howard Hinnant's algorithm).
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y / 400;
+    let year_of_era = y - era * 400;
+    let day_of_year = (153 * m + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    let days = (era * 146_097 + day_of_era).checked_sub(719_468)?;
+    let seconds = days * 86_400 + hour * 3600 + minute * 60 + second;
+    UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
 }
 
 /// The status codes RFC 9110 section 15.1 makes heuristically cacheable.

@@ -110,13 +110,34 @@ const HOP_BY_HOP: [&[u8]; 6] = [
 
 /// Whether field `name` of `response` is kept when it is stored: not a hop-by-hop field nor one
 /// `Connection` names, nor one a qualified `no-cache` or `private` names (section 3.1: a shared
-/// cache then reuses the response without them).
+/// cache then reuses the response without them). For every field of one response, use
+/// [`StoredFields`], which reads `Connection` once.
 pub fn stores_field(name: &[u8], response: &(impl FieldSource + ?Sized), cc: &Directives) -> bool {
-    if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
-        return false;
+    StoredFields::of(response, cc).keeps(name)
+}
+
+/// Which fields of one response are kept when it is stored (see [`stores_field`]).
+pub struct StoredFields<'a> {
+    /// The fields `Connection` names.
+    connection: Vec<&'a [u8]>,
+    cc: &'a Directives,
+}
+
+impl<'a> StoredFields<'a> {
+    pub fn of(response: &'a (impl FieldSource + ?Sized), cc: &'a Directives) -> Self {
+        StoredFields {
+            connection: list_items(response, b"connection").collect(),
+            cc,
+        }
     }
-    if list_items(response, b"connection").any(|c| c.eq_ignore_ascii_case(name)) {
-        return false;
+
+    pub fn keeps(&self, name: &[u8]) -> bool {
+        if HOP_BY_HOP.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+            return false;
+        }
+        if self.connection.iter().any(|c| c.eq_ignore_ascii_case(name)) {
+            return false;
+        }
+        !(self.cc.no_cache.names(name) || self.cc.private.names(name))
     }
-    !(cc.no_cache.names(name) || cc.private.names(name))
 }

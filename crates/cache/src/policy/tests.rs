@@ -38,6 +38,27 @@ fn the_three_date_forms_of_rfc_9110_read_as_the_same_time() {
 }
 
 #[test]
+fn the_fast_imf_fixdate_reading_agrees_with_the_general_parser() {
+    // Every day of 1970-2105 at a time that moves through the day, and a leap day.
+    for day in 0..50_000u64 {
+        let t = at(day * 86_400 + (day * 7_919) % 86_400);
+        let text = httpdate::fmt_http_date(t);
+        assert_eq!(http_date(text.as_bytes()), Some(t), "{text}");
+    }
+    assert_eq!(
+        http_date(b"Tue, 29 Feb 2028 23:59:59 GMT"),
+        httpdate::parse_http_date("Tue, 29 Feb 2028 23:59:59 GMT").ok()
+    );
+    for bad in [
+        "Sun, 06 Xyz 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:49:37 GMT",
+        "Sun, 0a Nov 1994 08:49:37 GMT",
+    ] {
+        assert_eq!(http_date(bad.as_bytes()), None, "{bad}");
+    }
+}
+
+#[test]
 fn directives_read_as_section_5_2_says() {
     let d = cc(&["max-age=3600, must-revalidate", "Public"]);
     assert_eq!(d.max_age, Some(3600));

@@ -252,6 +252,13 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         rec.response_time = Some(SystemTime::now());
         rec.field_bytes.clear();
         rec.field_list.clear();
+        // Sized once: no buffer grows field by field.
+        let (count, octets) = head
+            .fields()
+            .iter()
+            .fold((0, 0), |(n, o), (name, value)| (n + 1, o + name.len() + value.len()));
+        rec.field_bytes.reserve(octets);
+        rec.field_list.reserve(count);
         for (name, value) in head.fields().iter() {
             rec.field_list.push(Field::append(&mut rec.field_bytes, name, value));
         }
@@ -267,6 +274,9 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         }
         if let BodyLength::Exact(n) = head.length {
             rec.keeping &= n <= rec.max as u64;
+            if rec.keeping {
+                rec.body.reserve(n as usize);
+            }
         }
         rec.keeping &= !head.upgrade();
         self.keep(body);
