@@ -71,6 +71,11 @@
 # HTTP cache hits (issue 39, bench/cache.py; Rampart's route `cache` beside nginx `proxy_cache` on
 # tmpfs and Varnish, malloc storage, when Debian's varnish is installed):
 #   bench/run.sh cache                                   # cache-hit-1k-c64 and cache-hit-100k-c16
+# Cache hit ratio on a Zipf key set larger than the stores (issue 39, bench/cache_zipf.py; Rampart's
+# S3-FIFO memory store beside nginx `proxy_cache` and Varnish malloc storage, both LRU, each sized to
+# hold the same number of objects; the same Zipf request sequence, with and without scans):
+#   bench/run.sh cache-zipf                              # 20,000 x 1 KiB objects, stores of 2,000, 200,000 requests
+#   bench/run.sh cache-zipf --alphas 1.0 --scans yes --proxies rampart,nginx
 # The bad day (issue 29, bench/badday.py; three fault backends from bench/out/fault-backend; Rampart
 # beside HAProxy `retry-on`/`observe layer7`/`maxconn` + queue and nginx `proxy_next_upstream`/
 # `max_fails`/`max_conns`): one of three backends answering 503, all answering 503, one turning
@@ -147,6 +152,10 @@ if [ "${args[0]:-}" = filters ]; then
 fi
 if [ "${args[0]:-}" = badday ]; then
   exec python3 bench/badday.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = cache-zipf ]; then
+  command -v varnishd >/dev/null || echo "varnishd is not installed (Debian varnish): the Zipf bench runs without it" >&2
+  exec python3 bench/cache_zipf.py --rampart "$rampart" "${args[@]:1}"
 fi
 if [ "${args[0]:-}" = cache ]; then
   command -v varnishd >/dev/null || echo "varnishd is not installed (Debian varnish): the cache bench runs without it" >&2
