@@ -15,7 +15,7 @@ use rampart_cache::store::MemoryStore;
 pub type CacheStore = MemoryStore<Arc<[u8]>, Entry>;
 
 /// The keys of a store with a request on its way to an upstream (request coalescing).
-pub type CacheInFlight = InFlight<Vec<u8>>;
+pub type CacheInFlight = InFlight<Arc<[u8]>>;
 
 /// What a route's `cache` says.
 pub struct RouteCache {

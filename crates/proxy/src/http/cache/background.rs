@@ -42,7 +42,8 @@ pub(super) fn revalidate(
     head: &RequestHead,
     entry: Arc<Entry>,
 ) {
-    let Joined::Leader(leader) = cache.in_flight.join(&key.to_vec()) else {
+    let key: Arc<[u8]> = Arc::from(key);
+    let Joined::Leader(leader) = cache.in_flight.join(&key) else {
         return;
     };
     let mut fields: Vec<(Vec<u8>, Vec<u8>)> = head
@@ -55,7 +56,7 @@ pub(super) fn revalidate(
     let Ok(request) = client::request_head(b"GET", host, head.target(), fields) else {
         return;
     };
-    let (memory, disk, key) = (cache.store.clone(), cache.disk.clone(), key.to_vec());
+    let (memory, disk) = (cache.store.clone(), cache.disk.clone());
     let (max, heuristic_max, targets) = (cache.max_object_size, cache.heuristic_max, cache.targets.clone());
     let per_credential = cache.authorized == rampart_model::cache::Authorized::PerCredential;
     let like = request.clone();

@@ -29,6 +29,7 @@ mod variants;
 
 use std::borrow::Cow;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use rampart_cache::coalesce::Joined;
@@ -69,7 +70,7 @@ pub(crate) async fn through<D: Downstream>(
 ) -> Option<Stream> {
     let method = head.method();
     let host = head.host().unwrap_or_default();
-    let key = primary_key(scheme, host, head.target(), cache, head);
+    let key: Arc<[u8]> = Arc::from(primary_key(scheme, host, head.target(), cache, head));
     let bypass = cache.authorized == Authorized::Bypass && head.value_of(b"authorization").is_some();
     if bypass || method != b"GET" && method != b"HEAD" {
         let mut recorder = Recorder {
@@ -245,7 +246,7 @@ pub(crate) async fn through<D: Downstream>(
         rctx.status = 0;
         match refreshed {
             Some(entry) => {
-                let entry = std::sync::Arc::new(entry);
+                let entry = Arc::new(entry);
                 let age = entry.age(SystemTime::now());
                 rctx.cache = Some(CacheOutcome::Revalidated);
                 serve(down, req, head, &entry, age, "hit; fwd=stale; fwd-status=304", rctx).await;
@@ -292,7 +293,7 @@ pub(crate) async fn through<D: Downstream>(
 fn store(commit: Commit<'_>, rec: &mut Recording) {
     let body = std::mem::take(&mut rec.body).freeze();
     if let Some(entry) = entry_for(&commit, rec, body, true) {
-        variants::store(Tiers::of(commit.cache), commit.key, std::sync::Arc::new(entry));
+        variants::store(Tiers::of(commit.cache), commit.key, Arc::new(entry));
     }
 }
 

@@ -124,13 +124,13 @@ impl Recording {
 /// Where a response kept whole is stored, and what the rules judge it by.
 pub(super) struct Commit<'c> {
     pub cache: &'c RouteCache,
-    pub key: Vec<u8>,
+    pub key: Arc<[u8]>,
     pub head: &'c RequestHead,
     pub request_cc: &'c Directives,
     pub request_time: SystemTime,
     /// This request leads the misses for its key: its response is shared with those that wait
     /// as it arrives, once some do.
-    pub leader: Option<&'c Leader<Vec<u8>>>,
+    pub leader: Option<&'c Leader<Arc<[u8]>>>,
 }
 
 /// `inner` with the response kept in `rec` on its way, and stored by `commit` the moment it is

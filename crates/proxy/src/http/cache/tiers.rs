@@ -56,7 +56,7 @@ impl<'a> Tiers<'a> {
     }
 
     /// Stores `entry` under `key` in memory, and on disk in the background.
-    pub fn put(self, key: Vec<u8>, entry: Arc<Entry>) {
+    pub fn put(self, key: Arc<[u8]>, entry: Arc<Entry>) {
         if let Some(reservation) = self.disk.and_then(|d| d.reserve()) {
             let (key, entry) = (key.clone(), entry.clone());
             tokio::task::spawn_blocking(move || {
@@ -65,7 +65,7 @@ impl<'a> Tiers<'a> {
                 }
             });
         }
-        self.memory.insert_arc(Arc::from(key), entry);
+        self.memory.insert_arc(key, entry);
     }
 
     /// Removes what is under `key` from both tiers.

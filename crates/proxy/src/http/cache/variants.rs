@@ -51,9 +51,9 @@ pub(super) async fn lookup(tiers: Tiers<'_>, key: &[u8], head: &RequestHead) -> 
 }
 
 /// Stores `entry` under URL key `key`, and under its variant's key when it varies.
-pub(super) fn store(tiers: Tiers<'_>, key: Vec<u8>, entry: Arc<Entry>) {
+pub(super) fn store(tiers: Tiers<'_>, key: Arc<[u8]>, entry: Arc<Entry>) {
     if !entry.variant.names.is_empty() {
-        tiers.put(variant_key(&key, &entry.variant), entry.clone());
+        tiers.put(Arc::from(variant_key(&key, &entry.variant)), entry.clone());
     }
     tiers.put(key, entry);
 }
