@@ -34,45 +34,61 @@ fn read_until(conn: &mut std::net::TcpStream, got: &mut Vec<u8>, body: usize) ->
     }
 }
 
-#[test]
-fn a_coalesced_request_is_answered_as_the_leaders_response_arrives() {
-    const HALF: usize = 96 << 10;
+/// Half of the body of [`halting_backend`]'s response.
+const HALF: usize = 96 << 10;
+
+/// A backend that answers its first request with a 200 of `2 * HALF` octets: the head and the
+/// first half at once, the second half (`finish`) or its connection closed (not `finish`) only
+/// once the test sends on the returned channel. Returns its address, its request count, and
+/// that channel.
+fn halting_backend(finish: bool) -> (String, Arc<AtomicUsize>, mpsc::Sender<()>) {
     let (release, released) = mpsc::channel::<()>();
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let target = listener.local_addr().unwrap().to_string();
     let asked = Arc::new(AtomicUsize::new(0));
     let count = asked.clone();
     std::thread::spawn(move || {
-        for mut conn in listener.incoming().flatten() {
-            next_head(&mut conn, &mut Vec::new());
-            count.fetch_add(1, Ordering::SeqCst);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: {}\r\n\r\n",
-                2 * HALF
-            );
-            let _ = conn.write_all(head.as_bytes());
-            let _ = conn.write_all(&vec![b'a'; HALF]);
-            // The second half only when the test says so.
-            if released.recv().is_err() {
-                return;
-            }
+        let Ok((mut conn, _)) = listener.accept() else { return };
+        next_head(&mut conn, &mut Vec::new());
+        count.fetch_add(1, Ordering::SeqCst);
+        let head = format!(
+            "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: {}\r\n\r\n",
+            2 * HALF
+        );
+        let _ = conn.write_all(head.as_bytes());
+        let _ = conn.write_all(&vec![b'a'; HALF]);
+        if released.recv().is_ok() && finish {
             let _ = conn.write_all(&vec![b'b'; HALF]);
         }
+        // Returning drops the connection and the listener: later connections are refused.
     });
+    (target, asked, release)
+}
+
+/// A request for `/s/x` that waits for the leader, sent; the head and the first half of the body
+/// read into `got`. Returns the connection and where the body starts in `got`.
+fn waiter_with_first_half(port: u16, got: &mut Vec<u8>) -> (std::net::TcpStream, usize) {
+    let mut waiter = common::connect(port);
+    waiter.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    waiter
+        .write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let body_at = read_until(&mut waiter, got, HALF);
+    (waiter, body_at)
+}
+
+#[test]
+fn a_coalesced_request_is_answered_as_the_leaders_response_arrives() {
+    let (target, asked, release) = halting_backend(true);
     let (_rampart, port, _dir) = proxy(&[("s", &target)]);
     let leader = std::thread::spawn(move || get(port, "/s/x", ""));
     eventually("the leader's request reached the upstream", || {
         asked.load(Ordering::SeqCst) == 1
     });
 
-    let mut waiter = common::connect(port);
-    waiter.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    waiter
-        .write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
-        .unwrap();
     let mut got = Vec::new();
     // The head and the first half come while the upstream still holds the second.
-    let body_at = read_until(&mut waiter, &mut got, HALF);
+    let (mut waiter, body_at) = waiter_with_first_half(port, &mut got);
     let head = String::from_utf8_lossy(&got[..body_at]).to_string();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
@@ -98,26 +114,8 @@ fn a_coalesced_request_is_answered_as_the_leaders_response_arrives() {
 
 #[test]
 fn a_leader_cut_short_cuts_its_waiters_short_and_stores_nothing() {
-    const HALF: usize = 96 << 10;
-    let (release, released) = mpsc::channel::<()>();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let target = listener.local_addr().unwrap().to_string();
-    let asked = Arc::new(AtomicUsize::new(0));
-    let count = asked.clone();
-    std::thread::spawn(move || {
-        if let Ok((mut conn, _)) = listener.accept() {
-            next_head(&mut conn, &mut Vec::new());
-            count.fetch_add(1, Ordering::SeqCst);
-            let head = format!(
-                "HTTP/1.1 200 OK\r\ncache-control: max-age=600\r\ncontent-length: {}\r\n\r\n",
-                2 * HALF
-            );
-            let _ = conn.write_all(head.as_bytes());
-            let _ = conn.write_all(&vec![b'a'; HALF]);
-            // Then the upstream dies in the middle of the body.
-            let _ = released.recv();
-        }
-    });
+    // The upstream dies in the middle of the body.
+    let (target, asked, release) = halting_backend(false);
     let (_rampart, port, _dir) = proxy(&[("s", &target)]);
     let leader = std::thread::spawn(move || {
         let mut conn = common::connect(port);
@@ -130,13 +128,8 @@ fn a_leader_cut_short_cuts_its_waiters_short_and_stores_nothing() {
     eventually("the leader's request reached the upstream", || {
         asked.load(Ordering::SeqCst) == 1
     });
-    let mut waiter = common::connect(port);
-    waiter.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    waiter
-        .write_all(b"GET /s/x HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n")
-        .unwrap();
     let mut got = Vec::new();
-    let body_at = read_until(&mut waiter, &mut got, HALF);
+    let (mut waiter, body_at) = waiter_with_first_half(port, &mut got);
     release.send(()).unwrap();
     let _ = waiter.read_to_end(&mut got);
     assert_eq!(
