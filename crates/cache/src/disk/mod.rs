@@ -229,12 +229,12 @@ impl DiskStore {
 
     /// Writes `entry` under `key`: to a `.part` file, renamed into place when whole, then
     /// indexed (replacing what `key` had). A file larger than [`Self::max_file_size`] is not
-    /// kept.
-    fn write(&self, key: &[u8], entry: &Entry) -> Result<(), DiskError> {
+    /// written (false).
+    fn write(&self, key: &[u8], entry: &Entry) -> Result<bool, DiskError> {
         let (head, trailer) = format::encode(key, entry);
         let size = head.len() + entry.body.len() + trailer.len();
         if size > self.max_file_size() {
-            return Ok(());
+            return Ok(false);
         }
         let sequence = self.sequence.fetch_add(1, Relaxed);
         let sub = self.dir.join(format!("{:02x}", sequence % SUBDIRS));
@@ -262,7 +262,7 @@ impl DiskStore {
             janitor: self.janitor.clone(),
         };
         self.index.insert(Arc::from(key), record);
-        Ok(())
+        Ok(true)
     }
 
     /// Removes what is under `key` (its file goes too).
@@ -336,12 +336,18 @@ impl Drop for DiskStore {
 pub struct Reservation(Arc<DiskStore>);
 
 impl Reservation {
-    pub fn write(self, key: &[u8], entry: &Entry) -> Result<(), DiskError> {
+    /// Writes `entry` under `key`; false when it is too large for the store.
+    pub fn write(self, key: &[u8], entry: &Entry) -> Result<bool, DiskError> {
         let result = self.0.write(key, entry);
         match &result {
-            Ok(()) => self.0.writes.fetch_add(1, Relaxed),
-            Err(_) => self.0.write_errors.fetch_add(1, Relaxed),
-        };
+            Ok(true) => {
+                self.0.writes.fetch_add(1, Relaxed);
+            }
+            Ok(false) => {}
+            Err(_) => {
+                self.0.write_errors.fetch_add(1, Relaxed);
+            }
+        }
         result
     }
 }
