@@ -3,7 +3,7 @@
 //! what arrives ([`Growing::push`]) and says how it ended ([`Growing::finish`]); each waiter reads
 //! from where it is ([`Growing::read`]), waiting for more, so it is answered as the response
 //! arrives rather than once it is whole. Only a response whose length is known and fits the store
-//! is shared so (its buffer is reserved whole at once).
+//! is shared so.
 
 use std::future::poll_fn;
 // One lock per shared response, taken to append a piece and to copy one out: the waiters are
@@ -46,7 +46,8 @@ impl Growing {
     /// The response `head` (stored fields and freshness; its body empty) of `length` body bytes,
     /// of which `so_far` have come.
     pub fn new(head: Arc<Entry>, length: usize, so_far: &[u8]) -> Self {
-        let mut body = Vec::with_capacity(length);
+        // Grown as the body comes past 1 MiB: a length only claimed reserves no more.
+        let mut body = Vec::with_capacity(length.min(1 << 20));
         body.extend_from_slice(&so_far[..so_far.len().min(length)]);
         Growing {
             head,

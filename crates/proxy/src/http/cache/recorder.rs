@@ -275,7 +275,9 @@ impl<D: Downstream> Downstream for Recorder<'_, '_, D> {
         if let BodyLength::Exact(n) = head.length {
             rec.keeping &= n <= rec.max as u64;
             if rec.keeping {
-                rec.body.reserve(n as usize);
+                // Sized once for the common case; a large body still grows as it comes, so a
+                // length the upstream only claims reserves no more than 1 MiB.
+                rec.body.reserve((n as usize).min(1 << 20));
             }
         }
         rec.keeping &= !head.upgrade();
