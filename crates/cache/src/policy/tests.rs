@@ -306,6 +306,11 @@ fn hop_by_hop_fields_and_those_named_by_connection_or_qualified_directives_are_n
     for kept in ["ETag", "Content-Type", "Cache-Control", "Content-Length"] {
         assert!(stores_field(kept.as_bytes(), response, &d), "{kept}");
     }
+    // `Connection` on two lines names fields on both.
+    let two: &Fields = &[(b"Connection", b"x-one"), (b"connection", b" X-Two ,")];
+    let none = Directives::default();
+    assert!(!stores_field(b"X-One", two, &none) && !stores_field(b"x-two", two, &none));
+    assert!(stores_field(b"X-Three", two, &none));
 }
 
 #[test]
