@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Reproduces the quinn+h3 vs quiche HTTP/3 measurement (issue 40).
+# Reproduces the quinn+h3 vs quiche HTTP/3 measurement (issue 40), with Caddy (the HTTP/3
+# reference named in issue 40) as a fourth server.
 # Server pinned to CPU 0, load generator (h3load, this project's quinn+h3 client: Debian's h2load
 # has no HTTP/3) pinned to CPU 1; ROUNDS interleaved rounds per scenario.
-# Needs libclang for quiche's boring-sys bindgen step (Debian: apt-get install libclang1-14).
+# Needs libclang for quiche's boring-sys bindgen step (Debian: apt-get install libclang1-14),
+# and caddy (Debian: apt-get install caddy; its systemd service is not needed and need not run).
 # Usage: bench/h3-stacks/run.sh   (env: ROUNDS=3 N=200000 NCONN=10000 OUT=bench/h3-stacks/out)
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -15,23 +17,62 @@ OUT=${OUT:-out}
 mkdir -p "$OUT"
 cargo build --release --quiet
 TICK=$(getconf CLK_TCK)
+command -v caddy >/dev/null || { echo "caddy not found (Debian: apt-get install caddy)" >&2; exit 1; }
 
 # quiche-batch: the same quiche-server with QUICHE_BATCH_IO=1 (recvmmsg + GSO written in
 # quiche-server.rs, i.e. application code, not something quiche provides).
-SERVERS="quinn quiche quiche-batch"
-declare -A PORT=([quinn]=4433 [quiche]=4434 [quiche-batch]=4435)
+# caddy: Debian's caddy with a JSON config written here: admin endpoint off, one server on
+# 127.0.0.1:4436 (HTTP/3 on UDP; Caddy also listens on TCP 4436 for HTTP/1.1 and HTTP/2, unused
+# here), TLS with a self-signed ECDSA P-256 certificate for localhost/127.0.0.1 made by openssl,
+# automatic HTTPS off, every request answered by static_response 200 "hello, world\n".
+# GOMAXPROCS=1 and taskset -c 0 keep it on one core like the others.
+SERVERS="quinn quiche quiche-batch caddy"
+declare -A PORT=([quinn]=4433 [quiche]=4434 [quiche-batch]=4435 [caddy]=4436)
 declare -A PID
+CADDY_DIR=$(mktemp -d)
+cleanup() {
+  for p in "${PID[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$CADDY_DIR"
+}
+trap cleanup EXIT
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=localhost \
+  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+  -keyout "$CADDY_DIR/key.pem" -out "$CADDY_DIR/cert.pem" 2>/dev/null
+cat > "$CADDY_DIR/caddy.json" <<EOF
+{
+  "admin": {"disabled": true, "config": {"persist": false}},
+  "storage": {"module": "file_system", "root": "$CADDY_DIR/data"},
+  "apps": {
+    "tls": {"certificates": {"load_files": [
+      {"certificate": "$CADDY_DIR/cert.pem", "key": "$CADDY_DIR/key.pem"}]}},
+    "http": {"servers": {"bench": {
+      "listen": ["127.0.0.1:${PORT[caddy]}"],
+      "protocols": ["h1", "h2", "h3"],
+      "automatic_https": {"disable": true},
+      "tls_connection_policies": [{}],
+      "routes": [{"handle": [
+        {"handler": "static_response", "status_code": 200, "body": "hello, world\n"}]}]
+    }}}
+  }
+}
+EOF
+
 taskset -c 0 target/release/quinn-server 4433 > "$OUT/quinn.log" 2>&1 &
 PID[quinn]=$!
 taskset -c 0 target/release/quiche-server 4434 > "$OUT/quiche.log" 2>&1 &
 PID[quiche]=$!
 QUICHE_BATCH_IO=1 taskset -c 0 target/release/quiche-server 4435 > "$OUT/quiche-batch.log" 2>&1 &
 PID[quiche-batch]=$!
-trap 'kill ${PID[quinn]} ${PID[quiche]} ${PID[quiche-batch]} 2>/dev/null || true' EXIT
+XDG_CONFIG_HOME=$CADDY_DIR XDG_DATA_HOME=$CADDY_DIR GOMAXPROCS=1 \
+  taskset -c 0 caddy run --config "$CADDY_DIR/caddy.json" > "$OUT/caddy.log" 2>&1 &
+PID[caddy]=$!
 for s in $SERVERS; do
-  for _ in $(seq 50); do grep -q ready "$OUT/$s.log" && break; sleep 0.1; done
-  grep ready "$OUT/$s.log"
+  up='ready\|serving initial configuration'   # ours print "ready", Caddy logs the second
+  for _ in $(seq 50); do grep -q "$up" "$OUT/$s.log" && break; sleep 0.1; done
+  grep "$up" "$OUT/$s.log"
 done
+caddy version | tee "$OUT/caddy-version.txt"
 
 cpu() { awk '{print $14, $15}' "/proc/$1/stat"; }   # utime stime in clock ticks
 # Kernel UDP counters for the whole host: InDatagrams (loopback: each delivery counted once; a
@@ -72,7 +113,7 @@ tick_us = 1e6 / int(sys.argv[2])
 print("\n| scenario | server | req/s (median) | user µs/req | kernel µs/req | total µs/req | server CPU busy | UDP deliveries/req | rcvbuf drops (sum) |")
 print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
 for sc in ("c16m10", "c64m1", "c16r1"):
-    for s in ("quinn", "quiche", "quiche-batch"):
+    for s in ("quinn", "quiche", "quiche-batch", "caddy"):
         rs = [r for r in rows if r["scenario"] == sc and r["server"] == s]
         rps = statistics.median(float(r["req_s"]) for r in rs)
         u = statistics.median(int(r["utime_ticks"]) * tick_us / int(r["done"]) for r in rs)
