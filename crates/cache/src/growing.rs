@@ -86,11 +86,6 @@ impl Growing {
         }
     }
 
-    /// Whether [`Growing::finish`] was called.
-    pub fn finished(&self) -> bool {
-        lock(&self.state).end.is_some()
-    }
-
     /// Appends to `out` the body from octet `from` on, as much as has come, waiting until some
     /// has or the body ended.
     pub async fn read(&self, from: usize, out: &mut Vec<u8>) -> Read {

@@ -104,17 +104,23 @@ pub fn info(start: &[u8]) -> Result<FileInfo, FormatError> {
         .checked_add(body_length)
         .and_then(|n| n.checked_add(4))
         .ok_or(FormatError::Length)?;
-    let mut tags = Vec::new();
-    for tag in crate::policy::tags(parsed.fields.as_slice()) {
-        tags.extend_from_slice(tag);
-        tags.push(b'\n');
-    }
+    let tags = tag_lines(parsed.fields.as_slice());
     Ok(FileInfo {
         key: parsed.key.to_vec(),
         length,
         tags,
         varies: !parsed.variant.names.is_empty(),
     })
+}
+
+/// The tags a response names (see [`crate::policy::tags`]), one per line, as a record keeps them.
+pub fn tag_lines(response: &(impl crate::policy::FieldSource + ?Sized)) -> Vec<u8> {
+    let mut lines = Vec::new();
+    for tag in crate::policy::tags(response) {
+        lines.extend_from_slice(tag);
+        lines.push(b'\n');
+    }
+    lines
 }
 
 /// The key and entry a whole file holds, checksum verified, its directives read as `targets`

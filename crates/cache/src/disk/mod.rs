@@ -249,11 +249,7 @@ impl DiskStore {
             let _ = fs::remove_file(&part);
             return Err(io_error(&part)(e));
         }
-        let mut tags = Vec::new();
-        for tag in crate::policy::tags(&entry.head) {
-            tags.extend_from_slice(tag);
-            tags.push(b'\n');
-        }
+        let tags = format::tag_lines(&entry.head);
         let record = DiskRecord {
             path,
             size: size as u64,

@@ -96,11 +96,7 @@ impl Directives {
     /// response: that field's when it carries any (then `Cache-Control` is ignored for caching,
     /// RFC 9213 section 2.1), else `Cache-Control`'s.
     pub fn for_shared_cache(fields: &(impl FieldSource + ?Sized)) -> Directives {
-        let targeted = Self::of_field(fields, b"cdn-cache-control");
-        match targeted.any() {
-            true => targeted,
-            false => Self::of(fields),
-        }
+        Self::for_targets(fields, &Targets::default())
     }
 
     /// The directives a shared cache follows for a response given its list of targeted fields
