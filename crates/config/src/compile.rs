@@ -306,6 +306,21 @@ impl Checker<'_> {
             Some(bind) => Some(bind?),
             None => None,
         };
+        let mut protocol = protocol;
+        if let Some(ListenerProtocol::Http(settings)) = &mut protocol {
+            if let Some(settings) = std::sync::Arc::get_mut(settings) {
+                (settings.http3, settings.alt_svc) = self.http3(l, tls.is_some(), bind);
+                if let Some(alt_svc) = &settings.alt_svc {
+                    // Every response of every route advertises it, as Caddy's do (an upstream's
+                    // own `Alt-Svc` is replaced: the listener says which protocols its port has).
+                    for route in &mut settings.routes {
+                        let edits = &mut route.filters.response_edits;
+                        edits.on_success.set("alt-svc", alt_svc);
+                        edits.on_any_status.set("alt-svc", alt_svc);
+                    }
+                }
+            }
+        }
         Some(Listener {
             name: name.get_ref().clone(),
             bind,
@@ -459,6 +474,7 @@ mod error_pages;
 mod filter_slots;
 mod filters;
 mod http;
+mod http3;
 mod internal;
 mod live;
 mod log;

@@ -216,6 +216,19 @@ pub struct RawListener {
     #[serde(default, deserialize_with = "described::size")]
     pub http2_connection_window: Option<Spanned<String>>,
     pub http2_max_resets_per_second: Option<Spanned<i64>>,
+    /// HTTP/3 over QUIC on UDP at the same address (TLS listeners; default off) and its limits.
+    pub http3: Option<Spanned<bool>>,
+    pub http3_max_concurrent_streams: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub http3_stream_window: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::size")]
+    pub http3_connection_window: Option<Spanned<String>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub http3_idle_timeout: Option<Spanned<String>>,
+    pub http3_early_data: Option<Spanned<bool>>,
+    pub http3_max_resets_per_second: Option<Spanned<i64>>,
+    /// `Alt-Svc` on the TCP side's responses: "auto" (default with `http3`), "off", or a value.
+    pub alt_svc: Option<Spanned<String>>,
     #[serde(default)]
     pub routes: Vec<Spanned<RawRoute>>,
     /// HTTP filters every route of the listener runs first (unless it sets

@@ -28,8 +28,8 @@ impl BindFailure {
     /// The listener `error` is about, when it is a bind error.
     pub fn of(listeners: &[(String, SocketAddr)], error: &EngineError) -> Option<BindFailure> {
         let (address, reason) = match error {
-            EngineError::InUse { addr } => (*addr, "already in use by another process".to_string()),
-            EngineError::Bind { addr, error } => (*addr, error.to_string()),
+            EngineError::InUse { addr, .. } => (*addr, "already in use by another process".to_string()),
+            EngineError::Bind { addr, error, .. } => (*addr, error.to_string()),
             _ => return None,
         };
         let listener = listeners

@@ -150,6 +150,7 @@ impl Source {
                     tls: Vec::new(),
                     access_log: None,
                     upstream_protocol: None,
+                    http3: false,
                     sni: Vec::new(),
                     acme: None,
                 };
@@ -303,9 +304,10 @@ pub fn summary(snapshot: &Snapshot) -> String {
                 )
             }
             ListenerProtocol::Http(h) => format!(
-                "{} on {bind} (http{}, {})",
+                "{} on {bind} (http{}{}, {})",
                 l.name,
                 if l.tls.is_some() { ", tls" } else { "" },
+                if h.http3.is_some() { ", http3 on udp" } else { "" },
                 count_of(h.routes.len() as u64, "route")
             ),
         })

@@ -56,6 +56,11 @@ pub const HTTP2_MAX_HEADER_LIST_SIZE: u32 = 64 * 1024;
 pub const HTTP2_STREAM_WINDOW: u32 = 2 << 20;
 pub const HTTP2_CONNECTION_WINDOW: u32 = 4 << 20;
 pub const HTTP2_MAX_RESETS_PER_SECOND: u32 = 100;
+/// HTTP/3 listener limits: as HTTP/2's, and QUIC's idle timeout at Caddy's and quic-go's 30 s.
+pub const HTTP3_MAX_CONCURRENT_STREAMS: u32 = 100;
+pub const HTTP3_STREAM_WINDOW: u32 = 2 << 20;
+pub const HTTP3_CONNECTION_WINDOW: u32 = 4 << 20;
+pub const HTTP3_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 /// `jwt`: clock skew allowed on `exp` and `nbf`.
 pub const JWT_LEEWAY: Duration = Duration::from_secs(60);
 /// `jwt`: longest token read; a longer one is refused before any decoding.

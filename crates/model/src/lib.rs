@@ -28,6 +28,7 @@ pub mod discovery;
 pub mod error_pages;
 pub mod filter;
 pub mod health;
+pub mod http3;
 pub mod metrics;
 pub mod net;
 pub mod outlier;

@@ -79,7 +79,8 @@ pub enum ListenerKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Transport {
     Tcp,
-    /// Datagrams (QUIC for HTTP/3, UDP load balancing): no listener binds one yet.
+    /// Datagrams: QUIC for an HTTP listener's HTTP/3 (whose connections still know their
+    /// listener by its TCP key), UDP load balancing.
     Udp,
 }
 
@@ -123,6 +124,14 @@ impl Listener {
     /// What its socket carries: every listener today is a TCP one.
     pub fn transport(&self) -> Transport {
         Transport::Tcp
+    }
+
+    /// The sockets it listens on: its transport's at `bind`, and UDP beside TCP for HTTP/3.
+    pub fn sockets(&self) -> impl Iterator<Item = (Transport, SocketAddr)> + '_ {
+        let http3 = self.http().is_some_and(|h| h.http3.is_some());
+        let main = self.bind.map(|bind| (self.transport(), bind));
+        let quic = self.bind.filter(|_| http3).map(|bind| (Transport::Udp, bind));
+        main.into_iter().chain(quic)
     }
 
     /// Whether `key` names this listener.
@@ -219,6 +228,12 @@ pub struct HttpListener {
     pub unrouted: Arc<PerWorker<RouteCells>>,
     /// HTTP/2 (prior knowledge in clear, `h2` by ALPN over TLS); `None` when turned off.
     pub http2: Option<Http2Settings>,
+    /// HTTP/3 over QUIC on UDP at the same address (`http3 = true`, TLS listeners only); `None`
+    /// when off.
+    pub http3: Option<crate::http3::Http3Settings>,
+    /// The `Alt-Svc` value added to responses on the listener's TCP side (HTTP/1.x and HTTP/2),
+    /// if any: `h3=":PORT"; ma=86400` with HTTP/3 on, unless configured.
+    pub alt_svc: Option<Box<str>>,
     /// Proxies whose `X-Forwarded-For` filters believe: from a connection out of these networks,
     /// the client address filters see is the right-most `X-Forwarded-For` entry outside them.
     pub trusted_proxies: Vec<IpNet>,

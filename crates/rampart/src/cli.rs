@@ -312,6 +312,10 @@ pub struct HttpArgs {
     #[arg(long = "upstream-protocol", value_name = "PROTOCOL",
           value_parser = PossibleValuesParser::new(["http1", "h2c"]))]
     pub upstream_protocol: Option<String>,
+    /// Also serve HTTP/3 (QUIC) on the same port over UDP, and advertise it with Alt-Svc (needs
+    /// --tls-cert/--tls-key or --acme-domain).
+    #[arg(long)]
+    pub http3: bool,
     #[command(flatten)]
     pub acme: AcmeArgs,
     #[command(flatten)]

@@ -2,9 +2,10 @@
 //!
 //! [`Engine::start`] spawns N worker threads. Each runs a single-threaded tokio runtime, is
 //! optionally pinned to a core, and owns a [`WorkerContext`] (buffers, pipes, balancer state,
-//! counters). For every listener the control plane binds one SO_REUSEPORT socket per worker and
-//! hands it over, so the kernel spreads new connections across workers and a bind error surfaces
-//! in the control plane, where a reload can still be refused. Workers read the current snapshot
+//! counters). For every socket of every listener (TCP; UDP for HTTP/3 beside it, or for a UDP
+//! listener) the control plane binds one SO_REUSEPORT socket per worker and hands it over, so the
+//! kernel spreads new connections (and clients' datagrams) across workers and a bind error
+//! surfaces in the control plane, where a reload can still be refused. Workers read the current snapshot
 //! from an `ArcSwap` at accept time; [`Engine::apply`] swaps in a new one.
 
 mod listener;
@@ -13,19 +14,19 @@ mod worker;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use rampart_model::net::binds_overlap;
-use rampart_model::Snapshot;
+use rampart_model::{Snapshot, Transport};
 use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::WorkerCounters;
 use tokio::sync::mpsc;
 
-pub use listener::{bind_reuseport, probe_unused, InheritedSockets};
+pub use listener::{bind_reuseport, bind_socket, bind_udp_reuseport, probe_unused, BoundSocket, InheritedSockets};
 pub use panics::worker_panics;
 use worker::{Command, WorkerSetup};
 
@@ -35,13 +36,29 @@ use worker::{Command, WorkerSetup};
 /// the error chain (anyhow's `{:#}`) does not repeat the reason.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
-    #[error("{addr}: already in use by another process")]
-    InUse { addr: SocketAddr },
-    #[error("cannot listen on {addr}: {error}")]
-    Bind { addr: SocketAddr, error: std::io::Error },
+    #[error("{addr}{}: already in use by another process", udp_suffix(*.transport))]
+    InUse { transport: Transport, addr: SocketAddr },
+    #[error("cannot listen on {addr}{}: {error}", udp_suffix(*.transport))]
+    Bind {
+        transport: Transport,
+        addr: SocketAddr,
+        error: std::io::Error,
+    },
     #[error("cannot start worker thread: {0}")]
     Spawn(std::io::Error),
 }
+
+/// How an address's transport is written in errors: TCP as the address alone (what every
+/// listener had before UDP), UDP named.
+fn udp_suffix(transport: Transport) -> &'static str {
+    match transport {
+        Transport::Tcp => "",
+        Transport::Udp => " (udp)",
+    }
+}
+
+/// A socket's transport and address: what the engine binds, once per worker.
+pub type SocketKey = (Transport, SocketAddr);
 
 /// How many workers, and whether to pin them.
 #[derive(Debug, Clone, Copy)]
@@ -60,9 +77,9 @@ struct WorkerHandle {
 pub struct Engine {
     current: Arc<ArcSwap<Snapshot>>,
     workers: Vec<WorkerHandle>,
-    listening: HashSet<SocketAddr>,
-    /// A duplicate of each listening socket, by address, for a binary upgrade.
-    handover: HashMap<SocketAddr, Vec<std::net::TcpListener>>,
+    listening: HashSet<SocketKey>,
+    /// A duplicate of each listening socket, by transport and address, for a binary upgrade.
+    handover: HashMap<SocketKey, Vec<BoundSocket>>,
 }
 
 impl Engine {
@@ -77,7 +94,7 @@ impl Engine {
     ) -> Result<Engine, EngineError> {
         panics::install_hook();
         let workers = options.workers.max(1);
-        let binds: Vec<SocketAddr> = snapshot.listeners.iter().filter_map(|l| l.bind).collect();
+        let binds: Vec<SocketKey> = snapshot.listeners.iter().flat_map(|l| l.sockets()).collect();
         let sockets = bind_all(&binds, workers, &HashSet::new(), &mut inherited)?;
         let handover = handover_copies(&sockets)?;
         let mut per_worker = deal(sockets, workers);
@@ -117,7 +134,7 @@ impl Engine {
     /// Every listening socket of this process (duplicates of the workers' ones), for handing
     /// over to a new process in a binary upgrade. They stay open while the engine runs.
     pub fn listening_sockets(&self) -> impl Iterator<Item = BorrowedFd<'_>> {
-        self.handover.values().flatten().map(|s| s.as_fd())
+        self.handover.values().flatten().map(BoundSocket::as_fd)
     }
 
     /// The snapshot new connections get now.
@@ -139,9 +156,9 @@ impl Engine {
     /// cannot be bound, nothing changes. Listeners no longer in the config stop accepting;
     /// their open connections go on.
     pub fn apply(&mut self, snapshot: Snapshot) -> Result<(), EngineError> {
-        let wanted: HashSet<SocketAddr> = snapshot.listeners.iter().filter_map(|l| l.bind).collect();
-        let added: Vec<SocketAddr> = wanted.difference(&self.listening).copied().collect();
-        let removed: Vec<SocketAddr> = self.listening.difference(&wanted).copied().collect();
+        let wanted: HashSet<SocketKey> = snapshot.listeners.iter().flat_map(|l| l.sockets()).collect();
+        let added: Vec<SocketKey> = wanted.difference(&self.listening).copied().collect();
+        let removed: Vec<SocketKey> = self.listening.difference(&wanted).copied().collect();
         let sockets = bind_all(
             &added,
             self.workers.len(),
@@ -151,17 +168,17 @@ impl Engine {
         let handover = handover_copies(&sockets)?;
         self.current.store(Arc::new(snapshot));
         self.handover.extend(handover);
-        for (addr, sockets) in sockets {
+        for (key, sockets) in sockets {
             for (worker, socket) in self.workers.iter().zip(sockets) {
-                let _ = worker.commands.send(Command::Listen(addr, socket));
+                let _ = worker.commands.send(Command::Listen(key, socket));
             }
         }
-        for addr in removed {
+        for key in removed {
             // The copy kept for a handover goes too, or the socket would go on queueing
             // connections that nobody accepts.
-            self.handover.remove(&addr);
+            self.handover.remove(&key);
             for worker in &self.workers {
-                let _ = worker.commands.send(Command::Unlisten(addr));
+                let _ = worker.commands.send(Command::Unlisten(key));
             }
         }
         self.listening = wanted;
@@ -195,44 +212,49 @@ impl Engine {
 /// skipped for an address that overlaps one in `held` (such as `127.0.0.1:P` under our own
 /// `0.0.0.0:P` during a reload that moves between them), because our own socket would fail it.
 fn bind_all(
-    addrs: &[SocketAddr],
+    keys: &[SocketKey],
     workers: usize,
-    held: &HashSet<SocketAddr>,
+    held: &HashSet<SocketKey>,
     inherited: &mut InheritedSockets,
-) -> Result<Vec<(SocketAddr, Vec<std::net::TcpListener>)>, EngineError> {
-    for &addr in addrs {
-        if inherited.has(addr) || held.iter().any(|h| binds_overlap(*h, addr)) {
+) -> Result<Vec<(SocketKey, Vec<BoundSocket>)>, EngineError> {
+    for &(transport, addr) in keys {
+        let ours = held.iter().any(|&(t, h)| t == transport && binds_overlap(h, addr));
+        if inherited.has(transport, addr) || ours {
             continue;
         }
-        probe_unused(addr).map_err(|error| match error.kind() {
-            std::io::ErrorKind::AddrInUse => EngineError::InUse { addr },
-            _ => EngineError::Bind { addr, error },
+        probe_unused(transport, addr).map_err(|error| match error.kind() {
+            std::io::ErrorKind::AddrInUse => EngineError::InUse { transport, addr },
+            _ => EngineError::Bind { transport, addr, error },
         })?;
     }
-    addrs
-        .iter()
-        .map(|&addr| {
-            let mut sockets = inherited.take(addr);
+    keys.iter()
+        .map(|&(transport, addr)| {
+            let mut sockets = inherited.take(transport, addr);
             while sockets.len() < workers {
-                sockets.push(bind_reuseport(addr).map_err(|error| EngineError::Bind { addr, error })?);
+                let socket =
+                    bind_socket(transport, addr).map_err(|error| EngineError::Bind { transport, addr, error })?;
+                sockets.push(socket);
             }
-            Ok((addr, sockets))
+            Ok(((transport, addr), sockets))
         })
         .collect()
 }
 
 /// A duplicate of every socket, kept by the engine for a later handover.
 fn handover_copies(
-    sockets: &[(SocketAddr, Vec<std::net::TcpListener>)],
-) -> Result<HashMap<SocketAddr, Vec<std::net::TcpListener>>, EngineError> {
+    sockets: &[(SocketKey, Vec<BoundSocket>)],
+) -> Result<HashMap<SocketKey, Vec<BoundSocket>>, EngineError> {
     sockets
         .iter()
-        .map(|(addr, list)| {
+        .map(|&((transport, addr), ref list)| {
             let copies = list
                 .iter()
-                .map(|s| s.try_clone().map_err(|error| EngineError::Bind { addr: *addr, error }))
+                .map(|s| {
+                    s.try_clone()
+                        .map_err(|error| EngineError::Bind { transport, addr, error })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok((*addr, copies))
+            Ok(((transport, addr), copies))
         })
         .collect()
 }
@@ -240,14 +262,11 @@ fn handover_copies(
 /// Deals the sockets out to `workers` workers: socket i of an address to worker i % workers,
 /// so that a worker may accept on more than one socket of an address (when more were inherited
 /// than there are workers now; closing the extra ones would drop the connections queued on them).
-fn deal(
-    sockets: Vec<(SocketAddr, Vec<std::net::TcpListener>)>,
-    workers: usize,
-) -> Vec<Vec<(SocketAddr, std::net::TcpListener)>> {
+fn deal(sockets: Vec<(SocketKey, Vec<BoundSocket>)>, workers: usize) -> Vec<Vec<(SocketKey, BoundSocket)>> {
     let mut per_worker: Vec<Vec<_>> = (0..workers).map(|_| Vec::new()).collect();
-    for (addr, list) in sockets {
+    for (key, list) in sockets {
         for (i, socket) in list.into_iter().enumerate() {
-            per_worker[i % workers].push((addr, socket));
+            per_worker[i % workers].push((key, socket));
         }
     }
     per_worker
@@ -322,11 +341,12 @@ mod tests {
     fn a_bind_error_says_its_reason_once() {
         let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = held.local_addr().unwrap();
-        let err = bind_all(&[addr], 2, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
+        let tcp = |addr| [(Transport::Tcp, addr)];
+        let err = bind_all(&tcp(addr), 2, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
         assert_eq!(err.to_string(), format!("{addr}: already in use by another process"));
         // Not an address of this machine: the reason is in the message, and no source repeats it.
         let addr: SocketAddr = "192.0.2.1:1".parse().unwrap();
-        let err = bind_all(&[addr], 1, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
+        let err = bind_all(&tcp(addr), 1, &HashSet::new(), &mut InheritedSockets::default()).unwrap_err();
         let text = err.to_string();
         assert!(text.starts_with("cannot listen on 192.0.2.1:1: "), "{text}");
         assert!(std::error::Error::source(&err).is_none(), "{text}");
@@ -337,10 +357,11 @@ mod tests {
         let held = bind_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
         let addr = held.local_addr().unwrap();
         let mut inherited = InheritedSockets::default();
-        assert_eq!(inherited.add(held.try_clone().unwrap()).unwrap(), addr);
+        let handed = socket2::Socket::from(held.try_clone().unwrap());
+        assert_eq!(inherited.add(handed).unwrap(), (Transport::Tcp, addr));
         // Another socket holds the address (`held`), yet the handed-over one makes it ours: no
         // "already in use", and two more are bound beside it for three workers.
-        let sockets = bind_all(&[addr], 3, &HashSet::new(), &mut inherited).unwrap();
+        let sockets = bind_all(&[(Transport::Tcp, addr)], 3, &HashSet::new(), &mut inherited).unwrap();
         assert_eq!(sockets.len(), 1);
         assert_eq!(sockets[0].1.len(), 3);
         assert!(inherited.is_empty());

@@ -2,19 +2,21 @@
 
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
 use rampart_proxy::conn::{self, BoundListener};
+use rampart_proxy::http::h3::QuicListener;
 use rampart_proxy::session_log::SessionLogSink;
 use rampart_proxy::worker::{WorkerContext, WorkerCounters};
 use rampart_proxy::Snapshot;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, Notify};
 use tokio::task::JoinHandle;
+
+use crate::{BoundSocket, SocketKey};
 
 /// Threads of a worker's blocking pool. It runs the slow work that must not hold the worker's
 /// thread: password hash checks (`basic_auth`, which also bounds how many it queues) and host
@@ -28,8 +30,8 @@ const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Messages from the control plane.
 pub(crate) enum Command {
-    Listen(SocketAddr, std::net::TcpListener),
-    Unlisten(SocketAddr),
+    Listen(SocketKey, BoundSocket),
+    Unlisten(SocketKey),
     /// Stop accepting; exit once open connections finish or the deadline passes.
     Drain(Instant),
 }
@@ -41,7 +43,7 @@ pub(crate) struct WorkerSetup {
     pub counters: Arc<WorkerCounters>,
     pub session_log: SessionLogSink,
     pub commands: mpsc::UnboundedReceiver<Command>,
-    pub sockets: Vec<(SocketAddr, std::net::TcpListener)>,
+    pub sockets: Vec<(SocketKey, BoundSocket)>,
 }
 
 /// Counts a worker's live connection tasks and wakes the drain when the last one ends.
@@ -116,9 +118,9 @@ async fn serve(mut setup: WorkerSetup) {
     let live = Rc::new(LiveTasks::default());
     // An address may have more than one socket in a worker (more were handed over in an upgrade
     // than there are workers now).
-    let mut accept_loops: HashMap<SocketAddr, Vec<JoinHandle<()>>> = HashMap::new();
-    for (addr, socket) in std::mem::take(&mut setup.sockets) {
-        listen(&mut accept_loops, &ctx, &live, addr, socket);
+    let mut accept_loops: HashMap<SocketKey, Vec<JoinHandle<()>>> = HashMap::new();
+    for (key, socket) in std::mem::take(&mut setup.sockets) {
+        listen(&mut accept_loops, &ctx, &live, key, socket);
     }
     let housekeeper = {
         let (ctx, live) = (ctx.clone(), live.clone());
@@ -139,9 +141,9 @@ async fn serve(mut setup: WorkerSetup) {
     let waker = tokio::task::spawn_local(wake_parked(ctx.clone(), live.clone()));
     let deadline = loop {
         match setup.commands.recv().await {
-            Some(Command::Listen(addr, socket)) => listen(&mut accept_loops, &ctx, &live, addr, socket),
-            Some(Command::Unlisten(addr)) => {
-                for task in accept_loops.remove(&addr).unwrap_or_default() {
+            Some(Command::Listen(key, socket)) => listen(&mut accept_loops, &ctx, &live, key, socket),
+            Some(Command::Unlisten(key)) => {
+                for task in accept_loops.remove(&key).unwrap_or_default() {
                     task.abort();
                 }
             }
@@ -177,12 +179,27 @@ async fn serve(mut setup: WorkerSetup) {
 }
 
 fn listen(
-    loops: &mut HashMap<SocketAddr, Vec<JoinHandle<()>>>,
+    loops: &mut HashMap<SocketKey, Vec<JoinHandle<()>>>,
     ctx: &Rc<WorkerContext>,
     live: &Rc<LiveTasks>,
-    addr: SocketAddr,
-    socket: std::net::TcpListener,
+    key: SocketKey,
+    socket: BoundSocket,
 ) {
+    let addr = key.1;
+    let socket = match socket {
+        BoundSocket::Tcp(socket) => socket,
+        BoundSocket::Udp(socket) => {
+            // HTTP/3: QUIC for the HTTP listener on the same address.
+            match QuicListener::new(ctx, addr, socket) {
+                Ok(quic) => {
+                    let task = tokio::task::spawn_local(quic_accept_loop(ctx.clone(), live.clone(), Rc::new(quic)));
+                    loops.entry(key).or_default().push(task);
+                }
+                Err(e) => tracing::error!("worker {}: HTTP/3 on {addr}: {e}", ctx.id),
+            }
+            return;
+        }
+    };
     let Some(bound) = BoundListener::new(&ctx.counters, &ctx.snapshot(), addr) else {
         tracing::error!("worker {}: no listener for {addr} in the current config", ctx.id);
         return;
@@ -195,7 +212,20 @@ fn listen(
         }
     };
     let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), bound, listener));
-    loops.entry(addr).or_default().push(task);
+    loops.entry(key).or_default().push(task);
+}
+
+/// Takes QUIC connections on one UDP socket and serves each in its own task. Aborting the loop
+/// drops the listener, which refuses new connections; open ones go on.
+async fn quic_accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, quic: Rc<QuicListener>) {
+    while let Some(incoming) = quic.accept(&ctx).await {
+        let guard = TaskGuard::new(&live);
+        let (ctx, quic) = (ctx.clone(), quic.clone());
+        tokio::task::spawn_local(async move {
+            let _guard = guard;
+            quic.serve(&ctx, incoming).await;
+        });
+    }
 }
 
 async fn accept_loop(ctx: Rc<WorkerContext>, live: Rc<LiveTasks>, bound: Rc<BoundListener>, listener: TcpListener) {

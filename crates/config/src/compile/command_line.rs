@@ -27,6 +27,8 @@ pub struct SimpleL4 {
     pub access_log: Option<(std::path::PathBuf, String)>,
     /// HTTP only: the upstream's `protocol` (`http1`, `h2c`, `h2`, `auto`), when not the default.
     pub upstream_protocol: Option<String>,
+    /// `--http3`: HTTP/3 on the listener's port over UDP.
+    pub http3: bool,
     /// TCP only: TLS passed through by SNI, `(name or *.wildcard, HOST:PORT)` in order; the
     /// targets above are then the default for other connections (none: they are closed).
     pub sni: Vec<(String, String)>,
@@ -147,6 +149,9 @@ impl SimpleL4 {
             "\nprotocol = \"{}\"\n",
             if self.http { "http" } else { "tcp" }
         ));
+        if self.http3 {
+            w.push("http3 = true\n");
+        }
         if !self.targets.is_empty() {
             w.push("upstream = \"default\"\n");
         }
@@ -290,6 +295,7 @@ mod tests {
             acme: None,
             access_log: None,
             upstream_protocol: None,
+            http3: false,
             sni: Vec::new(),
         }
     }

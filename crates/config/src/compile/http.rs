@@ -107,6 +107,9 @@ impl Checker<'_> {
             access_log,
             unrouted: live.route_metrics(name, ""),
             http2: self.http2(l),
+            // Set by the listener once its TLS and address are known (`Checker::http3`).
+            http3: None,
+            alt_svc: None,
             trusted_proxies: self.networks(&l.trusted_proxies),
             error_pages,
         })

@@ -475,6 +475,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         tls: vec![("certs/a b.pem".into(), "certs/a.key".into())],
         access_log: Some(("/tmp/rampart-access.log".into(), "combined".into())),
         upstream_protocol: Some("h2c".into()),
+        http3: false,
         sni: Vec::new(),
         acme: None,
     };

@@ -186,6 +186,7 @@ async fn a_command_line_with_no_certificate_has_nothing_to_reload() {
         tls: Vec::new(),
         access_log: None,
         upstream_protocol: None,
+        http3: false,
         sni: Vec::new(),
         acme: None,
     };

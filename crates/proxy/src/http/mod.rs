@@ -52,6 +52,7 @@ pub mod filter;
 pub mod h1;
 pub mod h2;
 pub mod h2pool;
+pub mod h3;
 pub mod head_out;
 pub mod iobuf;
 pub mod local;

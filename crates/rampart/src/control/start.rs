@@ -276,7 +276,7 @@ fn start_admin(
         return Ok(None);
     };
     if let Some(socket) = socket {
-        handover.sockets.add(socket)?;
+        handover.sockets.add(socket.into())?;
     }
     let copy = admin::start(&settings.listen, admin.clone(), handover)?;
     tracing::info!("admin API on {}", settings.listen);

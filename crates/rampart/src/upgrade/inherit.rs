@@ -13,7 +13,8 @@ use super::{FDS_VAR, READY, READY_FD_VAR};
 /// What the process this one replaces handed over; empty for a process started by hand.
 #[derive(Debug, Default)]
 pub struct Handover {
-    /// TCP listening sockets, by address (the listeners', and a TCP admin listener's).
+    /// IP sockets, by transport and address (the listeners' TCP and UDP ones, and a TCP admin
+    /// listener's).
     pub sockets: InheritedSockets,
     /// Unix listening sockets (an admin listener on `unix:PATH`).
     unix: Vec<(std::path::PathBuf, std::os::unix::net::UnixListener)>,
@@ -42,8 +43,8 @@ impl Handover {
                 .local_addr()
                 .with_context(|| format!("{FDS_VAR}: descriptor {fd} is not a socket"))?;
             if let Some(addr) = local.as_socket() {
-                handover.sockets.add(socket.into())?;
-                tracing::debug!("took over the listening socket {addr} (descriptor {fd})");
+                let (transport, _) = handover.sockets.add(socket)?;
+                tracing::debug!("took over the {transport:?} socket {addr} (descriptor {fd})");
             } else if let Some(path) = local.as_pathname() {
                 let path = path.to_path_buf();
                 handover.unix.push((path, OwnedFd::from(socket).into()));
@@ -64,7 +65,7 @@ impl Handover {
 
     /// The handed-over TCP socket bound to `addr`, if any (the admin listener's).
     pub fn take_tcp(&mut self, addr: SocketAddr) -> Option<std::net::TcpListener> {
-        self.sockets.take(addr).pop()
+        self.sockets.take_tcp(addr)
     }
 
     /// The handed-over unix socket bound to `path`, if any.
