@@ -20,6 +20,9 @@ pub struct Http3Settings {
     /// Streams a client may reset in one second before its connection is closed (as
     /// `http2_max_resets_per_second`).
     pub max_resets_per_second: u32,
+    /// Every new client proves its address first (a Retry round trip), not only when many
+    /// handshakes are in flight (`http3_retry = "always"`).
+    pub always_retry: bool,
 }
 
 impl Default for Http3Settings {
@@ -31,6 +34,7 @@ impl Default for Http3Settings {
             idle_timeout: crate::defaults::HTTP3_IDLE_TIMEOUT,
             early_data: false,
             max_resets_per_second: crate::defaults::HTTP2_MAX_RESETS_PER_SECOND,
+            always_retry: false,
         }
     }
 }

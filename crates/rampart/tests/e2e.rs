@@ -28,6 +28,8 @@ mod grafana_dashboard;
 mod health_h2c;
 #[path = "http2/main.rs"]
 mod http2;
+#[path = "http3/main.rs"]
+mod http3;
 mod http_balancing;
 mod http_cache;
 mod http_errors;

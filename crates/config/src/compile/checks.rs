@@ -28,7 +28,7 @@ impl Checker<'_> {
         if is_http(l) != Some(false) {
             return;
         }
-        let keys: [(&str, Option<Range<usize>>); 21] = [
+        let keys: [(&str, Option<Range<usize>>); 22] = [
             ("filters", l.filters.first().map(Spanned::span)),
             ("error_pages", l.error_pages.keys().next().map(Spanned::span)),
             ("trusted_proxies", l.trusted_proxies.first().map(Spanned::span)),
@@ -73,6 +73,7 @@ impl Checker<'_> {
                 "http3_max_resets_per_second",
                 l.http3_max_resets_per_second.as_ref().map(Spanned::span),
             ),
+            ("http3_retry", l.http3_retry.as_ref().map(Spanned::span)),
             ("alt_svc", l.alt_svc.as_ref().map(Spanned::span)),
         ];
         for (key, span) in keys {

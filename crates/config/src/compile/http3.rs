@@ -65,6 +65,7 @@ impl Checker<'_> {
                 "http3_max_resets_per_second",
                 l.http3_max_resets_per_second.as_ref().map(Spanned::span),
             ),
+            ("http3_retry", l.http3_retry.as_ref().map(Spanned::span)),
         ];
         if !on {
             for (key, span) in keys {
@@ -95,6 +96,17 @@ impl Checker<'_> {
         let window = |s: &mut Self, v: &Option<Spanned<String>>, default: u32| {
             s.size(v, default as usize, 16 << 10, (1 << 30) - 1) as u32
         };
+        let always_retry = match l.http3_retry.as_ref().map(|v| (v.get_ref().as_str(), v.span())) {
+            None | Some(("under_load", _)) => false,
+            Some(("always", _)) => true,
+            Some((other, span)) => {
+                self.error(
+                    span,
+                    format!("unknown http3_retry `{other}` (expected \"under_load\" or \"always\")"),
+                );
+                false
+            }
+        };
         let settings = Http3Settings {
             max_concurrent_streams,
             stream_window: window(self, &l.http3_stream_window, d.stream_window),
@@ -102,7 +114,11 @@ impl Checker<'_> {
             idle_timeout: self.duration(&l.http3_idle_timeout, d.idle_timeout),
             early_data: l.http3_early_data.as_ref().is_some_and(|v| *v.get_ref()),
             max_resets_per_second,
+            always_retry,
         };
         (Some(settings), alt_svc)
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,6 +27,8 @@ pub enum Reply {
     ChunkedDownload(u64),
     /// `101 Switching Protocols`, then echo bytes both ways until EOF.
     Upgrade,
+    /// 200 with `LENGTH SHA256-HEX\n` of the request body it read (whole uploads checked).
+    Digest,
 }
 
 pub struct HttpBackend {
@@ -124,13 +126,15 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
         let mut head_text = String::from_utf8_lossy(&buf[..head.len]).into_owned();
         let _ = heads.send(head_text.clone());
         buf.drain(..head.len);
-        // Read the body.
+        // Read the body, hashing it.
         let mut body_len = 0u64;
+        let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
         match head.framing {
             Framing::Length(n) => {
                 // Counted and discarded, so that large uploads cost no memory here.
                 let mut left = n;
                 let take = (buf.len() as u64).min(left) as usize;
+                sha2::Digest::update(&mut hasher, &buf[..take]);
                 buf.drain(..take);
                 left -= take as u64;
                 while left > 0 {
@@ -138,6 +142,7 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
                         Ok(0) | Err(_) => return,
                         Ok(k) => {
                             let take = (k as u64).min(left) as usize;
+                            sha2::Digest::update(&mut hasher, &chunk[..take]);
                             left -= take as u64;
                             buf.extend_from_slice(&chunk[take..k]);
                         }
@@ -150,10 +155,9 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
                 // A trailer section is echoed behind the head.
                 let mut trailers = Vec::new();
                 loop {
-                    let decoded = d.decode(&buf, |part| {
-                        if let ChunkedPart::Trailer(t) = part {
-                            trailers.extend_from_slice(t);
-                        }
+                    let decoded = d.decode(&buf, |part| match part {
+                        ChunkedPart::Trailer(t) => trailers.extend_from_slice(t),
+                        ChunkedPart::Data(data) => sha2::Digest::update(&mut hasher, data),
                     });
                     let (used, p) = match decoded {
                         Ok(x) => x,
@@ -172,6 +176,18 @@ fn serve(mut conn: TcpStream, heads: Sender<String>, reply: Reply) {
                 body_len = d.declared_size();
             }
             _ => {}
+        }
+        if let Reply::Digest = reply {
+            let digest: Vec<String> = sha2::Digest::finalize(hasher)
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            let said = format!("{body_len} {}\n", digest.concat());
+            let response = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{said}", said.len());
+            if conn.write_all(response.as_bytes()).is_err() || !req.keep_alive {
+                return;
+            }
+            continue;
         }
         if !answer(&mut conn, &reply, &head_text, body_len, &buf) {
             return;
@@ -231,6 +247,8 @@ fn answer(conn: &mut TcpStream, reply: &Reply, head: &str, body_len: u64, rest: 
             }
             false
         }
+        // Answered before `answer` is called.
+        Reply::Digest => false,
     }
 }
 

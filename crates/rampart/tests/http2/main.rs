@@ -6,7 +6,7 @@ use crate::common;
 mod clients;
 mod protections;
 mod reload;
-mod upstream;
+pub(crate) mod upstream;
 
 use std::path::Path;
 use std::process::Command;

@@ -14,7 +14,7 @@ use super::gateway;
 
 /// How the test backend behaves.
 #[derive(Clone, Copy)]
-enum Behaviour {
+pub(crate) enum Behaviour {
     /// `200`, body `path`, trailer `grpc-status: 0`.
     Trailers,
     /// The first stream this backend sees is refused (REFUSED_STREAM).
@@ -25,15 +25,15 @@ enum Behaviour {
     EchoBody,
 }
 
-struct H2Backend {
-    addr: SocketAddr,
+pub(crate) struct H2Backend {
+    pub(crate) addr: SocketAddr,
     connections: Arc<AtomicUsize>,
     /// Connections that ended (the proxy closed them).
     closed: Arc<AtomicUsize>,
 }
 
 impl H2Backend {
-    fn start(behaviour: Behaviour) -> H2Backend {
+    pub(crate) fn start(behaviour: Behaviour) -> H2Backend {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         listener.set_nonblocking(true).unwrap();

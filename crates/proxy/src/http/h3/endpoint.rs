@@ -18,6 +18,7 @@ use rampart_model::http3::Http3Settings;
 use rampart_model::metrics::RefusedReason;
 use rampart_model::{ListenerKey, Snapshot, Transport};
 
+use super::socket::StoppableSocket;
 use super::ConnInfo;
 use crate::slot::{BoundListener, ConnSlot};
 use crate::tls::info::{client_cert_header, TlsInfo};
@@ -60,6 +61,7 @@ pub enum QuicSetupError {
 /// One worker's QUIC endpoint for the HTTP listener bound to `addr`.
 pub struct QuicListener {
     endpoint: quinn::Endpoint,
+    socket: Arc<StoppableSocket>,
     addr: SocketAddr,
     bound: Rc<BoundListener>,
     /// The snapshot generation the endpoint's server configuration was built from.
@@ -77,9 +79,11 @@ impl QuicListener {
         let bound = BoundListener::new(&ctx.counters, &snapshot, addr).ok_or(QuicSetupError::NoListener(addr))?;
         let config = EndpointConfig::new(reset_key());
         let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
-        let endpoint = quinn::Endpoint::new(config, Some(server), socket, runtime)?;
+        let socket = Arc::new(StoppableSocket::new(runtime.wrap_udp_socket(socket)?));
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(config, Some(server), socket.clone(), runtime)?;
         Ok(QuicListener {
             endpoint,
+            socket,
             addr,
             bound,
             generation: Cell::new(snapshot.generation),
@@ -116,7 +120,8 @@ impl QuicListener {
         };
         let metrics = listener.metrics.clone();
         let cells = metrics.worker(ctx.id);
-        if !incoming.remote_address_validated() && self.handshakes.get() >= RETRY_ABOVE_HANDSHAKES {
+        let under_load = self.handshakes.get() >= RETRY_ABOVE_HANDSHAKES;
+        if !incoming.remote_address_validated() && (settings.always_retry || under_load) {
             // Under load: the client proves its address with a Retry round trip first.
             if incoming.may_retry() {
                 let _ = incoming.retry();
@@ -188,6 +193,17 @@ impl QuicListener {
     }
 }
 
+impl QuicListener {
+    /// A binary upgrade gave the socket to a new process: no datagram is read here any more, and
+    /// every connection is closed at once (H3_NO_ERROR), so that its client opens a new one,
+    /// which reaches the new process. Requests in flight on them are lost; see docs/http3.md.
+    pub fn hand_over(&self) {
+        self.socket.stop_reading();
+        self.endpoint
+            .close(VarInt::from_u32(super::code::NO_ERROR), b"server upgraded");
+    }
+}
+
 impl Drop for QuicListener {
     /// The listener is gone (a reload, or the worker drains): new connections are refused, open
     /// ones go on until they end.
@@ -238,11 +254,41 @@ fn server_config(snapshot: &Snapshot, addr: SocketAddr) -> Result<quinn::ServerC
     };
     let mut rustls_config = (*tls.config).clone();
     rustls_config.alpn_protocols = vec![b"h3".to_vec()];
-    rustls_config.max_early_data_size = if settings.early_data { u32::MAX } else { 0 };
+    if settings.early_data {
+        // 0-RTT needs resumption the server keeps state for: each session in the listener's
+        // session cache is taken once, so a replayed ClientHello finds none (rustls refuses
+        // early data on stateless tickets, which any number of replays could present).
+        rustls_config.max_early_data_size = u32::MAX;
+        rustls_config.ticketer = Arc::new(NoTickets);
+    } else {
+        rustls_config.max_early_data_size = 0;
+    }
     let crypto = QuicServerConfig::try_from(rustls_config).map_err(|e| QuicSetupError::Tls(e.to_string()))?;
     let mut server = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     server.transport_config(Arc::new(transport(settings)));
     Ok(server)
+}
+
+/// Session tickets off: resumption goes through the session cache (see `server_config`).
+#[derive(Debug)]
+struct NoTickets;
+
+impl rustls::server::ProducesTickets for NoTickets {
+    fn enabled(&self) -> bool {
+        false
+    }
+
+    fn lifetime(&self) -> u32 {
+        0
+    }
+
+    fn encrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
+
+    fn decrypt(&self, _: &[u8]) -> Option<Vec<u8>> {
+        None
+    }
 }
 
 /// QUIC transport limits from the listener's HTTP/3 settings.

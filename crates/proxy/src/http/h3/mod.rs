@@ -32,12 +32,14 @@ use crate::worker::WorkerContext;
 
 mod downstream;
 pub mod endpoint;
+mod socket;
 mod stream;
 
 pub use endpoint::QuicListener;
 
 /// HTTP/3 error codes (RFC 9114 §8.1) Rampart sends.
 pub(crate) mod code {
+    pub const NO_ERROR: u32 = 0x100;
     pub const INTERNAL_ERROR: u32 = 0x102;
     pub const EXCESSIVE_LOAD: u32 = 0x107;
     pub const REQUEST_CANCELLED: u32 = 0x10c;
@@ -114,14 +116,11 @@ pub(crate) async fn serve(
         tokio::select! {
             biased;
             Some(()) = streams.next(), if !streams.is_empty() => {}
-            // 0-RTT: the handshake's confirmation ends early data.
-            _ = async { confirmed.as_mut().expect("guarded").await }, if confirmed.is_some() => {
-                confirmed = None;
-                info.early.set(false);
-            }
+            // Streams before the handshake's confirmation: one that was opened in early data is
+            // never taken for one opened after it (at worst the reverse, which is safe).
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    streams.push(stream::serve(ctx, &info, resolver));
+                    streams.push(Box::pin(stream::serve(ctx, &info, resolver, info.early.get())));
                     if streams.len() > max_in_flight {
                         info.calm.set(true);
                     }
@@ -133,6 +132,11 @@ pub(crate) async fn serve(
                     break;
                 }
             },
+            // 0-RTT: the handshake's confirmation ends early data.
+            _ = async { confirmed.as_mut().expect("guarded").await }, if confirmed.is_some() => {
+                confirmed = None;
+                info.early.set(false);
+            }
             _ = tick.tick() => {
                 if !shutting_down && ctx.http.parking.is_closed() {
                     // Draining: the requests in flight are answered, no new one is taken.

@@ -63,8 +63,9 @@ fn usually_bodiless(method: &http::Method) -> bool {
     )
 }
 
-/// Handles one stream from its head to its end.
-pub(super) async fn serve(ctx: &WorkerContext, info: &ConnInfo, resolver: Resolver) {
+/// Handles one stream from its head to its end. `early`: it was opened before the handshake was
+/// confirmed (0-RTT), so it may be a replay.
+pub(super) async fn serve(ctx: &WorkerContext, info: &ConnInfo, resolver: Resolver, early: bool) {
     let (request, stream) = match resolver.resolve_request().await {
         Ok(resolved) => resolved,
         Err(e) => {
@@ -146,7 +147,7 @@ pub(super) async fn serve(ctx: &WorkerContext, info: &ConnInfo, resolver: Resolv
     match head {
         Ok(head) => {
             let safe = matches!(head.method(), b"GET" | b"HEAD" | b"OPTIONS");
-            if info.early.get() && !safe {
+            if early && !safe {
                 // RFC 8470: a request that changes state is not taken from early data, which an
                 // attacker can replay; the client sends it again after the handshake.
                 let too_early = HttpError::Filtered {
@@ -172,6 +173,10 @@ pub(super) async fn serve(ctx: &WorkerContext, info: &ConnInfo, resolver: Resolv
             rctx.fail(HttpError::BadRequestBody);
             conn.finish(None, &rctx, &mut run);
         }
+    }
+    if rctx.error == Some(HttpError::ClientGone) {
+        // The client let go of the stream before its answer: counted as HTTP/2's resets are.
+        info.count_reset();
     }
     conn.stream.end(&rctx).await;
     conn.release_idle();
@@ -224,14 +229,16 @@ pub(super) fn pack(map: &http::HeaderMap) -> Trailers {
 }
 
 impl H3Stream<'_> {
-    /// Ends the stream after the request was handled: finished where the response is whole,
+    /// Ends the stream after the request was handled: finished where the response is whole
+    /// (all of a known length sent, or an unknown length the upstream ended without error),
     /// reset where it failed or never began.
     async fn end(&mut self, rctx: &RequestContext) {
         if self.ended {
             return;
         }
         self.ended = true;
-        if !self.head_sent || rctx.error.is_some() {
+        let whole = self.left == Some(0) || (self.left.is_none() && rctx.error.is_none());
+        if !self.head_sent || !whole {
             let code = match rctx.error {
                 Some(HttpError::ClientGone) => code::REQUEST_CANCELLED,
                 _ => code::INTERNAL_ERROR,
