@@ -187,12 +187,23 @@ impl Engine {
 
     /// Stops accepting everywhere, lets open connections finish for up to `drain`, then stops
     /// the workers (closing what is still open). Returns the connections that were cut.
-    pub fn shutdown(mut self, drain: Duration) -> u64 {
+    pub fn shutdown(self, drain: Duration) -> u64 {
+        self.stop(drain, false)
+    }
+
+    /// [`Engine::shutdown`] after a binary upgrade handed the sockets to a new process: UDP
+    /// sockets are no longer read at all (each datagram now belongs to the new process), so the
+    /// HTTP/3 connections here are closed at once rather than drained.
+    pub fn shutdown_handed_over(self, drain: Duration) -> u64 {
+        self.stop(drain, true)
+    }
+
+    fn stop(mut self, drain: Duration, handed_over: bool) -> u64 {
         let deadline = Instant::now() + drain;
         // After a binary upgrade the new process holds these sockets; here they only close.
         self.handover.clear();
         for w in &self.workers {
-            let _ = w.commands.send(Command::Drain(deadline));
+            let _ = w.commands.send(Command::Drain { deadline, handed_over });
         }
         let mut cut = 0;
         for w in self.workers {

@@ -32,8 +32,12 @@ const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(1);
 pub(crate) enum Command {
     Listen(SocketKey, BoundSocket),
     Unlisten(SocketKey),
-    /// Stop accepting; exit once open connections finish or the deadline passes.
-    Drain(Instant),
+    /// Stop accepting; exit once open connections finish or the deadline passes. `handed_over`:
+    /// a new process has the sockets (UDP ones are no longer read here).
+    Drain {
+        deadline: Instant,
+        handed_over: bool,
+    },
 }
 
 pub(crate) struct WorkerSetup {
@@ -118,9 +122,9 @@ async fn serve(mut setup: WorkerSetup) {
     let live = Rc::new(LiveTasks::default());
     // An address may have more than one socket in a worker (more were handed over in an upgrade
     // than there are workers now).
-    let mut accept_loops: HashMap<SocketKey, Vec<JoinHandle<()>>> = HashMap::new();
+    let mut loops = Loops::default();
     for (key, socket) in std::mem::take(&mut setup.sockets) {
-        listen(&mut accept_loops, &ctx, &live, key, socket);
+        listen(&mut loops, &ctx, &live, key, socket);
     }
     let housekeeper = {
         let (ctx, live) = (ctx.clone(), live.clone());
@@ -141,19 +145,28 @@ async fn serve(mut setup: WorkerSetup) {
     let waker = tokio::task::spawn_local(wake_parked(ctx.clone(), live.clone()));
     let deadline = loop {
         match setup.commands.recv().await {
-            Some(Command::Listen(key, socket)) => listen(&mut accept_loops, &ctx, &live, key, socket),
+            Some(Command::Listen(key, socket)) => listen(&mut loops, &ctx, &live, key, socket),
             Some(Command::Unlisten(key)) => {
-                for task in accept_loops.remove(&key).unwrap_or_default() {
+                for task in loops.tasks.remove(&key).unwrap_or_default() {
                     task.abort();
                 }
+                loops.quic.remove(&key);
             }
-            Some(Command::Drain(deadline)) => break deadline,
+            Some(Command::Drain { deadline, handed_over }) => {
+                if handed_over {
+                    for quic in loops.quic.values().flatten() {
+                        quic.hand_over();
+                    }
+                }
+                break deadline;
+            }
             None => break Instant::now(),
         }
     };
-    for task in accept_loops.drain().flat_map(|(_, tasks)| tasks) {
+    for task in loops.tasks.drain().flat_map(|(_, tasks)| tasks) {
         task.abort();
     }
+    drop(loops);
     // Idle keep-alive connections close now; busy ones close after their current request.
     waker.abort();
     ctx.begin_drain();
@@ -178,13 +191,14 @@ async fn serve(mut setup: WorkerSetup) {
     ctx.flush_log_lines();
 }
 
-fn listen(
-    loops: &mut HashMap<SocketKey, Vec<JoinHandle<()>>>,
-    ctx: &Rc<WorkerContext>,
-    live: &Rc<LiveTasks>,
-    key: SocketKey,
-    socket: BoundSocket,
-) {
+/// A worker's accept loops by socket, and its QUIC endpoints (told apart for a handover).
+#[derive(Default)]
+struct Loops {
+    tasks: HashMap<SocketKey, Vec<JoinHandle<()>>>,
+    quic: HashMap<SocketKey, Vec<Rc<QuicListener>>>,
+}
+
+fn listen(loops: &mut Loops, ctx: &Rc<WorkerContext>, live: &Rc<LiveTasks>, key: SocketKey, socket: BoundSocket) {
     let addr = key.1;
     let socket = match socket {
         BoundSocket::Tcp(socket) => socket,
@@ -192,8 +206,10 @@ fn listen(
             // HTTP/3: QUIC for the HTTP listener on the same address.
             match QuicListener::new(ctx, addr, socket) {
                 Ok(quic) => {
-                    let task = tokio::task::spawn_local(quic_accept_loop(ctx.clone(), live.clone(), Rc::new(quic)));
-                    loops.entry(key).or_default().push(task);
+                    let quic = Rc::new(quic);
+                    let task = tokio::task::spawn_local(quic_accept_loop(ctx.clone(), live.clone(), quic.clone()));
+                    loops.tasks.entry(key).or_default().push(task);
+                    loops.quic.entry(key).or_default().push(quic);
                 }
                 Err(e) => tracing::error!("worker {}: HTTP/3 on {addr}: {e}", ctx.id),
             }
@@ -212,7 +228,7 @@ fn listen(
         }
     };
     let task = tokio::task::spawn_local(accept_loop(ctx.clone(), live.clone(), bound, listener));
-    loops.entry(key).or_default().push(task);
+    loops.tasks.entry(key).or_default().push(task);
 }
 
 /// Takes QUIC connections on one UDP socket and serves each in its own task. Aborting the loop

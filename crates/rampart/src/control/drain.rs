@@ -48,7 +48,10 @@ impl Control<'_> {
         );
         // The drain runs on a blocking thread; a second SIGINT or SIGTERM meanwhile quits at once.
         let cut = runtime.block_on(async {
-            let draining = tokio::task::spawn_blocking(move || engine.shutdown(drain_timeout));
+            let draining = tokio::task::spawn_blocking(move || match stop {
+                Stop::Upgraded => engine.shutdown_handed_over(drain_timeout),
+                Stop::Signal(_) => engine.shutdown(drain_timeout),
+            });
             let again = tokio::select! {
                 cut = draining => return cut.unwrap_or(0),
                 _ = signals.interrupt.recv() => "SIGINT",

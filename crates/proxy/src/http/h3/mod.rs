@@ -139,9 +139,10 @@ pub(crate) async fn serve(
             }
             _ = tick.tick() => {
                 if !shutting_down && ctx.http.parking.is_closed() {
-                    // Draining: the requests in flight are answered, no new one is taken.
+                    // Draining: the requests in flight are answered, no new one is taken. GOAWAY
+                    // names the first stream not processed: the one after the last accepted.
                     shutting_down = true;
-                    if h3.shutdown(0).await.is_err() {
+                    if h3.shutdown(1).await.is_err() {
                         break;
                     }
                 }
@@ -156,6 +157,8 @@ pub(crate) async fn serve(
     // What is still in flight ends with the connection (answered, if the client still listens).
     while streams.next().await.is_some() {}
     drop(h3);
+    // Said once more at the QUIC layer, so the client need not wait for its idle timeout.
+    conn.close(code::NO_ERROR.into(), b"");
     count_traffic(ctx, &info, &conn);
     drop(slot);
 }
