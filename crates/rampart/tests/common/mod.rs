@@ -4,8 +4,10 @@
 
 pub mod dns;
 pub mod h2_tls;
+pub mod h3;
 pub mod http;
 pub mod load;
+pub mod netns;
 pub mod pebble;
 pub mod scrape;
 pub mod servers;

@@ -73,7 +73,12 @@ pub fn client_config(ca: &Ca, early: bool) -> quinn::ClientConfig {
     let mut tls = (*ClientOpts::new(ca).tls13_only().alpn(&["h3"]).resume().build()).clone();
     tls.enable_early_data = early;
     let quic = quinn::crypto::rustls::QuicClientConfig::try_from(tls).unwrap();
-    quinn::ClientConfig::new(Arc::new(quic))
+    let mut config = quinn::ClientConfig::new(Arc::new(quic));
+    // A server that is not there is given up on within seconds (quinn's default is 30).
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_idle_timeout(Some(std::time::Duration::from_secs(3).try_into().unwrap()));
+    config.transport_config(Arc::new(transport));
+    config
 }
 
 /// A client endpoint on 127.0.0.1 with `config`.

@@ -8,7 +8,9 @@ use std::path::Path;
 use crate::common;
 
 mod client;
+mod lifecycle;
 mod protections;
+mod real_clients;
 mod serving;
 
 use common::tls::{Ca, CertSpec};
@@ -18,7 +20,6 @@ use common::{free_port, write_file, Rampart};
 pub struct Tls {
     pub table: String,
     pub ca: Ca,
-    #[allow(dead_code)] // for the command-line clients (`--ca`)
     pub ca_file: String,
 }
 
@@ -39,11 +40,16 @@ pub fn tls(dir: &Path) -> Tls {
 /// port, upstream `app` with `targets` and `upstream` lines. Returns the proxy, its port (TCP and
 /// UDP) and its TLS.
 pub fn gateway(dir: &Path, targets: &[String], listener: &str, upstream: &str) -> (Rampart, u16, Tls) {
+    gateway_on(dir, "127.0.0.1", targets, listener, upstream)
+}
+
+/// [`gateway`] on address `ip` (`0.0.0.0`: reachable from a test's network namespace too).
+pub fn gateway_on(dir: &Path, ip: &str, targets: &[String], listener: &str, upstream: &str) -> (Rampart, u16, Tls) {
     let port = free_port();
     let tls = tls(dir);
     let list: Vec<String> = targets.iter().map(|t| format!("\"{t}\"")).collect();
     let cfg = format!(
-        "[listeners.web]\nbind = \"127.0.0.1:{port}\"\nprotocol = \"http\"\nhttp3 = true\nupstream = \"app\"\n{listener}\n\n\
+        "[listeners.web]\nbind = \"{ip}:{port}\"\nprotocol = \"http\"\nhttp3 = true\nupstream = \"app\"\n{listener}\n\n\
          {}\n\n[upstreams.app]\ntargets = [{}]\n{upstream}\n",
         tls.table,
         list.join(", ")
