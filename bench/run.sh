@@ -83,6 +83,17 @@
 # p99, when the slow backend stopped getting requests:
 #   bench/run.sh badday                                  # 3 rounds of 10 s
 #   bench/run.sh badday --scenarios one-slow --rounds 1
+# UDP load balancing (bench/udp.py; DNS: dnsperf to one unbound on CPU 1 through Rampart's `protocol =
+# "udp"` listener, nginx `stream` `listen ... udp` with `proxy_responses 1`, and dnsdist, each one
+# worker on CPU 0; scripts/dns-tools installs unbound, kdig, dnsperf, dnsdist): queries/s and CPU
+# per query at saturation, then lost queries at a fixed rate (20,000/s: target 0):
+#   bench/run.sh udp                                     # 3 rounds of 10 s
+#   bench/run.sh udp --proxies nginx,dnsdist,direct --rounds 1 --duration 3 --rate 10000
+# HTTP/3 (bench/h3.py; Rampart `http3 = true` on a TLS listener beside Caddy's reverse_proxy with
+# HTTP/3, GOMAXPROCS=1, both to the nginx backend; h3load from bench/h3-stacks, built here, and
+# h2load over TLS to the same listeners): requests/s, p50/p99, CPU per request user and kernel apart:
+#   bench/run.sh h3                                      # h3-c16m10, h3-c64m1, h3-c16r1, h2-c16m10
+#   bench/run.sh h3 --scenarios h3-c16r1 --proxies caddy --rounds 1 --duration 3
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -160,6 +171,31 @@ fi
 if [ "${args[0]:-}" = cache ]; then
   command -v varnishd >/dev/null || echo "varnishd is not installed (Debian varnish): the cache bench runs without it" >&2
   exec python3 bench/cache.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = udp ]; then
+  exec python3 bench/udp.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = h3 ]; then
+  # Caddy (its service kept from starting, as scripts/servers does), and libclang for the bindgen
+  # step of quiche's boring-sys in bench/h3-stacks, whose h3load is built here (see its README).
+  h3need=()
+  command -v caddy >/dev/null || h3need+=(caddy)
+  ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || h3need+=(libclang1-14)
+  if [ ${#h3need[@]} -gt 0 ]; then
+    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo
+    own=""; [ -e /usr/sbin/policy-rc.d ] || own=1
+    if [ -n "$own" ]; then
+      printf '#!/bin/sh\nexit 101\n' | $SUDO tee /usr/sbin/policy-rc.d >/dev/null
+      $SUDO chmod 755 /usr/sbin/policy-rc.d
+    fi
+    apt-cache show "${h3need[@]}" >/dev/null 2>&1 || $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${h3need[@]}"
+    [ -z "$own" ] || $SUDO rm -f /usr/sbin/policy-rc.d
+  fi
+  gcc_inc=$(dirname "$(ls /usr/lib/gcc/x86_64-linux-gnu/*/include/stddef.h | head -1)")
+  (cd bench/h3-stacks && BINDGEN_EXTRA_CLANG_ARGS=${BINDGEN_EXTRA_CLANG_ARGS:--I$gcc_inc} \
+    cargo build --release --quiet --bin h3load)
+  exec python3 bench/h3.py --rampart "$rampart" "${args[@]:1}"
 fi
 if [ "${args[0]:-}" = static ]; then
   exec python3 bench/static.py --rampart "$rampart" "${args[@]:1}"
