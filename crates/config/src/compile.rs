@@ -217,6 +217,7 @@ impl Checker<'_> {
         let admin = raw.admin.as_ref().and_then(|a| self.admin(a));
         self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
+        self.udp_upstream_keys(&raw);
         if !self.errors.is_empty() {
             return None;
         }
@@ -255,7 +256,9 @@ impl Checker<'_> {
                 None
             }
         };
+        let udp = udp::is_udp(l);
         let protocol = match checks::is_http(l) {
+            _ if udp => self.udp_listener(name.get_ref(), l, names.upstreams),
             Some(true) => {
                 let known = if names.upstreams.is_empty() {
                     "none defined".to_string()
@@ -271,7 +274,10 @@ impl Checker<'_> {
                 if let Some(p) = &l.protocol {
                     self.error(
                         p.span(),
-                        format!("unsupported protocol `{}` (expected \"tcp\" or \"http\")", p.get_ref()),
+                        format!(
+                            "unsupported protocol `{}` (expected \"tcp\", \"http\" or \"udp\")",
+                            p.get_ref()
+                        ),
                     );
                 }
                 None
@@ -281,7 +287,12 @@ impl Checker<'_> {
         let max_connections = l.max_connections.as_ref().map_or(Some(defaults::MAX_CONNECTIONS), |m| {
             self.count(m, "max_connections", 1, 10_000_000)
         });
-        let idle_timeout = self.duration(&l.idle_timeout, defaults::IDLE_TIMEOUT);
+        let idle_default = if udp {
+            defaults::UDP_IDLE_TIMEOUT
+        } else {
+            defaults::IDLE_TIMEOUT
+        };
+        let idle_timeout = self.duration(&l.idle_timeout, idle_default);
         let buffer_size = self.size(&l.buffer_size, defaults::BUFFER_SIZE, 1024, 16 << 20);
         let proxy_header_timeout = self.duration(&l.proxy_header_timeout, defaults::PROXY_HEADER_TIMEOUT);
         let mut proxy_protocol_from = Vec::new();
@@ -481,6 +492,7 @@ mod log;
 pub(crate) mod suggest;
 mod tcp;
 mod tls;
+mod udp;
 pub use tls::files::Leaf;
 mod retry;
 mod split;

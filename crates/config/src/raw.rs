@@ -600,6 +600,8 @@ pub struct RawHealthCheck {
     pub http_host: Option<String>,
     /// Accepted statuses, `"200-399"` or `"204"`.
     pub expect_status: Option<Spanned<String>>,
+    /// Check with a DNS query for this name over UDP instead (UDP upstreams).
+    pub dns_query: Option<Spanned<String>>,
 }
 
 impl RawHeaderOps {

@@ -143,6 +143,7 @@ impl Source {
                 let bind = parse_bind(bind)?;
                 let spec = SimpleL4 {
                     http: false,
+                    udp: false,
                     bind,
                     targets,
                     policy: *policy,
@@ -302,6 +303,11 @@ pub fn summary(snapshot: &Snapshot) -> String {
                     l.name,
                     if l.tls.is_some() { ", tls" } else { "" },
                 )
+            }
+            ListenerProtocol::Udp { upstream } => {
+                let u = &snapshot.upstreams[*upstream];
+                let targets = targets_of(u.targets.len(), u.lookups.len());
+                format!("{} on {bind} (udp) -> {} ({targets})", l.name, u.name)
             }
             ListenerProtocol::Http(h) => format!(
                 "{} on {bind} (http{}{}, {})",

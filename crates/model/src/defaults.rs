@@ -5,6 +5,9 @@ use std::time::Duration;
 
 pub const MAX_CONNECTIONS: usize = 10_000;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// A UDP listener's sessions: nothing either way for this long ends one (Envoy's UDP proxy
+/// waits 60 s, nginx 10 min; DNS-style traffic wants far less).
+pub const UDP_IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 pub const BUFFER_SIZE: usize = 16 * 1024;
 pub const PROXY_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a TCP listener with routes waits for the bytes that decide a connection's route.

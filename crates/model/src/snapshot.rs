@@ -121,9 +121,21 @@ impl Listener {
         }
     }
 
-    /// What its socket carries: every listener today is a TCP one.
+    /// What its socket carries: datagrams for a UDP listener, a stream for the others (an HTTP
+    /// listener's HTTP/3 socket is one more, see [`Listener::sockets`]).
     pub fn transport(&self) -> Transport {
-        Transport::Tcp
+        match self.protocol {
+            ListenerProtocol::Udp { .. } => Transport::Udp,
+            _ => Transport::Tcp,
+        }
+    }
+
+    /// The upstream of a UDP listener.
+    pub fn udp_upstream(&self) -> Option<usize> {
+        match self.protocol {
+            ListenerProtocol::Udp { upstream } => Some(upstream),
+            _ => None,
+        }
     }
 
     /// The sockets it listens on: its transport's at `bind`, and UDP beside TCP for HTTP/3.
@@ -146,7 +158,7 @@ impl Listener {
     pub fn tcp_upstream(&self) -> Option<usize> {
         match self.protocol {
             ListenerProtocol::Tcp { upstream, .. } => upstream,
-            ListenerProtocol::Http(_) => None,
+            ListenerProtocol::Http(_) | ListenerProtocol::Udp { .. } => None,
         }
     }
 
@@ -154,7 +166,7 @@ impl Listener {
     pub fn tcp_routing(&self) -> Option<&TcpRouting> {
         match &self.protocol {
             ListenerProtocol::Tcp { routing, .. } => routing.as_deref(),
-            ListenerProtocol::Http(_) => None,
+            ListenerProtocol::Http(_) | ListenerProtocol::Udp { .. } => None,
         }
     }
 
@@ -168,7 +180,7 @@ impl Listener {
     pub fn http_mut(&mut self) -> Option<&mut HttpListener> {
         match &mut self.protocol {
             ListenerProtocol::Http(http) => Arc::get_mut(http),
-            ListenerProtocol::Tcp { .. } => None,
+            ListenerProtocol::Tcp { .. } | ListenerProtocol::Udp { .. } => None,
         }
     }
 
@@ -176,7 +188,7 @@ impl Listener {
     pub fn http_shared(&self) -> Option<&Arc<HttpListener>> {
         match &self.protocol {
             ListenerProtocol::Http(http) => Some(http),
-            ListenerProtocol::Tcp { .. } => None,
+            ListenerProtocol::Tcp { .. } | ListenerProtocol::Udp { .. } => None,
         }
     }
 
@@ -199,6 +211,10 @@ pub enum ListenerProtocol {
     /// settings as they were in the snapshot its current request was routed with, with no index
     /// into that snapshot to go stale.
     Http(Arc<HttpListener>),
+    /// Relay datagrams: those from one client address form a session bound to one target of the
+    /// upstream with index `upstream`, whose replies go back from the listener's socket. The
+    /// listener's `max_connections` bounds its sessions, `idle_timeout` ends them.
+    Udp { upstream: usize },
 }
 
 /// How `X-Forwarded-For`, `-Proto` and `-Host` are written on proxied requests.
@@ -231,8 +247,9 @@ pub struct HttpListener {
     /// HTTP/3 over QUIC on UDP at the same address (`http3 = true`, TLS listeners only); `None`
     /// when off.
     pub http3: Option<crate::http3::Http3Settings>,
-    /// The `Alt-Svc` value added to responses on the listener's TCP side (HTTP/1.x and HTTP/2),
-    /// if any: `h3=":PORT"; ma=86400` with HTTP/3 on, unless configured.
+    /// The `Alt-Svc` value added to the responses of every route (over HTTP/1.x, HTTP/2 and
+    /// HTTP/3 alike, as Caddy does), if any: `h3=":PORT"; ma=86400` with HTTP/3 on, unless
+    /// configured.
     pub alt_svc: Option<Box<str>>,
     /// Proxies whose `X-Forwarded-For` filters believe: from a connection out of these networks,
     /// the client address filters see is the right-most `X-Forwarded-For` entry outside them.
@@ -442,6 +459,9 @@ pub struct HealthCheck {
     pub fall: u32,
     /// Check with an HTTP request instead of a bare TCP connect.
     pub http: Option<HttpCheck>,
+    /// Check with a DNS query over UDP (`dns_query = "NAME"`): the target must answer it
+    /// (NOERROR or NXDOMAIN). For UDP upstreams.
+    pub dns: Option<String>,
 }
 
 /// An active HTTP health check: `GET path` must answer with a status in `expect_status`.

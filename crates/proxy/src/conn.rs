@@ -190,6 +190,8 @@ pub(crate) async fn terminate_and_serve(
             drop(snapshot);
             crate::http::connection::serve(ctx, conn).await
         }
+        // Not reached: a UDP listener's socket takes no connections.
+        ListenerProtocol::Udp { .. } => {}
     }
 }
 

@@ -43,6 +43,7 @@ pub mod session_log;
 pub mod slot;
 pub mod stream;
 pub mod tls;
+pub mod udp;
 pub mod worker;
 
 mod free_list;

@@ -15,17 +15,29 @@ use crate::stream::Stream;
 /// One worker's accepting socket for one listener address, shared by the connections it accepted.
 pub struct BoundListener {
     pub bind: SocketAddr,
+    /// What the socket carries: a TCP and a UDP listener may share an address.
+    pub transport: Transport,
     /// Open connections of this listener across all workers (kept across reloads).
     open: Arc<AtomicUsize>,
     counters: Arc<WorkerCounters>,
 }
 
 impl BoundListener {
-    /// The listener of `snapshot` bound to `bind`, for the worker whose counters are `counters`.
-    pub fn new(counters: &Arc<WorkerCounters>, snapshot: &Snapshot, bind: SocketAddr) -> Option<Rc<BoundListener>> {
-        let listener = snapshot.listeners.iter().find(|l| l.bind == Some(bind))?;
+    /// The listener of `snapshot` bound to `bind` for `transport`, for the worker whose counters
+    /// are `counters`.
+    pub fn new(
+        counters: &Arc<WorkerCounters>,
+        snapshot: &Snapshot,
+        transport: Transport,
+        bind: SocketAddr,
+    ) -> Option<Rc<BoundListener>> {
+        let listener = snapshot
+            .listeners
+            .iter()
+            .find(|l| l.is(&ListenerKey::Bound(transport, bind)))?;
         Some(Rc::new(BoundListener {
             bind,
+            transport,
             open: listener.open_connections.clone(),
             counters: counters.clone(),
         }))
@@ -33,7 +45,7 @@ impl BoundListener {
 
     /// This listener's index in `snapshot`, if the snapshot still has it.
     pub fn index_in(&self, snapshot: &Snapshot) -> Option<usize> {
-        snapshot.listeners.iter().position(|l| l.bind == Some(self.bind))
+        snapshot.listener_index(&ListenerKey::Bound(self.transport, self.bind))
     }
 }
 

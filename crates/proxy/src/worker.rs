@@ -212,6 +212,11 @@ impl WorkerContext {
         self.pipes.trim();
     }
 
+    /// Whether the worker drains (see [`WorkerContext::begin_drain`]).
+    pub fn draining(&self) -> bool {
+        self.http.parking.is_closed()
+    }
+
     /// The worker drains: idle connections close now (busy ones after their current request).
     pub fn begin_drain(&self) {
         self.log_summary.report_all();

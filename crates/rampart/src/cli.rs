@@ -76,6 +76,8 @@ pub enum Command {
     Tcp(TcpArgs),
     /// An HTTP reverse proxy from the command line alone.
     Http(HttpArgs),
+    /// A UDP load balancer (DNS, syslog, game and VoIP traffic) from the command line alone.
+    Udp(UdpArgs),
     /// Run from a TOML config file (SIGHUP reloads it), or from the config stored in etcd.
     Run {
         #[command(flatten)]
@@ -287,6 +289,23 @@ pub struct TcpArgs {
     pub engine: EngineArgs,
 }
 
+/// `rampart udp`: datagrams from one client address form a session bound to one target; the
+/// replies come back from the listening address.
+#[derive(Debug, Args)]
+pub struct UdpArgs {
+    /// Address to listen on, ADDR:PORT.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: String,
+    /// A target, HOST:PORT; repeat for more.
+    #[arg(long = "to", value_name = "HOST:PORT", required = true)]
+    pub to: Vec<String>,
+    /// Balancing policy (`consistent_hash` keeps each client on one target).
+    #[arg(long, value_name = "POLICY", default_value = "round_robin", value_parser = policy_parser())]
+    pub balance: String,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
 /// `rampart http`: an HTTP listener (HTTP/1.1 and HTTP/2) proxying every request to its targets.
 #[derive(Debug, Args)]
 pub struct HttpArgs {
@@ -399,6 +418,7 @@ impl Cli {
             Some(Command::Run { engine, .. }) => engine,
             Some(Command::Tcp(args)) => &args.engine,
             Some(Command::Http(args)) => &args.engine,
+            Some(Command::Udp(args)) => &args.engine,
             Some(
                 Command::Check { .. }
                 | Command::Upgrade { .. }

@@ -45,6 +45,9 @@ fn main() -> ExitCode {
         Some(Command::Http(args)) => fixed_source(&OneLine::from(&args))
             .map_err(anyhow::Error::msg)
             .and_then(|source| control::serve(source, &args.engine, &logger)),
+        Some(Command::Udp(args)) => fixed_source(&OneLine::from(&args))
+            .map_err(anyhow::Error::msg)
+            .and_then(|source| control::serve(source, &args.engine, &logger)),
         None => {
             let listen = cli.listen.unwrap_or_default();
             let source = Source::Hosts {
@@ -73,6 +76,7 @@ fn policy(name: &str) -> BalancePolicy {
 /// What `rampart tcp` and `rampart http` say, in one shape.
 struct OneLine<'a> {
     http: bool,
+    udp: bool,
     listen: &'a str,
     to: &'a [String],
     balance: &'a str,
@@ -91,6 +95,7 @@ impl<'a> From<&'a TcpArgs> for OneLine<'a> {
     fn from(args: &'a TcpArgs) -> Self {
         OneLine {
             http: false,
+            udp: false,
             listen: &args.listen,
             to: &args.to,
             balance: &args.balance,
@@ -111,6 +116,7 @@ impl<'a> From<&'a HttpArgs> for OneLine<'a> {
     fn from(args: &'a HttpArgs) -> Self {
         OneLine {
             http: true,
+            udp: false,
             listen: &args.listen,
             to: &args.to,
             balance: &args.balance,
@@ -127,9 +133,31 @@ impl<'a> From<&'a HttpArgs> for OneLine<'a> {
     }
 }
 
+impl<'a> From<&'a crate::cli::UdpArgs> for OneLine<'a> {
+    fn from(args: &'a crate::cli::UdpArgs) -> Self {
+        OneLine {
+            http: false,
+            udp: true,
+            listen: &args.listen,
+            to: &args.to,
+            balance: &args.balance,
+            tls_cert: &[],
+            tls_key: &[],
+            access_log: None,
+            access_log_format: "json",
+            upstream_protocol: None,
+            http3: false,
+            sni: &[],
+            session_log: args.engine.session_log.as_ref(),
+            acme: None,
+        }
+    }
+}
+
 fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
     let OneLine {
         http,
+        udp,
         listen,
         to,
         balance,
@@ -194,6 +222,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Source::Fixed(Box::new(SimpleL4 {
         http,
+        udp,
         bind,
         targets,
         policy: policy(balance),

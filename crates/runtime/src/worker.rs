@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use rampart_model::{ListenerKey, Transport};
 use rampart_proxy::conn::{self, BoundListener};
 use rampart_proxy::http::h3::QuicListener;
 use rampart_proxy::session_log::SessionLogSink;
@@ -151,6 +152,9 @@ async fn serve(mut setup: WorkerSetup) {
                     task.abort();
                 }
                 loops.quic.remove(&key);
+                for stop in loops.udp.remove(&key).unwrap_or_default() {
+                    stop.stop();
+                }
             }
             Some(Command::Drain { deadline, handed_over }) => {
                 if handed_over {
@@ -196,12 +200,32 @@ async fn serve(mut setup: WorkerSetup) {
 struct Loops {
     tasks: HashMap<SocketKey, Vec<JoinHandle<()>>>,
     quic: HashMap<SocketKey, Vec<Rc<QuicListener>>>,
+    /// UDP listeners' relays, stopped rather than aborted (their sessions finish).
+    udp: HashMap<SocketKey, Vec<Rc<rampart_proxy::udp::Stop>>>,
 }
 
 fn listen(loops: &mut Loops, ctx: &Rc<WorkerContext>, live: &Rc<LiveTasks>, key: SocketKey, socket: BoundSocket) {
     let addr = key.1;
     let socket = match socket {
         BoundSocket::Tcp(socket) => socket,
+        BoundSocket::Udp(socket)
+            if ctx
+                .snapshot()
+                .listener_index(&ListenerKey::Bound(Transport::Udp, addr))
+                .is_some() =>
+        {
+            // A UDP listener: one task relays this socket's datagrams and all its sessions. It
+            // is not aborted: stopped, it stops reading and ends when its sessions have.
+            let stop = Rc::new(rampart_proxy::udp::Stop::default());
+            let guard = TaskGuard::new(live);
+            let (ctx, task_stop) = (ctx.clone(), stop.clone());
+            tokio::task::spawn_local(async move {
+                let _guard = guard;
+                rampart_proxy::udp::serve(&ctx, addr, socket, &task_stop).await;
+            });
+            loops.udp.entry(key).or_default().push(stop);
+            return;
+        }
         BoundSocket::Udp(socket) => {
             // HTTP/3: QUIC for the HTTP listener on the same address.
             match QuicListener::new(ctx, addr, socket) {
@@ -216,7 +240,7 @@ fn listen(loops: &mut Loops, ctx: &Rc<WorkerContext>, live: &Rc<LiveTasks>, key:
             return;
         }
     };
-    let Some(bound) = BoundListener::new(&ctx.counters, &ctx.snapshot(), addr) else {
+    let Some(bound) = BoundListener::new(&ctx.counters, &ctx.snapshot(), Transport::Tcp, addr) else {
         tracing::error!("worker {}: no listener for {addr} in the current config", ctx.id);
         return;
     };

@@ -2,15 +2,12 @@
 //! a listener's or an upstream's kind, listen addresses that overlap, and log files that cannot
 //! be opened.
 
-use rampart_model::net::binds_overlap;
-use std::collections::BTreeMap;
 use std::fs::OpenOptions;
-use std::net::SocketAddr;
 use std::ops::Range;
 
 use toml::Spanned;
 
-use super::{parse_bind, Checker};
+use super::Checker;
 use crate::raw::{RawConfig, RawListener};
 
 /// Whether a listener speaks HTTP; `None` for an unknown protocol (reported elsewhere).
@@ -143,32 +140,6 @@ impl Checker<'_> {
                     );
                 }
             }
-        }
-    }
-
-    /// Two listeners that would take connections for the same address: the same port, and equal
-    /// addresses or a wildcard of the other's family among them. The later one in the file is
-    /// the error.
-    pub(super) fn overlapping_binds(&mut self, listeners: &BTreeMap<Spanned<String>, RawListener>) {
-        let mut binds: Vec<(&str, Range<usize>, SocketAddr)> = listeners
-            .iter()
-            .filter_map(|(name, l)| {
-                let bind = l.bind.as_ref()?;
-                let addr = parse_bind(bind.get_ref()).ok()?;
-                Some((name.get_ref().as_str(), bind.span(), addr))
-            })
-            .collect();
-        binds.sort_by_key(|(_, span, _)| span.start);
-        for (i, (name, span, addr)) in binds.iter().enumerate() {
-            let Some((other, _, other_addr)) = binds[..i].iter().find(|(_, _, a)| binds_overlap(*a, *addr)) else {
-                continue;
-            };
-            let message = if other_addr == addr {
-                format!("listener `{name}` binds {addr} like listener `{other}`")
-            } else {
-                format!("listener `{name}` binds {addr}, which overlaps listener `{other}` on {other_addr}")
-            };
-            self.error(span.clone(), message);
         }
     }
 

@@ -16,6 +16,8 @@ use crate::error::{ConfigError, ConfigErrors};
 pub struct SimpleL4 {
     /// Speak HTTP (`rampart http`) rather than relay TCP.
     pub http: bool,
+    /// `rampart udp`: a UDP listener.
+    pub udp: bool,
     pub bind: SocketAddr,
     /// Targets as written: `host:port`, `dns+NAME:PORT` or `srv+NAME` (checked when compiled).
     pub targets: Vec<String>,
@@ -145,10 +147,12 @@ impl SimpleL4 {
         }
         w.push("[listeners.default]\nbind = ");
         w.value("--listen", &self.bind.to_string());
-        w.push(&format!(
-            "\nprotocol = \"{}\"\n",
-            if self.http { "http" } else { "tcp" }
-        ));
+        let protocol = match (self.http, self.udp) {
+            (true, _) => "http",
+            (false, true) => "udp",
+            (false, false) => "tcp",
+        };
+        w.push(&format!("\nprotocol = \"{protocol}\"\n"));
         if self.http3 {
             w.push("http3 = true\n");
         }
@@ -287,6 +291,7 @@ mod tests {
     fn spec() -> SimpleL4 {
         SimpleL4 {
             http: true,
+            udp: false,
             bind: "127.0.0.1:0".parse().unwrap(),
             targets: vec!["127.0.0.1:9".into()],
             policy: BalancePolicy::RoundRobin,

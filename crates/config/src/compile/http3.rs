@@ -10,6 +10,23 @@ use super::Checker;
 use crate::raw::RawListener;
 
 impl Checker<'_> {
+    /// `http3_early_data`, refused beside client certificates: a request in early data would be
+    /// served before the client's certificate is checked.
+    fn early_data(&mut self, l: &RawListener) -> bool {
+        let Some(on) = l.http3_early_data.as_ref().filter(|v| *v.get_ref()) else {
+            return false;
+        };
+        let client_certs = l.tls.as_ref().is_some_and(|t| t.get_ref().client_ca.is_some());
+        if client_certs {
+            self.error(
+                on.span(),
+                "`http3_early_data` cannot be used with client certificates (`client_ca`): early requests would come before the certificate is checked",
+            );
+            return false;
+        }
+        true
+    }
+
     /// The listener's HTTP/3 settings (`None` when off) and its `Alt-Svc` value. `tls`: the
     /// listener terminates TLS (QUIC always does); `bind`: its address, whose port `Alt-Svc`
     /// names.
@@ -112,7 +129,7 @@ impl Checker<'_> {
             stream_window: window(self, &l.http3_stream_window, d.stream_window),
             connection_window: window(self, &l.http3_connection_window, d.connection_window),
             idle_timeout: self.duration(&l.http3_idle_timeout, d.idle_timeout),
-            early_data: l.http3_early_data.as_ref().is_some_and(|v| *v.get_ref()),
+            early_data: self.early_data(l),
             max_resets_per_second,
             always_retry,
         };

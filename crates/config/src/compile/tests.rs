@@ -144,8 +144,8 @@ fn bad_configs_name_file_line_and_column() {
          "test.toml:4:16: `5 minutes` is not a duration"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nbuffer_size = \"lots\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
          "test.toml:4:15: `lots` is not a size"),
-        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nprotocol = \"udp\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
-         "test.toml:4:12: unsupported protocol `udp`"),
+        ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nprotocol = \"sctp\"\n[upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n",
+         "test.toml:4:12: unsupported protocol `sctp` (expected \"tcp\", \"http\" or \"udp\")"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\nbalance = \"fastest\"\ntargets = [\"127.0.0.1:2\"]\n",
          "test.toml:5:11: unknown balance policy `fastest`"),
         ("[listeners.web]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\n[upstreams.app]\ntargets = [\"127.0.0.1\"]\n",
@@ -468,6 +468,7 @@ fn type_errors_say_what_the_key_takes() {
 fn the_command_line_modes_go_through_the_config_compiler() {
     let spec = SimpleL4 {
         http: true,
+        udp: false,
         bind: "127.0.0.1:8080".parse().unwrap(),
         targets: vec!["app.invalid:3000".to_string(), "127.0.0.1:3001".to_string()],
         policy: BalancePolicy::ConsistentHash,

@@ -108,6 +108,10 @@ impl Checker<'_> {
                     expect_status,
                 })
             }),
+            dns: h
+                .dns_query
+                .as_ref()
+                .and_then(|q| self.dns_query_name(q, h.http_path.is_some())),
         });
         let d = HttpUpstream::default();
         let protocol = self.upstream_protocol(name, up);

@@ -179,6 +179,7 @@ async fn a_reload_onto_an_address_another_socket_holds_is_refused_and_the_snapsh
 async fn a_command_line_with_no_certificate_has_nothing_to_reload() {
     let spec = SimpleL4 {
         http: false,
+        udp: false,
         bind: "127.0.0.1:0".parse().unwrap(),
         targets: vec!["127.0.0.1:9".to_string()],
         policy: BalancePolicy::RoundRobin,

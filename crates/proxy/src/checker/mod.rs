@@ -19,6 +19,7 @@ use rampart_model::Snapshot;
 
 use crate::worker::WorkerContext;
 
+mod dns;
 mod probe;
 
 /// Counts the targets whose first check has not finished yet (for readiness: Rampart is ready once

@@ -1,5 +1,5 @@
-//! One check of one target: a bare connect (and the TLS handshake, for a TLS upstream), or an
-//! HTTP request through the internal client, pinned to the target.
+//! One check of one target: a bare connect (and the TLS handshake, for a TLS upstream), an HTTP
+//! request through the internal client, pinned to the target, or a DNS query over UDP.
 
 use rampart_model::{HealthCheck, HttpCheck, Snapshot};
 use tokio::net::TcpStream;
@@ -19,6 +19,11 @@ pub(super) async fn probe(
     target: usize,
     check: &HealthCheck,
 ) -> Result<(), String> {
+    if let Some(name) = &check.dns {
+        let up = snapshot.upstreams.get(upstream).ok_or("no such upstream")?;
+        let t = up.targets.get(target).ok_or("no such target")?;
+        return super::dns::check(t.addr, name).await;
+    }
     match &check.http {
         None => connect(snapshot, upstream, target).await,
         Some(http) => request(ctx, snapshot, upstream, target, http).await,

@@ -23,16 +23,14 @@ fn requests_and_bodies_cross_to_an_http1_upstream_both_ways() {
     let echo = HttpBackend::start(Reply::Echo);
     let digest = HttpBackend::start(Reply::Digest);
     let download = HttpBackend::start(Reply::ChunkedDownload(3 << 20));
-    let routes = format!(
-        "[[listeners.web.routes]]\nmatch = {{ path = \"/up\" }}\nupstream = \"digest\"\n\
-         [[listeners.web.routes]]\nmatch = {{ path = \"/down\" }}\nupstream = \"download\"\n"
-    );
+    let routes = "[[listeners.web.routes]]\nmatch = { path = \"/up\" }\nupstream = \"digest\"\n\
+                  [[listeners.web.routes]]\nmatch = { path = \"/down\" }\nupstream = \"download\"\n";
     let upstreams = format!(
         "[upstreams.digest]\ntargets = [\"{}\"]\n[upstreams.download]\ntargets = [\"{}\"]\n",
         digest.target(),
         download.target()
     );
-    let (_proxy, port, tls) = gateway(dir.path(), &[echo.target()], &routes, &upstreams);
+    let (_proxy, port, tls) = gateway(dir.path(), &[echo.target()], routes, &upstreams);
 
     let got = fetch(&tls.ca, port, &Request::get("/hello?x=1")).unwrap();
     assert_eq!(got.status, 200);

@@ -23,7 +23,7 @@ fn routes(src: &str) -> Vec<Route> {
     let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
         ListenerProtocol::Http(h) => Arc::into_inner(h).expect("one owner").routes,
-        ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),
+        _ => panic!("an HTTP listener"),
     }
 }
 

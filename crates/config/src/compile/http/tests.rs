@@ -20,7 +20,7 @@ fn http2_of(src: &str) -> Option<Http2Settings> {
     let compiled = compile_toml("test.toml", src, &mut LiveState::default()).unwrap();
     match &compiled.snapshot.listeners[0].protocol {
         ListenerProtocol::Http(h) => h.http2,
-        ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),
+        _ => panic!("an HTTP listener"),
     }
 }
 

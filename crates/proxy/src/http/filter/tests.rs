@@ -200,7 +200,7 @@ fn serve_shared<T: Send + 'static>(
                     let (stream, peer) = accepted.unwrap();
                     let ctx = ctx.clone();
                     tokio::task::spawn_local(async move {
-                        let bound = BoundListener::new(&ctx.counters, &ctx.snapshot(), BIND.parse().unwrap()).unwrap();
+                        let bound = BoundListener::new(&ctx.counters, &ctx.snapshot(), rampart_model::Transport::Tcp, BIND.parse().unwrap()).unwrap();
                         conn::serve(&ctx, bound, stream, peer).await;
                     });
                 }

@@ -76,7 +76,8 @@ impl QuicListener {
     pub fn new(ctx: &WorkerContext, addr: SocketAddr, socket: std::net::UdpSocket) -> Result<Self, QuicSetupError> {
         let snapshot = ctx.snapshot();
         let server = server_config(&snapshot, addr)?;
-        let bound = BoundListener::new(&ctx.counters, &snapshot, addr).ok_or(QuicSetupError::NoListener(addr))?;
+        let bound = BoundListener::new(&ctx.counters, &snapshot, Transport::Tcp, addr)
+            .ok_or(QuicSetupError::NoListener(addr))?;
         let config = EndpointConfig::new(reset_key());
         let runtime: Arc<dyn quinn::Runtime> = Arc::new(quinn::TokioRuntime);
         let socket = Arc::new(StoppableSocket::new(runtime.wrap_udp_socket(socket)?));
@@ -140,7 +141,7 @@ impl QuicListener {
             .map_or(Duration::from_secs(10), |t| t.handshake_timeout);
         let max_field_section = listener.http().map_or(64 << 10, |h| h.limits.max_head as u64);
         drop(snapshot);
-        let _counted = Handshake::start(&self.handshakes);
+        let counted = Handshake::start(&self.handshakes);
         let Ok(connecting) = incoming.accept() else {
             cells.refused(RefusedReason::Tls).add(1);
             return;
@@ -159,7 +160,9 @@ impl QuicListener {
                 None => return refused_tls(ctx, &key),
             },
         };
-        drop(_counted);
+        // With 0-RTT the handshake goes on while requests are served: it stays counted (and
+        // timed) until confirmed.
+        let under_way = confirmed.as_ref().map(|_| (counted, Instant::now() + handshake_timeout));
         let client = conn.remote_address();
         let tls = conn
             .handshake_data()
@@ -189,6 +192,7 @@ impl QuicListener {
             max_resets: settings.max_resets_per_second,
             calm: Cell::new(false),
         };
+        let confirmed = confirmed.zip(under_way);
         super::serve(ctx, info, conn, confirmed, &settings, max_field_section, slot).await;
     }
 }
@@ -213,7 +217,7 @@ impl Drop for QuicListener {
 }
 
 /// Counts a handshake under way for as long as it lives.
-struct Handshake(Rc<Cell<usize>>);
+pub(super) struct Handshake(Rc<Cell<usize>>);
 
 impl Handshake {
     fn start(count: &Rc<Cell<usize>>) -> Handshake {

@@ -87,11 +87,11 @@ impl ConnInfo {
 /// they borrow the worker's state as HTTP/2's do). Ends when the client closes, when the
 /// connection idles out (QUIC's idle timeout), after GOAWAY on drain once the requests in flight
 /// are answered, or at once when the client resets streams past the limit.
-pub(crate) async fn serve(
+async fn serve(
     ctx: &WorkerContext,
     info: ConnInfo,
     conn: quinn::Connection,
-    confirmed: Option<quinn::ZeroRttAccepted>,
+    confirmed: Option<(quinn::ZeroRttAccepted, (endpoint::Handshake, Instant))>,
     settings: &Http3Settings,
     max_field_section: u64,
     slot: ConnSlot,
@@ -110,7 +110,12 @@ pub(crate) async fn serve(
     let max_in_flight = 2 * settings.max_concurrent_streams as usize;
     let mut streams = FuturesUnordered::new();
     let mut tick = tokio::time::interval(TICK);
-    let mut confirmed = confirmed;
+    // 0-RTT: the handshake's confirmation, the count it holds in the endpoint's handshakes in
+    // flight, and when it must be done by.
+    let (mut confirmed, mut counted, deadline) = match confirmed {
+        Some((accepted, (counted, deadline))) => (Some(accepted), Some(counted), deadline),
+        None => (None, None, Instant::now()),
+    };
     let mut shutting_down = false;
     loop {
         tokio::select! {
@@ -135,7 +140,13 @@ pub(crate) async fn serve(
             // 0-RTT: the handshake's confirmation ends early data.
             _ = async { confirmed.as_mut().expect("guarded").await }, if confirmed.is_some() => {
                 confirmed = None;
+                counted = None;
                 info.early.set(false);
+            }
+            _ = tokio::time::sleep_until(deadline.into()), if confirmed.is_some() => {
+                tracing::debug!("HTTP/3 client {}: handshake not done in time", info.client);
+                conn.close(code::NO_ERROR.into(), b"handshake timeout");
+                break;
             }
             _ = tick.tick() => {
                 if !shutting_down && ctx.http.parking.is_closed() {
@@ -154,6 +165,7 @@ pub(crate) async fn serve(
             break;
         }
     }
+    drop(counted);
     // What is still in flight ends with the connection (answered, if the client still listens).
     while streams.next().await.is_some() {}
     drop(h3);

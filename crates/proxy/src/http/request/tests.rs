@@ -4,6 +4,8 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener as StdListener, TcpStream as StdStream};
 use std::rc::Rc;
+
+use rampart_model::Transport;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -48,7 +50,13 @@ fn with_session<T: Send + 'static>(
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, async {
         let ctx = Rc::new(WorkerContext::new(0, Default::default(), shared.clone(), None));
-        let bound = BoundListener::new(&ctx.counters, &ctx.snapshot(), BIND.parse::<SocketAddr>().unwrap()).unwrap();
+        let bound = BoundListener::new(
+            &ctx.counters,
+            &ctx.snapshot(),
+            Transport::Tcp,
+            BIND.parse::<SocketAddr>().unwrap(),
+        )
+        .unwrap();
         let stream = tokio::net::TcpStream::from_std(accepted).unwrap();
         conn::serve(&ctx, bound, stream, peer).await;
     });

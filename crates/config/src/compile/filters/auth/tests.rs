@@ -24,7 +24,7 @@ fn compile(dir: &Path, filters: &str) -> Result<Vec<Route>, Vec<String>> {
     let mut listeners = Arc::into_inner(compiled.snapshot.listeners).expect("one owner");
     match listeners.remove(0).protocol {
         ListenerProtocol::Http(h) => Ok(Arc::into_inner(h).expect("one owner").routes),
-        ListenerProtocol::Tcp { .. } => panic!("an HTTP listener"),
+        _ => panic!("an HTTP listener"),
     }
 }
 
