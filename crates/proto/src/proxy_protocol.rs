@@ -225,17 +225,24 @@ pub fn encode_v1(addresses: &ProxyAddresses, out: &mut Vec<u8>) {
 
 /// Appends a v2 `PROXY` header (TCP over IPv4 or IPv6, no TLVs) for `addresses` to `out`.
 pub fn encode_v2(addresses: &ProxyAddresses, out: &mut Vec<u8>) {
+    encode_v2_for(addresses, false, out)
+}
+
+/// [`encode_v2`] for a datagram (`datagram`: the protocol byte says UDP, `0x12` or `0x22`, as a
+/// PROXY header in front of each datagram of a UDP session does), else for a stream.
+pub fn encode_v2_for(addresses: &ProxyAddresses, datagram: bool, out: &mut Vec<u8>) {
+    let transport = if datagram { 0x02 } else { 0x01 };
     out.extend_from_slice(&V2_SIGNATURE);
     out.push(0x21);
     match same_family(addresses) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            out.push(0x11);
+            out.push(0x10 | transport);
             out.extend_from_slice(&12u16.to_be_bytes());
             out.extend_from_slice(&s.octets());
             out.extend_from_slice(&d.octets());
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            out.push(0x21);
+            out.push(0x20 | transport);
             out.extend_from_slice(&36u16.to_be_bytes());
             out.extend_from_slice(&s.octets());
             out.extend_from_slice(&d.octets());

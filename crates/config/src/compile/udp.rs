@@ -83,6 +83,14 @@ impl Checker<'_> {
                     format!("upstream `{name}` is used by UDP listener `{listener}`: datagrams carry no TLS"),
                 );
             }
+            if let Some(v1) = up.send_proxy_protocol.as_ref().filter(|v| v.get_ref() == "v1") {
+                self.error(
+                    v1.span(),
+                    format!(
+                        "upstream `{name}` is used by UDP listener `{listener}`: PROXY v1 cannot say UDP; use \"v2\""
+                    ),
+                );
+            }
             if let Some(protocol) = &up.protocol {
                 self.error(
                     protocol.span(),

@@ -99,3 +99,23 @@ fn malformed_headers_are_rejected() {
     short.extend_from_slice(&[0x21, 0x11, 0, 4, 1, 2, 3, 4]);
     assert_eq!(decode(&short), Err(ProxyError::V2ShortAddresses));
 }
+
+#[test]
+fn a_datagram_header_says_udp_in_its_protocol_byte() {
+    let v4 = ProxyAddresses {
+        source: "192.0.2.1:5353".parse().unwrap(),
+        destination: "198.51.100.2:53".parse().unwrap(),
+    };
+    let (mut stream, mut datagram) = (Vec::new(), Vec::new());
+    encode_v2(&v4, &mut stream);
+    encode_v2_for(&v4, true, &mut datagram);
+    assert_eq!((stream[13], datagram[13]), (0x11, 0x12));
+    assert_eq!(stream[14..], datagram[14..], "only the protocol byte differs");
+    let v6 = ProxyAddresses {
+        source: "[2001:db8::1]:5353".parse().unwrap(),
+        destination: "[2001:db8::2]:53".parse().unwrap(),
+    };
+    datagram.clear();
+    encode_v2_for(&v6, true, &mut datagram);
+    assert_eq!(datagram[13], 0x22);
+}

@@ -182,9 +182,16 @@ impl<'a> Relay<'a> {
                 return None;
             }
         };
-        let header = up.send_proxy_protocol.map(|version| {
-            let local = self.socket.local_addr().unwrap_or(self.bound.bind);
-            crate::connect::proxy_header(version, client, local)
+        // PROXY v2 (v1 has no way to say UDP; the config refuses it for UDP upstreams).
+        let header = up.send_proxy_protocol.map(|_| {
+            let destination = self.socket.local_addr().unwrap_or(self.bound.bind);
+            let addresses = rampart_proto::proxy_protocol::ProxyAddresses {
+                source: client,
+                destination,
+            };
+            let mut header = Vec::with_capacity(64);
+            rampart_proto::proxy_protocol::encode_v2_for(&addresses, true, &mut header);
+            header
         });
         let session = Session::new(
             snapshot.clone(),

@@ -19,7 +19,7 @@ pub fn upgrade(pid: i32, timeout: Duration) -> Result<String, String> {
     }
     let sockets: HashSet<u64> = listening(pid).into_iter().collect();
     if sockets.is_empty() {
-        return Err(format!("process {pid} holds no listening TCP socket: is it Rampart?"));
+        return Err(format!("process {pid} holds no listening socket: is it Rampart?"));
     }
     let before: HashSet<i32> = children(pid).into_iter().collect();
     // SAFETY: kill only sends a signal.
@@ -134,14 +134,16 @@ fn children(pid: i32) -> Vec<i32> {
 /// The listening TCP sockets `pid` holds, by inode.
 fn listening(pid: i32) -> Vec<u64> {
     let mut listeners = HashSet::new();
-    for table in ["tcp", "tcp6"] {
+    // TCP sockets in LISTEN (st 0A), and UDP sockets bound but not connected (st 07: a UDP
+    // listener's, which a process with only UDP listeners holds alone).
+    for (table, listen) in [("tcp", "0A"), ("tcp6", "0A"), ("udp", "07"), ("udp6", "07")] {
         let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/net/{table}")) else {
             continue;
         };
         for line in text.lines().skip(1) {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            // st 0A is LISTEN; the inode is the tenth field.
-            if fields.get(3) == Some(&"0A") {
+            // The inode is the tenth field.
+            if fields.get(3) == Some(&listen) {
                 if let Some(inode) = fields.get(9).and_then(|i| i.parse::<u64>().ok()) {
                     listeners.insert(inode);
                 }

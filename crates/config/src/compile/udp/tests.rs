@@ -65,6 +65,11 @@ fn keys_that_mean_nothing_for_datagrams_point_at_their_values() {
         ),
         (
             "",
+            "send_proxy_protocol = \"v1\"",
+            "test.toml:8:23: upstream `resolvers` is used by UDP listener `dns`: PROXY v1 cannot say UDP",
+        ),
+        (
+            "",
             "[upstreams.resolvers.health_check]\ndns_query = \"a..b\"",
             "test.toml:9:13: `a..b` is not a DNS name",
         ),

@@ -162,7 +162,9 @@ impl QuicListener {
         };
         // With 0-RTT the handshake goes on while requests are served: it stays counted (and
         // timed) until confirmed.
-        let under_way = confirmed.as_ref().map(|_| (counted, Instant::now() + handshake_timeout));
+        let under_way = confirmed
+            .as_ref()
+            .map(|_| (counted, Instant::now() + handshake_timeout));
         let client = conn.remote_address();
         let tls = conn
             .handshake_data()
