@@ -338,7 +338,10 @@ impl Checker<'_> {
             protocol: protocol?,
             max_connections: max_connections?,
             open_connections: match bind {
-                Some(bind) => live.open_connections(bind),
+                Some(bind) => live.open_connections(
+                    if udp { rampart_model::Transport::Udp } else { rampart_model::Transport::Tcp },
+                    bind,
+                ),
                 None => Default::default(),
             },
             metrics: live.listener_metrics(name.get_ref()),

@@ -20,11 +20,13 @@ pub(super) fn is_http(l: &RawListener) -> Option<bool> {
 }
 
 impl Checker<'_> {
-    /// HTTP-only keys on a TCP listener are errors: they would be silently ignored.
+    /// HTTP-only keys on a TCP or UDP listener are errors: they would be silently ignored.
     pub(super) fn tcp_listener_keys(&mut self, name: &str, l: &RawListener) {
-        if is_http(l) != Some(false) {
+        let udp = super::udp::is_udp(l);
+        if is_http(l) != Some(false) && !udp {
             return;
         }
+        let kind = if udp { "udp" } else { "tcp" };
         let keys: [(&str, Option<Range<usize>>); 22] = [
             ("filters", l.filters.first().map(Spanned::span)),
             ("error_pages", l.error_pages.keys().next().map(Spanned::span)),
@@ -77,7 +79,7 @@ impl Checker<'_> {
             if let Some(span) = span {
                 self.error(
                     span,
-                    format!("`{key}` is for HTTP listeners; listener `{name}` is tcp (set protocol = \"http\")"),
+                    format!("`{key}` is for HTTP listeners; listener `{name}` is {kind} (set protocol = \"http\")"),
                 );
             }
         }

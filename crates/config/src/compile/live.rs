@@ -21,7 +21,7 @@ use super::tls;
 pub struct LiveState {
     generation: u64,
     health: HashMap<(String, SocketAddr), Arc<TargetHealth>>,
-    open: HashMap<SocketAddr, Arc<AtomicUsize>>,
+    open: HashMap<(rampart_model::Transport, SocketAddr), Arc<AtomicUsize>>,
     /// TLS ticket keys and session caches by listener address.
     tls: HashMap<SocketAddr, tls::Resumption>,
     /// The number of workers, fixed by the first load (metric cells are made per worker).
@@ -154,8 +154,8 @@ impl LiveState {
         self.acme.clone()
     }
 
-    pub(super) fn open_connections(&mut self, bind: SocketAddr) -> Arc<AtomicUsize> {
-        self.open.entry(bind).or_default().clone()
+    pub(super) fn open_connections(&mut self, transport: rampart_model::Transport, bind: SocketAddr) -> Arc<AtomicUsize> {
+        self.open.entry((transport, bind)).or_default().clone()
     }
 
     /// The ticket keys and session cache of the TLS listener on `bind`, kept across reloads (a
@@ -271,8 +271,12 @@ impl LiveState {
         self.cache_disks.retain(|name, _| used.contains(&name.as_str()));
         // Targets found by DNS come back when the answers are published: keep their state.
         self.forget_targets(snapshot, true);
-        self.open
-            .retain(|bind, _| snapshot.listeners.iter().any(|l| l.bind == Some(*bind)));
+        self.open.retain(|(transport, bind), _| {
+            snapshot
+                .listeners
+                .iter()
+                .any(|l| l.bind == Some(*bind) && l.transport() == *transport)
+        });
         self.tls.retain(|bind, _| {
             snapshot
                 .listeners

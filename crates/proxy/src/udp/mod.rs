@@ -173,12 +173,14 @@ impl<'a> Relay<'a> {
         let key = up.client_key(client.ip());
         let Some(target) = self.ctx.pick(&snapshot, upstream, key, &Tried::default(), true) else {
             bump(&self.ctx.counters.no_healthy_target, 1);
+            up.metrics.worker(self.ctx.id).no_target.add(1);
             return None;
         };
         let socket = match session::connect(up, target) {
             Ok(s) => s,
             Err(e) => {
-                tracing::debug!("UDP session from {client}: no socket toward target {target}: {e}");
+                let name = up.targets.get(target).map_or("?", |t| t.name.as_str());
+                tracing::debug!("UDP session from {client}: no socket toward target {name}: {e}");
                 return None;
             }
         };

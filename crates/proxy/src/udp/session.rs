@@ -61,6 +61,9 @@ pub(super) struct Session {
     unanswered: RefCell<Vec<u8>>,
     /// The listener stopped: the session ends once idle for the grace period.
     winding_down: Cell<bool>,
+    /// A send found the target's refusal pending (and took it off the socket): the session
+    /// task is to move on.
+    refused: Cell<bool>,
     wake: Notify,
     _slot: ConnSlot,
 }
@@ -94,6 +97,7 @@ impl Session {
             bytes_down: Cell::new(0),
             unanswered: RefCell::new(Vec::new()),
             winding_down: Cell::new(false),
+            refused: Cell::new(false),
             wake: Notify::new(),
             _slot: slot,
         }
@@ -123,9 +127,15 @@ impl Session {
             kept.clear();
             kept.extend_from_slice(data);
         }
-        // A datagram the socket cannot take now is dropped, as a full network would drop it (a
-        // refused one is seen on the socket, by `run`).
-        let _ = (self.send(data), ctx);
+        // A datagram the socket cannot take now is dropped, as a full network would drop it. A
+        // send that meets the target's pending refusal takes it: the task must hear of it.
+        if let Err(e) = self.send(data) {
+            if e.kind() == io::ErrorKind::ConnectionRefused {
+                self.refused.set(true);
+                self.wake.notify_one();
+            }
+        }
+        let _ = ctx;
     }
 
     fn send(&self, data: &[u8]) -> io::Result<usize> {
@@ -161,23 +171,21 @@ impl Session {
         tried.push(failed);
         if let Some(t) = up.targets.get(failed) {
             t.health.record_connect_failure(&up.passive_health);
-            let cells = t.metrics.worker(ctx.id);
-            cells.error(UpstreamErrorKind::Connect).add(1);
-            cells.active.down();
+            t.metrics.worker(ctx.id).error(UpstreamErrorKind::Connect).add(1);
         }
-        ctx.track_open(snapshot, self.upstream, failed, false);
         let key = up.client_key(self.client.ip());
+        // With no other target (or no socket toward it) the session ends on the failed one,
+        // whose open count its end lowers.
         let Some(next) = ctx.pick(snapshot, self.upstream, key, tried, false) else {
-            // Counted as open again so the caller's close balances it.
-            ctx.track_open(snapshot, self.upstream, failed, true);
-            if let Some(t) = up.targets.get(failed) {
-                t.metrics.worker(ctx.id).active.up();
-            }
             return false;
         };
         let Ok(socket) = connect(up, next) else {
             return false;
         };
+        ctx.track_open(snapshot, self.upstream, failed, false);
+        if let Some(t) = up.targets.get(failed) {
+            t.metrics.worker(ctx.id).active.down();
+        }
         up.metrics.worker(ctx.id).retries.add(1);
         *self.socket.borrow_mut() = Rc::new(socket);
         self.target.set(next);
@@ -249,7 +257,11 @@ pub(super) async fn run(relay: &Relay<'_>, s: Rc<Session>) -> (SocketAddr, Sessi
                     };
                 }
             }
-            _ = s.wake.notified() => {}
+            _ = s.wake.notified() => {
+                if s.refused.replace(false) && !s.move_on(relay.ctx, &mut tried) {
+                    break SessionEnd::TargetRefused;
+                }
+            }
         }
     };
     (s.client, end)
@@ -268,6 +280,11 @@ fn relay_replies(relay: &Relay<'_>, s: &Session, socket: &UdpSocket) -> io::Resu
         s.last.set(now);
         if s.first_reply.get().is_none() {
             s.first_reply.set(Some(now));
+            // The target answers: a refusal streak it had is over.
+            let target = s.snapshot.upstreams.get(s.upstream).and_then(|u| u.targets.get(s.target()));
+            if let Some(t) = target {
+                t.health.record_connect_success();
+            }
         }
         s.unanswered.borrow_mut().clear();
         s.bytes_down.set(s.bytes_down.get() + n as u64);

@@ -149,7 +149,7 @@ fn points(totals: &TrafficTotals) -> Vec<(Key, &'static [f64], Point)> {
     let mut out: Vec<(Key, &'static [f64], Point)> = Vec::new();
     for l in &totals.listeners {
         let mut point = Point::default();
-        let bounds: &'static [f64] = if l.protocol == "tcp" {
+        let bounds: &'static [f64] = if l.protocol != "http" {
             point.add(l.accepted, l.refused.iter().sum(), 0, &l.session_duration);
             &SESSION_BOUNDS
         } else {

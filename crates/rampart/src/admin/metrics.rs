@@ -337,6 +337,18 @@ impl Collector for Traffic {
         )?;
         family(
             &mut e,
+            "rampart_udp_session_duration_seconds",
+            "How long UDP sessions lasted, from a client's first datagram to the session's end",
+            Histogram,
+            listeners.iter().filter(|l| l.protocol == "udp").map(|l| {
+                (
+                    labels([("listener", &l.name)]),
+                    Value::Histogram(&l.session_duration, &SESSION_BOUNDS),
+                )
+            }),
+        )?;
+        family(
+            &mut e,
             "rampart_tcp_route_connections",
             "Connections of TCP listeners with routes, by the route that took them ((default): none did)",
             Counter,

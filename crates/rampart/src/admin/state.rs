@@ -208,8 +208,17 @@ fn listeners(snapshot: &Snapshot) -> Vec<ListenerStatus> {
         .map(|l| ListenerStatus {
             name: l.name.clone(),
             bind: l.bind.map_or(String::new(), |b| b.to_string()),
-            protocol: if l.http().is_some() { "http" } else { "tcp" },
+            protocol: listener_protocol(l),
             tls: l.tls.is_some(),
         })
         .collect()
+}
+
+/// A listener's protocol as the admin API and the metrics name it: `http`, `tcp` or `udp`.
+pub(crate) fn listener_protocol(l: &rampart_model::Listener) -> &'static str {
+    match l.protocol {
+        rampart_model::ListenerProtocol::Http(_) => "http",
+        rampart_model::ListenerProtocol::Tcp { .. } => "tcp",
+        rampart_model::ListenerProtocol::Udp { .. } => "udp",
+    }
 }

@@ -133,7 +133,7 @@ impl TrafficTotals {
                 .for_each(|c| c.session_duration.add_to(&mut session_duration));
             totals.listeners.push(ListenerTotals {
                 name: listener.name.clone(),
-                protocol: if listener.http().is_some() { "http" } else { "tcp" },
+                protocol: super::state::listener_protocol(listener),
                 accepted: sum(cells, |c| &c.accepted),
                 active: listener.open_connections.load(Relaxed) as u64,
                 refused: std::array::from_fn(|i| sum(cells, |c| &c.refused[i])),
