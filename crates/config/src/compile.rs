@@ -339,7 +339,11 @@ impl Checker<'_> {
             max_connections: max_connections?,
             open_connections: match bind {
                 Some(bind) => live.open_connections(
-                    if udp { rampart_model::Transport::Udp } else { rampart_model::Transport::Tcp },
+                    if udp {
+                        rampart_model::Transport::Udp
+                    } else {
+                        rampart_model::Transport::Tcp
+                    },
                     bind,
                 ),
                 None => Default::default(),

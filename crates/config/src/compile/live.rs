@@ -154,7 +154,11 @@ impl LiveState {
         self.acme.clone()
     }
 
-    pub(super) fn open_connections(&mut self, transport: rampart_model::Transport, bind: SocketAddr) -> Arc<AtomicUsize> {
+    pub(super) fn open_connections(
+        &mut self,
+        transport: rampart_model::Transport,
+        bind: SocketAddr,
+    ) -> Arc<AtomicUsize> {
         self.open.entry((transport, bind)).or_default().clone()
     }
 

@@ -281,7 +281,11 @@ fn relay_replies(relay: &Relay<'_>, s: &Session, socket: &UdpSocket) -> io::Resu
         if s.first_reply.get().is_none() {
             s.first_reply.set(Some(now));
             // The target answers: a refusal streak it had is over.
-            let target = s.snapshot.upstreams.get(s.upstream).and_then(|u| u.targets.get(s.target()));
+            let target = s
+                .snapshot
+                .upstreams
+                .get(s.upstream)
+                .and_then(|u| u.targets.get(s.target()));
             if let Some(t) = target {
                 t.health.record_connect_success();
             }
