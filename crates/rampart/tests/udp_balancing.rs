@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::common::dns::DnsServer;
 use crate::common::{free_port, run_rampart, write_file, Bounded, Rampart, TOOL_WAIT, WAIT};
-use crate::upgrade::{wait_gone, Processes};
+use crate::upgrade::{pid_in, wait_gone, Processes};
 
 /// Two servers that answer `who.fleet.test` each with an address of its own.
 fn two_servers() -> (DnsServer, DnsServer) {
@@ -272,12 +272,7 @@ fn a_binary_upgrade_under_load_loses_no_answer() {
     load.wait_sent(100);
     let (code, out, err) = run_rampart(dir.path(), &["upgrade", "--pid", &old.to_string()]);
     assert_eq!(code, 0, "{out}{err}");
-    let new: i32 = out
-        .split("process ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no new PID in {out:?}"));
+    let new = pid_in(&out, "process ");
     started.add(new);
     wait_gone(old, &proxy);
     load.wait_sent(200);

@@ -27,7 +27,7 @@ impl Checker<'_> {
             return;
         }
         let kind = if udp { "udp" } else { "tcp" };
-        let keys: [(&str, Option<Range<usize>>); 22] = [
+        let http_keys: [(&str, Option<Range<usize>>); 15] = [
             ("filters", l.filters.first().map(Spanned::span)),
             ("error_pages", l.error_pages.keys().next().map(Spanned::span)),
             ("trusted_proxies", l.trusted_proxies.first().map(Spanned::span)),
@@ -57,24 +57,9 @@ impl Checker<'_> {
                 l.http2_max_resets_per_second.as_ref().map(Spanned::span),
             ),
             ("http3", l.http3.as_ref().map(Spanned::span)),
-            (
-                "http3_max_concurrent_streams",
-                l.http3_max_concurrent_streams.as_ref().map(Spanned::span),
-            ),
-            ("http3_stream_window", l.http3_stream_window.as_ref().map(Spanned::span)),
-            (
-                "http3_connection_window",
-                l.http3_connection_window.as_ref().map(Spanned::span),
-            ),
-            ("http3_idle_timeout", l.http3_idle_timeout.as_ref().map(Spanned::span)),
-            ("http3_early_data", l.http3_early_data.as_ref().map(Spanned::span)),
-            (
-                "http3_max_resets_per_second",
-                l.http3_max_resets_per_second.as_ref().map(Spanned::span),
-            ),
-            ("http3_retry", l.http3_retry.as_ref().map(Spanned::span)),
             ("alt_svc", l.alt_svc.as_ref().map(Spanned::span)),
         ];
+        let keys = http_keys.into_iter().chain(super::http3::limit_keys(l));
         for (key, span) in keys {
             if let Some(span) = span {
                 self.error(

@@ -2,12 +2,35 @@
 //! `Alt-Svc` its TCP side advertises.
 
 use std::net::SocketAddr;
+use std::ops::Range;
 
 use rampart_model::http3::{default_alt_svc, Http3Settings};
 use toml::Spanned;
 
 use super::Checker;
 use crate::raw::RawListener;
+
+/// The `http3_*` keys that tune HTTP/3, each with where it is written (if it is).
+pub(super) fn limit_keys(l: &RawListener) -> [(&'static str, Option<Range<usize>>); 7] {
+    [
+        (
+            "http3_max_concurrent_streams",
+            l.http3_max_concurrent_streams.as_ref().map(Spanned::span),
+        ),
+        ("http3_stream_window", l.http3_stream_window.as_ref().map(Spanned::span)),
+        (
+            "http3_connection_window",
+            l.http3_connection_window.as_ref().map(Spanned::span),
+        ),
+        ("http3_idle_timeout", l.http3_idle_timeout.as_ref().map(Spanned::span)),
+        ("http3_early_data", l.http3_early_data.as_ref().map(Spanned::span)),
+        (
+            "http3_max_resets_per_second",
+            l.http3_max_resets_per_second.as_ref().map(Spanned::span),
+        ),
+        ("http3_retry", l.http3_retry.as_ref().map(Spanned::span)),
+    ]
+}
 
 impl Checker<'_> {
     /// `http3_early_data`, refused beside client certificates: a request in early data would be
@@ -66,26 +89,8 @@ impl Checker<'_> {
                 Some(value.into())
             }
         };
-        let keys = [
-            (
-                "http3_max_concurrent_streams",
-                l.http3_max_concurrent_streams.as_ref().map(Spanned::span),
-            ),
-            ("http3_stream_window", l.http3_stream_window.as_ref().map(Spanned::span)),
-            (
-                "http3_connection_window",
-                l.http3_connection_window.as_ref().map(Spanned::span),
-            ),
-            ("http3_idle_timeout", l.http3_idle_timeout.as_ref().map(Spanned::span)),
-            ("http3_early_data", l.http3_early_data.as_ref().map(Spanned::span)),
-            (
-                "http3_max_resets_per_second",
-                l.http3_max_resets_per_second.as_ref().map(Spanned::span),
-            ),
-            ("http3_retry", l.http3_retry.as_ref().map(Spanned::span)),
-        ];
         if !on {
-            for (key, span) in keys {
+            for (key, span) in limit_keys(l) {
                 if let Some(span) = span {
                     self.error(span, format!("`{key}` needs http3 = true on this listener"));
                 }

@@ -323,30 +323,31 @@ impl Collector for Traffic {
                 })
             }),
         )?;
-        family(
-            &mut e,
-            "rampart_tcp_session_duration_seconds",
-            "How long TCP sessions lasted, from accept to close",
-            Histogram,
-            listeners.iter().filter(|l| l.protocol == "tcp").map(|l| {
-                (
-                    labels([("listener", &l.name)]),
-                    Value::Histogram(&l.session_duration, &SESSION_BOUNDS),
-                )
-            }),
-        )?;
-        family(
-            &mut e,
-            "rampart_udp_session_duration_seconds",
-            "How long UDP sessions lasted, from a client's first datagram to the session's end",
-            Histogram,
-            listeners.iter().filter(|l| l.protocol == "udp").map(|l| {
-                (
-                    labels([("listener", &l.name)]),
-                    Value::Histogram(&l.session_duration, &SESSION_BOUNDS),
-                )
-            }),
-        )?;
+        for (protocol, name, help) in [
+            (
+                "tcp",
+                "rampart_tcp_session_duration_seconds",
+                "How long TCP sessions lasted, from accept to close",
+            ),
+            (
+                "udp",
+                "rampart_udp_session_duration_seconds",
+                "How long UDP sessions lasted, from a client's first datagram to the session's end",
+            ),
+        ] {
+            family(
+                &mut e,
+                name,
+                help,
+                Histogram,
+                listeners.iter().filter(|l| l.protocol == protocol).map(|l| {
+                    (
+                        labels([("listener", &l.name)]),
+                        Value::Histogram(&l.session_duration, &SESSION_BOUNDS),
+                    )
+                }),
+            )?;
+        }
         family(
             &mut e,
             "rampart_tcp_route_connections",

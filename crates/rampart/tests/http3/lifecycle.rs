@@ -8,7 +8,7 @@ use super::client::{block_on, client_config, connect, endpoint, fetch, request, 
 use super::{gateway, tls};
 use crate::common::http::{HttpBackend, Reply};
 use crate::common::{free_port, run_rampart, write_file, Rampart};
-use crate::upgrade::{gone, wait_gone, Processes};
+use crate::upgrade::{gone, pid_in, wait_gone, Processes};
 
 /// How a connection ended, as the client saw it: closed by the server with this application
 /// error code, or `None` when the client's HTTP/3 layer closed it itself (which it does once a
@@ -93,12 +93,7 @@ fn an_upgrade_closes_the_old_process_connections_and_the_new_process_serves() {
     assert_eq!(first.status, 200);
     let (code, out, err) = run_rampart(dir.path(), &["upgrade", "--pid", &old_pid.to_string()]);
     assert_eq!(code, 0, "{out}{err}");
-    let new_pid: i32 = out
-        .split("process ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|pid| pid.parse().ok())
-        .unwrap_or_else(|| panic!("no new PID in {out:?}"));
+    let new_pid = pid_in(&out, "process ");
     started.add(new_pid);
     // The old process no longer reads the socket: its connection is closed at once, with no
     // error, rather than left to time out.

@@ -98,7 +98,7 @@ impl Site {
 }
 
 /// The PID in `process N serves now` (the upgrade command) or `PID N is ready` (the log).
-fn pid_in(text: &str, before: &str) -> i32 {
+pub fn pid_in(text: &str, before: &str) -> i32 {
     let at = text.find(before).unwrap_or_else(|| panic!("no {before:?} in {text:?}")) + before.len();
     text[at..].split_whitespace().next().unwrap().parse().unwrap()
 }
