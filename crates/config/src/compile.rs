@@ -257,6 +257,15 @@ impl Checker<'_> {
             }
         };
         let udp = udp::is_udp(l);
+        if let (false, Some(n)) = (udp, &l.session_responses) {
+            self.error(
+                n.span(),
+                format!(
+                    "`session_responses` is for UDP listeners; listener `{}` is not one",
+                    name.get_ref()
+                ),
+            );
+        }
         let protocol = match checks::is_http(l) {
             _ if udp => self.udp_listener(name.get_ref(), l, names.upstreams),
             Some(true) => {

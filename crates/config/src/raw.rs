@@ -229,6 +229,8 @@ pub struct RawListener {
     pub http3_max_resets_per_second: Option<Spanned<i64>>,
     /// "under_load" (default) or "always": when new clients must prove their address.
     pub http3_retry: Option<Spanned<String>>,
+    /// UDP listeners: a session ends after this many replies (nginx's `proxy_responses`).
+    pub session_responses: Option<Spanned<i64>>,
     /// `Alt-Svc` on the TCP side's responses: "auto" (default with `http3`), "off", or a value.
     pub alt_svc: Option<Spanned<String>>,
     #[serde(default)]

@@ -304,7 +304,7 @@ pub fn summary(snapshot: &Snapshot) -> String {
                     if l.tls.is_some() { ", tls" } else { "" },
                 )
             }
-            ListenerProtocol::Udp { upstream } => {
+            ListenerProtocol::Udp { upstream, .. } => {
                 let u = &snapshot.upstreams[*upstream];
                 let targets = targets_of(u.targets.len(), u.lookups.len());
                 format!("{} on {bind} (udp) -> {} ({targets})", l.name, u.name)

@@ -130,10 +130,18 @@ impl Listener {
         }
     }
 
+    /// The replies after which a UDP listener's session ends, if set.
+    pub fn udp_responses(&self) -> Option<u32> {
+        match self.protocol {
+            ListenerProtocol::Udp { responses, .. } => responses,
+            _ => None,
+        }
+    }
+
     /// The upstream of a UDP listener.
     pub fn udp_upstream(&self) -> Option<usize> {
         match self.protocol {
-            ListenerProtocol::Udp { upstream } => Some(upstream),
+            ListenerProtocol::Udp { upstream, .. } => Some(upstream),
             _ => None,
         }
     }
@@ -213,8 +221,9 @@ pub enum ListenerProtocol {
     Http(Arc<HttpListener>),
     /// Relay datagrams: those from one client address form a session bound to one target of the
     /// upstream with index `upstream`, whose replies go back from the listener's socket. The
-    /// listener's `max_connections` bounds its sessions, `idle_timeout` ends them.
-    Udp { upstream: usize },
+    /// listener's `max_connections` bounds its sessions, `idle_timeout` ends them, and so does
+    /// the `responses`-th reply when set (nginx's `proxy_responses`: 1 for DNS).
+    Udp { upstream: usize, responses: Option<u32> },
 }
 
 /// How `X-Forwarded-For`, `-Proto` and `-Host` are written on proxied requests.

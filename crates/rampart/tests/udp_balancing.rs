@@ -328,6 +328,32 @@ fn sessions_are_limited_end_when_idle_and_are_recorded() {
 }
 
 #[test]
+fn with_session_responses_a_session_ends_at_its_answer_and_frees_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _b) = two_servers();
+    let port = free_port();
+    let log = dir.path().join("sessions.log");
+    let global = format!("session_log = \"{}\"", log.display());
+    let listener = "max_connections = 3\nsession_responses = 1";
+    let path = config(dir.path(), port, &[a.port], listener, "", &global);
+    let _proxy = Rampart::start(dir.path(), &["run", "-c", &path, "--workers", "1"]);
+    // Thirty queries, each from a new source port (as a stub resolver sends them): three places
+    // are enough, since each session ends with its answer rather than after 30 s.
+    for id in 0..30 {
+        assert!(ask(port, id, Duration::from_secs(2)).is_some(), "query {id}");
+    }
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.lines().filter(|l| l.contains("\"close\":\"answered\"")).count() == 30 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not 30 answered sessions: {text}");
+        thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn each_datagram_to_a_proxy_protocol_target_starts_with_a_v2_header() {
     let dir = tempfile::tempdir().unwrap();
     // A target that reads the header and answers with the source it names.

@@ -46,8 +46,13 @@ impl Checker<'_> {
             );
             return None;
         };
+        let responses = l
+            .session_responses
+            .as_ref()
+            .and_then(|n| self.count(n, "session_responses", 1, 1_000_000))
+            .map(|n| n as u32);
         match upstreams.iter().position(|u| *u == up.get_ref()) {
-            Some(upstream) => Some(ListenerProtocol::Udp { upstream }),
+            Some(upstream) => Some(ListenerProtocol::Udp { upstream, responses }),
             None => {
                 let known = upstreams.join(", ");
                 self.error(

@@ -202,7 +202,7 @@ impl<'a> Relay<'a> {
             client,
             socket,
             header,
-            listener.idle_timeout,
+            (listener.idle_timeout, listener.udp_responses()),
             slot,
         );
         self.ctx.track_open(&snapshot, upstream, target, true);

@@ -29,6 +29,8 @@ pub(super) enum SessionEnd {
     TargetRefused,
     /// Its listener stopped (drain, reload, upgrade) and it idled for the grace period.
     Drained,
+    /// It relayed the listener's `session_responses` replies.
+    Answered,
 }
 
 impl SessionEnd {
@@ -37,6 +39,7 @@ impl SessionEnd {
             SessionEnd::Idle => "idle_timeout",
             SessionEnd::TargetRefused => "target_refused",
             SessionEnd::Drained => "drained",
+            SessionEnd::Answered => "answered",
         }
     }
 }
@@ -61,6 +64,10 @@ pub(super) struct Session {
     unanswered: RefCell<Vec<u8>>,
     /// The listener stopped: the session ends once idle for the grace period.
     winding_down: Cell<bool>,
+    /// Replies each datagram from the client expects (`session_responses`), if the session ends
+    /// when all came; and how many are still to come.
+    responses_each: Option<u32>,
+    responses_due: Cell<u32>,
     /// A send found the target's refusal pending (and took it off the socket): the session
     /// task is to move on.
     refused: Cell<bool>,
@@ -77,7 +84,7 @@ impl Session {
         client: SocketAddr,
         socket: UdpSocket,
         header: Option<Vec<u8>>,
-        idle_timeout: Duration,
+        (idle_timeout, responses): (Duration, Option<u32>),
         slot: ConnSlot,
     ) -> Session {
         let (opened, opened_wall) = now_both();
@@ -97,6 +104,8 @@ impl Session {
             bytes_down: Cell::new(0),
             unanswered: RefCell::new(Vec::new()),
             winding_down: Cell::new(false),
+            responses_each: responses,
+            responses_due: Cell::new(0),
             refused: Cell::new(false),
             wake: Notify::new(),
             _slot: slot,
@@ -121,6 +130,9 @@ impl Session {
     /// is dropped, as a full network would drop it).
     pub(super) fn forward(&self, ctx: &WorkerContext, data: &[u8]) {
         self.last.set(Instant::now());
+        if let Some(each) = self.responses_each {
+            self.responses_due.set(self.responses_due.get().saturating_add(each));
+        }
         self.bytes_up.set(self.bytes_up.get() + data.len() as u64);
         {
             let mut kept = self.unanswered.borrow_mut();
@@ -240,6 +252,7 @@ pub(super) async fn run(relay: &Relay<'_>, s: Rc<Session>) -> (SocketAddr, Sessi
                     Err(e) => Err(e),
                 };
                 match result {
+                    Ok(()) if s.responses_each.is_some() && s.responses_due.get() == 0 => break SessionEnd::Answered,
                     Ok(()) => {}
                     Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                         if !s.move_on(relay.ctx, &mut tried) {
@@ -294,5 +307,13 @@ fn relay_replies(relay: &Relay<'_>, s: &Session, socket: &UdpSocket) -> io::Resu
         s.bytes_down.set(s.bytes_down.get() + n as u64);
         // A reply the socket cannot take now is dropped, as the network would.
         let _ = send_now(&relay.socket, &scratch[..n], Some(s.client));
+        if s.responses_each.is_some() {
+            let due = s.responses_due.get().saturating_sub(1);
+            s.responses_due.set(due);
+            if due == 0 {
+                // Every datagram answered: the session ends with this reply.
+                return Ok(());
+            }
+        }
     }
 }

@@ -26,7 +26,13 @@ fn a_udp_listener_binds_udp_and_its_upstream_is_checked_with_a_dns_query() {
     ))
     .unwrap();
     let listener = &compiled.snapshot.listeners[0];
-    assert!(matches!(listener.protocol, ListenerProtocol::Udp { upstream: 0 }));
+    assert!(matches!(
+        listener.protocol,
+        ListenerProtocol::Udp {
+            upstream: 0,
+            responses: None
+        }
+    ));
     assert_eq!(listener.udp_upstream(), Some(0));
     assert_eq!(listener.idle_timeout, Duration::from_secs(30), "UDP's own default");
     let sockets: Vec<_> = listener.sockets().collect();
@@ -35,9 +41,23 @@ fn a_udp_listener_binds_udp_and_its_upstream_is_checked_with_a_dns_query() {
     assert_eq!(check.dns.as_deref(), Some("health.example"));
     assert!(check.http.is_none());
     // Its own idle timeout and session limit.
-    let tuned = compile(&udp("idle_timeout = \"5s\"\nmax_connections = 50", "")).unwrap();
+    let tuned = compile(&udp(
+        "idle_timeout = \"5s\"\nmax_connections = 50\nsession_responses = 1",
+        "",
+    ))
+    .unwrap();
     assert_eq!(tuned.snapshot.listeners[0].idle_timeout, Duration::from_secs(5));
     assert_eq!(tuned.snapshot.listeners[0].max_connections, 50);
+    assert_eq!(tuned.snapshot.listeners[0].udp_responses(), Some(1));
+    // Not on a TCP listener.
+    let tcp = "[listeners.raw]\nbind = \"127.0.0.1:1\"\nupstream = \"app\"\nsession_responses = 1\n\
+               [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n";
+    let got = compile(tcp).unwrap_err();
+    assert!(
+        got.iter()
+            .any(|e| e.starts_with("test.toml:4:21: `session_responses` is for UDP listeners")),
+        "{got:?}"
+    );
 }
 
 #[test]
