@@ -7,7 +7,9 @@ The backend is one unbound (Debian's, one thread, on CPU 1) answering a local zo
 sends the queries, each name in turn. Each proxy runs one worker pinned to CPU 0:
 
   rampart   `rampart run -c CONFIG --workers 1 --pin` (`[global] workers = 1`, a listener with
-            `protocol = "udp"` and an upstream of the one target) under `taskset -c 0`
+            `protocol = "udp"` and `session_responses = 1`, as nginx's `proxy_responses 1`: a
+            session, and its socket to the target, per answered query; an upstream of the one
+            target) under `taskset -c 0`
   nginx     `worker_processes 1`, `worker_cpu_affinity 01`, `stream { server { listen ... udp;
             proxy_pass ...; proxy_responses 1; } }` under `taskset -c 0`
   dnsdist   `setLocal(ADDR, {doTCP=false})` (one UDP listener thread), `newServer` with its
@@ -108,6 +110,7 @@ workers = 1
 bind = "127.0.0.1:{PORTS['rampart']}"
 protocol = "udp"
 upstream = "dns"
+session_responses = 1
 
 [upstreams.dns]
 targets = ["127.0.0.1:{BACKEND_PORT}"]
