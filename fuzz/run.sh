@@ -9,7 +9,7 @@ cd "$(dirname "$0")"
 seconds=${1:-120}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(proxy_protocol h1_request h1_response h1_chunked h2_request h2_fields detect resp cache_file)
+[ ${#targets[@]} -gt 0 ] || targets=(proxy_protocol h1_request h1_response h1_chunked h2_request h2_fields detect resp cache_file trace_context)
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked
 rustup toolchain list | grep -q nightly || rustup toolchain install nightly --profile minimal
 for t in "${targets[@]}"; do

@@ -31,3 +31,4 @@ pub mod message;
 pub mod proxy_protocol;
 pub mod resp;
 pub mod tls_peek;
+pub mod trace_context;

@@ -244,3 +244,10 @@ fn resp_corpus_seeds_parse_as_named() {
         assert_eq!(parsed, verdict, "{seed}");
     }
 }
+
+#[test]
+fn trace_context_corpus_replays_cleanly() {
+    for data in corpus("trace_context", 8) {
+        rampart_proto::trace_context::round_trip_holds(&data);
+    }
+}
