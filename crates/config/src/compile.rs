@@ -215,6 +215,18 @@ impl Checker<'_> {
             acme::answer_http01(&mut listeners, live);
         }
         let admin = raw.admin.as_ref().and_then(|a| self.admin(a));
+        let tracing = raw.tracing.as_ref().map(|t| {
+            let d = rampart_model::trace::TraceSettings::default();
+            let sampling = match &t.get_ref().sampling {
+                None => d.sampling,
+                Some(s) if (0.0..=1.0).contains(s.get_ref()) => *s.get_ref(),
+                Some(s) => {
+                    self.error(s.span(), format!("sampling = {} is out of range (0 to 1)", s.get_ref()));
+                    d.sampling
+                }
+            };
+            Arc::new(rampart_model::trace::TraceSettings { sampling })
+        });
         self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
         self.udp_upstream_keys(&raw);
@@ -231,6 +243,7 @@ impl Checker<'_> {
                 session_log,
                 drain_timeout,
                 upgrade_timeout,
+                tracing,
             },
             workers,
             pin: global.pin.unwrap_or(false),

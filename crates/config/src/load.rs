@@ -346,6 +346,7 @@ fn merge(raws: Vec<RawConfig>, map: &SourceMap) -> Result<RawConfig, ConfigError
         }
         one_only("[global]", &mut merged.global, raw.global, map, &mut errors);
         one_only("[admin]", &mut merged.admin, raw.admin, map, &mut errors);
+        one_only("[tracing]", &mut merged.tracing, raw.tracing, map, &mut errors);
     }
     if errors.is_empty() {
         Ok(merged)

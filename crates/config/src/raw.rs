@@ -29,6 +29,17 @@ pub struct RawConfig {
     /// `[caches.NAME]`: HTTP cache stores that routes' `cache` use.
     #[serde(default)]
     pub caches: BTreeMap<Spanned<String>, RawCache>,
+    /// `[tracing]`: W3C Trace Context on proxied requests.
+    pub tracing: Option<Spanned<RawTracing>>,
+}
+
+/// `[tracing]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTracing {
+    /// The share of new traces (requests that come without a valid `traceparent`) marked
+    /// sampled, 0 to 1.
+    pub sampling: Option<Spanned<f64>>,
 }
 
 /// `[caches.NAME]`: a memory store shared by the workers, and optionally a disk store.

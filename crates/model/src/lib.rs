@@ -40,6 +40,7 @@ pub mod split;
 pub mod sticky;
 pub mod tcp_route;
 pub mod tls;
+pub mod trace;
 
 mod maglev;
 

@@ -37,6 +37,8 @@ pub struct Snapshot {
     pub drain_timeout: Duration,
     /// How long a binary upgrade waits for the new process to be ready before it kills it.
     pub upgrade_timeout: Duration,
+    /// `[tracing]`: W3C Trace Context on proxied requests, if on.
+    pub tracing: Option<Arc<crate::trace::TraceSettings>>,
 }
 
 /// One listener. Every worker binds its own socket for it (SO_REUSEPORT), unless it has no `bind`

@@ -63,6 +63,7 @@ mod tls_reload;
 mod tls_tcp;
 mod tls_testssl;
 mod tls_upstream;
+mod tracing;
 mod udp_balancing;
 #[path = "upgrade/main.rs"]
 mod upgrade;

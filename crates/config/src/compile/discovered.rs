@@ -51,6 +51,7 @@ pub fn with_answers(current: &Snapshot, answers: &Answers, live: &mut LiveState)
         session_log: current.session_log.clone(),
         drain_timeout: current.drain_timeout,
         upgrade_timeout: current.upgrade_timeout,
+        tracing: current.tracing.clone(),
     };
     live.forget_targets(&snapshot, false);
     Some(snapshot)

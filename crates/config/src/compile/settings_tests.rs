@@ -220,3 +220,37 @@ targets = ["127.0.0.1:9001"]
 fn errors_of(src: &str, what: &str) -> bool {
     errors(src).iter().any(|e| e.contains(what))
 }
+
+#[test]
+fn tracing_is_off_unless_its_table_is_there_and_its_ratio_is_checked() {
+    let base = "[listeners.web]\nbind = \"127.0.0.1:1\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+                [upstreams.app]\ntargets = [\"127.0.0.1:2\"]\n";
+    let compile = |extra: &str| {
+        crate::compile::compile_toml(
+            "test.toml",
+            &format!("{extra}\n{base}"),
+            &mut crate::compile::LiveState::default(),
+        )
+    };
+    assert!(compile("").unwrap().snapshot.tracing.is_none());
+    let on = compile("[tracing]").unwrap();
+    assert_eq!(on.snapshot.tracing.as_deref().map(|t| t.sampling), Some(1.0));
+    let ratio = compile("[tracing]\nsampling = 0.01").unwrap();
+    assert_eq!(ratio.snapshot.tracing.as_deref().map(|t| t.sampling), Some(0.01));
+    let errors: Vec<String> = compile("[tracing]\nsampling = 2.5")
+        .unwrap_err()
+        .0
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("test.toml:2:12: sampling = 2.5 is out of range (0 to 1)")),
+        "{errors:?}"
+    );
+    assert!(
+        compile("[tracing]\nexporter = \"otlp\"").is_err(),
+        "unknown keys are errors"
+    );
+}

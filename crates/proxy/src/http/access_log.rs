@@ -42,6 +42,8 @@ pub struct AccessRecord<'a> {
     pub user: Option<&'a str>,
     /// What a route's cache did (`hit`, `stale`, `revalidated`, `miss`).
     pub cache: Option<&'a str>,
+    /// The request's trace context, with `[tracing]` on.
+    pub trace: Option<&'a super::trace::RequestTrace>,
 }
 
 /// Appends one line in `format`.
@@ -116,6 +118,13 @@ fn write_json(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
         out.extend_from_slice(b",\"cache\":");
         write_json_str(out, cache);
     }
+    if let Some(trace) = r.trace {
+        out.extend_from_slice(b",\"trace_id\":\"");
+        out.extend_from_slice(&trace.trace_id_hex());
+        out.extend_from_slice(b"\",\"span_id\":\"");
+        out.extend_from_slice(&trace.span_id_hex());
+        out.push(b'"');
+    }
     out.extend_from_slice(b",\"user_agent\":");
     write_json_str(out, &lossy(r.user_agent));
     out.extend_from_slice(b"}\n");
@@ -178,6 +187,10 @@ fn write_combined(out: &mut Vec<u8>, r: &AccessRecord<'_>) {
     }
     if let Some(id) = r.request_id {
         let _ = write!(out, " request_id={}", id.replace([' ', '"'], "_"));
+    }
+    if let Some(trace) = r.trace {
+        out.extend_from_slice(b" trace_id=");
+        out.extend_from_slice(&trace.trace_id_hex());
     }
     if r.attempts.made() > 1 {
         out.extend_from_slice(b" attempts=");

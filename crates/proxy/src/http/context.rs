@@ -43,6 +43,8 @@ pub struct RequestContext {
     pub deadline: Option<Instant>,
     /// What a route's cache did for the request.
     pub cache: Option<rampart_model::cache::CacheOutcome>,
+    /// Its trace context, with `[tracing]` on (boxed: most requests carry none).
+    pub trace: Option<Box<super::trace::RequestTrace>>,
 }
 
 impl RequestContext {
@@ -65,6 +67,7 @@ impl RequestContext {
             bodyless: false,
             deadline: None,
             cache: None,
+            trace: None,
         }
     }
 

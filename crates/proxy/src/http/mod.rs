@@ -66,5 +66,6 @@ pub mod static_files;
 pub mod target;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod trace;
 
 pub use state::HttpWorkerState;

@@ -50,6 +50,7 @@ pub(crate) fn worker() -> WorkerContext {
         session_log: None,
         drain_timeout: Duration::from_secs(1),
         upgrade_timeout: Duration::from_secs(1),
+        tracing: None,
     };
     WorkerContext::new(0, Default::default(), Arc::new(ArcSwap::from_pointee(snapshot)), None)
 }

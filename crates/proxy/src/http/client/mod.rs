@@ -180,6 +180,7 @@ pub async fn send(
         forwarded: ForwardedHeaders::Off,
         client_cert: None,
         internal: true,
+        trace: None,
     };
     parts.forwarding = Some(&forwarding);
     let method = head.method();

@@ -72,6 +72,9 @@ pub(crate) struct Forwarding<'a> {
     /// Fields of the head that the writer leaves out, for a request of Rampart's own whose
     /// client writes them itself (`Host`, the framing and the connection's fields).
     pub(crate) internal: bool,
+    /// The request's trace context, with `[tracing]` on: its `traceparent` and `tracestate`
+    /// replace the client's.
+    pub(crate) trace: Option<&'a crate::http::trace::RequestTrace>,
 }
 
 impl<'a> RequestParts<'a> {
@@ -275,6 +278,9 @@ fn client_field_crosses(f: &Forwarding<'_>, crossing: &Crossing, name: &[u8], se
     // By length first: most names are neither `host` nor `x-forwarded-{for,host,proto}`.
     match name.len() {
         4 => !(f.replace_host && name.eq_ignore_ascii_case(b"host")),
+        10 | 11 if f.trace.is_some() => {
+            !(name.eq_ignore_ascii_case(b"traceparent") || name.eq_ignore_ascii_case(b"tracestate"))
+        }
         15..=17 if f.forwarded != ForwardedHeaders::Off && name[..12].eq_ignore_ascii_case(b"x-forwarded-") => {
             let which = &name[12..];
             let (xff, xfp, xfh) = (
@@ -347,6 +353,12 @@ fn added_fields(p: &RequestParts<'_>, f: &Forwarding<'_>, seen: &ClientForwarded
     if let Some((name, Some(cert))) = f.client_cert {
         each(name.as_bytes(), cert.as_bytes());
     }
+    if let Some(trace) = f.trace {
+        each(b"traceparent", trace.traceparent());
+        if let Some(state) = &trace.tracestate {
+            each(b"tracestate", state);
+        }
+    }
 }
 
 /// The fields written before the client's: a request of Rampart's own begins with its `Host`.
@@ -367,6 +379,7 @@ const NO_FORWARDING: Forwarding<'static> = Forwarding {
     forwarded: ForwardedHeaders::Off,
     client_cert: None,
     internal: false,
+    trace: None,
 };
 
 /// Whether the attempt's edits (when there are some) leave field `name` of the head as written.

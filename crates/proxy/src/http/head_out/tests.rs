@@ -31,6 +31,7 @@ fn forwarding<'a>(head: &'a RequestHead, forwarded: ForwardedHeaders) -> Forward
         forwarded,
         client_cert: None,
         internal: false,
+        trace: None,
     }
 }
 
@@ -361,6 +362,7 @@ fn a_request_of_ramparts_own_writes_its_host_and_length_itself() {
     parts.body = BodyLength::Exact(5);
     let internal = Forwarding {
         internal: true,
+        trace: None,
         forwarded: ForwardedHeaders::Append,
         ..forwarding(&head, ForwardedHeaders::Off)
     };

@@ -229,6 +229,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             request_id: run.facts.request_id.as_deref(),
             user: run.facts.user.as_deref(),
             cache: rctx.cache.map(|o| o.as_str()),
+            trace: rctx.trace.as_deref(),
         };
         self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
     }

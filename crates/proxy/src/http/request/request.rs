@@ -55,6 +55,10 @@ impl<T: ClientSide> RequestPath<'_, T> {
             return self.fail(rctx, HttpError::MissingConfig, false, false).await;
         };
         let listener_tls = listener.tls.as_deref();
+        if let Some(settings) = &snapshot.tracing {
+            let random = || self.ctx.http.filters.random();
+            rctx.trace = Some(Box::new(crate::http::trace::RequestTrace::of(head, settings, random)));
+        }
         let method = head.method();
         let target = request_target(head.target(), head.host());
         let route = route_of(http, method, &target, head).and_then(|i| Some((i, http.routes.get(i)?)));
@@ -223,6 +227,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let client_ip = std::mem::take(&mut self.client_ip);
                 let cert_field = listener_tls.and_then(|t| t.forward_client_cert.as_deref());
                 let cert = cert_field.and_then(|_| self.stream.client_cert().map(str::to_owned));
+                // Held aside as the client's address is: the exchange borrows the context.
+                let trace = rctx.trace.clone();
                 let forwarding = Forwarding {
                     host,
                     replace_host: target.from_authority,
@@ -232,6 +238,7 @@ impl<T: ClientSide> RequestPath<'_, T> {
                     forwarded: http.forwarded,
                     client_cert: cert_field.map(|name| (name, cert.as_deref())),
                     internal: false,
+                    trace: trace.as_deref(),
                 };
                 parts.forwarding = Some(&forwarding);
                 let (retries, retry_on) = ProxyRequest::retry_settings(up, route.retry);
