@@ -44,6 +44,10 @@ pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// The largest datagram (UDP's own limit), with room in front for a PROXY v2 header.
 const SCRATCH: usize = 65_536 + 64;
 
+/// The most datagrams read from the listening socket in one turn: then the sessions relay their
+/// replies before more is read (a flood of new datagrams does not starve them).
+const READ_BATCH: usize = 64;
+
 /// How often the task looks at drain.
 const TICK: Duration = Duration::from_millis(250);
 
@@ -127,9 +131,10 @@ type Running<'a> =
     FuturesUnordered<std::pin::Pin<Box<dyn std::future::Future<Output = (SocketAddr, SessionEnd)> + 'a>>>;
 
 impl<'a> Relay<'a> {
-    /// Reads every datagram waiting on the listener's socket and relays each.
+    /// Reads the datagrams waiting on the listener's socket (at most [`READ_BATCH`]; the socket
+    /// stays ready for the next turn) and relays each.
     fn read_all(&'a self, table: &mut HashMap<SocketAddr, Rc<Session>>, running: &mut Running<'a>) {
-        loop {
+        for _ in 0..READ_BATCH {
             let mut scratch = self.scratch.borrow_mut();
             let (n, client) = match self.socket.try_recv_from(&mut scratch[..]) {
                 Ok(got) => got,
