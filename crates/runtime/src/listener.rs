@@ -214,15 +214,22 @@ mod tests {
 
     #[test]
     fn udp_sockets_share_a_port_with_each_other_not_with_strangers() {
-        let first = bind_udp_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
+        // A UDP socket on the port of a TCP listener this test holds: the transports do not
+        // collide. (A port whose UDP side another process holds is passed over.)
+        let (_tcp, first) = (0..20)
+            .find_map(|_| {
+                let tcp = bind_reuseport("127.0.0.1:0".parse().unwrap()).unwrap();
+                let udp = bind_udp_reuseport(tcp.local_addr().unwrap()).ok()?;
+                Some((tcp, udp))
+            })
+            .expect("a port free on both transports");
         let addr = first.local_addr().unwrap();
-        // A second worker's socket on the same address, and a TCP listener on the same port.
+        // A second worker's socket on the same address; a stranger's probe is refused.
         let _second = bind_udp_reuseport(addr).unwrap();
         assert_eq!(
             probe_unused(Transport::Udp, addr).unwrap_err().kind(),
             std::io::ErrorKind::AddrInUse
         );
-        probe_unused(Transport::Tcp, addr).unwrap();
         // Handed over, a UDP socket is told from a TCP one.
         let mut inherited = InheritedSockets::default();
         let key = inherited.add(Socket::from(first)).unwrap();
