@@ -86,6 +86,35 @@ fn with_retry_always_a_new_client_proves_its_address_first() {
 }
 
 #[test]
+fn past_64_handshakes_in_flight_a_new_client_proves_its_address_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let echo = HttpBackend::start(Reply::Echo);
+    let (_proxy, port, tls) = gateway(dir.path(), &[echo.target()], "", "");
+    let server: SocketAddr = ([127, 0, 0, 1], port).into();
+    // 64 clients that begin a handshake and never finish it (a flood from spoofed addresses
+    // looks so): each is answered with the server's first flight, so each is under way.
+    let mut held = Vec::new();
+    for i in 0..64 {
+        let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.connect(server).unwrap();
+        socket.send(&initial(&tls.ca, server)).unwrap();
+        socket.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 2048];
+        let n = socket.recv(&mut buf).unwrap_or_else(|e| panic!("handshake {i}: {e}"));
+        // A long-header Initial (type 0), not a Retry.
+        assert_eq!(buf[0] & 0xb0, 0x80, "handshake {i}: first byte {:#04x} of {n}", buf[0]);
+        held.push(socket);
+    }
+    // The next one is asked to prove its address.
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket.connect(server).unwrap();
+    socket.send(&initial(&tls.ca, server)).unwrap();
+    let got = datagrams(&socket, Duration::from_secs(2), Duration::from_secs(4));
+    assert_eq!(got.len(), 1, "{:?}", got.iter().map(Vec::len).collect::<Vec<_>>());
+    assert_eq!(got[0][0] & 0xf0, 0xf0, "a Retry: first byte {:#04x}", got[0][0]);
+}
+
+#[test]
 fn a_client_resetting_streams_past_the_limit_is_disconnected() {
     let dir = tempfile::tempdir().unwrap();
     let slow = HttpBackend::start(Reply::Slow(Duration::from_secs(5)));
