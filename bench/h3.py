@@ -49,7 +49,7 @@ import tempfile
 import time
 
 from bench import backend
-from common import BACKEND_PORT, TLS_HOST, cpu_seconds, start, threads, wait_port, write
+from common import BACKEND_PORT, TLS_HOST, cpu_seconds, start, stop_all, threads, wait_port, write
 from h2 import parse_h2load
 from https import tls_files
 
@@ -274,13 +274,7 @@ def main():
         write(os.path.join(args.out, "h3.md"), text)
         print(text)
     finally:
-        for p in procs.values():
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 
-from common import cpu_seconds, nginx_main, start, threads, write
+from common import cpu_seconds, nginx_main, start, stop_all, threads, write
 
 BACKEND_PORT = 18140
 PORTS = {"rampart": 18141, "nginx": 18143, "dnsdist": 18145, "direct": BACKEND_PORT}
@@ -319,13 +319,7 @@ def main():
         write(os.path.join(args.out, "udp.md"), text)
         print(text)
     finally:
-        for p in procs.values():
-            p.terminate()
-        for p in procs.values():
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(procs)
         shutil.rmtree(workdir, ignore_errors=True)
 
 

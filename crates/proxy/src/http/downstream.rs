@@ -43,9 +43,19 @@ pub struct LocalAnswer<'a> {
 /// the response flows back (full duplex: gRPC bidirectional streams). Neither side names the
 /// other's protocol: the source pushes into a [`BodySink`].
 #[allow(async_fn_in_trait)]
-pub trait BodySource {
-    /// Moves the rest of the body (and its trailers) to `to`; an error cancels `to`.
-    async fn pump(self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError>;
+pub trait BodySource: Sized {
+    /// Moves the rest of the body (and its trailers) to `to`, each write waiting at most
+    /// `write_timeout`.
+    async fn forward(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError>;
+
+    /// [`BodySource::forward`], `to` cancelled if it fails.
+    async fn pump(mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
+        let result = self.forward(to, write_timeout).await;
+        if result.is_err() {
+            to.cancel();
+        }
+        result
+    }
 }
 
 /// Where a body taken out of its downstream side goes: an upstream session's request stream (an
@@ -65,8 +75,8 @@ pub trait BodySink {
 pub enum NoBodySource {}
 
 impl BodySource for NoBodySource {
-    async fn pump(self, _: &mut impl BodySink, _: Duration) -> Result<(), HttpError> {
-        match self {}
+    async fn forward(&mut self, _: &mut impl BodySink, _: Duration) -> Result<(), HttpError> {
+        match *self {}
     }
 }
 

@@ -39,18 +39,8 @@ pub(crate) struct H2BodySource {
 }
 
 impl BodySource for H2BodySource {
-    /// Moves DATA and trailers to `to` until the client's side ends. Errors reset `to`.
-    async fn pump(mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
-        let result = self.pump_inner(to, write_timeout).await;
-        if result.is_err() {
-            to.cancel();
-        }
-        result
-    }
-}
-
-impl H2BodySource {
-    async fn pump_inner(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
+    /// Moves DATA and trailers to `to` until the client's side ends.
+    async fn forward(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         loop {
             match within(self.timeout, self.io.data()).await {
                 None => return Err(HttpError::ClientBodyTimeout),

@@ -32,17 +32,8 @@ pub(crate) struct H3BodySource {
 }
 
 impl BodySource for H3BodySource {
-    async fn pump(mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
-        let result = self.pump_inner(to, write_timeout).await;
-        if result.is_err() {
-            to.cancel();
-        }
-        result
-    }
-}
-
-impl H3BodySource {
-    async fn pump_inner(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
+    /// Moves DATA and trailers to `to` until the client's side ends.
+    async fn forward(&mut self, to: &mut impl BodySink, write_timeout: Duration) -> Result<(), HttpError> {
         if let Some(first) = self.first.take() {
             to.send_bytes(first, write_timeout).await?;
         }
