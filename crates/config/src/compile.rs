@@ -56,6 +56,7 @@ pub(crate) fn compile_raw(map: &SourceMap, raw: RawConfig, live: &mut LiveState)
         filter_scope: String::new(),
         filter_definition: None,
         acme_configured: false,
+        otlp_configured: false,
         acme_dns01: None,
         internal: Default::default(),
         caches: Default::default(),
@@ -98,6 +99,8 @@ struct Checker<'a> {
     filter_definition: Option<filter_slots::DefinitionDigest>,
     /// Whether the config has an `[acme]` table (listeners' `acme` names need one).
     acme_configured: bool,
+    /// `[tracing]` names an OTLP collector (logs may go to `otlp`).
+    otlp_configured: bool,
     /// With an `[acme.dns01]` table (wildcards need one): which names it must cover.
     acme_dns01: Option<acme::Dns01Scope>,
     /// The upstreams made for Rampart's own requests (`forward_auth` services), placed after
@@ -153,6 +156,7 @@ impl Checker<'_> {
         let drain_timeout = self.duration(&global.drain_timeout, defaults::DRAIN_TIMEOUT);
         let upgrade_timeout = self.duration(&global.upgrade_timeout, defaults::UPGRADE_TIMEOUT);
         let log = self.log_settings(global);
+        self.otlp_configured = raw.tracing.as_ref().is_some_and(|t| t.get_ref().endpoint.is_some());
         let session_log = global
             .session_log
             .as_ref()
@@ -206,6 +210,7 @@ impl Checker<'_> {
                 listeners.push(listener);
             }
         }
+        let tracing = raw.tracing.as_ref().map(|t| Arc::new(self.tracing(t.get_ref(), live)));
         // After the configured upstreams, where the filters that use them were told.
         upstreams.extend(std::mem::take(&mut self.internal.made).into_iter().map(|(_, u)| u));
         if let Some(settings) = acme.as_mut() {
@@ -215,18 +220,6 @@ impl Checker<'_> {
             acme::answer_http01(&mut listeners, live);
         }
         let admin = raw.admin.as_ref().and_then(|a| self.admin(a));
-        let tracing = raw.tracing.as_ref().map(|t| {
-            let d = rampart_model::trace::TraceSettings::default();
-            let sampling = match &t.get_ref().sampling {
-                None => d.sampling,
-                Some(s) if (0.0..=1.0).contains(s.get_ref()) => *s.get_ref(),
-                Some(s) => {
-                    self.error(s.span(), format!("sampling = {} is out of range (0 to 1)", s.get_ref()));
-                    d.sampling
-                }
-            };
-            Arc::new(rampart_model::trace::TraceSettings { sampling })
-        });
         self.overlapping_binds(&raw.listeners);
         self.tcp_upstream_keys(&raw);
         self.udp_upstream_keys(&raw);
@@ -376,6 +369,7 @@ impl Checker<'_> {
             proxy_protocol_from,
             proxy_header_timeout,
             tls,
+            traced: l.tracing.as_ref().is_none_or(|t| *t.get_ref()),
         })
     }
 
@@ -521,6 +515,7 @@ mod log;
 pub(crate) mod suggest;
 mod tcp;
 mod tls;
+mod tracing;
 mod udp;
 pub use tls::files::Leaf;
 mod retry;
@@ -530,7 +525,7 @@ mod wire;
 
 pub use admin::{AdminAddress, AdminSettings};
 pub(crate) use command_line::toml_string;
-pub use command_line::{simple_l4, SimpleAcme, SimpleL4};
+pub use command_line::{simple_l4, SimpleAcme, SimpleL4, SimpleTracing};
 pub use live::LiveState;
 pub use log::{LogFormat, LogLevel, LogSettings};
 

@@ -23,7 +23,7 @@ pub mod units;
 
 pub use compile::{
     compile_toml, simple_l4, AdminAddress, AdminSettings, Compiled, LiveState, LogFormat, LogLevel, LogSettings,
-    SimpleAcme, SimpleL4,
+    SimpleAcme, SimpleL4, SimpleTracing,
 };
 pub use error::{ConfigError, ConfigErrors};
 pub use load::{compile_config, compile_config_env, ConfigSource, LoadedConfig, WatchList};

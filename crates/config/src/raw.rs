@@ -40,6 +40,27 @@ pub struct RawTracing {
     /// The share of new traces (requests that come without a valid `traceparent`) marked
     /// sampled, 0 to 1.
     pub sampling: Option<Spanned<f64>>,
+    /// Tail decisions: export the spans of a request that failed, or took longer than this,
+    /// sampled or not.
+    pub errors: Option<Spanned<bool>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub slower_than: Option<Spanned<String>>,
+    /// The OTLP collector (`http://HOST:PORT[/PATH]` or `https://`); without it nothing is
+    /// exported.
+    pub endpoint: Option<Spanned<String>>,
+    /// `"http"` (OTLP/HTTP protobuf, the default) or `"grpc"`.
+    pub protocol: Option<Spanned<String>>,
+    /// `ca` for an `https://` endpoint (the system's roots by default).
+    pub ca: Option<Spanned<String>>,
+    pub service_name: Option<Spanned<String>>,
+    /// Further resource attributes: `{ "deployment.environment" = "prod" }`.
+    #[serde(default)]
+    pub resource: BTreeMap<String, Spanned<String>>,
+    /// Spans (and log records) waiting per worker, and the batch size and interval of exports.
+    pub queue: Option<Spanned<i64>>,
+    pub batch: Option<Spanned<i64>>,
+    #[serde(default, deserialize_with = "described::duration")]
+    pub interval: Option<Spanned<String>>,
 }
 
 /// `[caches.NAME]`: a memory store shared by the workers, and optionally a disk store.
@@ -258,6 +279,8 @@ pub struct RawListener {
     /// `[listeners.NAME.error_pages]`: status or class (`"5xx"`) to page.
     #[serde(default)]
     pub error_pages: RawErrorPages,
+    /// `false`: the listener's requests (or TCP sessions) are not traced under `[tracing]`.
+    pub tracing: Option<Spanned<bool>>,
 }
 
 /// `http2`: `true`, `false`, or `"only"` (in clear, HTTP/2 by prior knowledge and nothing else).
@@ -410,6 +433,8 @@ pub struct RawRoute {
     /// Pages for this route's answers of Rampart's own, over the listener's.
     #[serde(default)]
     pub error_pages: RawErrorPages,
+    /// `false`: the route's requests are not traced under `[tracing]`.
+    pub tracing: Option<Spanned<bool>>,
 }
 
 /// One filter table, `{ type = "NAME", KEY = VALUE, ... }`: kept as spanned keys and values, so

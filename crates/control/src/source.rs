@@ -154,6 +154,7 @@ impl Source {
                     http3: false,
                     sni: Vec::new(),
                     acme: None,
+                    tracing: None,
                 };
                 load_command_line(&spec, live)
             }

@@ -102,3 +102,9 @@ pub const API_KEY_HEADER: &str = "x-api-key";
 pub const FORWARD_AUTH_TIMEOUT: Duration = Duration::from_secs(5);
 /// `forward_auth`: the largest denial body passed on to the client.
 pub const FORWARD_AUTH_MAX_BODY: usize = 64 << 10;
+
+/// `[tracing]`: spans (or log records) each worker keeps waiting for export, how many go in one
+/// export, and how often a worker exports what it has.
+pub const OTLP_QUEUE: usize = 4096;
+pub const OTLP_BATCH: usize = 512;
+pub const OTLP_INTERVAL: Duration = Duration::from_secs(1);

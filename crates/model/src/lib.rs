@@ -29,6 +29,7 @@ pub mod error_pages;
 pub mod filter;
 pub mod health;
 pub mod http3;
+pub mod log_target;
 pub mod metrics;
 pub mod net;
 pub mod outlier;

@@ -20,6 +20,9 @@ pub struct Route {
     pub cache: Option<crate::cache::RouteCache>,
     /// `retries` and `retry_on` of the route, over its upstream's.
     pub retry: crate::retry::RouteRetry,
+    /// Whether its requests are traced, with `[tracing]` on and the listener traced (`tracing =
+    /// false` on the route turns it off: the trace context passes through untouched).
+    pub traced: bool,
     /// Traffic counters, kept across reloads for the same listener and route name.
     pub metrics: std::sync::Arc<crate::metrics::PerWorker<crate::metrics::RouteCells>>,
 }

@@ -66,6 +66,9 @@ pub struct Listener {
     pub tls: Option<Arc<ListenerTls>>,
     /// Traffic counters, kept across reloads for the same listener name.
     pub metrics: Arc<PerWorker<ListenerCells>>,
+    /// Whether its requests (or TCP sessions) are traced, with `[tracing]` on (`tracing = false`
+    /// on the listener turns it off).
+    pub traced: bool,
 }
 
 /// How a connection knows its listener across reloads: by the address it was accepted on, or by

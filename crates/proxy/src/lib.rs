@@ -42,6 +42,8 @@ pub mod relay;
 pub mod session_log;
 pub mod slot;
 pub mod stream;
+pub mod syslog;
+pub mod telemetry;
 pub mod tls;
 pub mod udp;
 pub mod worker;

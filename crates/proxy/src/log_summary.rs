@@ -37,6 +37,9 @@ pub enum EventKind {
     QueueFull,
     /// Requests waited in the upstream's queue past its timeout (answered 503).
     QueueTimeout,
+    /// Exports to the OTLP collector (named as the key's upstream) fail: spans and log records
+    /// are lost.
+    ExportFailed,
 }
 
 impl EventKind {
@@ -46,6 +49,7 @@ impl EventKind {
             EventKind::ConnectFailed => "connect_failed",
             EventKind::QueueFull => "queue_full",
             EventKind::QueueTimeout => "queue_timeout",
+            EventKind::ExportFailed => "export_failed",
         }
     }
 
@@ -96,6 +100,15 @@ impl EventKey {
         }
     }
 
+    /// "Exports to the OTLP collector at `endpoint` fail".
+    pub fn export_failed(endpoint: &str) -> EventKey {
+        EventKey {
+            kind: EventKind::ExportFailed,
+            upstream: endpoint.to_string(),
+            target: None,
+        }
+    }
+
     /// How the summary lines name the event: `upstream app: no healthy target`.
     fn describe(&self) -> String {
         match (self.kind, &self.target) {
@@ -112,6 +125,11 @@ impl EventKey {
                 "upstream {}: a request waited in the queue past its timeout; answering 503 (queue_timeout)",
                 self.upstream
             ),
+            (EventKind::ExportFailed, _) => format!(
+                "OTLP collector {}: an export failed; its spans or log records are lost \
+                 (rampart_telemetry_dropped_total)",
+                self.upstream
+            ),
             _ => format!("upstream {}: no healthy target", self.upstream),
         }
     }
@@ -126,6 +144,7 @@ impl EventKey {
             (EventKind::QueueTimeout, _) => {
                 format!("upstream {}: queued requests are served in time again", self.upstream)
             }
+            (EventKind::ExportFailed, _) => format!("OTLP collector {}: exports succeed again", self.upstream),
             _ => format!("upstream {}: a healthy target again", self.upstream),
         }
     }
@@ -415,6 +434,7 @@ impl Line {
                     EventKind::ConnectFailed => "it failed",
                     EventKind::QueueFull => "it was full",
                     EventKind::QueueTimeout => "the wait ran out",
+                    EventKind::ExportFailed => "it failed",
                 },
                 times(*total),
                 lasted

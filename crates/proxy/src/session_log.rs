@@ -2,12 +2,17 @@
 //! HTTP access logs. Workers buffer lines per file and hand batches to one writer thread, which
 //! opens each file on first use and reopens all of them on request (reload, log rotation). A
 //! path of `-` or `/dev/stdout` ([`rampart_model::is_stdout_path`]) is the process's standard
-//! output, never a file of that name.
+//! output, never a file of that name; a `syslog+udp://`, `syslog+tcp://` or `syslog+unix://`
+//! destination ([`rampart_model::log_target::LogTarget`]) is a syslog server ([`crate::syslog`]).
+//! The queue to the writer is bounded ([`QUEUE_BATCHES`]): a writer that falls behind (a slow
+//! disk, a syslog server that stalls) loses batches, counted in [`LogLineCounts`], and never
+//! holds a worker.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -19,20 +24,49 @@ enum Command {
     Flush(mpsc::Sender<()>),
 }
 
+/// Batches (up to 32 KiB of lines each, from each worker) waiting for the writer; past them, a
+/// worker's batch is dropped.
+pub const QUEUE_BATCHES: usize = 1024;
+
+/// Log lines lost, by reason (process-wide, read by the metrics).
+pub struct LogLineCounts;
+
+static SYSLOG_UNREACHABLE: AtomicU64 = AtomicU64::new(0);
+static QUEUE_FULL: AtomicU64 = AtomicU64::new(0);
+
+impl LogLineCounts {
+    /// `(reason, lines)`: `syslog_unreachable`, `queue_full`.
+    pub fn dropped() -> [(&'static str, u64); 2] {
+        [
+            ("syslog_unreachable", SYSLOG_UNREACHABLE.load(Relaxed)),
+            ("queue_full", QUEUE_FULL.load(Relaxed)),
+        ]
+    }
+}
+
+fn lines_in(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
+}
+
 /// A worker's handle to the writer thread.
 #[derive(Clone)]
-pub struct SessionLogSink(mpsc::Sender<Command>);
+pub struct SessionLogSink(mpsc::SyncSender<Command>);
 
 impl SessionLogSink {
     pub(crate) fn send(&self, path: Arc<Path>, records: Vec<u8>) {
-        // The writer only goes away at process exit; records sent after that are dropped.
-        let _ = self.0.send(Command::Records(path, records));
+        // Never waits: a full queue loses the batch. The writer only goes away at process exit;
+        // records sent after that are dropped.
+        if let Err(mpsc::TrySendError::Full(Command::Records(_, lost))) =
+            self.0.try_send(Command::Records(path, records))
+        {
+            QUEUE_FULL.fetch_add(lines_in(&lost), Relaxed);
+        }
     }
 }
 
 /// The thread that owns the session log file.
 pub struct SessionLogWriter {
-    tx: mpsc::Sender<Command>,
+    tx: mpsc::SyncSender<Command>,
     thread: Option<JoinHandle<()>>,
 }
 
@@ -45,7 +79,7 @@ impl SessionLogWriter {
             let f = open(&p)?;
             files.insert(p, f);
         }
-        let (tx, rx) = mpsc::channel();
+        let (tx, rx) = mpsc::sync_channel(QUEUE_BATCHES);
         let thread = std::thread::Builder::new()
             .name("rampart-logs".into())
             .spawn(move || write_loop(files, rx))?;
@@ -92,6 +126,7 @@ impl Drop for SessionLogWriter {
 enum LogOutput {
     File(File),
     Stdout,
+    Syslog(crate::syslog::SyslogOutput),
 }
 
 impl LogOutput {
@@ -103,13 +138,26 @@ impl LogOutput {
                 out.write_all(bytes)?;
                 out.flush()
             }
+            LogOutput::Syslog(s) => {
+                let lost = s.send_lines(bytes);
+                if lost > 0 {
+                    SYSLOG_UNREACHABLE.fetch_add(lost, Relaxed);
+                    return Err(io::Error::other(format!(
+                        "{lost} lines lost: the server could not be written to"
+                    )));
+                }
+                Ok(())
+            }
         }
     }
 }
 
 fn open(path: &Path) -> io::Result<LogOutput> {
-    if rampart_model::is_stdout_path(path) {
-        return Ok(LogOutput::Stdout);
+    use rampart_model::log_target::LogTarget;
+    match path.to_str().map(LogTarget::parse) {
+        Some(Ok(LogTarget::Stdout)) => return Ok(LogOutput::Stdout),
+        Some(Ok(LogTarget::Syslog(addr))) => return Ok(LogOutput::Syslog(crate::syslog::SyslogOutput::new(addr))),
+        _ => {}
     }
     OpenOptions::new()
         .create(true)
@@ -120,6 +168,7 @@ fn open(path: &Path) -> io::Result<LogOutput> {
 
 fn write_loop(mut files: HashMap<PathBuf, LogOutput>, rx: mpsc::Receiver<Command>) {
     let mut failed: HashMap<PathBuf, ()> = HashMap::new();
+    let mut failing: std::collections::HashSet<PathBuf> = Default::default();
     while let Ok(command) = rx.recv() {
         match command {
             Command::Records(path, bytes) => {
@@ -137,8 +186,15 @@ fn write_loop(mut files: HashMap<PathBuf, LogOutput>, rx: mpsc::Receiver<Command
                     }
                 }
                 if let Some(f) = files.get_mut(&*path) {
-                    if let Err(e) = f.write_all(&bytes) {
-                        tracing::error!("log file {}: write failed: {e}", path.display());
+                    // Said once when writes begin to fail, and once when they work again.
+                    match f.write_all(&bytes) {
+                        Err(e) if failing.insert(path.to_path_buf()) => {
+                            tracing::error!("log {}: write failed: {e}", path.display());
+                        }
+                        Ok(()) if failing.remove(&*path) => {
+                            tracing::info!("log {}: writes work again", path.display());
+                        }
+                        _ => {}
                     }
                 }
             }

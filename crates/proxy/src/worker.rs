@@ -49,6 +49,8 @@ pub struct WorkerContext {
     log_buffers: RefCell<Vec<(Arc<std::path::Path>, Vec<u8>)>>,
     /// Repeated warnings (outages), summarised.
     pub log_summary: LogSummary,
+    /// Spans and log records waiting for the OTLP collector.
+    pub telemetry: crate::telemetry::Telemetry,
     /// This context itself, when it was made shared ([`WorkerContext::shared`]): what a task
     /// spawned on the worker holds it by ([`WorkerContext::handle`]).
     me: Weak<WorkerContext>,
@@ -81,6 +83,7 @@ impl WorkerContext {
             session_log,
             log_buffers: RefCell::new(Vec::new()),
             log_summary: LogSummary::default(),
+            telemetry: Default::default(),
             me: Weak::new(),
         }
     }
@@ -220,6 +223,7 @@ impl WorkerContext {
     /// The worker drains: idle connections close now (busy ones after their current request).
     pub fn begin_drain(&self) {
         self.log_summary.report_all();
+        self.telemetry.flush();
         self.http.begin_drain();
     }
 
@@ -231,6 +235,24 @@ impl WorkerContext {
 
     /// Appends one line for the log file `path`; hands a full batch to the writer thread.
     pub fn push_log_line(&self, path: &Arc<std::path::Path>, write: impl FnOnce(&mut Vec<u8>)) {
+        self.push_traced_log_line(path, ("session", None), write);
+    }
+
+    /// [`WorkerContext::push_log_line`] for a line of log `kind` (`access`, `session`) that may
+    /// belong to a span (trace id, span id, flags), which a log sent to `otlp` carries.
+    pub fn push_traced_log_line(
+        &self,
+        path: &Arc<std::path::Path>,
+        (kind, trace): (&'static str, Option<crate::telemetry::otlp::SpanRef>),
+        write: impl FnOnce(&mut Vec<u8>),
+    ) {
+        if rampart_model::log_target::LogTarget::is_otlp(path) {
+            let snapshot = self.snapshot();
+            if let Some(export) = snapshot.tracing.as_ref().and_then(|t| t.export.as_ref()) {
+                self.telemetry.record_log_line(self, export, (kind, trace), write);
+            }
+            return;
+        }
         let Some(sink) = &self.session_log else { return };
         let mut buffers = self.log_buffers.borrow_mut();
         let index = match buffers.iter().position(|(p, _)| Arc::ptr_eq(p, path) || p == path) {

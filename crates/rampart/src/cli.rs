@@ -286,6 +286,8 @@ pub struct TcpArgs {
     #[arg(long = "access-log", value_name = "FILE", conflicts_with = "session_log")]
     pub access_log: Option<PathBuf>,
     #[command(flatten)]
+    pub tracing: TracingArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
 }
 
@@ -338,7 +340,31 @@ pub struct HttpArgs {
     #[command(flatten)]
     pub acme: AcmeArgs,
     #[command(flatten)]
+    pub tracing: TracingArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+/// Tracing on the command line (`rampart http`, `rampart tcp`): the `[tracing]` table's main keys.
+#[derive(Debug, Args)]
+pub struct TracingArgs {
+    /// Trace requests (and TCP sessions) and export their spans to this OTLP collector,
+    /// `http://HOST:PORT` (4318 for OTLP/HTTP, 4317 for gRPC) or `https://`.
+    #[arg(long = "otlp-endpoint", value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// OTLP over `http` (protobuf) or `grpc`.
+    #[arg(long = "otlp-protocol", value_name = "PROTOCOL", default_value = "http",
+          value_parser = PossibleValuesParser::new(["http", "grpc"]), requires = "endpoint")]
+    pub protocol: String,
+    /// The share of new traces sampled, 0 to 1 (a request with a `traceparent` keeps its
+    /// caller's decision).
+    #[arg(
+        long = "trace-sampling",
+        value_name = "RATIO",
+        default_value = "1",
+        requires = "endpoint"
+    )]
+    pub sampling: f64,
 }
 
 /// Certificates from an ACME CA on the command line (`rampart http`).

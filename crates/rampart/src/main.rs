@@ -89,6 +89,7 @@ struct OneLine<'a> {
     sni: &'a [String],
     session_log: Option<&'a PathBuf>,
     acme: Option<&'a crate::cli::AcmeArgs>,
+    tracing: Option<&'a crate::cli::TracingArgs>,
 }
 
 impl<'a> From<&'a TcpArgs> for OneLine<'a> {
@@ -108,6 +109,7 @@ impl<'a> From<&'a TcpArgs> for OneLine<'a> {
             sni: &args.sni,
             session_log: args.engine.session_log.as_ref(),
             acme: None,
+            tracing: Some(&args.tracing),
         }
     }
 }
@@ -129,6 +131,7 @@ impl<'a> From<&'a HttpArgs> for OneLine<'a> {
             sni: &[],
             session_log: args.engine.session_log.as_ref(),
             acme: Some(&args.acme),
+            tracing: Some(&args.tracing),
         }
     }
 }
@@ -150,6 +153,7 @@ impl<'a> From<&'a crate::cli::UdpArgs> for OneLine<'a> {
             sni: &[],
             session_log: args.engine.session_log.as_ref(),
             acme: None,
+            tracing: None,
         }
     }
 }
@@ -170,6 +174,7 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         sni,
         session_log,
         acme,
+        tracing,
     } = *args;
     let sni = sni
         .iter()
@@ -235,6 +240,13 @@ fn fixed_source(args: &OneLine<'_>) -> Result<Source, String> {
         http3,
         sni,
         acme,
+        tracing: tracing.and_then(|t| {
+            Some(rampart_config::SimpleTracing {
+                endpoint: t.endpoint.clone()?,
+                protocol: t.protocol.clone(),
+                sampling: t.sampling,
+            })
+        }),
     })))
 }
 

@@ -56,7 +56,8 @@ fn a_trace_is_continued_started_or_restarted_and_logged() {
     let backend = HttpBackend::start(Reply::Echo);
     let (_proxy, port) = gateway(dir.path(), &backend, "[tracing]\nsampling = 0");
 
-    // Continued: the caller's trace and decision, Rampart's span as the parent, tracestate kept.
+    // Continued: the caller's trace and decision, a span of Rampart's as the parent, tracestate
+    // kept.
     let head = through(
         port,
         &backend,
@@ -89,10 +90,15 @@ fn a_trace_is_continued_started_or_restarted_and_logged() {
     assert!(!restarted[0].contains("00000000000000000000000000000000"), "{head}");
     assert!(values(&head, "tracestate").is_empty(), "{head}");
 
-    // The access log joins them: the trace ids and Rampart's spans as sent.
+    // The access log joins them: the trace ids, and Rampart's server span (the upstream's
+    // parent is the attempt's client span under it: the export tests check the link).
     let lines = json_log_lines(&dir.path().join("access.log"), 3);
     assert_eq!(lines[0]["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
-    assert_eq!(lines[0]["span_id"], continued_span.as_str());
+    let server_span = lines[0]["span_id"].as_str().unwrap();
+    assert_eq!(server_span.len(), 16);
+    assert!(server_span.bytes().all(|b| b.is_ascii_hexdigit()));
+    assert_ne!(server_span, continued_span.as_str());
+    assert_ne!(server_span, "00f067aa0ba902b7");
     assert_eq!(lines[1]["trace_id"], &started[3..35]);
     assert_eq!(lines[2]["trace_id"], &restarted[0][3..35]);
 }

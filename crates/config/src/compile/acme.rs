@@ -305,6 +305,7 @@ pub(super) fn https_redirect(listener: &str, live: &mut LiveState) -> Route {
         cache: None,
         retry: Default::default(),
         error_pages: None,
+        traced: true,
         metrics: live.route_metrics(listener, HTTPS_REDIRECT_ROUTE),
     }
 }
@@ -356,6 +357,7 @@ pub(super) fn answer_http01(listeners: &mut [Listener], live: &mut LiveState) {
                     cache: None,
                     retry: Default::default(),
                     error_pages: None,
+                    traced: true,
                     metrics: live.route_metrics(&name, HTTP01_ROUTE),
                 },
             );

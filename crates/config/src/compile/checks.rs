@@ -130,13 +130,27 @@ impl Checker<'_> {
         }
     }
 
-    /// Opens a log file the way the writer will (append, create), so that a path that cannot be
-    /// opened is an error of the config rather than of its first line.
-    /// The log file named at `path` (relative to the config file's directory, standard output
-    /// as it is), once it opens: else an error at `path`.
+    /// Where a log goes ([`rampart_model::log_target::LogTarget`]): a syslog server, OTLP logs
+    /// (which need `[tracing]` with an `endpoint`),
+    /// standard output, or a file named at `path` (relative to the config file's directory),
+    /// opened here the way the writer will (append, create) so that a path that cannot be opened
+    /// is an error of the config rather than of its first line.
     pub(super) fn log_file(&mut self, what: &str, path: &Spanned<String>) -> std::path::PathBuf {
-        if rampart_model::is_stdout_path(std::path::Path::new(path.get_ref())) {
-            return path.get_ref().into(); // standard output: nothing to open
+        use rampart_model::log_target::LogTarget;
+        match LogTarget::parse(path.get_ref()) {
+            Ok(LogTarget::File(_)) => {}
+            Ok(LogTarget::Otlp) if !self.otlp_configured => {
+                self.error(
+                    path.span(),
+                    format!("{what} to `otlp` needs an OTLP collector: `endpoint` in [tracing]"),
+                );
+                return path.get_ref().into();
+            }
+            Ok(_) => return path.get_ref().into(),
+            Err(e) => {
+                self.error(path.span(), format!("{what}: {e}"));
+                return path.get_ref().into();
+            }
         }
         let file = self.relative_path(path);
         if let Err(e) = OpenOptions::new().create(true).append(true).open(&file) {

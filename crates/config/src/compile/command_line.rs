@@ -36,6 +36,17 @@ pub struct SimpleL4 {
     pub sni: Vec<(String, String)>,
     /// HTTP only: certificates from an ACME CA (`--acme-domain` and its companions).
     pub acme: Option<SimpleAcme>,
+    /// `--otlp-endpoint` and its companions: `[tracing]`.
+    pub tracing: Option<SimpleTracing>,
+}
+
+/// `rampart http --otlp-endpoint URL ...`.
+#[derive(Debug, Clone)]
+pub struct SimpleTracing {
+    pub endpoint: String,
+    /// `http` or `grpc`.
+    pub protocol: String,
+    pub sampling: f64,
 }
 
 /// `rampart http --acme-domain NAME ...`.
@@ -133,6 +144,21 @@ impl SimpleL4 {
         let mut w = Writer::default();
         if let Some(acme) = &self.acme {
             acme.write_table(&mut w);
+        }
+        if let Some(t) = &self.tracing {
+            w.push("[tracing]\nendpoint = ");
+            w.value("--otlp-endpoint", &t.endpoint);
+            w.push("\nprotocol = ");
+            w.value("--otlp-protocol", &t.protocol);
+            w.push("\nsampling = ");
+            let at = w.text.len();
+            w.push(&format!("{:?}", t.sampling));
+            w.flags.push(FlagSpan {
+                span: at..w.text.len(),
+                flag: "--trace-sampling".to_string(),
+                value: t.sampling.to_string(),
+            });
+            w.push("\n\n");
         }
         if let Some(path) = &self.session_log {
             w.push("[global]\nsession_log = ");
@@ -298,6 +324,7 @@ mod tests {
             session_log: None,
             tls: vec![("missing.pem".into(), "missing.key".into())],
             acme: None,
+            tracing: None,
             access_log: None,
             upstream_protocol: None,
             http3: false,

@@ -76,6 +76,7 @@ impl Checker<'_> {
                     cache: None,
                     retry: Default::default(),
                     error_pages: error_pages.clone(),
+                    traced: true,
                     metrics: live.route_metrics(name, "default"),
                 }),
                 None => self.error(
@@ -319,6 +320,7 @@ impl Checker<'_> {
             cache,
             retry,
             error_pages: self.error_pages(&r.error_pages).map(Arc::new),
+            traced: r.tracing.as_ref().is_none_or(|t| *t.get_ref()),
             metrics: live.route_metrics(listener, &name),
             name,
         })

@@ -30,12 +30,26 @@ pub(super) struct InternalUpstreams {
 impl Checker<'_> {
     /// The snapshot index of the internal upstream for a `kind` filter's service at `endpoint`
     /// (`tls` for `https://`, `roots` naming its trust roots), made on first use; errors at `at`.
+    /// Its protocol is `auto` (HTTP/2 where TLS offers it).
     pub(super) fn internal_upstream(
         &mut self,
         kind: &str,
         endpoint: &HttpEndpoint,
-        (tls, roots): (Option<&EndpointTls>, Option<&str>),
+        tls: (Option<&EndpointTls>, Option<&str>),
         at: Range<usize>,
+        live: &mut LiveState,
+    ) -> Option<usize> {
+        self.internal_upstream_speaking(kind, endpoint, tls, ("auto", at), live)
+    }
+
+    /// [`Checker::internal_upstream`] with the upstream `protocol` given (`h2c`: HTTP/2 in clear
+    /// by prior knowledge, as an OTLP/gRPC collector without TLS needs).
+    pub(super) fn internal_upstream_speaking(
+        &mut self,
+        kind: &str,
+        endpoint: &HttpEndpoint,
+        (tls, roots): (Option<&EndpointTls>, Option<&str>),
+        (protocol, at): (&str, Range<usize>),
         live: &mut LiveState,
     ) -> Option<usize> {
         let scheme = if endpoint.https { "https" } else { "http" };
@@ -62,7 +76,7 @@ impl Checker<'_> {
         };
         let mut raw: RawUpstream = toml::from_str("targets = []").ok()?;
         raw.targets = Spanned::new(at.clone(), vec![Spanned::new(at.clone(), target)]);
-        raw.protocol = Some(Spanned::new(at, "auto".to_string()));
+        raw.protocol = Some(Spanned::new(at, protocol.to_string()));
         let mut up = self.upstream(&name, &raw, live)?;
         if let Some((config, tls_name)) = tls {
             // HTTP/2 when the service offers it, else HTTP/1.1.

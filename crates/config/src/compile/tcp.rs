@@ -324,7 +324,7 @@ impl Checker<'_> {
     fn http_route_keys(&mut self, listener: &str, name: &str, route: Range<usize>, r: &RawRoute) {
         let m = &r.matcher;
         let at = |s: Option<Range<usize>>| s.unwrap_or_else(|| route.clone());
-        let keys: [(&str, bool, Range<usize>); 21] = [
+        let keys: [(&str, bool, Range<usize>); 22] = [
             (
                 "filters",
                 !r.filters.is_empty(),
@@ -407,6 +407,11 @@ impl Checker<'_> {
                 "match.query",
                 !(m.query.is_empty() && m.query_present.is_empty()),
                 at(None),
+            ),
+            (
+                "tracing",
+                r.tracing.is_some(),
+                at(r.tracing.as_ref().map(Spanned::span)),
             ),
         ];
         for (key, present, span) in keys {

@@ -479,6 +479,7 @@ fn the_command_line_modes_go_through_the_config_compiler() {
         http3: false,
         sni: Vec::new(),
         acme: None,
+        tracing: None,
     };
     let text = spec.to_toml();
     assert!(

@@ -190,6 +190,7 @@ async fn a_command_line_with_no_certificate_has_nothing_to_reload() {
         http3: false,
         sni: Vec::new(),
         acme: None,
+        tracing: None,
     };
     let mut publisher = start(Source::Fixed(Box::new(spec)), CommandLine::default());
     let before = publisher.current();

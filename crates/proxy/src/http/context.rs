@@ -43,8 +43,8 @@ pub struct RequestContext {
     pub deadline: Option<Instant>,
     /// What a route's cache did for the request.
     pub cache: Option<rampart_model::cache::CacheOutcome>,
-    /// Its trace context, with `[tracing]` on (boxed: most requests carry none).
-    pub trace: Option<Box<super::trace::RequestTrace>>,
+    /// Its trace context, with `[tracing]` on (shared with the heads written for its attempts).
+    pub trace: Option<std::rc::Rc<super::trace::RequestTrace>>,
 }
 
 impl RequestContext {

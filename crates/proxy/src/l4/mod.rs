@@ -6,6 +6,7 @@
 pub mod filter;
 mod filtered;
 pub mod routed;
+mod span;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -232,6 +233,7 @@ async fn proxy(ctx: &WorkerContext, session: &mut Session<'_>, conn: Conn) -> Re
 
 /// Appends the session record for a finished connection.
 fn record(ctx: &WorkerContext, s: &Session<'_>, result: Result<RelayOutcome, Refusal>) {
+    span::record(ctx, s, &result);
     let Some(path) = &s.snapshot.session_log else { return };
     let upstream = s.choice.upstream.and_then(|u| s.snapshot.upstreams.get(u));
     let (first_byte_up, first_byte_down, bytes_up, bytes_down, close) = match &result {

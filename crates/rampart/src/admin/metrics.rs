@@ -162,6 +162,7 @@ pub fn render(shared: &AdminShared) -> String {
     );
 
     registry.register_collector(Box::new(Traffic(TrafficTotals::read(&snapshot))));
+    super::telemetry_metrics::register(&mut registry);
 
     let process = ProcessStats::read();
     let cpu = Counter::<f64>::default();

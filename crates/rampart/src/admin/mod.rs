@@ -22,6 +22,7 @@ pub mod history;
 pub mod metrics;
 pub mod page;
 pub mod state;
+mod telemetry_metrics;
 pub mod traffic;
 
 pub use state::{AdminShared, Command};

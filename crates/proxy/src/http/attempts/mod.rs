@@ -35,6 +35,10 @@ pub struct Attempt {
     pub end: AttemptEnd,
     /// Why another attempt followed this one (the failure's access-log name), if one did.
     pub retried_for: Option<&'static str>,
+    /// When it began (its connect, for a new connection) and when it failed, in microseconds
+    /// after the request began: kept only for a request whose spans are recorded.
+    pub began_us: Option<u32>,
+    pub ended_us: Option<u32>,
 }
 
 impl Attempt {
@@ -47,6 +51,8 @@ impl Attempt {
             response_head: None,
             end: AttemptEnd::Open,
             retried_for: None,
+            began_us: None,
+            ended_us: None,
         }
     }
 
@@ -137,6 +143,13 @@ impl AttemptLog {
     pub fn failed(&mut self, error: HttpError) {
         if let Some(a) = self.last_mut() {
             a.end = AttemptEnd::Failed(error);
+        }
+    }
+
+    /// The attempt going on ended (failed) `us` microseconds after the request began.
+    pub fn ended_at(&mut self, us: u32) {
+        if let Some(a) = self.last_mut() {
+            a.ended_us = Some(us);
         }
     }
 

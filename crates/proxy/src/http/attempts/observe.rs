@@ -64,8 +64,16 @@ pub(crate) fn attempt_started<'a>(
     ctx: &'a WorkerContext,
     req: &ProxyRequest<'a>,
     rctx: &mut RequestContext,
-    attempt: Attempt,
+    mut attempt: Attempt,
 ) -> InFlight<'a> {
+    if let Some(trace) = &rctx.trace {
+        // The heads written from now on name this attempt's span.
+        trace.attempt_begins(usize::from(rctx.attempts.made()));
+        if trace.recording {
+            let connect = attempt.connect.unwrap_or_default();
+            attempt.began_us = Some(micros_since(rctx.began, connect));
+        }
+    }
     rctx.attempts.begin(attempt);
     rctx.target = Some(attempt.target);
     let up = req.up;
@@ -159,6 +167,9 @@ pub(crate) fn attempt_ended(
         return;
     }
     rctx.attempts.failed(error);
+    if rctx.trace.as_ref().is_some_and(|t| t.recording) {
+        rctx.attempts.ended_at(micros_since(rctx.began, Duration::ZERO));
+    }
     if !req.counted() {
         return;
     }
@@ -174,7 +185,21 @@ pub(crate) fn attempt_ended(
 pub(crate) fn connect_failed(rctx: &mut RequestContext, target: usize, error: HttpError, took: Duration) {
     let mut attempt = Attempt::new(target, false, Some(took));
     attempt.end = AttemptEnd::Failed(error);
+    if rctx.trace.as_ref().is_some_and(|t| t.recording) {
+        attempt.began_us = Some(micros_since(rctx.began, took));
+        attempt.ended_us = Some(micros_since(rctx.began, Duration::ZERO));
+    }
     rctx.attempts.begin(attempt);
+}
+
+/// Microseconds from `began` to `before` ago (a span's offset in its request).
+fn micros_since(began: std::time::Instant, before: Duration) -> u32 {
+    let now = std::time::Instant::now();
+    now.checked_sub(before)
+        .unwrap_or(now)
+        .saturating_duration_since(began)
+        .as_micros()
+        .min(u128::from(u32::MAX)) as u32
 }
 
 /// The request ends. A failure after its response head had left (a body cut short, a timeout

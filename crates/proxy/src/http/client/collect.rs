@@ -129,7 +129,11 @@ impl Downstream for Collecting {
         self.take(data)
     }
 
-    async fn send_trailers(&mut self, _: FieldsRef<'_>) -> Result<(), HttpError> {
+    async fn send_trailers(&mut self, trailers: FieldsRef<'_>) -> Result<(), HttpError> {
+        self.response.trailers = trailers
+            .iter()
+            .map(|(name, value)| (Box::from(name), Box::from(value)))
+            .collect();
         self.ended = true;
         Ok(())
     }

@@ -96,6 +96,9 @@ impl InternalOptions {
     }
 }
 
+/// A field's name and value, owned.
+pub type OwnedField = (Box<[u8]>, Box<[u8]>);
+
 /// A whole response as the internal client collected it: its head, owned, and its body.
 #[derive(Debug, Clone, Default)]
 pub struct Collected {
@@ -105,6 +108,8 @@ pub struct Collected {
     pub body: Vec<u8>,
     /// The body's length as read.
     pub body_len: u64,
+    /// The trailers that ended the body, if any (names as the upstream sent them).
+    pub trailers: Vec<OwnedField>,
 }
 
 impl Collected {
@@ -115,6 +120,14 @@ impl Collected {
     /// The first value of field `name` (case-insensitive).
     pub fn field(&self, name: &str) -> Option<&[u8]> {
         self.head.field(name.as_bytes())
+    }
+
+    /// The first value of trailer `name` (case-insensitive).
+    pub fn trailer(&self, name: &str) -> Option<&[u8]> {
+        self.trailers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| &**v)
     }
 }
 

@@ -113,6 +113,8 @@ impl<'e, D: Downstream> Exchange<'e, '_, D> {
         };
         cells.queued.add(1);
         let deadline = tokio::time::Instant::now() + limits.queue_timeout;
+        // The wait, for the request's span (however it ends).
+        let _waited = self.rctx.trace.as_deref().filter(|t| t.recording).map(QueueWait::begin);
         loop {
             let mut no_target = false;
             let taken = place.take_or_line_up(|| match look() {
@@ -273,5 +275,20 @@ pub(super) fn response_edits<'a>(req: &ProxyRequest<'a>, target: Option<usize>, 
             Cow::Owned(ops)
         }
         _ => Cow::Borrowed(route),
+    }
+}
+
+/// A request's wait in its upstream's queue, recorded in its trace when it ends.
+struct QueueWait<'a>(&'a crate::http::trace::RequestTrace, std::time::Instant);
+
+impl<'a> QueueWait<'a> {
+    fn begin(trace: &'a crate::http::trace::RequestTrace) -> Self {
+        QueueWait(trace, std::time::Instant::now())
+    }
+}
+
+impl Drop for QueueWait<'_> {
+    fn drop(&mut self) {
+        self.0.queued.set(Some((self.1, std::time::Instant::now())));
     }
 }

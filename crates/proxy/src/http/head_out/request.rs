@@ -354,7 +354,7 @@ fn added_fields(p: &RequestParts<'_>, f: &Forwarding<'_>, seen: &ClientForwarded
         each(name.as_bytes(), cert.as_bytes());
     }
     if let Some(trace) = f.trace {
-        each(b"traceparent", trace.traceparent());
+        each(b"traceparent", &trace.traceparent());
         if let Some(state) = &trace.tracestate {
             each(b"tracestate", state);
         }

@@ -21,6 +21,8 @@ use crate::http::downstream::{answer_error, ClientTerms, Downstream};
 use crate::http::error::HttpError;
 use crate::http::filter::{FilterRun, Outcome, Where};
 use crate::http::iobuf::IoBuf;
+use crate::http::trace::span::{self, RequestFacts};
+use crate::http::trace::RequestTrace;
 use crate::worker::WorkerContext;
 
 impl<'a, T: ClientSide> RequestPath<'a, T> {
@@ -159,6 +161,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         if let Some(outcome) = rctx.cache {
             route_cells.cache[outcome as usize].add(1);
         }
+        self.record_spans(head, rctx, run, took);
         self.write_access(head, rctx, run, took);
         if run.is_active() {
             let snapshot = self.snapshot.clone();
@@ -182,6 +185,41 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             run.finish(route.map(|r| &r.filters), at, &outcome);
         }
         now
+    }
+
+    /// The request's spans, when a collector takes them (a request refused before it could be
+    /// read gets a trace of its own here).
+    fn record_spans(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {
+        let Some(settings) = self.snapshot.tracing.as_deref().filter(|s| s.export.is_some()) else {
+            return;
+        };
+        let listener = self.snapshot.listeners.get(self.listener);
+        let refused = match (&rctx.trace, head) {
+            (Some(_), _) => None,
+            (None, None) if listener.is_some_and(|l| l.traced) => {
+                let random = || self.ctx.http.filters.random();
+                Some(RequestTrace::continuing(None, None, settings, random))
+            }
+            (None, _) => return,
+        };
+        let Some(trace) = rctx.trace.as_deref().or(refused.as_ref()).filter(|t| t.recording) else {
+            return;
+        };
+        let route = rctx.route.and_then(|r| self.http().routes.get(r));
+        let facts = RequestFacts {
+            head,
+            listener: listener.map_or("", |l| l.name.as_str()),
+            route: route.map(|r| r.name.as_str()),
+            upstream: rctx.upstream.and_then(|u| self.snapshot.upstreams.get(u)),
+            client: self.client,
+            scheme: self.stream.scheme(),
+            protocol: head.map_or_else(|| self.stream.protocol(Version::Http11), |h| h.protocol),
+            tls: self.stream.tls_info(),
+            user: run.facts.user.as_deref(),
+            request_id: run.facts.request_id.as_deref(),
+            took,
+        };
+        span::record(self.ctx, settings, trace, rctx, &facts);
     }
 
     fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {
@@ -231,7 +269,12 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             cache: rctx.cache.map(|o| o.as_str()),
             trace: rctx.trace.as_deref(),
         };
-        self.ctx.push_log_line(path, |out| write_line(out, *format, &record));
+        let span = rctx
+            .trace
+            .as_deref()
+            .map(|t| (t.outgoing.trace_id, t.outgoing.parent_id, t.outgoing.flags));
+        self.ctx
+            .push_traced_log_line(path, ("access", span), |out| write_line(out, *format, &record));
     }
     /// Gives everything back before waiting as an idle connection.
     pub(crate) fn release_idle(&mut self) {

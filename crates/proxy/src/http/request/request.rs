@@ -55,14 +55,18 @@ impl<T: ClientSide> RequestPath<'_, T> {
             return self.fail(rctx, HttpError::MissingConfig, false, false).await;
         };
         let listener_tls = listener.tls.as_deref();
-        if let Some(settings) = &snapshot.tracing {
-            let random = || self.ctx.http.filters.random();
-            rctx.trace = Some(Box::new(crate::http::trace::RequestTrace::of(head, settings, random)));
-        }
         let method = head.method();
         let target = request_target(head.target(), head.host());
         let route = route_of(http, method, &target, head).and_then(|i| Some((i, http.routes.get(i)?)));
         rctx.route = route.map(|(i, _)| i);
+        if let Some(settings) = snapshot.tracing.as_deref() {
+            // A listener or route with `tracing = false` leaves the trace context as it came.
+            if listener.traced && route.is_none_or(|(_, r)| r.traced) {
+                let random = || self.ctx.http.filters.random();
+                let trace = crate::http::trace::RequestTrace::of(head, settings, random);
+                rctx.trace = Some(std::rc::Rc::new(trace));
+            }
+        }
         let head_only = method == b"HEAD";
         // A request whose body we do not read ends its connection after a local answer.
         let keep = may_keep && head.keep_alive;
@@ -128,6 +132,9 @@ impl<T: ClientSide> RequestPath<'_, T> {
             if let Some(answer) = Box::pin(run.request_head(chain, at, &mut parts)).await {
                 drop(parts);
                 rctx.filter_reason = answer.reason;
+                if let Some(trace) = rctx.trace.as_deref().filter(|t| t.recording) {
+                    trace.refused_at.set(Some(std::time::Instant::now()));
+                }
                 let headers: Vec<(&str, &str)> = answer.headers.iter().map(|(n, v)| (n.as_ref(), v.as_str())).collect();
                 let local = LocalAnswer {
                     status: answer.status,
@@ -227,7 +234,8 @@ impl<T: ClientSide> RequestPath<'_, T> {
                 let client_ip = std::mem::take(&mut self.client_ip);
                 let cert_field = listener_tls.and_then(|t| t.forward_client_cert.as_deref());
                 let cert = cert_field.and_then(|_| self.stream.client_cert().map(str::to_owned));
-                // Held aside as the client's address is: the exchange borrows the context.
+                // Held aside as the client's address is: the exchange borrows the context (the
+                // heads of its attempts and the context share it).
                 let trace = rctx.trace.clone();
                 let forwarding = Forwarding {
                     host,

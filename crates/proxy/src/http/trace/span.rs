@@ -1,0 +1,274 @@
+//! The spans of one request, written when it ends ([`record`]): a server span for the request
+//! (also for one refused before routing), with the TLS facts of its connection and events for a
+//! filter's refusal and a wait in the upstream's queue, and a client span per attempt at the
+//! upstream under it (its target, a new or reused connection, the connect time, the time to the
+//! response head, the status or error, why a retry followed), read from the request's attempts
+//! record. A request not sampled is written only when a tail decision keeps it (`errors`,
+//! `slower_than`). Names and attributes follow OpenTelemetry's HTTP conventions, with Rampart's
+//! own under `rampart.`.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant, SystemTime};
+
+use rampart_model::trace::TraceSettings;
+use rampart_model::Upstream;
+use rampart_proto::message::{Protocol, RequestHead};
+
+use super::RequestTrace;
+use crate::http::attempts::Attempt;
+use crate::http::context::RequestContext;
+use crate::http::error::HttpError;
+use crate::telemetry::otlp::{self, Attribute, Event, SpanData, SpanKind, Value};
+use crate::telemetry::{unix_nanos, Signal};
+use crate::tls::TlsInfo;
+use crate::worker::WorkerContext;
+
+/// What the end of a request knows beside its context.
+pub(crate) struct RequestFacts<'a> {
+    pub head: Option<&'a RequestHead>,
+    pub listener: &'a str,
+    pub route: Option<&'a str>,
+    pub upstream: Option<&'a Upstream>,
+    pub client: SocketAddr,
+    pub scheme: &'a str,
+    pub protocol: Protocol,
+    pub tls: Option<TlsInfo<'a>>,
+    pub user: Option<&'a str>,
+    pub request_id: Option<&'a str>,
+    /// How long the request took.
+    pub took: Duration,
+}
+
+/// Attributes of one span, on the stack.
+struct Attributes<'a, const N: usize> {
+    list: [Attribute<'a>; N],
+    len: usize,
+}
+
+impl<'a, const N: usize> Attributes<'a, N> {
+    fn new() -> Self {
+        Attributes {
+            list: [("", Value::Bool(false)); N],
+            len: 0,
+        }
+    }
+
+    fn add(&mut self, key: &'a str, value: Value<'a>) {
+        if let Some(slot) = self.list.get_mut(self.len) {
+            *slot = (key, value);
+            self.len += 1;
+        }
+    }
+
+    fn text(&mut self, key: &'a str, value: Option<&'a [u8]>) {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            self.add(key, Value::Str(v));
+        }
+    }
+
+    fn as_slice(&self) -> &[Attribute<'a>] {
+        &self.list[..self.len]
+    }
+}
+
+/// Writes the request's spans into the worker's queue when they are to be exported.
+pub(crate) fn record(
+    ctx: &WorkerContext,
+    settings: &TraceSettings,
+    trace: &RequestTrace,
+    rctx: &RequestContext,
+    f: &RequestFacts<'_>,
+) {
+    let Some(export) = &settings.export else { return };
+    let failed = rctx.status >= 500 || rctx.error.is_some();
+    let keep = trace.outgoing.sampled()
+        || (settings.errors && failed)
+        || settings.slower_than.is_some_and(|limit| f.took > limit);
+    if !keep {
+        return;
+    }
+    let end = unix_nanos(SystemTime::now());
+    let start = end.saturating_sub(f.took.as_nanos() as u64);
+    let at = |i: Instant| start + i.saturating_duration_since(rctx.began).as_nanos() as u64;
+    let at_us = |us: u32| start + u64::from(us) * 1000;
+    let method = f.head.map_or(&b""[..], |h| h.method());
+
+    let mut ip = [0u8; 48];
+    let ip_len = {
+        let mut w = &mut ip[..];
+        let _ = write!(w, "{}", f.client.ip());
+        48 - w.len()
+    };
+    let error = rctx.error.map(HttpError::reason).or(rctx.filter_reason);
+    let mut a = Attributes::<28>::new();
+    a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
+    if let Some(head) = f.head {
+        let target = head.target();
+        let path = target.split(|&b| b == b'?').next().unwrap_or(target);
+        a.text("url.path", Some(path));
+        a.text("server.address", head.host());
+        a.text("user_agent.original", head.field(b"user-agent"));
+    }
+    a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
+    a.add("network.protocol.version", Value::Str(protocol_version(f.protocol)));
+    a.add("client.address", Value::Str(&ip[..ip_len]));
+    a.add("client.port", Value::Int(i64::from(f.client.port())));
+    if rctx.status != 0 {
+        a.add("http.response.status_code", Value::Int(i64::from(rctx.status)));
+    }
+    a.add("http.response.body.size", Value::Int(rctx.body_bytes_out as i64));
+    a.text("http.route", f.route.map(str::as_bytes));
+    a.text("error.type", error.map(str::as_bytes));
+    a.add("rampart.listener", Value::Str(f.listener.as_bytes()));
+    if let Some(up) = f.upstream {
+        a.add("rampart.upstream", Value::Str(up.name.as_bytes()));
+        a.add("rampart.attempts", Value::Int(i64::from(rctx.attempts.made())));
+    }
+    a.text("rampart.cache", rctx.cache.map(|c| c.as_str().as_bytes()));
+    a.text("enduser.id", f.user.map(str::as_bytes));
+    a.text("rampart.request_id", f.request_id.map(str::as_bytes));
+    if let Some(tls) = &f.tls {
+        a.text("tls.protocol.version", tls.version.map(str::as_bytes));
+        a.text("tls.cipher", tls.cipher.map(str::as_bytes));
+        a.text("tls.client.server_name", tls.sni.map(str::as_bytes));
+        a.text("tls.next_protocol", tls.alpn);
+    }
+
+    let mut events: [Event<'_>; 2] = [Event {
+        time: 0,
+        name: "",
+        attributes: &[],
+    }; 2];
+    let mut n_events = 0;
+    let waited;
+    if let Some((from, to)) = trace.queued.get() {
+        waited = [(
+            "rampart.queue.waited_us",
+            Value::Int(to.saturating_duration_since(from).as_micros() as i64),
+        )];
+        events[n_events] = Event {
+            time: at(from),
+            name: "rampart.queue.wait",
+            attributes: &waited,
+        };
+        n_events += 1;
+    }
+    let refused;
+    if let (Some(when), Some(reason)) = (trace.refused_at.get(), rctx.filter_reason) {
+        refused = [
+            ("rampart.filter.reason", Value::Str(reason.as_bytes())),
+            ("http.response.status_code", Value::Int(i64::from(rctx.status))),
+        ];
+        events[n_events] = Event {
+            time: at(when),
+            name: "rampart.filter.refused",
+            attributes: &refused,
+        };
+        n_events += 1;
+    }
+    // A server span's error is a 5xx or a failure of Rampart or the upstream (a 4xx is the
+    // client's).
+    let server_error = if rctx.status >= 500
+        || rctx
+            .error
+            .is_some_and(|e| e.source() != crate::http::error::ErrorSource::Downstream)
+    {
+        Some(error.unwrap_or("error").as_bytes())
+    } else {
+        None
+    };
+    let server = SpanData {
+        trace_id: trace.outgoing.trace_id,
+        span_id: trace.outgoing.parent_id,
+        parent: trace.parent,
+        trace_state: trace.tracestate.as_deref().unwrap_or_default(),
+        flags: trace.outgoing.flags,
+        name: [method_or_unknown(method), f.route.unwrap_or_default().as_bytes()],
+        kind: SpanKind::Server,
+        start,
+        end,
+        attributes: a.as_slice(),
+        events: &events[..n_events],
+        error: server_error,
+    };
+    ctx.telemetry
+        .record(ctx, export, Signal::Spans, |out| otlp::write_span(out, &server));
+
+    let Some(up) = f.upstream else { return };
+    let attempts = rctx.attempts.iter().count();
+    for (index, attempt) in rctx.attempts.iter().enumerate() {
+        let last = index + 1 == attempts;
+        let span_start = attempt.began_us.map_or(start, at_us);
+        let span_end = match (attempt.ended_us, attempt.response_head) {
+            (Some(us), _) => at_us(us),
+            (None, _) if last => end,
+            (None, Some(head)) => span_start + (attempt.connect.unwrap_or_default() + head).as_nanos() as u64,
+            (None, None) => end,
+        };
+        let target = up.targets.get(attempt.target).map_or("", |t| t.name.as_str());
+        let mut c = Attributes::<12>::new();
+        c.add("http.request.method", Value::Str(method_or_unknown(method)));
+        c.add("server.address", Value::Str(target.as_bytes()));
+        c.add("rampart.upstream", Value::Str(up.name.as_bytes()));
+        c.add("rampart.connection.reused", Value::Bool(attempt.reused));
+        if let Some(connect) = attempt.connect {
+            c.add("rampart.connect_time_us", Value::Int(connect.as_micros() as i64));
+        }
+        if let Some(head) = attempt.response_head {
+            c.add("rampart.time_to_first_byte_us", Value::Int(head.as_micros() as i64));
+        }
+        if let Some(status) = attempt.status() {
+            c.add("http.response.status_code", Value::Int(i64::from(status)));
+        }
+        if index > 0 {
+            c.add("http.request.resend_count", Value::Int(index as i64));
+        }
+        let failure = attempt.error().map(HttpError::reason);
+        c.text("error.type", failure.map(str::as_bytes));
+        c.text("rampart.retry_reason", attempt.retried_for.map(str::as_bytes));
+        let client = SpanData {
+            trace_id: trace.outgoing.trace_id,
+            span_id: trace.attempt_span(index),
+            parent: Some(trace.outgoing.parent_id),
+            trace_state: trace.tracestate.as_deref().unwrap_or_default(),
+            flags: trace.outgoing.flags,
+            name: [method_or_unknown(method), up.name.as_bytes()],
+            kind: SpanKind::Client,
+            start: span_start,
+            end: span_end.max(span_start),
+            attributes: c.as_slice(),
+            events: &[],
+            error: client_error(attempt).map(str::as_bytes),
+        };
+        ctx.telemetry
+            .record(ctx, export, Signal::Spans, |out| otlp::write_span(out, &client));
+    }
+}
+
+/// An attempt's error status: it failed, or got a 5xx.
+fn client_error(attempt: &Attempt) -> Option<&'static str> {
+    match (attempt.error(), attempt.status()) {
+        (Some(e), _) => Some(e.reason()),
+        (None, Some(s)) if s >= 500 => Some("5xx"),
+        _ => None,
+    }
+}
+
+fn method_or_unknown(method: &[u8]) -> &[u8] {
+    if method.is_empty() {
+        b"HTTP"
+    } else {
+        method
+    }
+}
+
+/// `network.protocol.version`: `1.0`, `1.1`, `2`, `3`.
+fn protocol_version(p: Protocol) -> &'static [u8] {
+    match p {
+        Protocol::Http10 => b"1.0",
+        Protocol::Http11 => b"1.1",
+        Protocol::Http2 => b"2",
+        Protocol::Http3 => b"3",
+    }
+}

@@ -1,0 +1,241 @@
+//! OTLP's protobuf messages, written straight from Rampart's own records into a worker's export
+//! buffer: a span ([`write_span`]) or a log record ([`write_log`]) when it ends, the request around
+//! a batch of them ([`envelope`]) when it is exported. No message is built as a tree of owned
+//! values first (as `opentelemetry-proto`'s prost types would have it: an allocation per
+//! attribute); the field numbers are those of `opentelemetry/proto` v1 (trace, logs, common,
+//! resource), and the tests read what is written back with `opentelemetry-proto`'s types.
+
+/// A span's kind (`Span.SpanKind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpanKind {
+    Server = 2,
+    Client = 3,
+}
+
+/// An attribute's value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    Str(&'a [u8]),
+    Int(i64),
+    Bool(bool),
+}
+
+/// One attribute.
+pub type Attribute<'a> = (&'a str, Value<'a>);
+
+/// A span event: a moment in the span, with attributes.
+#[derive(Debug, Clone, Copy)]
+pub struct Event<'a> {
+    pub time: u64,
+    pub name: &'static str,
+    pub attributes: &'a [Attribute<'a>],
+}
+
+/// What one span says.
+#[derive(Debug, Clone, Copy)]
+pub struct SpanData<'a> {
+    pub trace_id: [u8; 16],
+    pub span_id: [u8; 8],
+    pub parent: Option<[u8; 8]>,
+    /// The W3C `tracestate` the span's context carries.
+    pub trace_state: &'a [u8],
+    /// The W3C trace flags (bit 0: sampled).
+    pub flags: u8,
+    /// The name, written as its parts joined by a space (`GET api`).
+    pub name: [&'a [u8]; 2],
+    pub kind: SpanKind,
+    /// Unix nanoseconds.
+    pub start: u64,
+    pub end: u64,
+    pub attributes: &'a [Attribute<'a>],
+    pub events: &'a [Event<'a>],
+    /// An error status with its message, or unset.
+    pub error: Option<&'a [u8]>,
+}
+
+/// The span a log record belongs to: trace id, span id, W3C flags.
+pub type SpanRef = ([u8; 16], [u8; 8], u8);
+
+/// What one log record says: its line and, for an access log line, the request's span.
+#[derive(Debug, Clone, Copy)]
+pub struct LogData<'a> {
+    pub time: u64,
+    pub body: &'a [u8],
+    pub trace: Option<SpanRef>,
+    pub attributes: &'a [Attribute<'a>],
+}
+
+const VARINT: u8 = 0;
+const FIXED64: u8 = 1;
+const LEN: u8 = 2;
+const FIXED32: u8 = 5;
+
+fn varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
+fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
+    varint(out, u64::from(field << 3 | u32::from(wire)));
+}
+
+fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
+    tag(out, field, LEN);
+    varint(out, b.len() as u64);
+    out.extend_from_slice(b);
+}
+
+fn fixed64(out: &mut Vec<u8>, field: u32, v: u64) {
+    tag(out, field, FIXED64);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn fixed32(out: &mut Vec<u8>, field: u32, v: u32) {
+    tag(out, field, FIXED32);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
+fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
+    tag(out, field, VARINT);
+    varint(out, v);
+}
+
+/// A length-delimited field whose content `write` appends: its length is written in front of it
+/// once known (one byte reserved; a longer length moves the content along).
+fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
+    tag(out, field, LEN);
+    let at = out.len();
+    out.push(0);
+    write(out);
+    let len = out.len() - at - 1;
+    if len < 0x80 {
+        out[at] = len as u8;
+    } else {
+        let mut prefix = Vec::with_capacity(4);
+        varint(&mut prefix, len as u64);
+        out.splice(at..=at, prefix);
+    }
+}
+
+/// A `KeyValue` in field `field`.
+fn attribute(out: &mut Vec<u8>, field: u32, (key, value): &Attribute<'_>) {
+    nested(out, field, |out| {
+        bytes(out, 1, key.as_bytes());
+        any_value(out, 2, value);
+    });
+}
+
+/// An `AnyValue` in field `field`.
+fn any_value(out: &mut Vec<u8>, field: u32, value: &Value<'_>) {
+    nested(out, field, |out| match *value {
+        Value::Str(s) => bytes(out, 1, s),
+        Value::Bool(b) => uint(out, 2, u64::from(b)),
+        Value::Int(i) => uint(out, 3, i as u64),
+    });
+}
+
+/// Appends `span` as a `ScopeSpans.spans` entry (field 2).
+pub fn write_span(out: &mut Vec<u8>, span: &SpanData<'_>) {
+    nested(out, 2, |out| {
+        bytes(out, 1, &span.trace_id);
+        bytes(out, 2, &span.span_id);
+        if !span.trace_state.is_empty() {
+            bytes(out, 3, span.trace_state);
+        }
+        if let Some(parent) = &span.parent {
+            bytes(out, 4, parent);
+        }
+        let [first, second] = span.name;
+        tag(out, 5, LEN);
+        let sep = usize::from(!second.is_empty());
+        varint(out, (first.len() + sep + second.len()) as u64);
+        out.extend_from_slice(first);
+        if sep == 1 {
+            out.push(b' ');
+            out.extend_from_slice(second);
+        }
+        uint(out, 6, span.kind as u64);
+        fixed64(out, 7, span.start);
+        fixed64(out, 8, span.end.max(span.start));
+        for a in span.attributes {
+            attribute(out, 9, a);
+        }
+        for e in span.events {
+            nested(out, 11, |out| {
+                fixed64(out, 1, e.time);
+                bytes(out, 2, e.name.as_bytes());
+                for a in e.attributes {
+                    attribute(out, 3, a);
+                }
+            });
+        }
+        if let Some(message) = span.error {
+            nested(out, 15, |out| {
+                bytes(out, 2, message);
+                uint(out, 3, 2); // STATUS_CODE_ERROR
+            });
+        }
+        // W3C flags, with "the parent is remote" known (bit 8) and said (bit 9) for a span
+        // whose parent came from another process.
+        fixed32(out, 16, u32::from(span.flags) | 0x100);
+    });
+}
+
+/// Appends `log` as a `ScopeLogs.log_records` entry (field 2), at severity INFO.
+pub fn write_log(out: &mut Vec<u8>, log: &LogData<'_>) {
+    nested(out, 2, |out| {
+        fixed64(out, 1, log.time);
+        uint(out, 2, 9); // SEVERITY_NUMBER_INFO
+        bytes(out, 3, b"INFO");
+        any_value(out, 5, &Value::Str(log.body));
+        for a in log.attributes {
+            attribute(out, 6, a);
+        }
+        if let Some((trace_id, span_id, flags)) = &log.trace {
+            fixed32(out, 8, u32::from(*flags));
+            bytes(out, 9, trace_id);
+            bytes(out, 10, span_id);
+        }
+        fixed64(out, 11, log.time);
+    });
+}
+
+/// The export request around a batch of entries written by [`write_span`] (or [`write_log`]):
+/// `ExportTraceServiceRequest { resource_spans: [ResourceSpans { resource, scope_spans: [
+/// ScopeSpans { scope: rampart, spans: batch }] }] }` (the logs' messages have the same shape).
+/// With `grpc`, in gRPC's length-prefixed frame.
+pub fn envelope(resource: &[(String, String)], batch: &[u8], grpc: bool) -> Vec<u8> {
+    let mut scope = Vec::with_capacity(32);
+    bytes(&mut scope, 1, b"rampart");
+    bytes(&mut scope, 2, env!("CARGO_PKG_VERSION").as_bytes());
+    let mut res = Vec::with_capacity(128);
+    for (k, v) in resource {
+        attribute(&mut res, 1, &(k.as_str(), Value::Str(v.as_bytes())));
+    }
+    // ScopeSpans / ScopeLogs: scope (1), entries (already tagged 2).
+    let scoped_len = 1 + varint_len(scope.len() as u64) + scope.len() + batch.len();
+    // ResourceSpans / ResourceLogs: resource (1), scoped (2).
+    let resourced_len = 1 + varint_len(res.len() as u64) + res.len() + 1 + varint_len(scoped_len as u64) + scoped_len;
+    let total = 1 + varint_len(resourced_len as u64) + resourced_len;
+    let mut out = Vec::with_capacity(total + 5);
+    if grpc {
+        out.push(0); // not compressed
+        out.extend_from_slice(&(total as u32).to_be_bytes());
+    }
+    tag(&mut out, 1, LEN);
+    varint(&mut out, resourced_len as u64);
+    bytes(&mut out, 1, &res);
+    tag(&mut out, 2, LEN);
+    varint(&mut out, scoped_len as u64);
+    bytes(&mut out, 1, &scope);
+    out.extend_from_slice(batch);
+    debug_assert_eq!(out.len(), total + if grpc { 5 } else { 0 });
+    out
+}
