@@ -127,6 +127,8 @@ enum LogOutput {
     File(File),
     Stdout,
     Syslog(crate::syslog::SyslogOutput),
+    /// `otlp`: the workers send its lines to the collector themselves; none come here.
+    Nowhere,
 }
 
 impl LogOutput {
@@ -148,6 +150,7 @@ impl LogOutput {
                 }
                 Ok(())
             }
+            LogOutput::Nowhere => Ok(()),
         }
     }
 }
@@ -157,6 +160,7 @@ fn open(path: &Path) -> io::Result<LogOutput> {
     match path.to_str().map(LogTarget::parse) {
         Some(Ok(LogTarget::Stdout)) => return Ok(LogOutput::Stdout),
         Some(Ok(LogTarget::Syslog(addr))) => return Ok(LogOutput::Syslog(crate::syslog::SyslogOutput::new(addr))),
+        Some(Ok(LogTarget::Otlp)) => return Ok(LogOutput::Nowhere),
         _ => {}
     }
     OpenOptions::new()

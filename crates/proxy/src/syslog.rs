@@ -56,6 +56,14 @@ impl SyslogOutput {
 
     /// Sends each line of `lines` (newline-ended) as one message; returns how many were lost.
     pub fn send_lines(&mut self, lines: &[u8]) -> u64 {
+        if let Some(Conn::Tcp(s)) = &self.conn {
+            // A syslog server never writes: a connection with something to read was closed by
+            // it (or reset). Found before writing, so that the lines are not written into a
+            // connection that is gone (what TCP syslog cannot tell otherwise; RELP would).
+            if peer_closed(s) {
+                self.conn = None;
+            }
+        }
         let mut lost = 0;
         let now = SystemTime::now();
         for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
@@ -123,6 +131,15 @@ impl SyslogOutput {
             }
         }
     }
+}
+
+/// Whether the peer of `s` closed or reset it (a read would not wait).
+fn peer_closed(s: &TcpStream) -> bool {
+    if s.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let closed = !matches!(s.peek(&mut [0u8; 1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock);
+    closed || s.set_nonblocking(false).is_err()
 }
 
 #[cfg(test)]

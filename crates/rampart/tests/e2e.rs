@@ -50,6 +50,8 @@ mod l4_relay;
 mod lifecycle;
 mod logs;
 mod metrics_traffic;
+#[path = "otel/main.rs"]
+mod otel;
 mod static_files;
 #[path = "status_page/main.rs"]
 mod status_page;

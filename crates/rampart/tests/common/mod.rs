@@ -11,6 +11,7 @@ pub mod netns;
 pub mod pebble;
 pub mod scrape;
 pub mod servers;
+pub mod telemetry;
 pub mod tls;
 mod wait;
 

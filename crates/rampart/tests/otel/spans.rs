@@ -1,0 +1,299 @@
+//! Spans in Jaeger: the request's server span, a client span per attempt under it, the traced
+//! backend's span under that; over OTLP/HTTP and OTLP/gRPC; sampling and tail decisions; a dead
+//! collector; refused requests, TCP sessions and a route that is not traced.
+
+use serde_json::Value;
+
+use super::traced_backend::TracedBackend;
+use super::{access_lines, request, tracing_table, Gateway};
+use crate::common::http::{HttpBackend, Reply, UNAVAILABLE};
+use crate::common::telemetry::{tag, Jaeger};
+use crate::common::{free_port, Bounded, TOOL_WAIT, WAIT};
+
+const CALLER_TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+
+fn caller(trace: &str, flags: &str) -> String {
+    format!("00-{trace}-{CALLER_SPAN}-{flags}")
+}
+
+fn spans(trace: &Value) -> Vec<&Value> {
+    trace["spans"].as_array().unwrap().iter().collect()
+}
+
+fn service<'a>(trace: &'a Value, span: &Value) -> &'a str {
+    trace["processes"][span["processID"].as_str().unwrap()]["serviceName"]
+        .as_str()
+        .unwrap()
+}
+
+fn parent(span: &Value) -> Option<&str> {
+    span["references"]
+        .as_array()?
+        .iter()
+        .find(|r| r["refType"] == "CHILD_OF")?["spanID"]
+        .as_str()
+}
+
+fn kind(span: &Value) -> &str {
+    tag(span, "span.kind").and_then(Value::as_str).unwrap_or("")
+}
+
+/// Jaeger drops leading zero digits of a span id; ids compare as numbers.
+fn same_id(a: &str, b: &str) -> bool {
+    u64::from_str_radix(a, 16).ok() == u64::from_str_radix(b, 16).ok()
+}
+
+#[test]
+fn a_request_s_spans_reach_jaeger_linked_to_its_caller_and_its_backend_over_http_and_grpc() {
+    for protocol in ["http", "grpc"] {
+        let jaeger = Jaeger::start();
+        let backend = TracedBackend::start(&jaeger.otlp_http_url());
+        let endpoint = match protocol {
+            "grpc" => jaeger.otlp_grpc_url(),
+            _ => jaeger.otlp_http_url(),
+        };
+        let gw = Gateway::start(&tracing_table(&endpoint, protocol, ""), "", &[backend.target()], "", "");
+        let trace_id = match protocol {
+            "grpc" => "0af7651916cd43dd8448eb211c80319c",
+            _ => CALLER_TRACE,
+        };
+        assert_eq!(gw.get("/t?x=1", &[("traceparent", &caller(trace_id, "01"))]), 200);
+
+        let trace = jaeger.trace(trace_id, 3);
+        let all = spans(&trace);
+        let server = all
+            .iter()
+            .find(|s| kind(s) == "server" && service(&trace, s) == "rampart-test");
+        let server = server.unwrap_or_else(|| panic!("{protocol}: no server span of Rampart's: {trace}"));
+        let client = all.iter().find(|s| kind(s) == "client").expect("a client span");
+        let theirs = all
+            .iter()
+            .find(|s| service(&trace, s) == "backend")
+            .expect("the backend's span");
+        // The links: caller -> Rampart's server span -> its attempt -> the backend.
+        assert!(same_id(parent(server).unwrap(), CALLER_SPAN), "{server}");
+        assert_eq!(parent(client), server["spanID"].as_str(), "{client}");
+        assert_eq!(parent(theirs), client["spanID"].as_str(), "{theirs}");
+        // Attributes.
+        assert_eq!(server["operationName"], "GET default");
+        assert_eq!(tag(server, "http.request.method").unwrap(), "GET");
+        assert_eq!(tag(server, "url.path").unwrap(), "/t");
+        assert_eq!(tag(server, "server.address").unwrap(), "gw.test");
+        assert_eq!(tag(server, "user_agent.original").unwrap(), "otel-test");
+        assert_eq!(tag(server, "http.response.status_code").unwrap(), 200);
+        assert_eq!(tag(server, "http.route").unwrap(), "default");
+        assert_eq!(tag(server, "rampart.listener").unwrap(), "web");
+        assert_eq!(tag(server, "client.address").unwrap(), "127.0.0.1");
+        assert_eq!(tag(server, "network.protocol.version").unwrap(), "1.1");
+        assert_eq!(tag(server, "rampart.attempts").unwrap(), 1);
+        assert_eq!(client["operationName"], "GET app");
+        assert_eq!(tag(client, "server.address").unwrap(), backend.target().as_str());
+        assert_eq!(tag(client, "rampart.connection.reused").unwrap(), false);
+        assert!(tag(client, "rampart.connect_time_us").is_some(), "{client}");
+        assert!(tag(client, "rampart.time_to_first_byte_us").is_some(), "{client}");
+        assert_eq!(tag(client, "http.response.status_code").unwrap(), 200);
+        let process = &trace["processes"][server["processID"].as_str().unwrap()];
+        assert!(tag(process, "service.version").is_some(), "{process}");
+        // The access log names the same trace and server span.
+        let line = &access_lines(&gw.access_log(), 1)[0];
+        assert_eq!(line["trace_id"], trace_id);
+        assert!(same_id(
+            line["span_id"].as_str().unwrap(),
+            server["spanID"].as_str().unwrap()
+        ));
+
+        // HTTP/2 from the client: the same spans, its protocol said.
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--http2-prior-knowledge"])
+            .args([
+                "-H",
+                &format!("traceparent: {}", caller("11111111111111111111111111111111", "01")),
+            ])
+            .arg(format!("http://127.0.0.1:{}/h2", gw.port))
+            .output_within(TOOL_WAIT)
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+        let trace = jaeger.trace("11111111111111111111111111111111", 3);
+        let server = spans(&trace)
+            .into_iter()
+            .find(|s| kind(s) == "server" && service(&trace, s) == "rampart-test");
+        assert_eq!(tag(server.unwrap(), "network.protocol.version").unwrap(), "2");
+    }
+}
+
+#[test]
+fn each_attempt_gets_a_client_span_with_its_target_outcome_and_retry_reason() {
+    let jaeger = Jaeger::start();
+    let good = TracedBackend::start(&jaeger.otlp_http_url());
+    let bad = HttpBackend::start(Reply::Raw(UNAVAILABLE));
+    let gw = Gateway::start(
+        &tracing_table(&jaeger.otlp_http_url(), "http", ""),
+        "",
+        &[bad.target(), good.target()],
+        "retries = 1\nretry_on = [\"503\"]\nretry_pass_over = \"0s\"",
+        "",
+    );
+    // Round robin: one of the two requests meets the 503 first.
+    let ids = ["a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1a1", "b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2b2"];
+    for id in ids {
+        assert_eq!(gw.get("/r", &[("traceparent", &caller(id, "01"))]), 200);
+    }
+    // The access log says which one was retried; its trace has four spans.
+    let lines = access_lines(&gw.access_log(), 2);
+    let index = lines
+        .iter()
+        .position(|l| l["upstream_attempts"].as_array().map_or(0, Vec::len) == 2)
+        .unwrap_or_else(|| panic!("no request was retried: {lines:?}"));
+    let retried = jaeger.trace(ids[index], 4);
+    let all = spans(&retried);
+    let server = all
+        .iter()
+        .find(|s| kind(s) == "server" && service(&retried, s) == "rampart-test")
+        .unwrap();
+    let mut clients: Vec<&&Value> = all.iter().filter(|s| kind(s) == "client").collect();
+    clients.sort_by_key(|s| tag(s, "http.request.resend_count").and_then(Value::as_i64).unwrap_or(0));
+    let (first, second) = (clients[0], clients[1]);
+    assert_eq!(parent(first), server["spanID"].as_str());
+    assert_eq!(parent(second), server["spanID"].as_str());
+    assert_eq!(tag(first, "server.address").unwrap(), bad.target().as_str());
+    assert_eq!(tag(first, "http.response.status_code").unwrap(), 503);
+    assert_eq!(tag(first, "otel.status_code").unwrap(), "ERROR");
+    assert!(tag(first, "rampart.retry_reason").is_some(), "{first}");
+    assert_eq!(tag(second, "server.address").unwrap(), good.target().as_str());
+    assert_eq!(tag(second, "http.request.resend_count").unwrap(), 1);
+    assert_eq!(tag(second, "http.response.status_code").unwrap(), 200);
+    assert_eq!(tag(server, "rampart.attempts").unwrap(), 2);
+    // The backend's span hangs under the attempt that reached it.
+    let theirs = all.iter().find(|s| service(&retried, s) == "backend").unwrap();
+    assert_eq!(parent(theirs), second["spanID"].as_str());
+}
+
+#[test]
+fn sampling_is_parent_based_and_tail_decisions_keep_failures_and_slow_requests() {
+    let jaeger = Jaeger::start();
+    let backend = TracedBackend::start(&jaeger.otlp_http_url());
+    let tracing = tracing_table(
+        &jaeger.otlp_http_url(),
+        "http",
+        "sampling = 0\nerrors = true\nslower_than = \"300ms\"",
+    );
+    let gw = Gateway::start(&tracing, "", &[backend.target()], "", "");
+    // In order: not sampled (ratio 0), the caller's "not sampled", the caller's "sampled", a 500,
+    // a slow answer.
+    assert_eq!(gw.get("/fast", &[]), 200);
+    let unsampled = "cccccccccccccccccccccccccccccccc";
+    assert_eq!(gw.get("/fast", &[("traceparent", &caller(unsampled, "00"))]), 200);
+    let sampled = "dddddddddddddddddddddddddddddddd";
+    assert_eq!(gw.get("/fast", &[("traceparent", &caller(sampled, "01"))]), 200);
+    assert_eq!(gw.get("/fail", &[]), 500);
+    assert_eq!(gw.get("/slow", &[]), 200);
+    let lines = access_lines(&gw.access_log(), 5);
+    let id = |i: usize| lines[i]["trace_id"].as_str().unwrap().to_string();
+
+    // Parent-based: the caller's decision holds, and the backend was told it.
+    let trace = jaeger.trace(sampled, 3);
+    assert!(spans(&trace).iter().any(|s| service(&trace, s) == "backend"));
+    // Kept at the end: the failure (its server span an error) and the slow one.
+    let failed = jaeger.trace(&id(3), 2);
+    let server = spans(&failed).into_iter().find(|s| kind(s) == "server").unwrap();
+    assert_eq!(tag(server, "otel.status_code").unwrap(), "ERROR");
+    assert_eq!(tag(server, "http.response.status_code").unwrap(), 500);
+    let slow = jaeger.trace(&id(4), 2);
+    let server = spans(&slow).into_iter().find(|s| kind(s) == "server").unwrap();
+    assert!(server["duration"].as_u64().unwrap() >= 300_000, "{server}");
+    // The spans of the first two were never sent: they ended before the ones Jaeger has, on the
+    // same worker, whose exports go in order.
+    for never in [id(0), unsampled.to_string()] {
+        let (status, _) = jaeger.get(&format!("/api/traces/{never}"));
+        assert_eq!(status, 404, "trace {never} should not have been exported");
+    }
+    assert_eq!(id(1), unsampled);
+}
+
+#[test]
+fn a_dead_collector_loses_spans_counted_and_no_request() {
+    let backend = HttpBackend::start(Reply::Echo);
+    // Nothing listens there.
+    let dead = format!("http://127.0.0.1:{}", free_port());
+    let gw = Gateway::start(
+        &tracing_table(&dead, "http", "batch = 4"),
+        "",
+        &[backend.target()],
+        "",
+        "",
+    );
+    for _ in 0..40 {
+        assert_eq!(gw.get("/", &[]), 200);
+    }
+    let deadline = std::time::Instant::now() + WAIT;
+    let lost = loop {
+        let lost = gw.metric("rampart_telemetry_dropped_total", &[("signal", "spans")]);
+        if lost >= 80.0 || std::time::Instant::now() > deadline {
+            break lost;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // Two spans a request (server and client), each lost and counted.
+    assert_eq!(lost, 80.0);
+    assert_eq!(
+        gw.metric("rampart_telemetry_exported_total", &[("signal", "spans")]),
+        0.0
+    );
+    assert!(gw.metric("rampart_telemetry_dropped_total", &[("reason", "export_failed")]) > 0.0);
+}
+
+#[test]
+fn refused_requests_and_tcp_sessions_get_spans_and_an_untraced_route_passes_the_context_on() {
+    let jaeger = Jaeger::start();
+    let backend = HttpBackend::start(Reply::Echo);
+    let tcp_port = free_port();
+    let more = format!(
+        "[[listeners.web.routes]]\nmatch.path_prefix = \"/quiet\"\nupstream = \"app\"\ntracing = false\n\n\
+         [listeners.l4]\nbind = \"127.0.0.1:{tcp_port}\"\nupstream = \"app\"\n"
+    );
+    let gw = Gateway::start(
+        &tracing_table(&jaeger.otlp_http_url(), "http", ""),
+        "",
+        &[backend.target()],
+        "",
+        &more,
+    );
+
+    // Not traced: the caller's context goes on untouched, and nothing reaches Jaeger.
+    let quiet = "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee";
+    assert_eq!(gw.get("/quiet", &[("traceparent", &caller(quiet, "01"))]), 200);
+    let head = backend.next_head().to_ascii_lowercase();
+    assert!(
+        head.contains(&format!("traceparent: {}", caller(quiet, "01"))),
+        "{head}"
+    );
+
+    // Refused before routing: a request line that is not HTTP.
+    let mut conn = std::net::TcpStream::connect(("127.0.0.1", gw.port)).unwrap();
+    std::io::Write::write_all(&mut conn, b"NOT HTTP AT ALL\r\n\r\n").unwrap();
+    let mut answer = String::new();
+    let _ = std::io::Read::read_to_string(&mut conn, &mut answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+
+    // A TCP session through the L4 listener.
+    let status = request(tcp_port, "/through-l4", &[]);
+    assert_eq!(status, 200);
+
+    let traces = jaeger.traces_of_at_least("rampart-test", 2);
+    let all: Vec<&Value> = traces.iter().flat_map(|t| spans(t)).collect();
+    let refused = all
+        .iter()
+        .find(|s| tag(s, "http.response.status_code") == Some(&Value::from(400)))
+        .unwrap_or_else(|| panic!("no span of the refused request: {traces:?}"));
+    assert_eq!(tag(refused, "rampart.listener").unwrap(), "web");
+    assert!(tag(refused, "error.type").is_some(), "{refused}");
+    let tcp = all
+        .iter()
+        .find(|s| s["operationName"] == "TCP l4")
+        .unwrap_or_else(|| panic!("no span of the TCP session: {traces:?}"));
+    assert_eq!(tag(tcp, "rampart.close").unwrap(), "completed");
+    assert!(tag(tcp, "rampart.bytes_up").and_then(Value::as_i64).unwrap() > 0);
+    assert_eq!(tag(tcp, "server.address").unwrap(), backend.target().as_str());
+    assert_eq!(jaeger.get(&format!("/api/traces/{quiet}")).0, 404);
+}
