@@ -10,6 +10,9 @@
 #   bench/instructions.sh cache-miss target/release/rampart  # HTTP/1.1 (h2load --h1 -c 1), a route
 #                                     # with `cache`, every request a new target: a miss, stored
 #   bench/instructions.sh cache-none target/release/rampart  # the same targets, a route without one
+# RAMPART_EXTRA adds arguments to the one-line modes' command line, e.g. tracing at 1% to a
+# collector that is not there (each export fails, counted; the per-request work is what counts):
+#   RAMPART_EXTRA="--otlp-endpoint http://127.0.0.1:9 --trace-sampling 0.01" bench/instructions.sh grpc BIN
 set -euo pipefail
 mode=$1 bin=$(realpath "$2")
 cd "$(dirname "$0")/.."
@@ -44,7 +47,8 @@ case $mode in
 esac
 # Total instructions of one run of N requests.
 total() {
-  local args=(http --listen 127.0.0.1:19052 "${to[@]}" --workers 1)
+  # shellcheck disable=SC2086
+  local args=(http --listen 127.0.0.1:19052 "${to[@]}" ${RAMPART_EXTRA:-} --workers 1)
   [ -f "$work/cache.toml" ] && args=(run -c "$work/cache.toml" --workers 1)
   valgrind --tool=cachegrind --cache-sim=no --cachegrind-out-file="$work/cg.$1" \
     "$bin" "${args[@]}" >"$work/rampart.$1.log" 2>&1 &

@@ -102,7 +102,7 @@ fn is_token_symbol(b: u8) -> bool {
 }
 
 pub(crate) fn is_clean_value(value: &[u8]) -> bool {
-    !value.iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+    memchr::memchr3(b'\r', b'\n', 0, value).is_none()
 }
 
 /// What [`check_request`] found out about a well-formed HTTP/2 request.

@@ -18,8 +18,9 @@ use crate::session_log::write_timestamp;
 const WAIT: Duration = Duration::from_millis(500);
 /// How long after a failure a TCP server is dialled again.
 const REDIAL: Duration = Duration::from_secs(1);
-/// Longest line sent (longer ones are cut): what a datagram of syslog carries in practice.
-const MAX_LINE: usize = 8 * 1024;
+/// Longest line sent in a datagram (longer ones are cut): what syslog servers take by default
+/// (rsyslog's `maxMessageSize`); over TCP, lines go whole.
+const MAX_DATAGRAM_LINE: usize = 8 * 1024;
 
 enum Conn {
     Udp(UdpSocket),
@@ -90,7 +91,11 @@ impl SyslogOutput {
         m.push(b' ');
         m.extend_from_slice(self.origin.as_bytes());
         m.extend_from_slice(b" - - ");
-        m.extend_from_slice(&line[..line.len().min(MAX_LINE)]);
+        let cut = match self.conn {
+            Some(Conn::Tcp(_)) => line.len(),
+            _ => line.len().min(MAX_DATAGRAM_LINE),
+        };
+        m.extend_from_slice(&line[..cut]);
         match self.conn.as_mut() {
             Some(Conn::Udp(s)) => s.send(m).map(drop),
             Some(Conn::Unix(s)) => s.send(m).map(drop),

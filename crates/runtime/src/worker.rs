@@ -193,7 +193,13 @@ async fn serve(mut setup: WorkerSetup) {
     }
     housekeeper.abort();
     ctx.flush_log_lines();
+    // The spans and log records of the last requests, to the collector (a dead one costs the
+    // exit this long at most).
+    rampart_proxy::telemetry::Telemetry::last_export(&ctx, LAST_EXPORT).await;
 }
+
+/// How long a worker's end waits for its last export to the OTLP collector.
+const LAST_EXPORT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A worker's accept loops by socket, and its QUIC endpoints (told apart for a handover).
 #[derive(Default)]

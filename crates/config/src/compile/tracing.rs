@@ -154,3 +154,6 @@ fn host_name() -> Option<String> {
     let name = name.trim();
     (!name.is_empty()).then(|| name.to_string())
 }
+
+#[cfg(test)]
+mod tests;

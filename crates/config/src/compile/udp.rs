@@ -22,7 +22,7 @@ impl Checker<'_> {
     /// The protocol of UDP listener `name`: its upstream (required), every key that has no
     /// meaning for datagrams an error.
     pub(super) fn udp_listener(&mut self, name: &str, l: &RawListener, upstreams: &[&str]) -> Option<ListenerProtocol> {
-        let keys: [(&str, Option<Range<usize>>); 7] = [
+        let keys: [(&str, Option<Range<usize>>); 8] = [
             ("tls", l.tls.as_ref().map(Spanned::span)),
             ("routes", l.routes.first().map(Spanned::span)),
             ("proxy_protocol_from", l.proxy_protocol_from.first().map(Spanned::span)),
@@ -33,6 +33,8 @@ impl Checker<'_> {
             ("peek_timeout", l.peek_timeout.as_ref().map(Spanned::span)),
             ("peek_max", l.peek_max.as_ref().map(Spanned::span)),
             ("buffer_size", l.buffer_size.as_ref().map(Spanned::span)),
+            // UDP sessions are not traced.
+            ("tracing", l.tracing.as_ref().map(Spanned::span)),
         ];
         for (key, span) in keys {
             if let Some(span) = span {

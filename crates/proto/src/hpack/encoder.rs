@@ -3,16 +3,18 @@
 use super::table::DynamicTable;
 use super::{huffman, static_lookup, write_int};
 
-/// Fields worth no dynamic table entry: their values change from message to message, or are
-/// secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
+/// Fields worth no dynamic table entry: their values change from message to message (a
+/// `traceparent` is new on every request: indexed, each would push out entries that are used
+/// again), or are secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
 const NEVER_INDEXED: [&[u8]; 3] = [b"authorization", b"cookie", b"proxy-authorization"];
-const NOT_INDEXED: [&[u8]; 6] = [
+const NOT_INDEXED: [&[u8]; 7] = [
     b":path",
     b"content-length",
     b"date",
     b"etag",
     b"last-modified",
     b"set-cookie",
+    b"traceparent",
 ];
 
 /// One connection's HPACK encoder (its dynamic table, as the peer's decoder keeps it).

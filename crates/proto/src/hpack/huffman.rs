@@ -105,22 +105,29 @@ pub fn encoded_len(src: &[u8]) -> usize {
 }
 
 /// Appends `src` Huffman-encoded to `out`, padded with the most significant bits of EOS (ones).
+/// Codes gather in a 64-bit accumulator and leave it 32 bits at a time (a code is at most 30
+/// bits, so the accumulator never holds more than 61).
 pub fn encode(src: &[u8], out: &mut Vec<u8>) {
+    out.reserve(src.len());
     let mut acc: u64 = 0;
     let mut bits = 0u32;
     for &b in src {
         let len = LENGTHS[b as usize] as u32;
         acc = (acc << len) | u64::from(CODES[b as usize]);
         bits += len;
-        while bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
+        if bits >= 32 {
+            bits -= 32;
+            out.extend_from_slice(&((acc >> bits) as u32).to_be_bytes());
+            acc &= (1u64 << bits) - 1;
         }
-        acc &= (1u64 << bits) - 1;
+    }
+    while bits >= 8 {
+        bits -= 8;
+        out.push((acc >> bits) as u8);
     }
     if bits > 0 {
         let pad = 8 - bits;
-        out.push(((acc << pad) | ((1u64 << pad) - 1)) as u8);
+        out.push((((acc & ((1u64 << bits) - 1)) << pad) | ((1u64 << pad) - 1)) as u8);
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::time::{Instant, SystemTime};
 
 use crate::http::trace::RequestTrace;
-use crate::relay::{RelayEnd, RelayOutcome};
+use crate::relay::{RelayEnd, RelayOutcome, Side};
 use crate::telemetry::otlp::{self, SpanData, SpanKind, Value};
 use crate::telemetry::{unix_nanos, Signal};
 use crate::worker::WorkerContext;
@@ -24,13 +24,11 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
     };
     let trace = RequestTrace::continuing(None, None, settings, || ctx.http.filters.random());
     let took = s.accepted.elapsed();
-    let failed = !matches!(
-        result,
-        Ok(RelayOutcome {
-            end: RelayEnd::Completed,
-            ..
-        })
-    );
+    // Refused (no target, a failed connect, ...), or cut on the upstream's side.
+    let failed = match result {
+        Err(_) => true,
+        Ok(o) => matches!(o.end, RelayEnd::Error(Side::Upstream, _)),
+    };
     let keep = trace.outgoing.sampled()
         || (settings.errors && failed)
         || settings.slower_than.is_some_and(|limit| took > limit);
@@ -70,8 +68,16 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
     if let Some(up) = upstream {
         attrs.push(("rampart.upstream", Value::Str(up.name.as_bytes())));
     }
+    let route = s.choice.route.zip(s.listener.tcp_routing());
+    if let Some(route) = route.and_then(|(r, routing)| routing.routes.get(r)) {
+        attrs.push(("rampart.route", Value::Str(route.name.as_bytes())));
+    }
     if let Some(target) = target {
-        attrs.push(("server.address", Value::Str(target.as_bytes())));
+        let (address, port) = crate::http::trace::span::split_host_port(target.as_bytes());
+        attrs.push(("server.address", Value::Str(address)));
+        if let Some(port) = port {
+            attrs.push(("server.port", Value::Int(i64::from(port))));
+        }
     }
     attrs.push(("rampart.bytes_up", Value::Int(bytes_up as i64)));
     attrs.push(("rampart.bytes_down", Value::Int(bytes_down as i64)));
@@ -86,8 +92,12 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
     }
     attrs.push(("rampart.close", Value::Str(close.as_bytes())));
     if let Some(tls) = &tls {
+        if let Some(version) = tls.version {
+            attrs.push(("tls.protocol.name", Value::Str(b"tls")));
+            let version = version.strip_prefix("TLSv").unwrap_or(version);
+            attrs.push(("tls.protocol.version", Value::Str(version.as_bytes())));
+        }
         for (key, value) in [
-            ("tls.protocol.version", tls.version.map(str::as_bytes)),
             ("tls.cipher", tls.cipher.map(str::as_bytes)),
             ("tls.client.server_name", tls.sni.map(str::as_bytes)),
             ("tls.next_protocol", tls.alpn),
@@ -101,6 +111,7 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
         trace_id: trace.outgoing.trace_id,
         span_id: trace.outgoing.parent_id,
         parent: None,
+        remote_parent: false,
         trace_state: b"",
         flags: trace.outgoing.flags,
         name: [b"TCP", s.listener.name.as_bytes()],

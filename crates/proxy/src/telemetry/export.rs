@@ -31,18 +31,41 @@ pub(super) async fn run(worker: Rc<WorkerContext>) {
             .and_then(|t| t.export.as_ref())
             .map_or(IDLE_LOOK, |e| e.interval);
         let _ = tokio::time::timeout(interval, worker.telemetry.wake.notified()).await;
-        for signal in Signal::ALL {
-            let (batch, count) = worker
-                .telemetry
-                .take(signal, std::mem::take(&mut spare[signal as usize]));
-            if count > 0 {
-                send(&worker, signal, &batch, count).await;
-            }
-            let mut batch = batch;
-            batch.clear();
-            spare[signal as usize] = batch;
-        }
+        send_waiting(&worker, &mut spare).await;
     }
+}
+
+/// Exports every signal's waiting records, at most `batch` an export; `spare` holds an
+/// emptied buffer per signal for the next records.
+pub(super) async fn send_waiting(worker: &WorkerContext, spare: &mut [Vec<u8>; 2]) {
+    for signal in Signal::ALL {
+        let (batch, count) = worker
+            .telemetry
+            .take(signal, std::mem::take(&mut spare[signal as usize]));
+        // At most `batch` records an export (a collector limits what one request carries).
+        let most = export_batch(worker);
+        let (mut rest, mut left) = (&batch[..], count);
+        while left > 0 {
+            let n = left.min(most);
+            let end = otlp::entries_end(rest, n);
+            send(worker, signal, &rest[..end], n).await;
+            rest = &rest[end..];
+            left -= n;
+        }
+        let mut batch = batch;
+        batch.clear();
+        spare[signal as usize] = batch;
+    }
+}
+
+/// The most records one export carries, as the config in force says.
+fn export_batch(worker: &WorkerContext) -> usize {
+    worker
+        .snapshot()
+        .tracing
+        .as_ref()
+        .and_then(|t| t.export.as_ref())
+        .map_or(usize::MAX, |e| e.batch.max(1))
 }
 
 /// Sends one batch of `count` records and counts the outcome.

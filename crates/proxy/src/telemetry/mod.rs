@@ -158,6 +158,15 @@ impl Telemetry {
         self.record(ctx, export, Signal::Logs, |out| otlp::write_log(out, &log));
     }
 
+    /// At the worker's end (its connections are closed): exports what waits, for `limit` at
+    /// most; what has not gone by then is lost.
+    pub async fn last_export(ctx: &WorkerContext, limit: std::time::Duration) {
+        if ctx.telemetry.running.get() {
+            let mut spare = [Vec::new(), Vec::new()];
+            let _ = tokio::time::timeout(limit, export::send_waiting(ctx, &mut spare)).await;
+        }
+    }
+
     /// Sends what waits now (the worker drains).
     pub fn flush(&self) {
         if self.running.get() {

@@ -37,6 +37,8 @@ pub struct SpanData<'a> {
     pub trace_id: [u8; 16],
     pub span_id: [u8; 8],
     pub parent: Option<[u8; 8]>,
+    /// The parent is another process's (a caller's span).
+    pub remote_parent: bool,
     /// The W3C `tracestate` the span's context carries.
     pub trace_state: &'a [u8],
     /// The W3C trace flags (bit 0: sampled).
@@ -182,9 +184,9 @@ pub fn write_span(out: &mut Vec<u8>, span: &SpanData<'_>) {
                 uint(out, 3, 2); // STATUS_CODE_ERROR
             });
         }
-        // W3C flags, with "the parent is remote" known (bit 8) and said (bit 9) for a span
-        // whose parent came from another process.
-        fixed32(out, 16, u32::from(span.flags) | 0x100);
+        // W3C flags, with whether the parent is another process's known (bit 8) and said (bit 9).
+        let remote = if span.remote_parent { 0x200 } else { 0 };
+        fixed32(out, 16, u32::from(span.flags) | 0x100 | remote);
     });
 }
 
@@ -205,6 +207,34 @@ pub fn write_log(out: &mut Vec<u8>, log: &LogData<'_>) {
         }
         fixed64(out, 11, log.time);
     });
+}
+
+/// Where the first `n` entries (spans or log records, as [`write_span`] and [`write_log`] wrote
+/// them) of `batch` end: a byte offset (the whole batch when it holds `n` or fewer).
+pub fn entries_end(batch: &[u8], n: usize) -> usize {
+    let mut at = 0;
+    for _ in 0..n {
+        // The tag (one byte: field 2, length-delimited), the length, the message.
+        let mut len = 0usize;
+        let mut shift = 0;
+        let mut i = at + 1;
+        while let Some(&b) = batch.get(i) {
+            len |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            i += 1;
+            if b < 0x80 {
+                break;
+            }
+        }
+        if i >= batch.len() && len > 0 {
+            return batch.len();
+        }
+        at = (i + len).min(batch.len());
+        if at == batch.len() {
+            break;
+        }
+    }
+    at
 }
 
 /// The export request around a batch of entries written by [`write_span`] (or [`write_log`]):

@@ -43,6 +43,7 @@ fn spans_read_back_as_written() {
         trace_id: [1; 16],
         span_id: [2; 8],
         parent: Some([3; 8]),
+        remote_parent: true,
         trace_state: b"rojo=00f067aa0ba902b7",
         flags: 1,
         name: [b"GET", b"api"],
@@ -56,6 +57,7 @@ fn spans_read_back_as_written() {
     let client = SpanData {
         span_id: [4; 8],
         parent: Some([2; 8]),
+        remote_parent: false,
         name: [b"GET", b""],
         kind: SpanKind::Client,
         attributes: &[],
@@ -98,7 +100,8 @@ fn spans_read_back_as_written() {
             (s.start_time_unix_nano, s.end_time_unix_nano),
             (server.start, server.end)
         );
-        assert_eq!(s.flags, 0x101);
+        assert_eq!(s.flags, 0x301, "sampled, with a remote parent");
+        assert_eq!(c.flags, 0x101, "sampled, with a local parent");
         assert_eq!(
             value(&s.attributes, "http.response.status_code"),
             Some(any_value::Value::IntValue(502))
@@ -172,4 +175,31 @@ fn log_records_read_back_with_their_span() {
         Some(any_value::Value::StringValue("access".into()))
     );
     assert!(logs[1].trace_id.is_empty());
+}
+
+#[test]
+fn a_batch_splits_between_entries() {
+    let mut batch = Vec::new();
+    let long = vec![b'x'; 300];
+    for body in [&b"short"[..], &long, b"third"] {
+        write_log(
+            &mut batch,
+            &LogData {
+                time: 1,
+                body,
+                trace: None,
+                attributes: &[],
+            },
+        );
+    }
+    let first = entries_end(&batch, 1);
+    let two = entries_end(&batch, 2);
+    assert!(0 < first && first < two && two < batch.len());
+    assert_eq!(entries_end(&batch, 3), batch.len());
+    assert_eq!(entries_end(&batch, 9), batch.len());
+    assert_eq!(entries_end(&batch, 0), 0);
+    for (from, to, count) in [(0, first, 1), (first, two, 1), (two, batch.len(), 1), (0, two, 2)] {
+        let req = ExportLogsServiceRequest::decode(&envelope(&resource(), &batch[from..to], false)[..]).unwrap();
+        assert_eq!(req.resource_logs[0].scope_logs[0].log_records.len(), count);
+    }
 }

@@ -337,7 +337,13 @@ fn admin_settings(args: &EngineArgs, from_config: Option<AdminSettings>) -> anyh
 }
 
 /// Opens a log file the way the log writer does (append, create), to refuse a bad path at once.
+/// Opens a log file the way the writer will; a destination that is no file (standard output,
+/// syslog, `otlp`) is checked by the config compiler instead.
 fn check_log_file(path: &Path) -> std::io::Result<()> {
+    use rampart_model::log_target::LogTarget;
+    if !matches!(path.to_str().map(LogTarget::parse), None | Some(Ok(LogTarget::File(_)))) {
+        return Ok(());
+    }
     std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -88,7 +88,8 @@ fn a_request_s_spans_reach_jaeger_linked_to_its_caller_and_its_backend_over_http
         assert_eq!(tag(server, "network.protocol.version").unwrap(), "1.1");
         assert_eq!(tag(server, "rampart.attempts").unwrap(), 1);
         assert_eq!(client["operationName"], "GET app");
-        assert_eq!(tag(client, "server.address").unwrap(), backend.target().as_str());
+        assert_eq!(tag(client, "server.address").unwrap(), "127.0.0.1");
+        assert_eq!(tag(client, "server.port").unwrap(), backend.addr.port());
         assert_eq!(tag(client, "rampart.connection.reused").unwrap(), false);
         assert!(tag(client, "rampart.connect_time_us").is_some(), "{client}");
         assert!(tag(client, "rampart.time_to_first_byte_us").is_some(), "{client}");
@@ -156,11 +157,11 @@ fn each_attempt_gets_a_client_span_with_its_target_outcome_and_retry_reason() {
     let (first, second) = (clients[0], clients[1]);
     assert_eq!(parent(first), server["spanID"].as_str());
     assert_eq!(parent(second), server["spanID"].as_str());
-    assert_eq!(tag(first, "server.address").unwrap(), bad.target().as_str());
+    assert_eq!(tag(first, "server.port").unwrap(), bad.addr.port());
     assert_eq!(tag(first, "http.response.status_code").unwrap(), 503);
     assert_eq!(tag(first, "otel.status_code").unwrap(), "ERROR");
     assert!(tag(first, "rampart.retry_reason").is_some(), "{first}");
-    assert_eq!(tag(second, "server.address").unwrap(), good.target().as_str());
+    assert_eq!(tag(second, "server.port").unwrap(), good.addr.port());
     assert_eq!(tag(second, "http.request.resend_count").unwrap(), 1);
     assert_eq!(tag(second, "http.response.status_code").unwrap(), 200);
     assert_eq!(tag(server, "rampart.attempts").unwrap(), 2);
@@ -288,12 +289,35 @@ fn refused_requests_and_tcp_sessions_get_spans_and_an_untraced_route_passes_the_
         .unwrap_or_else(|| panic!("no span of the refused request: {traces:?}"));
     assert_eq!(tag(refused, "rampart.listener").unwrap(), "web");
     assert!(tag(refused, "error.type").is_some(), "{refused}");
+    // Its access log line names its trace.
+    let lines = access_lines(&gw.access_log(), 2);
+    let line = lines.iter().find(|l| l["status"] == 400).expect("the 400's line");
+    let logged = u128::from_str_radix(line["trace_id"].as_str().unwrap(), 16).unwrap();
+    assert_eq!(
+        Some(logged),
+        u128::from_str_radix(refused["traceID"].as_str().unwrap(), 16).ok()
+    );
     let tcp = all
         .iter()
         .find(|s| s["operationName"] == "TCP l4")
         .unwrap_or_else(|| panic!("no span of the TCP session: {traces:?}"));
     assert_eq!(tag(tcp, "rampart.close").unwrap(), "completed");
     assert!(tag(tcp, "rampart.bytes_up").and_then(Value::as_i64).unwrap() > 0);
-    assert_eq!(tag(tcp, "server.address").unwrap(), backend.target().as_str());
+    assert_eq!(tag(tcp, "server.port").unwrap(), backend.addr.port());
     assert_eq!(jaeger.get(&format!("/api/traces/{quiet}")).0, 404);
+}
+
+#[test]
+fn the_last_spans_reach_the_collector_when_rampart_stops() {
+    let jaeger = Jaeger::start();
+    let backend = HttpBackend::start(Reply::Echo);
+    // Exports would wait a minute: only the exit sends these.
+    let tracing =
+        tracing_table(&jaeger.otlp_http_url(), "http", "").replace("interval = \"50ms\"", "interval = \"60s\"");
+    let mut gw = Gateway::start(&tracing, "", &[backend.target()], "", "");
+    let last = "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0";
+    assert_eq!(gw.get("/last", &[("traceparent", &caller(last, "01"))]), 200);
+    assert_eq!(gw.rampart.stop(), 0);
+    let trace = jaeger.trace(last, 2);
+    assert!(spans(&trace).iter().any(|s| kind(s) == "server"));
 }

@@ -161,8 +161,12 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         if let Some(outcome) = rctx.cache {
             route_cells.cache[outcome as usize].add(1);
         }
-        self.record_spans(head, rctx, run, took);
-        self.write_access(head, rctx, run, took);
+        // A request refused before its head could be read has a trace of its own made here, for
+        // its span and its log line.
+        let refused = self.refused_trace(head, rctx);
+        let trace = rctx.trace.as_deref().or(refused.as_ref());
+        self.record_spans(head, rctx, run, (took, trace));
+        self.write_access(head, rctx, run, (took, trace));
         if run.is_active() {
             let snapshot = self.snapshot.clone();
             let route_index = rctx.route.unwrap_or_default();
@@ -187,24 +191,33 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         now
     }
 
-    /// The request's spans, when a collector takes them (a request refused before it could be
-    /// read gets a trace of its own here).
-    fn record_spans(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {
+    /// The trace of a request refused before its head could be read (none other has one of its
+    /// own), when its spans go to a collector.
+    fn refused_trace(&self, head: Option<&RequestHead>, rctx: &RequestContext) -> Option<RequestTrace> {
+        let settings = self.snapshot.tracing.as_deref().filter(|s| s.export.is_some())?;
+        let listener = self.snapshot.listeners.get(self.listener)?;
+        if rctx.trace.is_some() || head.is_some() || !listener.traced {
+            return None;
+        }
+        let random = || self.ctx.http.filters.random();
+        Some(RequestTrace::continuing(None, None, settings, random))
+    }
+
+    /// The request's spans, when a collector takes them.
+    fn record_spans(
+        &self,
+        head: Option<&RequestHead>,
+        rctx: &RequestContext,
+        run: &FilterRun,
+        (took, trace): (Duration, Option<&RequestTrace>),
+    ) {
         let Some(settings) = self.snapshot.tracing.as_deref().filter(|s| s.export.is_some()) else {
             return;
         };
-        let listener = self.snapshot.listeners.get(self.listener);
-        let refused = match (&rctx.trace, head) {
-            (Some(_), _) => None,
-            (None, None) if listener.is_some_and(|l| l.traced) => {
-                let random = || self.ctx.http.filters.random();
-                Some(RequestTrace::continuing(None, None, settings, random))
-            }
-            (None, _) => return,
-        };
-        let Some(trace) = rctx.trace.as_deref().or(refused.as_ref()).filter(|t| t.recording) else {
+        let Some(trace) = trace.filter(|t| t.recording) else {
             return;
         };
+        let listener = self.snapshot.listeners.get(self.listener);
         let route = rctx.route.and_then(|r| self.http().routes.get(r));
         let facts = RequestFacts {
             head,
@@ -222,7 +235,13 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
         span::record(self.ctx, settings, trace, rctx, &facts);
     }
 
-    fn write_access(&self, head: Option<&RequestHead>, rctx: &RequestContext, run: &FilterRun, took: Duration) {
+    fn write_access(
+        &self,
+        head: Option<&RequestHead>,
+        rctx: &RequestContext,
+        run: &FilterRun,
+        (took, trace): (Duration, Option<&RequestTrace>),
+    ) {
         let (Some((path, format)), Some(wall)) = (&self.http().access_log, rctx.logged_at) else {
             return;
         };
@@ -267,12 +286,9 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             request_id: run.facts.request_id.as_deref(),
             user: run.facts.user.as_deref(),
             cache: rctx.cache.map(|o| o.as_str()),
-            trace: rctx.trace.as_deref(),
+            trace,
         };
-        let span = rctx
-            .trace
-            .as_deref()
-            .map(|t| (t.outgoing.trace_id, t.outgoing.parent_id, t.outgoing.flags));
+        let span = trace.map(|t| (t.outgoing.trace_id, t.outgoing.parent_id, t.outgoing.flags));
         self.ctx
             .push_traced_log_line(path, ("access", span), |out| write_line(out, *format, &record));
     }

@@ -18,7 +18,7 @@ use rampart_proto::message::{Protocol, RequestHead};
 use super::RequestTrace;
 use crate::http::attempts::Attempt;
 use crate::http::context::RequestContext;
-use crate::http::error::HttpError;
+use crate::http::error::{ErrorSource, HttpError};
 use crate::telemetry::otlp::{self, Attribute, Event, SpanData, SpanKind, Value};
 use crate::telemetry::{unix_nanos, Signal};
 use crate::tls::TlsInfo;
@@ -81,7 +81,9 @@ pub(crate) fn record(
     f: &RequestFacts<'_>,
 ) {
     let Some(export) = &settings.export else { return };
-    let failed = rctx.status >= 500 || rctx.error.is_some();
+    // A failure of Rampart's or the upstream's (a client that went away, or sent a bad request,
+    // is not one).
+    let failed = rctx.status >= 500 || rctx.error.is_some_and(|e| e.source() != ErrorSource::Downstream);
     let keep = trace.outgoing.sampled()
         || (settings.errors && failed)
         || settings.slower_than.is_some_and(|limit| f.took > limit);
@@ -101,13 +103,16 @@ pub(crate) fn record(
         48 - w.len()
     };
     let error = rctx.error.map(HttpError::reason).or(rctx.filter_reason);
-    let mut a = Attributes::<28>::new();
+    let mut a = Attributes::<30>::new();
     a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
     if let Some(head) = f.head {
-        let target = head.target();
-        let path = target.split(|&b| b == b'?').next().unwrap_or(target);
-        a.text("url.path", Some(path));
-        a.text("server.address", head.host());
+        a.text("url.path", Some(url_path(head.target())));
+        if let Some((host, port)) = head.host().map(split_host_port) {
+            a.text("server.address", Some(host));
+            if let Some(port) = port {
+                a.add("server.port", Value::Int(i64::from(port)));
+            }
+        }
         a.text("user_agent.original", head.field(b"user-agent"));
     }
     a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
@@ -129,7 +134,10 @@ pub(crate) fn record(
     a.text("enduser.id", f.user.map(str::as_bytes));
     a.text("rampart.request_id", f.request_id.map(str::as_bytes));
     if let Some(tls) = &f.tls {
-        a.text("tls.protocol.version", tls.version.map(str::as_bytes));
+        if let Some(version) = tls.version {
+            a.add("tls.protocol.name", Value::Str(b"tls"));
+            a.add("tls.protocol.version", Value::Str(tls_version(version)));
+        }
         a.text("tls.cipher", tls.cipher.map(str::as_bytes));
         a.text("tls.client.server_name", tls.sni.map(str::as_bytes));
         a.text("tls.next_protocol", tls.alpn);
@@ -182,6 +190,7 @@ pub(crate) fn record(
         trace_id: trace.outgoing.trace_id,
         span_id: trace.outgoing.parent_id,
         parent: trace.parent,
+        remote_parent: trace.parent.is_some(),
         trace_state: trace.tracestate.as_deref().unwrap_or_default(),
         flags: trace.outgoing.flags,
         name: [method_or_unknown(method), f.route.unwrap_or_default().as_bytes()],
@@ -207,9 +216,13 @@ pub(crate) fn record(
             (None, None) => end,
         };
         let target = up.targets.get(attempt.target).map_or("", |t| t.name.as_str());
-        let mut c = Attributes::<12>::new();
+        let mut c = Attributes::<14>::new();
         c.add("http.request.method", Value::Str(method_or_unknown(method)));
-        c.add("server.address", Value::Str(target.as_bytes()));
+        let (address, port) = split_host_port(target.as_bytes());
+        c.add("server.address", Value::Str(address));
+        if let Some(port) = port {
+            c.add("server.port", Value::Int(i64::from(port)));
+        }
         c.add("rampart.upstream", Value::Str(up.name.as_bytes()));
         c.add("rampart.connection.reused", Value::Bool(attempt.reused));
         if let Some(connect) = attempt.connect {
@@ -231,6 +244,7 @@ pub(crate) fn record(
             trace_id: trace.outgoing.trace_id,
             span_id: trace.attempt_span(index),
             parent: Some(trace.outgoing.parent_id),
+            remote_parent: false,
             trace_state: trace.tracestate.as_deref().unwrap_or_default(),
             flags: trace.outgoing.flags,
             name: [method_or_unknown(method), up.name.as_bytes()],
@@ -270,5 +284,73 @@ fn protocol_version(p: Protocol) -> &'static [u8] {
         Protocol::Http11 => b"1.1",
         Protocol::Http2 => b"2",
         Protocol::Http3 => b"3",
+    }
+}
+
+/// The path of a request target: without its query, and without the scheme and authority of an
+/// absolute-form one.
+fn url_path(target: &[u8]) -> &[u8] {
+    let rest = [&b"http://"[..], b"https://"]
+        .iter()
+        .find_map(|scheme| {
+            let tail = target.get(scheme.len()..)?;
+            target[..scheme.len()].eq_ignore_ascii_case(scheme).then_some(tail)
+        })
+        .map_or(target, |tail| {
+            let from = tail.iter().position(|&b| b == b'/' || b == b'?').unwrap_or(tail.len());
+            &tail[from..]
+        });
+    let path = rest.split(|&b| b == b'?').next().unwrap_or(rest);
+    if path.is_empty() {
+        b"/"
+    } else {
+        path
+    }
+}
+
+/// `host:port` (or `[v6]:port`) taken apart: the host (without brackets) and the port, if any.
+pub(crate) fn split_host_port(text: &[u8]) -> (&[u8], Option<u16>) {
+    let port_at = text.iter().rposition(|&b| b == b':');
+    let bracketed = text.first() == Some(&b'[');
+    let (host, port) = match port_at {
+        // A bare IPv6 address has colons and no port.
+        Some(i) if bracketed || !text[..i].contains(&b':') => {
+            let port = std::str::from_utf8(&text[i + 1..]).ok().and_then(|p| p.parse().ok());
+            match port {
+                Some(port) => (&text[..i], Some(port)),
+                None => (text, None),
+            }
+        }
+        _ => (text, None),
+    };
+    let host = host
+        .strip_prefix(b"[")
+        .and_then(|h| h.strip_suffix(b"]"))
+        .unwrap_or(host);
+    (host, port)
+}
+
+/// `tls.protocol.version`: `1.3` of `TLSv1.3`.
+fn tls_version(version: &str) -> &[u8] {
+    version.strip_prefix("TLSv").unwrap_or(version).as_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_addresses_are_taken_apart_as_the_conventions_want() {
+        assert_eq!(url_path(b"/a/b?x=1"), b"/a/b");
+        assert_eq!(url_path(b"http://h.example:8080/p?q"), b"/p");
+        assert_eq!(url_path(b"HTTPS://h.example"), b"/");
+        assert_eq!(url_path(b"*"), b"*");
+        assert_eq!(split_host_port(b"gw.test"), (&b"gw.test"[..], None));
+        assert_eq!(split_host_port(b"gw.test:8080"), (&b"gw.test"[..], Some(8080)));
+        assert_eq!(split_host_port(b"[::1]:443"), (&b"::1"[..], Some(443)));
+        assert_eq!(split_host_port(b"[::1]"), (&b"::1"[..], None));
+        assert_eq!(split_host_port(b"::1"), (&b"::1"[..], None));
+        assert_eq!(split_host_port(b"10.0.0.1:x"), (&b"10.0.0.1:x"[..], None));
+        assert_eq!(tls_version("TLSv1.3"), b"1.3");
     }
 }
