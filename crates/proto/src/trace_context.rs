@@ -211,12 +211,22 @@ fn hex_from(text: &[u8], out: &mut [u8]) -> Option<()> {
 
 /// `bytes` as lowercase hex into `out` (twice as long).
 pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
-        pair[0] = DIGITS[usize::from(byte >> 4)];
-        pair[1] = DIGITS[usize::from(byte & 15)];
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
     }
 }
+
+/// Each octet's two lowercase hex digits (one load per octet rather than two).
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        pairs[i] = [DIGITS[i >> 4], DIGITS[i & 15]];
+        i += 1;
+    }
+    pairs
+};
 
 /// The fuzz target's check (replayed over its corpus by the tests): the lines of `data` as
 /// `tracestate` values, its first line as a `traceparent`; whatever is read writes back to the

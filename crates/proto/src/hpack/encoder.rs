@@ -3,19 +3,22 @@
 use super::table::DynamicTable;
 use super::{huffman, static_lookup, write_int};
 
-/// Fields worth no dynamic table entry: their values change from message to message (a
-/// `traceparent` is new on every request: indexed, each would push out entries that are used
-/// again), or are secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
+/// Fields worth no dynamic table entry: their values change from message to message, or are
+/// secrets a table should not keep (encoded never indexed, RFC 7541 7.1.3).
 const NEVER_INDEXED: [&[u8]; 3] = [b"authorization", b"cookie", b"proxy-authorization"];
-const NOT_INDEXED: [&[u8]; 7] = [
+const NOT_INDEXED: [&[u8]; 6] = [
     b":path",
     b"content-length",
     b"date",
     b"etag",
     b"last-modified",
     b"set-cookie",
-    b"traceparent",
 ];
+/// Fields whose value is new on every message and random (a W3C `traceparent`): an entry each
+/// would push out entries that are used again, so only their name is indexed (one entry, made
+/// when the name is not in the table), and the value goes as it is (Huffman coding saves a
+/// quarter of random hex, at a cost per octet on every request).
+const NAME_INDEXED: [&[u8]; 1] = [b"traceparent"];
 
 /// One connection's HPACK encoder (its dynamic table, as the peer's decoder keeps it).
 #[derive(Debug)]
@@ -88,13 +91,20 @@ impl Encoder {
         if let Some((i, true)) = in_static {
             return write_int(out, 0x80, 7, i);
         }
-        let dynamic = self.table.find(name, value);
+        let name_only = NAME_INDEXED.contains(&name);
+        let dynamic = match name_only {
+            true => self.table.find_name(name).map(|i| (i, false)),
+            false => self.table.find(name, value),
+        };
         if let Some((i, true)) = dynamic {
             return write_int(out, 0x80, 7, i + 62);
         }
         let name_index = in_static.map(|(i, _)| i).or(dynamic.map(|(i, _)| i + 62));
         let never = NEVER_INDEXED.contains(&name);
-        let indexing = !never && !NOT_INDEXED.contains(&name) && value.len() <= self.table.max() / 4;
+        let indexing = !never
+            && !NOT_INDEXED.contains(&name)
+            && !(name_only && name_index.is_some())
+            && value.len() <= self.table.max() / 4;
         let (flags, prefix) = match (indexing, never) {
             (true, _) => (0x40, 6),
             (false, true) => (0x10, 4),
@@ -107,7 +117,12 @@ impl Encoder {
                 write_string(out, name);
             }
         }
-        write_string(out, value);
+        if name_only {
+            write_int(out, 0x00, 7, value.len());
+            out.extend_from_slice(value);
+        } else {
+            write_string(out, value);
+        }
         if indexing {
             self.table.insert(name, value);
         }

@@ -114,6 +114,29 @@ fn blocks_round_trip_through_a_small_table_that_evicts() {
 }
 
 #[test]
+fn a_traceparent_indexes_its_name_once_and_sends_its_value_as_it_is() {
+    let mut e = Encoder::default();
+    let mut d = Decoder::new(4096, 64 * 1024);
+    let mut sizes = Vec::new();
+    for i in 0..20u32 {
+        let tp = format!("00-4bf92f3577b34da6a3ce929d0e0e{i:04x}-00f067aa0ba902b7-01");
+        let list = [(":method", "GET"), ("traceparent", tp.as_str()), ("x-same", "same")];
+        let mut out = Vec::new();
+        e.encode(list.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())), &mut out);
+        assert_eq!(decode(&mut d, &out).unwrap(), pairs(&list), "block {i}");
+        // The value as it is, not Huffman-coded.
+        assert!(out.windows(tp.len()).any(|w| w == tp.as_bytes()), "block {i}");
+        sizes.push(out.len());
+    }
+    // After the first block, each is the same size: the name by index, the value literal, and
+    // no new entry pushing `x-same` out.
+    assert!(sizes[1] < sizes[0]);
+    assert!(sizes[1..].iter().all(|&s| s == sizes[1]), "{sizes:?}");
+    // (A dynamic index past 14 takes two octets behind a 4-bit prefix.)
+    assert!(sizes[1] <= 1 + (2 + 1 + 55) + 1, "{sizes:?}");
+}
+
+#[test]
 fn malformed_blocks_are_refused() {
     let mut d = Decoder::new(4096, 16 * 1024);
     assert_eq!(decode(&mut d, &[0x80]), Err(HpackError::BadIndex(0)));

@@ -30,8 +30,10 @@ pub struct RequestTrace {
     /// Its spans may be exported: a collector is configured, and the request is sampled or a
     /// tail decision could keep it.
     pub recording: bool,
-    /// The attempt whose head is being written (its client span is the upstream's parent).
+    /// The attempt whose head is being written (its client span is the upstream's parent), and
+    /// the `traceparent` value it sends (written once an attempt: a head may be read twice).
     attempt: Cell<u8>,
+    sent: Cell<[u8; TRACEPARENT_LEN]>,
     /// When the request waited in its upstream's queue: from, to.
     pub(crate) queued: Cell<Option<(Instant, Instant)>>,
     /// When a filter answered in place of the route.
@@ -85,15 +87,18 @@ impl RequestTrace {
                 (outgoing, None)
             }
         };
-        RequestTrace {
+        let trace = RequestTrace {
             outgoing,
             parent,
             tracestate,
             recording: settings.export.is_some() && (outgoing.sampled() || settings.has_tail_rules()),
             attempt: Cell::new(0),
+            sent: Cell::new([0; TRACEPARENT_LEN]),
             queued: Cell::new(None),
             refused_at: Cell::new(None),
-        }
+        };
+        trace.sent.set(trace.sent_for(0));
+        trace
     }
 
     /// The client span of attempt `index` (0 for the first): derived from the server span, so
@@ -113,13 +118,21 @@ impl RequestTrace {
 
     /// The attempt `index` begins: the heads written from now on name its span.
     pub fn attempt_begins(&self, index: usize) {
-        self.attempt.set(index.min(usize::from(u8::MAX)) as u8);
+        let index = index.min(usize::from(u8::MAX)) as u8;
+        if index != self.attempt.get() {
+            self.attempt.set(index);
+            self.sent.set(self.sent_for(usize::from(index)));
+        }
     }
 
     /// The `traceparent` value sent upstream on the attempt going on.
     pub fn traceparent(&self) -> [u8; TRACEPARENT_LEN] {
+        self.sent.get()
+    }
+
+    fn sent_for(&self, attempt: usize) -> [u8; TRACEPARENT_LEN] {
         TraceParent {
-            parent_id: self.attempt_span(usize::from(self.attempt.get())),
+            parent_id: self.attempt_span(attempt),
             ..self.outgoing
         }
         .to_bytes()
