@@ -101,10 +101,9 @@ impl Encoder {
         }
         let name_index = in_static.map(|(i, _)| i).or(dynamic.map(|(i, _)| i + 62));
         let never = NEVER_INDEXED.contains(&name);
-        let indexing = !never
-            && !NOT_INDEXED.contains(&name)
-            && !(name_only && name_index.is_some())
-            && value.len() <= self.table.max() / 4;
+        // A name-only field is indexed while its name is not in the table yet.
+        let kept_out = never || NOT_INDEXED.contains(&name) || (name_only && name_index.is_some());
+        let indexing = !kept_out && value.len() <= self.table.max() / 4;
         let (flags, prefix) = match (indexing, never) {
             (true, _) => (0x40, 6),
             (false, true) => (0x10, 4),

@@ -8,8 +8,8 @@ use std::time::{Instant, SystemTime};
 
 use crate::http::trace::RequestTrace;
 use crate::relay::{RelayEnd, RelayOutcome, Side};
-use crate::telemetry::otlp::{self, SpanData, SpanKind, Value};
-use crate::telemetry::{unix_nanos, Signal};
+use crate::telemetry::otlp::{SpanData, SpanKind, Value};
+use crate::telemetry::unix_nanos;
 use crate::worker::WorkerContext;
 
 use super::{Refusal, Session};
@@ -122,6 +122,5 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
         events: &[],
         error: failed.then_some(close.as_bytes()),
     };
-    ctx.telemetry
-        .record(ctx, export, Signal::Spans, |out| otlp::write_span(out, &span));
+    ctx.telemetry.record_span(ctx, export, &span);
 }

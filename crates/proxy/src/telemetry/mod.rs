@@ -103,8 +103,10 @@ struct Queue {
 #[derive(Debug, Default)]
 pub struct Telemetry {
     queues: [RefCell<Queue>; 2],
-    /// Where a log line is written before it becomes a log record.
+    /// Where a log line is written before it becomes a log record, and a span's content before
+    /// its length is known.
     line: RefCell<Vec<u8>>,
+    scratch: RefCell<Vec<u8>>,
     /// The exporter task runs (started by the first record).
     running: Cell<bool>,
     /// Wakes the exporter: a batch is full, or the worker drains.
@@ -134,6 +136,14 @@ impl Telemetry {
         if full {
             self.wake.notify_one();
         }
+    }
+
+    /// One span, into the worker's queue (see [`Telemetry::record`]).
+    pub fn record_span(&self, ctx: &WorkerContext, export: &OtlpExport, span: &otlp::SpanData<'_>) {
+        let mut scratch = self.scratch.borrow_mut();
+        self.record(ctx, export, Signal::Spans, |out| {
+            otlp::write_span(out, &mut scratch, span)
+        });
     }
 
     /// A log line (`write` appends it, with or without its newline) as an OTLP log record of

@@ -72,7 +72,12 @@ const FIXED64: u8 = 1;
 const LEN: u8 = 2;
 const FIXED32: u8 = 5;
 
+#[inline]
 fn varint(out: &mut Vec<u8>, mut v: u64) {
+    if v < 0x80 {
+        out.push(v as u8);
+        return;
+    }
     while v >= 0x80 {
         out.push((v as u8) | 0x80);
         v >>= 7;
@@ -80,133 +85,196 @@ fn varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+#[inline]
 fn varint_len(v: u64) -> usize {
     (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
 }
 
+#[inline]
 fn tag(out: &mut Vec<u8>, field: u32, wire: u8) {
-    varint(out, u64::from(field << 3 | u32::from(wire)));
+    let key = field << 3 | u32::from(wire);
+    if key < 0x80 {
+        out.push(key as u8);
+    } else {
+        varint(out, u64::from(key));
+    }
 }
 
+#[inline]
 fn bytes(out: &mut Vec<u8>, field: u32, b: &[u8]) {
     tag(out, field, LEN);
     varint(out, b.len() as u64);
     out.extend_from_slice(b);
 }
 
+#[inline]
 fn fixed64(out: &mut Vec<u8>, field: u32, v: u64) {
     tag(out, field, FIXED64);
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 fn fixed32(out: &mut Vec<u8>, field: u32, v: u32) {
     tag(out, field, FIXED32);
     out.extend_from_slice(&v.to_le_bytes());
 }
 
+#[inline]
 fn uint(out: &mut Vec<u8>, field: u32, v: u64) {
     tag(out, field, VARINT);
     varint(out, v);
 }
 
-/// A length-delimited field whose content `write` appends: its length is written in front of it
-/// once known (one byte reserved; a longer length moves the content along).
-fn nested(out: &mut Vec<u8>, field: u32, write: impl FnOnce(&mut Vec<u8>)) {
-    tag(out, field, LEN);
-    let at = out.len();
-    out.push(0);
-    write(out);
-    let len = out.len() - at - 1;
-    if len < 0x80 {
-        out[at] = len as u8;
-    } else {
-        let mut prefix = Vec::with_capacity(4);
-        varint(&mut prefix, len as u64);
-        out.splice(at..=at, prefix);
+/// Octets of a length-delimited field of `len` content octets (tag of a field below 16, length,
+/// content).
+#[inline]
+fn delimited_len(len: usize) -> usize {
+    1 + varint_len(len as u64) + len
+}
+
+/// The content length of an `AnyValue`.
+#[inline]
+fn any_value_len(value: &Value<'_>) -> usize {
+    match *value {
+        Value::Str(s) => delimited_len(s.len()),
+        Value::Bool(_) => 2,
+        Value::Int(i) => 1 + varint_len(i as u64),
     }
 }
 
-/// A `KeyValue` in field `field`.
-fn attribute(out: &mut Vec<u8>, field: u32, (key, value): &Attribute<'_>) {
-    nested(out, field, |out| {
-        bytes(out, 1, key.as_bytes());
-        any_value(out, 2, value);
-    });
+/// The content length of a `KeyValue`.
+#[inline]
+fn attribute_len((key, value): &Attribute<'_>) -> usize {
+    delimited_len(key.len()) + delimited_len(any_value_len(value))
+}
+
+/// A `KeyValue` in field `field` (below 16), its lengths known before it is written.
+#[inline]
+fn attribute(out: &mut Vec<u8>, field: u32, kv: &Attribute<'_>) {
+    let (key, value) = kv;
+    let len = attribute_len(kv);
+    if len < 0x80 && field < 16 {
+        // Every length fits one octet: the headers go as two small copies.
+        let value_len = any_value_len(value);
+        out.extend_from_slice(&[(field << 3) as u8 | LEN, len as u8, 0x0a, key.len() as u8]);
+        out.extend_from_slice(key.as_bytes());
+        match *value {
+            Value::Str(v) => {
+                out.extend_from_slice(&[0x12, value_len as u8, 0x0a, v.len() as u8]);
+                out.extend_from_slice(v);
+            }
+            Value::Bool(b) => out.extend_from_slice(&[0x12, 2, 0x10, u8::from(b)]),
+            Value::Int(i) => {
+                out.extend_from_slice(&[0x12, value_len as u8, 0x18]);
+                varint(out, i as u64);
+            }
+        }
+        return;
+    }
+    tag(out, field, LEN);
+    varint(out, len as u64);
+    bytes(out, 1, key.as_bytes());
+    any_value(out, 2, value);
 }
 
 /// An `AnyValue` in field `field`.
+#[inline]
 fn any_value(out: &mut Vec<u8>, field: u32, value: &Value<'_>) {
-    nested(out, field, |out| match *value {
+    tag(out, field, LEN);
+    varint(out, any_value_len(value) as u64);
+    match *value {
         Value::Str(s) => bytes(out, 1, s),
         Value::Bool(b) => uint(out, 2, u64::from(b)),
         Value::Int(i) => uint(out, 3, i as u64),
-    });
+    }
 }
 
-/// Appends `span` as a `ScopeSpans.spans` entry (field 2).
-pub fn write_span(out: &mut Vec<u8>, span: &SpanData<'_>) {
-    nested(out, 2, |out| {
-        bytes(out, 1, &span.trace_id);
-        bytes(out, 2, &span.span_id);
-        if !span.trace_state.is_empty() {
-            bytes(out, 3, span.trace_state);
+/// The content length of an `Event`.
+fn event_len(e: &Event<'_>) -> usize {
+    9 + delimited_len(e.name.len())
+        + e.attributes
+            .iter()
+            .map(|a| delimited_len(attribute_len(a)))
+            .sum::<usize>()
+}
+
+/// Appends `span` as a `ScopeSpans.spans` entry (field 2). Its content is written into `scratch`
+/// first (its length goes in front of it), then copied after the tag and length.
+pub fn write_span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, span: &SpanData<'_>) {
+    let body = scratch;
+    body.clear();
+    body.reserve(128 + span.attributes.iter().map(|a| 2 + attribute_len(a)).sum::<usize>());
+    bytes(body, 1, &span.trace_id);
+    bytes(body, 2, &span.span_id);
+    if !span.trace_state.is_empty() {
+        bytes(body, 3, span.trace_state);
+    }
+    if let Some(parent) = &span.parent {
+        bytes(body, 4, parent);
+    }
+    let [first, second] = span.name;
+    tag(body, 5, LEN);
+    let sep = usize::from(!second.is_empty());
+    varint(body, (first.len() + sep + second.len()) as u64);
+    body.extend_from_slice(first);
+    if sep == 1 {
+        body.push(b' ');
+        body.extend_from_slice(second);
+    }
+    uint(body, 6, span.kind as u64);
+    fixed64(body, 7, span.start);
+    fixed64(body, 8, span.end.max(span.start));
+    for a in span.attributes {
+        attribute(body, 9, a);
+    }
+    for e in span.events {
+        tag(body, 11, LEN);
+        varint(body, event_len(e) as u64);
+        fixed64(body, 1, e.time);
+        bytes(body, 2, e.name.as_bytes());
+        for a in e.attributes {
+            attribute(body, 3, a);
         }
-        if let Some(parent) = &span.parent {
-            bytes(out, 4, parent);
-        }
-        let [first, second] = span.name;
-        tag(out, 5, LEN);
-        let sep = usize::from(!second.is_empty());
-        varint(out, (first.len() + sep + second.len()) as u64);
-        out.extend_from_slice(first);
-        if sep == 1 {
-            out.push(b' ');
-            out.extend_from_slice(second);
-        }
-        uint(out, 6, span.kind as u64);
-        fixed64(out, 7, span.start);
-        fixed64(out, 8, span.end.max(span.start));
-        for a in span.attributes {
-            attribute(out, 9, a);
-        }
-        for e in span.events {
-            nested(out, 11, |out| {
-                fixed64(out, 1, e.time);
-                bytes(out, 2, e.name.as_bytes());
-                for a in e.attributes {
-                    attribute(out, 3, a);
-                }
-            });
-        }
-        if let Some(message) = span.error {
-            nested(out, 15, |out| {
-                bytes(out, 2, message);
-                uint(out, 3, 2); // STATUS_CODE_ERROR
-            });
-        }
-        // W3C flags, with whether the parent is another process's known (bit 8) and said (bit 9).
-        let remote = if span.remote_parent { 0x200 } else { 0 };
-        fixed32(out, 16, u32::from(span.flags) | 0x100 | remote);
-    });
+    }
+    if let Some(message) = span.error {
+        tag(body, 15, LEN);
+        varint(body, (delimited_len(message.len()) + 2) as u64);
+        bytes(body, 2, message);
+        uint(body, 3, 2); // STATUS_CODE_ERROR
+    }
+    // W3C flags, with whether the parent is another process's known (bit 8) and said (bit 9).
+    let remote = if span.remote_parent { 0x200 } else { 0 };
+    // Field 16: a two-octet tag.
+    tag(body, 16, FIXED32);
+    body.extend_from_slice(&(u32::from(span.flags) | 0x100 | remote).to_le_bytes());
+    bytes(out, 2, body);
 }
 
 /// Appends `log` as a `ScopeLogs.log_records` entry (field 2), at severity INFO.
 pub fn write_log(out: &mut Vec<u8>, log: &LogData<'_>) {
-    nested(out, 2, |out| {
-        fixed64(out, 1, log.time);
-        uint(out, 2, 9); // SEVERITY_NUMBER_INFO
-        bytes(out, 3, b"INFO");
-        any_value(out, 5, &Value::Str(log.body));
-        for a in log.attributes {
-            attribute(out, 6, a);
-        }
-        if let Some((trace_id, span_id, flags)) = &log.trace {
-            fixed32(out, 8, u32::from(*flags));
-            bytes(out, 9, trace_id);
-            bytes(out, 10, span_id);
-        }
-        fixed64(out, 11, log.time);
-    });
+    let body = Value::Str(log.body);
+    let len = 9 // time
+        + 2 // severity number
+        + delimited_len(4) // severity text
+        + delimited_len(any_value_len(&body))
+        + log.attributes.iter().map(|a| delimited_len(attribute_len(a))).sum::<usize>()
+        + log.trace.map_or(0, |_| 5 + delimited_len(16) + delimited_len(8))
+        + 9; // observed time
+    tag(out, 2, LEN);
+    varint(out, len as u64);
+    fixed64(out, 1, log.time);
+    uint(out, 2, 9); // SEVERITY_NUMBER_INFO
+    bytes(out, 3, b"INFO");
+    any_value(out, 5, &body);
+    for a in log.attributes {
+        attribute(out, 6, a);
+    }
+    if let Some((trace_id, span_id, flags)) = &log.trace {
+        fixed32(out, 8, u32::from(*flags));
+        bytes(out, 9, trace_id);
+        bytes(out, 10, span_id);
+    }
+    fixed64(out, 11, log.time);
 }
 
 /// Where the first `n` entries (spans or log records, as [`write_span`] and [`write_log`] wrote

@@ -67,8 +67,9 @@ fn spans_read_back_as_written() {
         ..server
     };
     let mut batch = Vec::new();
-    write_span(&mut batch, &server);
-    write_span(&mut batch, &client);
+    let mut scratch = Vec::new();
+    write_span(&mut batch, &mut scratch, &server);
+    write_span(&mut batch, &mut scratch, &client);
     for grpc in [false, true] {
         let body = envelope(&resource(), &batch, grpc);
         let body = if grpc {

@@ -225,6 +225,7 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             route: route.map(|r| r.name.as_str()),
             upstream: rctx.upstream.and_then(|u| self.snapshot.upstreams.get(u)),
             client: self.client,
+            client_ip: &self.client_ip,
             scheme: self.stream.scheme(),
             protocol: head.map_or_else(|| self.stream.protocol(Version::Http11), |h| h.protocol),
             tls: self.stream.tls_info(),

@@ -7,7 +7,6 @@
 //! `slower_than`). Names and attributes follow OpenTelemetry's HTTP conventions, with Rampart's
 //! own under `rampart.`.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -19,8 +18,8 @@ use super::RequestTrace;
 use crate::http::attempts::Attempt;
 use crate::http::context::RequestContext;
 use crate::http::error::{ErrorSource, HttpError};
-use crate::telemetry::otlp::{self, Attribute, Event, SpanData, SpanKind, Value};
-use crate::telemetry::{unix_nanos, Signal};
+use crate::telemetry::otlp::{Attribute, Event, SpanData, SpanKind, Value};
+use crate::telemetry::unix_nanos;
 use crate::tls::TlsInfo;
 use crate::worker::WorkerContext;
 
@@ -31,6 +30,8 @@ pub(crate) struct RequestFacts<'a> {
     pub route: Option<&'a str>,
     pub upstream: Option<&'a Upstream>,
     pub client: SocketAddr,
+    /// The client's address as text (the connection's, formatted once).
+    pub client_ip: &'a str,
     pub scheme: &'a str,
     pub protocol: Protocol,
     pub tls: Option<TlsInfo<'a>>,
@@ -96,12 +97,6 @@ pub(crate) fn record(
     let at_us = |us: u32| start + u64::from(us) * 1000;
     let method = f.head.map_or(&b""[..], |h| h.method());
 
-    let mut ip = [0u8; 48];
-    let ip_len = {
-        let mut w = &mut ip[..];
-        let _ = write!(w, "{}", f.client.ip());
-        48 - w.len()
-    };
     let error = rctx.error.map(HttpError::reason).or(rctx.filter_reason);
     let mut a = Attributes::<30>::new();
     a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
@@ -117,7 +112,7 @@ pub(crate) fn record(
     }
     a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
     a.add("network.protocol.version", Value::Str(protocol_version(f.protocol)));
-    a.add("client.address", Value::Str(&ip[..ip_len]));
+    a.add("client.address", Value::Str(f.client_ip.as_bytes()));
     a.add("client.port", Value::Int(i64::from(f.client.port())));
     if rctx.status != 0 {
         a.add("http.response.status_code", Value::Int(i64::from(rctx.status)));
@@ -201,8 +196,7 @@ pub(crate) fn record(
         events: &events[..n_events],
         error: server_error,
     };
-    ctx.telemetry
-        .record(ctx, export, Signal::Spans, |out| otlp::write_span(out, &server));
+    ctx.telemetry.record_span(ctx, export, &server);
 
     let Some(up) = f.upstream else { return };
     let attempts = rctx.attempts.iter().count();
@@ -255,8 +249,7 @@ pub(crate) fn record(
             events: &[],
             error: client_error(attempt).map(str::as_bytes),
         };
-        ctx.telemetry
-            .record(ctx, export, Signal::Spans, |out| otlp::write_span(out, &client));
+        ctx.telemetry.record_span(ctx, export, &client);
     }
 }
 
@@ -315,7 +308,7 @@ pub(crate) fn split_host_port(text: &[u8]) -> (&[u8], Option<u16>) {
     let (host, port) = match port_at {
         // A bare IPv6 address has colons and no port.
         Some(i) if bracketed || !text[..i].contains(&b':') => {
-            let port = std::str::from_utf8(&text[i + 1..]).ok().and_then(|p| p.parse().ok());
+            let port = parse_port(&text[i + 1..]);
             match port {
                 Some(port) => (&text[..i], Some(port)),
                 None => (text, None),
@@ -328,6 +321,21 @@ pub(crate) fn split_host_port(text: &[u8]) -> (&[u8], Option<u16>) {
         .and_then(|h| h.strip_suffix(b"]"))
         .unwrap_or(host);
     (host, port)
+}
+
+/// A port number of decimal digits.
+fn parse_port(digits: &[u8]) -> Option<u16> {
+    if digits.is_empty() || digits.len() > 5 {
+        return None;
+    }
+    let mut n: u32 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + u32::from(d - b'0');
+    }
+    u16::try_from(n).ok()
 }
 
 /// `tls.protocol.version`: `1.3` of `TLSv1.3`.
@@ -351,6 +359,8 @@ mod tests {
         assert_eq!(split_host_port(b"[::1]"), (&b"::1"[..], None));
         assert_eq!(split_host_port(b"::1"), (&b"::1"[..], None));
         assert_eq!(split_host_port(b"10.0.0.1:x"), (&b"10.0.0.1:x"[..], None));
+        assert_eq!(split_host_port(b"h:70000"), (&b"h:70000"[..], None));
+        assert_eq!(split_host_port(b"h:"), (&b"h:"[..], None));
         assert_eq!(tls_version("TLSv1.3"), b"1.3");
     }
 }
