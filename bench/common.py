@@ -1,4 +1,5 @@
-"""Shared by bench.py, https.py and h2.py: ports, and starting and watching processes."""
+"""Shared by the bench scripts (bench.py, https.py, h2.py, tracing.py, ...): ports, and starting and
+watching processes."""
 import os
 import signal
 import socket
@@ -43,15 +44,32 @@ events {{ worker_connections {connections}; }}
 """
 
 
-def wait_port(port, timeout=10.0):
+def wait_port(port, timeout=10.0, proc=None):
+    """Waits until something accepts connections on 127.0.0.1:`port`; RuntimeError after `timeout`
+    s, or as soon as `proc` (a Popen, when given) has exited."""
     deadline = time.time() + timeout
     while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"exited {proc.returncode} before listening on {port}")
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
             return
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listening on {port}")
+
+
+def free_ports(n):
+    """`n` different TCP ports of 127.0.0.1 that nothing listens on now (the kernel's picks, all
+    held until every one is chosen), for a server that takes its ports from a config file."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def cpu_seconds(pid):

@@ -94,6 +94,13 @@
 # h2load over TLS to the same listeners): requests/s, p50/p99, CPU per request user and kernel apart:
 #   bench/run.sh h3                                      # h3-c16m10, h3-c64m1, h3-c16r1, h2-c16m10
 #   bench/run.sh h3 --scenarios h3-c16r1 --proxies caddy --rounds 1 --duration 3
+# Tracing (issue 41, bench/tracing.py; Rampart against itself, one worker on CPU 0: `http` with no
+# tracing flag, and with `--otlp-endpoint` to Jaeger all-in-one (scripts/telemetry-servers, on CPU 1)
+# at `--trace-sampling 0.01` and `1`; http-small-c64's wrk load and grpc-unary-h2c's h2load load):
+# CPU per request user and kernel apart, over tracing off's (target: at most 1.02 at 1%, 1.10 at 100%),
+# saturated (max) and at a fixed rate below every variant's ceiling (rate: h2load --rps, --rate-http/--rate-grpc):
+#   bench/run.sh tracing                                 # http,grpc x off,1,100 x max,rate, 3 rounds of 10 s
+#   bench/run.sh tracing --workloads http --variants off,100 --rounds 5 --otlp-protocol grpc
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rev=""
@@ -174,6 +181,9 @@ if [ "${args[0]:-}" = cache ]; then
 fi
 if [ "${args[0]:-}" = udp ]; then
   exec python3 bench/udp.py --rampart "$rampart" "${args[@]:1}"
+fi
+if [ "${args[0]:-}" = tracing ]; then
+  exec python3 bench/tracing.py --rampart "$rampart" "${args[@]:1}"
 fi
 if [ "${args[0]:-}" = h3 ]; then
   # Caddy (its service kept from starting, as scripts/servers does), and libclang for the bindgen

@@ -225,7 +225,7 @@ pub fn tag<'a>(span: &'a Value, key: &str) -> Option<&'a Value> {
 }
 
 /// An `rsyslogd` on 127.0.0.1 (imudp, and imtcp, which takes octet-counted framing, RFC 6587, as
-/// well as LF-delimited), writing each message it receives as one line to two files: the message
+/// well as LF-delimited) and on a unix datagram socket of its own (imuxsock), writing each message it receives as one line to two files: the message
 /// as received (`%rawmsg%`; control characters are written `#ooo`: a line feed is `#012`) and
 /// rsyslog's parse of it as JSON (`%jsonmesg%`). No /dev/log, no pid file, no system file (it runs
 /// unprivileged as well); killed when dropped.
@@ -261,6 +261,8 @@ ruleset(name="received") {{
     action(type="omfile" file="{dir}/raw.log" template="raw")
     action(type="omfile" file="{dir}/parsed.jsonl" template="json")
 }}
+module(load="imuxsock" SysSock.Use="off")
+input(type="imuxsock" Socket="{dir}/log.sock" UseSpecialParser="off" ParseHostname="on" Ruleset="received")
 input(type="imudp" address="127.0.0.1" port="{}" ruleset="received")
 input(type="imtcp" address="127.0.0.1" port="{}" ruleset="received")
 "#,
@@ -279,7 +281,8 @@ input(type="imtcp" address="127.0.0.1" port="{}" ruleset="received")
             self.dir.path().join("rsyslog.conf"),
             self.dir.path().join("rsyslogd.log"),
         );
-        let (tcp_addr, udp_port) = (self.tcp_addr(), self.udp_port);
+        let (tcp_addr, udp_port, unix) = (self.tcp_addr(), self.udp_port, self.unix_path());
+        let _ = std::fs::remove_file(&unix);
         let args = [
             OsStr::new("-n"),
             OsStr::new("-iNONE"),
@@ -290,7 +293,7 @@ input(type="imtcp" address="127.0.0.1" port="{}" ruleset="received")
         poll(Duration::from_millis(10), || {
             let exited = child.try_wait().unwrap();
             assert!(exited.is_none(), "rsyslogd exited ({exited:?}):\n{}", log_tail(&log));
-            if TcpStream::connect(&tcp_addr).is_ok() && udp_bound(udp_port) {
+            if TcpStream::connect(&tcp_addr).is_ok() && udp_bound(udp_port) && unix.exists() {
                 Ok(())
             } else {
                 Err(format!("rsyslogd not listening:\n{}", log_tail(&log)))
@@ -301,6 +304,11 @@ input(type="imtcp" address="127.0.0.1" port="{}" ruleset="received")
     /// Kills it (SIGKILL) and waits until it is gone: its ports refuse from then on.
     pub fn stop(&mut self) {
         kill(&mut self.child);
+    }
+
+    /// Its unix datagram socket (imuxsock, parsing RFC 5424 as the network inputs do).
+    pub fn unix_path(&self) -> PathBuf {
+        self.dir.path().join("log.sock")
     }
 
     pub fn udp_addr(&self) -> String {

@@ -8,10 +8,16 @@ use crate::common::telemetry::{Jaeger, Rsyslog};
 use crate::common::{free_port, WAIT};
 
 #[test]
-fn access_logs_and_session_records_go_to_syslog_over_udp_and_tcp() {
+fn access_logs_and_session_records_go_to_syslog_over_udp_tcp_and_a_unix_socket() {
     let syslog = Rsyslog::start();
     let backend = HttpBackend::start(Reply::Echo);
-    let tcp_port = free_port();
+    let (tcp_port, unix_port) = (free_port(), free_port());
+    let more = format!(
+        "[listeners.l4]\nbind = \"127.0.0.1:{tcp_port}\"\nupstream = \"app\"\n\n\
+         [listeners.local]\nbind = \"127.0.0.1:{unix_port}\"\nprotocol = \"http\"\nupstream = \"app\"\n\
+         access_log = {{ path = \"syslog+unix://{}\", format = \"json\" }}\n",
+        syslog.unix_path().display()
+    );
     let gw = Gateway::start(
         &format!("[global]\nsession_log = \"syslog+tcp://{}\"\n", syslog.tcp_addr()),
         &format!(
@@ -20,11 +26,12 @@ fn access_logs_and_session_records_go_to_syslog_over_udp_and_tcp() {
         ),
         &[backend.target()],
         "",
-        &format!("[listeners.l4]\nbind = \"127.0.0.1:{tcp_port}\"\nupstream = \"app\"\n"),
+        &more,
     );
     assert_eq!(gw.get("/over-udp", &[]), 200);
     assert_eq!(request(tcp_port, "/over-tcp", &[]), 200);
-    let parsed = syslog.parsed(2);
+    assert_eq!(request(unix_port, "/over-unix", &[]), 200);
+    let parsed = syslog.parsed(3);
     let pid = gw.rampart.pid().to_string();
     for m in &parsed {
         // RFC 5424, parsed as such: version 1, facility local0 (16), severity info (6).
@@ -50,6 +57,8 @@ fn access_logs_and_session_records_go_to_syslog_over_udp_and_tcp() {
     let session = body("imtcp");
     assert_eq!(session["listener"], "l4");
     assert_eq!(session["close"], "completed");
+    let local = body("imuxsock");
+    assert_eq!(local["path"], "/over-unix");
 }
 
 #[test]

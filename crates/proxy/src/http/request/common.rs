@@ -224,7 +224,6 @@ impl<'a, T: ClientSide> RequestPath<'a, T> {
             listener: listener.map_or("", |l| l.name.as_str()),
             route: route.map(|r| r.name.as_str()),
             upstream: rctx.upstream.and_then(|u| self.snapshot.upstreams.get(u)),
-            client: self.client,
             client_ip: &self.client_ip,
             scheme: self.stream.scheme(),
             protocol: head.map_or_else(|| self.stream.protocol(Version::Http11), |h| h.protocol),

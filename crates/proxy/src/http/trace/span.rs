@@ -7,7 +7,6 @@
 //! `slower_than`). Names and attributes follow OpenTelemetry's HTTP conventions, with Rampart's
 //! own under `rampart.`.
 
-use std::net::SocketAddr;
 use std::time::{Duration, Instant, SystemTime};
 
 use rampart_model::trace::TraceSettings;
@@ -29,7 +28,6 @@ pub(crate) struct RequestFacts<'a> {
     pub listener: &'a str,
     pub route: Option<&'a str>,
     pub upstream: Option<&'a Upstream>,
-    pub client: SocketAddr,
     /// The client's address as text (the connection's, formatted once).
     pub client_ip: &'a str,
     pub scheme: &'a str,
@@ -113,17 +111,17 @@ pub(crate) fn record(
     a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
     a.add("network.protocol.version", Value::Str(protocol_version(f.protocol)));
     a.add("client.address", Value::Str(f.client_ip.as_bytes()));
-    a.add("client.port", Value::Int(i64::from(f.client.port())));
     if rctx.status != 0 {
         a.add("http.response.status_code", Value::Int(i64::from(rctx.status)));
     }
-    a.add("http.response.body.size", Value::Int(rctx.body_bytes_out as i64));
     a.text("http.route", f.route.map(str::as_bytes));
     a.text("error.type", error.map(str::as_bytes));
     a.add("rampart.listener", Value::Str(f.listener.as_bytes()));
     if let Some(up) = f.upstream {
         a.add("rampart.upstream", Value::Str(up.name.as_bytes()));
-        a.add("rampart.attempts", Value::Int(i64::from(rctx.attempts.made())));
+        if rctx.attempts.made() > 1 {
+            a.add("rampart.attempts", Value::Int(i64::from(rctx.attempts.made())));
+        }
     }
     a.text("rampart.cache", rctx.cache.map(|c| c.as_str().as_bytes()));
     a.text("enduser.id", f.user.map(str::as_bytes));
@@ -217,7 +215,6 @@ pub(crate) fn record(
         if let Some(port) = port {
             c.add("server.port", Value::Int(i64::from(port)));
         }
-        c.add("rampart.upstream", Value::Str(up.name.as_bytes()));
         c.add("rampart.connection.reused", Value::Bool(attempt.reused));
         if let Some(connect) = attempt.connect {
             c.add("rampart.connect_time_us", Value::Int(connect.as_micros() as i64));
