@@ -28,6 +28,32 @@ pub(super) struct InternalUpstreams {
 }
 
 impl Checker<'_> {
+    /// The TLS side of a service of Rampart's own at `endpoint`, written in the key `url_key`
+    /// (whose value is at `at`): for `https://`, trust roots from `ca` (a PEM file) or the
+    /// system's; for `http://`, none, and `ca` beside it is an error. `None` after an error.
+    pub(super) fn endpoint_tls(
+        &mut self,
+        endpoint: &HttpEndpoint,
+        ca: Option<&Spanned<String>>,
+        (url_key, at): (&str, Range<usize>),
+    ) -> Option<Option<EndpointTls>> {
+        let config = match (ca, endpoint.https) {
+            (Some(ca), false) => {
+                self.error(ca.span(), format!("`ca` is for an https:// `{url_key}`"));
+                return None;
+            }
+            (_, true) => Some(self.filter_client_tls(ca, at.clone())?),
+            (None, false) => None,
+        };
+        match endpoint.client_tls(config) {
+            Ok(tls) => Some(tls),
+            Err(e) => {
+                self.error(at, e);
+                None
+            }
+        }
+    }
+
     /// The snapshot index of the internal upstream for a `kind` filter's service at `endpoint`
     /// (`tls` for `https://`, `roots` naming its trust roots), made on first use; errors at `at`.
     /// Its protocol is `auto` (HTTP/2 where TLS offers it).

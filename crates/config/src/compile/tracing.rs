@@ -78,21 +78,7 @@ impl Checker<'_> {
                 return None;
             }
         };
-        let tls = match (&t.ca, endpoint.https) {
-            (Some(ca), false) => {
-                self.error(ca.span(), "`ca` is for an https:// `endpoint`");
-                return None;
-            }
-            (_, true) => Some(self.filter_client_tls(t.ca.as_ref(), url.span())?),
-            (None, false) => None,
-        };
-        let tls = match endpoint.client_tls(tls) {
-            Ok(tls) => tls,
-            Err(e) => {
-                self.error(url.span(), e);
-                return None;
-            }
-        };
+        let tls = self.endpoint_tls(&endpoint, t.ca.as_ref(), ("endpoint", url.span()))?;
         let roots = t.ca.as_ref().map(|c| c.get_ref().as_str());
         // gRPC in clear is HTTP/2 by prior knowledge; over TLS, ALPN offers h2 first.
         let speaks = match (protocol, endpoint.https) {

@@ -5,10 +5,10 @@
 //! and session records over UDP and TCP; Jaeger's collector takes OTLP log records. A dead
 //! collector or syslog server loses spans or lines, counted, and never a request.
 
-use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 
+use crate::common::http::send;
 use crate::common::scrape::scrape;
 use crate::common::{free_port, write_file, Rampart};
 
@@ -77,20 +77,13 @@ impl Gateway {
 
 /// One HTTP/1.1 request to `port` (its connection closed after): the status.
 pub fn request(port: u16, path: &str, fields: &[(&str, &str)]) -> u16 {
-    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut req = format!("GET {path} HTTP/1.1\r\nHost: gw.test\r\nUser-Agent: otel-test\r\nConnection: close\r\n");
     for (n, v) in fields {
         req.push_str(&format!("{n}: {v}\r\n"));
     }
     req.push_str("\r\n");
-    conn.write_all(req.as_bytes()).unwrap();
-    let mut answer = String::new();
-    let _ = conn.read_to_string(&mut answer);
-    answer
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {answer:?}"))
+    let mut conn = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    send(&mut conn, req.as_bytes()).0
 }
 
 /// The `[tracing]` table for a collector at `endpoint` over `protocol`, with `extra` keys.

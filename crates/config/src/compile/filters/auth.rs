@@ -113,21 +113,7 @@ impl Checker<'_> {
                 return None;
             }
         };
-        let tls = match (&ca, endpoint.https) {
-            (Some(ca), false) => {
-                self.error(ca.span(), "`ca` is for an https:// `url`");
-                return None;
-            }
-            (_, true) => Some(self.filter_client_tls(ca.as_ref(), url.span())?),
-            (None, false) => None,
-        };
-        let tls = match endpoint.client_tls(tls) {
-            Ok(tls) => tls,
-            Err(e) => {
-                self.error(url.span(), e);
-                return None;
-            }
-        };
+        let tls = self.endpoint_tls(&endpoint, ca.as_ref(), ("url", url.span()))?;
         let roots = ca.as_ref().map(|c| c.get_ref().as_str());
         let upstream = self.internal_upstream("forward_auth", &endpoint, (tls.as_ref(), roots), url.span(), live)?;
         Some(Filter::ForwardAuth(ForwardAuth {
