@@ -33,7 +33,7 @@ import tempfile
 import time
 
 from common import (BACKEND_PORT, BACKEND_TLS_PORT, GRPC_BACKEND_PORT, GRPC_INTEROP_PORT, HTTP_PORTS, HTTPS_PORTS,
-                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, start, stop_all, tail_log, threads,
+                    PORTS, SNI_PORTS, TLS_HOST, cpu_seconds, nginx_main, rss_kib, require_pinned, start, stop_all, tail_log,
                     wait_port, write)
 from https import HTTPS_TARGETS, https_rampart, https_report, run_resume, tls_files
 from burst import burst_memory
@@ -359,11 +359,7 @@ def main():
                              + tail_log(workdir, p, mode))
                 # The CPU time read is that of every thread of this one process (no master, no
                 # other worker): say which threads those are, and stop unless all are on CPU 0.
-                ts = threads(procs[(mode, p)].pid)
-                print(f"{p} {mode}: pid {procs[(mode, p)].pid}, threads (CPUs): "
-                      + ", ".join(f"{name} ({cpus})" for name, cpus in ts), flush=True)
-                if any(cpus != "0" for _, cpus in ts):
-                    sys.exit(f"{p} ({mode}) has a thread allowed outside CPU 0")
+                require_pinned(f"{p} ({mode})", procs[(mode, p)].pid)
         # Memory first, on freshly started proxies, so that no proxy's allocator still holds
         # what the throughput runs left behind.
         idle = ""

@@ -4,6 +4,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import time
 
 BACKEND_PORT = 18080
@@ -87,6 +88,16 @@ def threads(pid):
         fields = dict(line.split(":", 1) for line in open(f"/proc/{pid}/task/{tid}/status") if ":" in line)
         out.append((fields["Name"].strip(), fields["Cpus_allowed_list"].strip()))
     return out
+
+
+def require_pinned(name, pid):
+    """Says which threads process `pid` (`name` in the output) has and where each may run, and
+    stops the benchmark unless every one is allowed on CPU 0 only: the CPU time read is that of
+    all its threads, which must share the proxy's core."""
+    ts = threads(pid)
+    print(f"{name}: pid {pid}, threads (CPUs): " + ", ".join(f"{n} ({c})" for n, c in ts), flush=True)
+    if any(c != "0" for _, c in ts):
+        sys.exit(f"{name} has a thread allowed outside CPU 0")
 
 
 def rss_kib(pid):

@@ -49,7 +49,7 @@ import tempfile
 import time
 
 from bench import backend
-from common import BACKEND_PORT, TLS_HOST, cpu_seconds, start, stop_all, threads, wait_port, write
+from common import BACKEND_PORT, TLS_HOST, cpu_seconds, require_pinned, start, stop_all, wait_port, write
 from h2 import parse_h2load
 from https import tls_files
 
@@ -253,10 +253,7 @@ def main():
                       f" its log:\n{text}", flush=True)
                 procs.pop(p).kill()
                 continue
-            ts = threads(procs[p].pid)
-            print(f"{p}: pid {procs[p].pid}, threads (CPUs): " + ", ".join(f"{n} ({c})" for n, c in ts), flush=True)
-            if any(c != "0" for _, c in ts):
-                sys.exit(f"{p} has a thread allowed outside CPU 0")
+            require_pinned(p, procs[p].pid)
             running.append(p)
         if not running:
             sys.exit("no proxy to measure")

@@ -99,7 +99,7 @@ import urllib.request
 
 from bench import SCENARIOS, backend, finish, run_one
 from common import (BACKEND_PORT, GRPC_BACKEND_PORT, cpu_seconds, free_ports, rss_kib, start, stop_all, tail_log,
-                    threads, wait_port, write)
+                    require_pinned, wait_port, write)
 from h2 import GRPC_MODES, grpc_backend, grpc_request, parse_h2load, rampart_has_flag, scenario_call
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -626,11 +626,7 @@ def main():
                     procs.pop((w, v)).kill()
                     del commands[(w, v)]
                     continue
-                ts = threads(proc.pid)
-                print(f"{w} {label(v)}: pid {proc.pid}, threads (CPUs): " + ", ".join(f"{n} ({c})" for n, c in ts),
-                      flush=True)
-                if any(c != "0" for _, c in ts):
-                    sys.exit(f"{w} {label(v)}: Rampart has a thread allowed outside CPU 0")
+                require_pinned(f"{w} {label(v)}", proc.pid)
                 running[(w, v)] = proc
         if not running:
             sys.exit("no variant to measure")

@@ -51,7 +51,7 @@ import sys
 import tempfile
 import time
 
-from common import cpu_seconds, nginx_main, start, stop_all, threads, write
+from common import cpu_seconds, nginx_main, require_pinned, start, stop_all, write
 
 BACKEND_PORT = 18140
 PORTS = {"rampart": 18141, "nginx": 18143, "dnsdist": 18145, "direct": BACKEND_PORT}
@@ -298,10 +298,7 @@ def main():
                       f"its log:\n{text}", flush=True)
                 procs.pop(p).kill()
                 continue
-            ts = threads(procs[p].pid)
-            print(f"{p}: pid {procs[p].pid}, threads (CPUs): " + ", ".join(f"{n} ({c})" for n, c in ts), flush=True)
-            if any(c != "0" for _, c in ts):
-                sys.exit(f"{p} has a thread allowed outside CPU 0")
+            require_pinned(p, procs[p].pid)
             running.append(p)
         if not running:
             sys.exit("no proxy to measure")
