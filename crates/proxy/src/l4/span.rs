@@ -92,20 +92,7 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
     }
     attrs.push(("rampart.close", Value::Str(close.as_bytes())));
     if let Some(tls) = &tls {
-        if let Some(version) = tls.version {
-            attrs.push(("tls.protocol.name", Value::Str(b"tls")));
-            let version = version.strip_prefix("TLSv").unwrap_or(version);
-            attrs.push(("tls.protocol.version", Value::Str(version.as_bytes())));
-        }
-        for (key, value) in [
-            ("tls.cipher", tls.cipher.map(str::as_bytes)),
-            ("tls.client.server_name", tls.sni.map(str::as_bytes)),
-            ("tls.next_protocol", tls.alpn),
-        ] {
-            if let Some(v) = value {
-                attrs.push((key, Value::Str(v)));
-            }
-        }
+        attrs.extend(crate::http::trace::span::tls_attributes(tls));
     }
     let span = SpanData {
         trace_id: trace.outgoing.trace_id,

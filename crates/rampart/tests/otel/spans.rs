@@ -35,6 +35,14 @@ fn parent(span: &Value) -> Option<&str> {
         .as_str()
 }
 
+/// Rampart's server span of a trace (the traced backend's span is a server span too).
+fn rampart_server(trace: &Value) -> &Value {
+    spans(trace)
+        .into_iter()
+        .find(|s| kind(s) == "server" && service(trace, s) == "rampart-test")
+        .unwrap_or_else(|| panic!("no server span of Rampart's: {trace}"))
+}
+
 fn kind(span: &Value) -> &str {
     tag(span, "span.kind").and_then(Value::as_str).unwrap_or("")
 }
@@ -62,10 +70,7 @@ fn a_request_s_spans_reach_jaeger_linked_to_its_caller_and_its_backend_over_http
 
         let trace = jaeger.trace(trace_id, 3);
         let all = spans(&trace);
-        let server = all
-            .iter()
-            .find(|s| kind(s) == "server" && service(&trace, s) == "rampart-test");
-        let server = server.unwrap_or_else(|| panic!("{protocol}: no server span of Rampart's: {trace}"));
+        let server = rampart_server(&trace);
         let client = all.iter().find(|s| kind(s) == "client").expect("a client span");
         let theirs = all
             .iter()
@@ -116,10 +121,7 @@ fn a_request_s_spans_reach_jaeger_linked_to_its_caller_and_its_backend_over_http
             .unwrap();
         assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
         let trace = jaeger.trace("11111111111111111111111111111111", 3);
-        let server = spans(&trace)
-            .into_iter()
-            .find(|s| kind(s) == "server" && service(&trace, s) == "rampart-test");
-        assert_eq!(tag(server.unwrap(), "network.protocol.version").unwrap(), "2");
+        assert_eq!(tag(rampart_server(&trace), "network.protocol.version").unwrap(), "2");
     }
 }
 
@@ -148,10 +150,7 @@ fn each_attempt_gets_a_client_span_with_its_target_outcome_and_retry_reason() {
         .unwrap_or_else(|| panic!("no request was retried: {lines:?}"));
     let retried = jaeger.trace(ids[index], 4);
     let all = spans(&retried);
-    let server = all
-        .iter()
-        .find(|s| kind(s) == "server" && service(&retried, s) == "rampart-test")
-        .unwrap();
+    let server = rampart_server(&retried);
     let mut clients: Vec<&&Value> = all.iter().filter(|s| kind(s) == "client").collect();
     clients.sort_by_key(|s| tag(s, "http.request.resend_count").and_then(Value::as_i64).unwrap_or(0));
     let (first, second) = (clients[0], clients[1]);
@@ -197,11 +196,11 @@ fn sampling_is_parent_based_and_tail_decisions_keep_failures_and_slow_requests()
     assert!(spans(&trace).iter().any(|s| service(&trace, s) == "backend"));
     // Kept at the end: the failure (its server span an error) and the slow one.
     let failed = jaeger.trace(&id(3), 2);
-    let server = spans(&failed).into_iter().find(|s| kind(s) == "server").unwrap();
+    let server = rampart_server(&failed);
     assert_eq!(tag(server, "otel.status_code").unwrap(), "ERROR");
     assert_eq!(tag(server, "http.response.status_code").unwrap(), 500);
     let slow = jaeger.trace(&id(4), 2);
-    let server = spans(&slow).into_iter().find(|s| kind(s) == "server").unwrap();
+    let server = rampart_server(&slow);
     assert!(server["duration"].as_u64().unwrap() >= 300_000, "{server}");
     // The spans of the first two were never sent: they ended before the ones Jaeger has, on the
     // same worker, whose exports go in order.
@@ -319,5 +318,120 @@ fn the_last_spans_reach_the_collector_when_rampart_stops() {
     assert_eq!(gw.get("/last", &[("traceparent", &caller(last, "01"))]), 200);
     assert_eq!(gw.rampart.stop(), 0);
     let trace = jaeger.trace(last, 2);
-    assert!(spans(&trace).iter().any(|s| kind(s) == "server"));
+    rampart_server(&trace);
+}
+
+#[test]
+fn a_tls_listener_s_server_span_says_what_the_handshake_agreed() {
+    let jaeger = Jaeger::start();
+    let backend = HttpBackend::start(Reply::Echo);
+    let ca = crate::common::tls::Ca::new("otel test CA");
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = ca
+        .issue(&crate::common::tls::CertSpec::new(&["gw.test"]))
+        .write(dir.path(), "gw");
+    let ca_file = ca.write(dir.path(), "ca.pem");
+    let more = format!(
+        "[listeners.web.tls]\n{}\n",
+        crate::common::tls::certificates(&[(cert, key)])
+    );
+    let gw = Gateway::start(
+        &tracing_table(&jaeger.otlp_http_url(), "http", ""),
+        "",
+        &[backend.target()],
+        "",
+        &more,
+    );
+    let trace_id = "7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e7e";
+    let out = std::process::Command::new("curl")
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--http1.1",
+            "--tlsv1.3",
+            "--cacert",
+            &ca_file,
+        ])
+        .args(["--resolve", &format!("gw.test:{}:127.0.0.1", gw.port)])
+        .args(["-H", &format!("traceparent: {}", caller(trace_id, "01"))])
+        .arg(format!("https://gw.test:{}/secure", gw.port))
+        .output_within(TOOL_WAIT)
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    let trace = jaeger.trace(trace_id, 2);
+    let server = rampart_server(&trace);
+    assert_eq!(tag(server, "url.scheme").unwrap(), "https");
+    assert_eq!(tag(server, "tls.protocol.name").unwrap(), "tls");
+    assert_eq!(tag(server, "tls.protocol.version").unwrap(), "1.3");
+    assert!(
+        tag(server, "tls.cipher")
+            .and_then(Value::as_str)
+            .is_some_and(|c| c.starts_with("TLS13_")),
+        "{server}"
+    );
+    assert_eq!(tag(server, "tls.client.server_name").unwrap(), "gw.test");
+    assert_eq!(tag(server, "tls.next_protocol").unwrap(), "http/1.1");
+}
+
+#[test]
+fn a_filter_s_refusal_and_a_wait_in_the_queue_are_span_events() {
+    let jaeger = Jaeger::start();
+    let backend = TracedBackend::start(&jaeger.otlp_http_url());
+    let more = "[[listeners.web.routes]]\nmatch.path_prefix = \"/limited\"\nupstream = \"app\"\n\
+                filters = [{ type = \"rate_limit\", rate = \"1/m\", burst = 1 }]\n";
+    let gw = Gateway::start(
+        &tracing_table(&jaeger.otlp_http_url(), "http", ""),
+        "",
+        &[backend.target()],
+        "max_requests_per_target = 1",
+        more,
+    );
+    // The second request to the limited route is refused by the filter.
+    assert_eq!(gw.get("/limited", &[]), 200);
+    let refused = "abababababababababababababababab";
+    assert_eq!(gw.get("/limited", &[("traceparent", &caller(refused, "01"))]), 429);
+    let trace = jaeger.trace(refused, 1);
+    let server = rampart_server(&trace);
+    let event = server["logs"]
+        .as_array()
+        .and_then(|logs| {
+            logs.iter()
+                .find(|l| l["fields"].to_string().contains("rampart.filter.refused"))
+        })
+        .unwrap_or_else(|| panic!("no refusal event: {server}"));
+    assert!(event["fields"].to_string().contains("rate_limited"), "{event}");
+
+    // Two slow requests at once to a target that takes one: the second waits in the queue.
+    let (slow, queued) = ("cdcdcdcdcdcdcdcdcdcdcdcdcdcdcdcd", "efefefefefefefefefefefefefefefef");
+    let port = gw.port;
+    let first = std::thread::spawn(move || request(port, "/slow", &[("traceparent", &caller(slow, "01"))]));
+    wait_until_busy(&backend);
+    assert_eq!(gw.get("/slow", &[("traceparent", &caller(queued, "01"))]), 200);
+    assert_eq!(first.join().unwrap(), 200);
+    let waited: Vec<Value> = [slow, queued]
+        .iter()
+        .map(|id| jaeger.trace(id, 3))
+        .filter_map(|t| {
+            let server = rampart_server(&t).clone();
+            server["logs"]
+                .as_array()?
+                .iter()
+                .find(|l| l["fields"].to_string().contains("rampart.queue.wait"))
+                .cloned()
+        })
+        .collect();
+    assert_eq!(waited.len(), 1, "one of the two waited its turn: {waited:?}");
+    assert!(
+        waited[0]["fields"].to_string().contains("rampart.queue.waited_us"),
+        "{waited:?}"
+    );
+}
+
+/// Waits until the traced backend is serving a request (the first slow one took the target's
+/// one slot).
+fn wait_until_busy(backend: &TracedBackend) {
+    crate::common::tls::eventually("the backend serves the first request", || backend.busy() > 0);
 }

@@ -13,6 +13,8 @@ pub const SLOW: Duration = Duration::from_millis(400);
 
 pub struct TracedBackend {
     pub addr: SocketAddr,
+    /// Requests it is answering now.
+    in_flight: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl TracedBackend {
@@ -21,12 +23,20 @@ impl TracedBackend {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let collector: SocketAddr = otlp_http.trim_start_matches("http://").parse().unwrap();
+        let in_flight = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let busy = in_flight.clone();
         std::thread::spawn(move || {
             for conn in listener.incoming().flatten() {
-                std::thread::spawn(move || serve(conn, collector));
+                let busy = busy.clone();
+                std::thread::spawn(move || serve(conn, collector, &busy));
             }
         });
-        TracedBackend { addr }
+        TracedBackend { addr, in_flight }
+    }
+
+    /// Requests it is answering now (read, not yet answered).
+    pub fn busy(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn target(&self) -> String {
@@ -34,7 +44,7 @@ impl TracedBackend {
     }
 }
 
-fn serve(conn: TcpStream, collector: SocketAddr) {
+fn serve(conn: TcpStream, collector: SocketAddr, busy: &std::sync::atomic::AtomicUsize) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut conn = conn;
     loop {
@@ -66,6 +76,7 @@ fn serve(conn: TcpStream, collector: SocketAddr) {
             return;
         }
         let start = now_nanos();
+        busy.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let status = match path.as_str() {
             "/fail" => 500,
             "/slow" => {
@@ -78,6 +89,7 @@ fn serve(conn: TcpStream, collector: SocketAddr) {
         if let Some(parent) = traceparent.filter(|t| t.ends_with("-01")) {
             report(collector, &parent, &path, status, start);
         }
+        busy.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
         let answer = format!("HTTP/1.1 {status} X\r\ncontent-length: 2\r\n\r\nok");
         if conn.write_all(answer.as_bytes()).is_err() {
             return;

@@ -127,13 +127,9 @@ pub(crate) fn record(
     a.text("enduser.id", f.user.map(str::as_bytes));
     a.text("rampart.request_id", f.request_id.map(str::as_bytes));
     if let Some(tls) = &f.tls {
-        if let Some(version) = tls.version {
-            a.add("tls.protocol.name", Value::Str(b"tls"));
-            a.add("tls.protocol.version", Value::Str(tls_version(version)));
+        for (key, value) in tls_attributes(tls) {
+            a.add(key, value);
         }
-        a.text("tls.cipher", tls.cipher.map(str::as_bytes));
-        a.text("tls.client.server_name", tls.sni.map(str::as_bytes));
-        a.text("tls.next_protocol", tls.alpn);
     }
 
     let mut events: [Event<'_>; 2] = [Event {
@@ -333,6 +329,28 @@ fn parse_port(digits: &[u8]) -> Option<u16> {
         n = n * 10 + u32::from(d - b'0');
     }
     u16::try_from(n).ok()
+}
+
+/// What a client connection's TLS handshake agreed, as the attributes of a server span (HTTP's
+/// and a TCP session's alike): those it has of `tls.protocol.name`, `tls.protocol.version`,
+/// `tls.cipher`, `tls.client.server_name` and `tls.next_protocol`.
+pub(crate) fn tls_attributes<'a>(tls: &TlsInfo<'a>) -> impl Iterator<Item = Attribute<'a>> {
+    let version = tls.version.map(|v| {
+        [
+            ("tls.protocol.name", &b"tls"[..]),
+            ("tls.protocol.version", tls_version(v)),
+        ]
+    });
+    version
+        .into_iter()
+        .flatten()
+        .chain([
+            ("tls.cipher", tls.cipher.map(str::as_bytes).unwrap_or_default()),
+            ("tls.client.server_name", tls.sni.map(str::as_bytes).unwrap_or_default()),
+            ("tls.next_protocol", tls.alpn.unwrap_or_default()),
+        ])
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| (k, Value::Str(v)))
 }
 
 /// `tls.protocol.version`: `1.3` of `TLSv1.3`.
