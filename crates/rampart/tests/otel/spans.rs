@@ -435,3 +435,46 @@ fn a_filter_s_refusal_and_a_wait_in_the_queue_are_span_events() {
 fn wait_until_busy(backend: &TracedBackend) {
     crate::common::tls::eventually("the backend serves the first request", || backend.busy() > 0);
 }
+
+#[test]
+fn an_http3_request_continues_its_trace_and_says_its_protocol() {
+    let jaeger = Jaeger::start();
+    let backend = TracedBackend::start(&jaeger.otlp_http_url());
+    let dir = tempfile::tempdir().unwrap();
+    let tls = crate::http3::tls(dir.path());
+    let gw = Gateway::start(
+        &tracing_table(&jaeger.otlp_http_url(), "http", ""),
+        "http3 = true",
+        &[backend.target()],
+        "",
+        &tls.table,
+    );
+    let trace_id = "3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a3a";
+    let traceparent = format!("traceparent: {}", caller(trace_id, "01"));
+    let (url, connect) = (
+        format!("https://localhost:{}/over-h3", gw.port),
+        format!("127.0.0.1:{}", gw.port),
+    );
+    let got = crate::common::h3::aioquic(&[
+        &url,
+        "--ca",
+        &tls.ca_file,
+        "--connect",
+        &connect,
+        "--header",
+        &traceparent,
+    ])
+    .unwrap_or_else(|e| panic!("aioquic: {e}"));
+    assert_eq!(got[0].status, 200);
+    let trace = jaeger.trace(trace_id, 3);
+    let server = rampart_server(&trace);
+    assert_eq!(tag(server, "network.protocol.version").unwrap(), "3");
+    assert!(same_id(parent(server).unwrap(), CALLER_SPAN), "{server}");
+    let client = spans(&trace).into_iter().find(|s| kind(s) == "client").unwrap();
+    let theirs = spans(&trace)
+        .into_iter()
+        .find(|s| service(&trace, s) == "backend")
+        .unwrap();
+    assert_eq!(parent(client), server["spanID"].as_str());
+    assert_eq!(parent(theirs), client["spanID"].as_str());
+}
