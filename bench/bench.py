@@ -399,6 +399,7 @@ def main():
             chart(part, proxies, os.path.join(args.out, f"cpu-per-request{suffix}.png"))
     finally:
         stop_all(procs)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def idle_memory(procs, proxies, count, cacert=None):

@@ -19,6 +19,7 @@ import re
 import signal
 import subprocess
 import sys
+import shutil
 import tempfile
 import time
 
@@ -108,6 +109,7 @@ def main():
                 one_round(p, procs[p].pid, H2_PORTS_BY_MODE[args.mode][p], args.mode, request, args.duration)
     finally:
         stop_all(procs)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":
