@@ -209,7 +209,7 @@ fn hex_from(text: &[u8], out: &mut [u8]) -> Option<()> {
     Some(())
 }
 
-/// `bytes` as lowercase hex into `out` (twice as long).
+/// `bytes` as lowercase hex into `out` (twice as long; what does not fit is left out).
 pub fn hex_into(bytes: &[u8], out: &mut [u8]) {
     for (byte, pair) in bytes.iter().zip(out.chunks_exact_mut(2)) {
         pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);

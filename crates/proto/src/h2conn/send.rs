@@ -17,6 +17,11 @@ impl HeadWriter<'_> {
     pub fn field(&mut self, name: &[u8], value: &[u8]) {
         self.encoder.field(name, value, self.block);
     }
+
+    /// A field of the writer's own making, unchecked: see [`Encoder::fresh_value_field`].
+    pub fn fresh_value_field(&mut self, name: &[u8], value: &[u8]) {
+        self.encoder.fresh_value_field(name, value, self.block);
+    }
 }
 
 impl Connection {

@@ -14,11 +14,11 @@ const NOT_INDEXED: [&[u8]; 6] = [
     b"last-modified",
     b"set-cookie",
 ];
-/// Fields whose value is new on every message and random (a W3C `traceparent`): an entry each
-/// would push out entries that are used again, so only their name is indexed (one entry, made
-/// when the name is not in the table), and the value goes as it is (Huffman coding saves a
-/// quarter of random hex, at a cost per octet on every request).
-const NAME_INDEXED: [&[u8]; 1] = [b"traceparent"];
+/// Fields whose value is new on every message and random (a W3C `traceparent`): they make no
+/// entry, not even of their name (an entry would add a step to every other field's search of the
+/// table), and go as literals, name and value as they are (Huffman coding saves a quarter of
+/// random hex, at a cost per octet on every request).
+const LITERAL: [&[u8]; 1] = [b"traceparent"];
 
 /// One connection's HPACK encoder (its dynamic table, as the peer's decoder keeps it).
 #[derive(Debug)]
@@ -86,23 +86,33 @@ impl Encoder {
         }
     }
 
+    /// Appends a field whose value is new on most messages (a `traceparent` made for each
+    /// request), the way [`LITERAL`] fields go: a literal not indexed, name and value as they
+    /// are. Nothing is checked: the caller knows the name to be lowercase and valid and the value
+    /// clean, being their author.
+    pub fn fresh_value_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        out.push(0x00);
+        write_int(out, 0x00, 7, name.len());
+        out.extend_from_slice(name);
+        write_int(out, 0x00, 7, value.len());
+        out.extend_from_slice(value);
+    }
+
     fn encode_field(&mut self, name: &[u8], value: &[u8], out: &mut Vec<u8>) {
+        if LITERAL.contains(&name) {
+            return self.fresh_value_field(name, value, out);
+        }
         let in_static = static_lookup(name, value);
         if let Some((i, true)) = in_static {
             return write_int(out, 0x80, 7, i);
         }
-        let name_only = NAME_INDEXED.contains(&name);
-        let dynamic = match name_only {
-            true => self.table.find_name(name).map(|i| (i, false)),
-            false => self.table.find(name, value),
-        };
+        let dynamic = self.table.find(name, value);
         if let Some((i, true)) = dynamic {
             return write_int(out, 0x80, 7, i + 62);
         }
         let name_index = in_static.map(|(i, _)| i).or(dynamic.map(|(i, _)| i + 62));
         let never = NEVER_INDEXED.contains(&name);
-        // A name-only field is indexed while its name is not in the table yet.
-        let kept_out = never || NOT_INDEXED.contains(&name) || (name_only && name_index.is_some());
+        let kept_out = never || NOT_INDEXED.contains(&name);
         let indexing = !kept_out && value.len() <= self.table.max() / 4;
         let (flags, prefix) = match (indexing, never) {
             (true, _) => (0x40, 6),
@@ -116,12 +126,7 @@ impl Encoder {
                 write_string(out, name);
             }
         }
-        if name_only {
-            write_int(out, 0x00, 7, value.len());
-            out.extend_from_slice(value);
-        } else {
-            write_string(out, value);
-        }
+        write_string(out, value);
         if indexing {
             self.table.insert(name, value);
         }

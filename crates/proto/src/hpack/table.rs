@@ -54,14 +54,9 @@ impl DynamicTable {
         self.size += size;
     }
 
-    /// The index of the newest entry named `name` (for a field whose value is never in the
-    /// table).
-    pub(super) fn find_name(&self, name: &[u8]) -> Option<usize> {
-        self.entries.iter().position(|(both, len)| &both[..*len] == name)
-    }
-
     /// The index of an entry that is `name` with `value` (`Some(true)`) or only has `name`
     /// (`Some(false)`), the first such, searching newest first.
+    #[inline]
     pub(super) fn find(&self, name: &[u8], value: &[u8]) -> Option<(usize, bool)> {
         let mut named = None;
         for (i, (both, name_len)) in self.entries.iter().enumerate() {

@@ -114,7 +114,7 @@ fn blocks_round_trip_through_a_small_table_that_evicts() {
 }
 
 #[test]
-fn a_traceparent_indexes_its_name_once_and_sends_its_value_as_it_is() {
+fn a_traceparent_goes_as_a_literal_and_makes_no_entry() {
     let mut e = Encoder::default();
     let mut d = Decoder::new(4096, 64 * 1024);
     let mut sizes = Vec::new();
@@ -128,12 +128,37 @@ fn a_traceparent_indexes_its_name_once_and_sends_its_value_as_it_is() {
         assert!(out.windows(tp.len()).any(|w| w == tp.as_bytes()), "block {i}");
         sizes.push(out.len());
     }
-    // After the first block, each is the same size: the name by index, the value literal, and
-    // no new entry pushing `x-same` out.
+    // After the first block, each is the same size: `:method` and `x-same` by index (no entry
+    // of a `traceparent` pushed `x-same` out), the `traceparent` a literal, name and value.
     assert!(sizes[1] < sizes[0]);
     assert!(sizes[1..].iter().all(|&s| s == sizes[1]), "{sizes:?}");
-    // (A dynamic index past 14 takes two octets behind a 4-bit prefix.)
-    assert!(sizes[1] <= 1 + (2 + 1 + 55) + 1, "{sizes:?}");
+    assert_eq!(sizes[1], 1 + (1 + 1 + 11 + 1 + 55) + 1, "{sizes:?}");
+}
+
+#[test]
+fn fresh_value_fields_decode_with_the_others_around_them() {
+    // Literals between indexed fields, one of them long: each decodes, and the fields encoded
+    // after them still do.
+    let mut e = Encoder::new(256);
+    let mut d = Decoder::new(256, 64 * 1024);
+    let long = "x".repeat(100);
+    for i in 0..6u32 {
+        let state = format!("congo=t{i}");
+        let fresh = [
+            ("x-probe", "probe"),
+            ("tracestate", state.as_str()),
+            ("x-long", long.as_str()),
+        ];
+        let mut out = Vec::new();
+        e.begin(&mut out);
+        e.field(b":method", b"GET", &mut out);
+        for (name, value) in fresh {
+            e.fresh_value_field(name.as_bytes(), value.as_bytes(), &mut out);
+        }
+        e.field(b"x-same", b"same", &mut out);
+        let sent = [(":method", "GET"), fresh[0], fresh[1], fresh[2], ("x-same", "same")];
+        assert_eq!(decode(&mut d, &out).unwrap(), pairs(&sent), "block {i}");
+    }
 }
 
 #[test]

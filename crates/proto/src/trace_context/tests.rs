@@ -173,3 +173,25 @@ fn thirty_two_members_are_kept_and_thirty_three_dropped() {
     assert!(state(&[&format!("k={}", "v".repeat(256))]).is_some());
     assert!(state(&[&format!("k={}", "v".repeat(257))]).is_none());
 }
+
+#[test]
+fn hex_is_written_as_the_format_machinery_writes_it() {
+    // Every octet value, in strings of every length up to a trace id's and past it.
+    let all: Vec<u8> = (0..=255u8)
+        .chain((0..=255u8).rev())
+        .chain([0x0f, 0xf0, 0x9a, 0xa9])
+        .collect();
+    for len in 0..=40 {
+        for start in 0..all.len() - len {
+            let bytes = &all[start..start + len];
+            let mut out = vec![b'?'; 2 * len];
+            hex_into(bytes, &mut out);
+            let expected: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(String::from_utf8(out).unwrap(), expected);
+        }
+    }
+    // What does not fit is left out.
+    let mut short = [b'?'; 5];
+    hex_into(&[0xab, 0xcd, 0xef], &mut short);
+    assert_eq!(&short, b"abcd?");
+}

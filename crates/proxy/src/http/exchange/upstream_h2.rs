@@ -23,7 +23,7 @@ use crate::http::error::{ErrorSource, HttpError};
 use crate::http::h2::upstream::{ResponseIn, UpStream};
 use crate::http::h2::{within, Incoming};
 use crate::http::h2pool::H2Conn;
-use crate::http::head_out::{sent_fields, RequestParts, ResponseParts};
+use crate::http::head_out::{sent_fields_but_trace, sent_trace_fields, RequestParts, ResponseParts};
 use crate::worker::WorkerContext;
 
 impl<D: Downstream> Exchange<'_, '_, D> {
@@ -94,7 +94,7 @@ impl<D: Downstream> Exchange<'_, '_, D> {
 
 /// Writes the request head to send as an HTTP/2 request: the pseudo-header fields, `host`
 /// becoming the authority (the target's name without one), then its fields (see
-/// [`sent_fields`]) one by one; connection-specific fields and `te` left out (`te: trailers` put
+/// [`sent_fields_but_trace`], then [`sent_trace_fields`]) one by one; connection-specific fields and `te` left out (`te: trailers` put
 /// back for gRPC).
 fn write_request_head(
     req: &ProxyRequest<'_>,
@@ -105,7 +105,7 @@ fn write_request_head(
 ) {
     let mut host = None;
     let mut grpc = false;
-    sent_fields(head, |name, value| {
+    sent_fields_but_trace(head, |name, value| {
         if name.eq_ignore_ascii_case(b"host") {
             host.get_or_insert_with(|| value.to_vec());
         }
@@ -118,12 +118,14 @@ fn write_request_head(
     w.field(b":scheme", if tls { b"https" } else { b"http" });
     w.field(b":authority", authority);
     w.field(b":path", &head.target);
-    sent_fields(head, |name, value| {
+    sent_fields_but_trace(head, |name, value| {
         let dropped = name.eq_ignore_ascii_case(b"host") || name.eq_ignore_ascii_case(b"te");
         if !dropped && crosses_into_h2(name, value) {
             w.field(name, value);
         }
     });
+    // Rampart's own `traceparent` and `tracestate`: lowercase names, values it made or checked.
+    sent_trace_fields(head, |name, value| w.fresh_value_field(name, value));
     if grpc {
         // gRPC servers want to know the client takes trailers (HTTP/1 hop-by-hop rules dropped it).
         w.field(b"te", b"trailers");

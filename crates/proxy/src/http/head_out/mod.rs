@@ -16,7 +16,7 @@ mod attempt;
 mod request;
 mod response;
 pub(crate) use attempt::{is_field_value, is_token};
-pub(crate) use request::{lay_out_sent, sent_fields, write_request_head, Forwarding};
+pub(crate) use request::{lay_out_sent, sent_fields_but_trace, sent_trace_fields, write_request_head, Forwarding};
 pub use request::{AttemptTo, RequestParts};
 pub use response::{write_response_head, ClientFate, ResponseParts};
 

@@ -312,6 +312,16 @@ fn client_field_crosses(f: &Forwarding<'_>, crossing: &Crossing, name: &[u8], se
 /// is ours, the client certificate field (a request of Rampart's own: `Host` and its length);
 /// not the edits' own fields nor the framing.
 fn added_fields(p: &RequestParts<'_>, f: &Forwarding<'_>, seen: &ClientForwarded, mut each: impl FnMut(&[u8], &[u8])) {
+    added_fields_but_trace(p, f, seen, &mut each);
+    trace_fields(f, each);
+}
+
+fn added_fields_but_trace(
+    p: &RequestParts<'_>,
+    f: &Forwarding<'_>,
+    seen: &ClientForwarded,
+    mut each: impl FnMut(&[u8], &[u8]),
+) {
     if f.internal {
         // (Its `Host` went first: see [`leading_fields`].)
         if let BodyLength::Exact(n) = p.body {
@@ -353,7 +363,12 @@ fn added_fields(p: &RequestParts<'_>, f: &Forwarding<'_>, seen: &ClientForwarded
     if let Some((name, Some(cert))) = f.client_cert {
         each(name.as_bytes(), cert.as_bytes());
     }
-    if let Some(trace) = f.trace {
+}
+
+/// Rampart's `traceparent` and `tracestate`, in place of the client's (not on a request of its
+/// own).
+fn trace_fields(f: &Forwarding<'_>, mut each: impl FnMut(&[u8], &[u8])) {
+    if let Some(trace) = f.trace.filter(|_| !f.internal) {
         each(b"traceparent", &trace.traceparent());
         if let Some(state) = &trace.tracestate {
             each(b"tracestate", state);
@@ -389,7 +404,7 @@ fn kept_by_attempt(p: &RequestParts<'_>, name: &[u8]) -> bool {
 
 /// The client's fields that cross, then those Rampart adds (see [`client_field_crosses`],
 /// [`added_fields`]): not the edits' own fields nor the framing.
-fn base_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
+fn base_fields(p: &RequestParts<'_>, trace: bool, mut each: impl FnMut(&[u8], &[u8])) {
     let f = p.forwarding.unwrap_or(&NO_FORWARDING);
     let head = p.head;
     let crossing = Crossing::new(head.fields_ref(), head.upgrade, &p.edits);
@@ -401,7 +416,10 @@ fn base_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
         }
     }
     if p.forwarding.is_some() {
-        added_fields(p, f, &seen, each);
+        added_fields_but_trace(p, f, &seen, &mut each);
+        if trace {
+            trace_fields(f, each);
+        }
     }
 }
 
@@ -409,13 +427,34 @@ fn base_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
 /// that cross, those Rampart adds, the edits' own; then, in an attempt whose filters edited it,
 /// those edits applied (the fields they drop left out, theirs last). No framing or `Connection`:
 /// the field form an HTTP/2 upstream takes.
-pub(crate) fn sent_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
+pub(crate) fn sent_fields(p: &RequestParts<'_>, each: impl FnMut(&[u8], &[u8])) {
+    fields_sent(p, true, each);
+}
+
+/// [`sent_fields`] but Rampart's own trace fields, which [`sent_trace_fields`] gives (an HTTP/2
+/// writer takes them as they are, known valid; they come last).
+pub(crate) fn sent_fields_but_trace(p: &RequestParts<'_>, each: impl FnMut(&[u8], &[u8])) {
+    fields_sent(p, false, each);
+}
+
+/// Rampart's own trace fields among those sent (see [`sent_fields_but_trace`]).
+pub(crate) fn sent_trace_fields(p: &RequestParts<'_>, mut each: impl FnMut(&[u8], &[u8])) {
+    if let Some(f) = p.forwarding {
+        trace_fields(f, |name, value| {
+            if kept_by_attempt(p, name) {
+                each(name, value);
+            }
+        });
+    }
+}
+
+fn fields_sent(p: &RequestParts<'_>, trace: bool, mut each: impl FnMut(&[u8], &[u8])) {
     let mut kept = |name: &[u8], value: &[u8]| {
         if kept_by_attempt(p, name) {
             each(name, value);
         }
     };
-    base_fields(p, &mut kept);
+    base_fields(p, trace, &mut kept);
     for (name, value) in p.edits.set.iter().chain(&p.edits.add) {
         kept(name.as_bytes(), value.as_bytes());
     }
@@ -453,7 +492,7 @@ pub(crate) fn write_request_head(out: &mut Vec<u8>, p: &RequestParts<'_>) {
             });
         }
     } else {
-        base_fields(p, |name, value| {
+        base_fields(p, true, |name, value| {
             if kept_by_attempt(p, name) {
                 write_field(out, name, value);
             }

@@ -43,15 +43,29 @@ pub struct RequestTrace {
 impl RequestTrace {
     /// The trace context of `head` under `settings`; `random` gives 64 random bits.
     pub fn of(head: &RequestHead, settings: &TraceSettings, random: impl FnMut() -> u64) -> RequestTrace {
-        let named = |name: &'static [u8]| {
+        // One walk over the fields, by length first (most are neither); a second for the
+        // `tracestate` values only where there is one beside a valid `traceparent`.
+        let (mut traceparent, mut traceparents, mut tracestate) = (None, 0, false);
+        for (name, value) in head.fields_ref().iter() {
+            match name.len() {
+                11 if name.eq_ignore_ascii_case(b"traceparent") => {
+                    traceparent.get_or_insert(value);
+                    traceparents += 1;
+                }
+                10 => tracestate |= name.eq_ignore_ascii_case(b"tracestate"),
+                _ => {}
+            }
+        }
+        let incoming = parse_traceparent(traceparent.filter(|_| traceparents == 1).into_iter());
+        let states = || {
             head.fields_ref()
                 .iter()
-                .filter(move |(n, _)| n.eq_ignore_ascii_case(name))
+                .filter(|(n, _)| n.eq_ignore_ascii_case(b"tracestate"))
                 .map(|(_, v)| v)
         };
-        let incoming = parse_traceparent(named(b"traceparent"));
         let tracestate = incoming
-            .and_then(|_| TraceState::parse(named(b"tracestate")))
+            .filter(|_| tracestate)
+            .and_then(|_| TraceState::parse(states()))
             .filter(|s| !s.is_empty())
             .map(|s| Box::from(s.as_bytes()));
         RequestTrace::continuing(incoming, tracestate, settings, random)
