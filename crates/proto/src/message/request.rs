@@ -120,7 +120,13 @@ impl RequestHead {
 
     /// The first value of field `name` (matched case-insensitively).
     pub fn field(&self, name: &[u8]) -> Option<&[u8]> {
-        self.pairs().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v)
+        // By length first: a field of another length is passed without reading its name.
+        let buf = self.bytes();
+        self.fields
+            .iter()
+            .filter(|f| f.name.1.wrapping_sub(f.name.0) as usize == name.len())
+            .find(|f| f.name(buf).eq_ignore_ascii_case(name))
+            .map(|f| f.value(buf))
     }
 
     /// Whether the request came as HTTP/1.0.
