@@ -109,5 +109,5 @@ pub(super) fn record(ctx: &WorkerContext, s: &Session<'_>, result: &Result<Relay
         events: &[],
         error: failed.then_some(close.as_bytes()),
     };
-    ctx.telemetry.record_span(ctx, export, &span);
+    ctx.telemetry.record_span(ctx, export, &span, |_| {});
 }

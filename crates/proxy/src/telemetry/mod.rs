@@ -103,10 +103,8 @@ struct Queue {
 #[derive(Debug, Default)]
 pub struct Telemetry {
     queues: [RefCell<Queue>; 2],
-    /// Where a log line is written before it becomes a log record, and a span's content before
-    /// its length is known.
+    /// Where a log line is written before it becomes a log record.
     line: RefCell<Vec<u8>>,
-    scratch: RefCell<Vec<u8>>,
     /// The exporter task runs (started by the first record).
     running: Cell<bool>,
     /// Wakes the exporter: a batch is full, or the worker drains.
@@ -138,12 +136,16 @@ impl Telemetry {
         }
     }
 
-    /// One span, into the worker's queue (see [`Telemetry::record`]).
-    pub fn record_span(&self, ctx: &WorkerContext, export: &OtlpExport, span: &otlp::SpanData<'_>) {
-        let mut scratch = self.scratch.borrow_mut();
-        self.record(ctx, export, Signal::Spans, |out| {
-            otlp::write_span(out, &mut scratch, span)
-        });
+    /// One span, with its `attributes` and those `more` writes, into the worker's queue (see
+    /// [`Telemetry::record`]).
+    pub fn record_span(
+        &self,
+        ctx: &WorkerContext,
+        export: &OtlpExport,
+        span: &otlp::SpanData<'_>,
+        more: impl FnOnce(&mut otlp::AttributeWriter<'_>),
+    ) {
+        self.record(ctx, export, Signal::Spans, |out| otlp::write_span(out, span, more));
     }
 
     /// A log line (`write` appends it, with or without its newline) as an OTLP log record of

@@ -148,32 +148,77 @@ fn attribute_len((key, value): &Attribute<'_>) -> usize {
     delimited_len(key.len()) + delimited_len(any_value_len(value))
 }
 
-/// A `KeyValue` in field `field` (below 16), its lengths known before it is written.
-#[inline]
-fn attribute(out: &mut Vec<u8>, field: u32, kv: &Attribute<'_>) {
-    let (key, value) = kv;
-    let len = attribute_len(kv);
-    if len < 0x80 && field < 16 {
-        // Every length fits one octet: the headers go as two small copies.
-        let value_len = any_value_len(value);
-        out.extend_from_slice(&[(field << 3) as u8 | LEN, len as u8, 0x0a, key.len() as u8]);
-        out.extend_from_slice(key.as_bytes());
-        match *value {
-            Value::Str(v) => {
-                out.extend_from_slice(&[0x12, value_len as u8, 0x0a, v.len() as u8]);
-                out.extend_from_slice(v);
-            }
-            Value::Bool(b) => out.extend_from_slice(&[0x12, 2, 0x10, u8::from(b)]),
-            Value::Int(i) => {
-                out.extend_from_slice(&[0x12, value_len as u8, 0x18]);
-                varint(out, i as u64);
-            }
-        }
-        return;
+/// Writes attributes straight into the span being written (see [`write_span`]): no list of them
+/// is made first, and a key known where it is written is copied as a constant.
+pub struct AttributeWriter<'b> {
+    out: &'b mut Vec<u8>,
+}
+
+impl AttributeWriter<'_> {
+    #[inline(always)]
+    pub fn add(&mut self, key: &str, value: Value<'_>) {
+        attribute(self.out, 9, &(key, value));
     }
+
+    /// A text attribute, left out when it is absent or empty.
+    #[inline(always)]
+    pub fn text(&mut self, key: &str, value: Option<&[u8]>) {
+        if let Some(v) = value.filter(|v| !v.is_empty()) {
+            self.add(key, Value::Str(v));
+        }
+    }
+}
+
+/// A `KeyValue` in field `field` (below 16), its lengths known before it is written.
+#[inline(always)]
+fn attribute(out: &mut Vec<u8>, field: u32, kv: &Attribute<'_>) {
+    debug_assert!(field < 16);
+    let (key, value) = kv;
+    let key = key.as_bytes();
+    // Where every length fits one octet (nearly always), each header goes as one small copy.
+    match *value {
+        Value::Str(v) if key.len() + v.len() < 0x80 - 6 => {
+            let len = key.len() + v.len() + 6;
+            out.reserve(len + 2);
+            out.extend_from_slice(&[(field << 3) as u8 | LEN, len as u8, 0x0a, key.len() as u8]);
+            out.extend_from_slice(key);
+            out.extend_from_slice(&[0x12, v.len() as u8 + 2, 0x0a, v.len() as u8]);
+            out.extend_from_slice(v);
+            return;
+        }
+        Value::Bool(b) if key.len() < 0x80 - 6 => {
+            out.extend_from_slice(&[(field << 3) as u8 | LEN, key.len() as u8 + 6, 0x0a, key.len() as u8]);
+            out.extend_from_slice(key);
+            out.extend_from_slice(&[0x12, 2, 0x10, u8::from(b)]);
+            return;
+        }
+        Value::Int(i) if key.len() < 0x80 - 15 => {
+            let int_len = varint_len(i as u64);
+            out.extend_from_slice(&[
+                (field << 3) as u8 | LEN,
+                (key.len() + int_len + 5) as u8,
+                0x0a,
+                key.len() as u8,
+            ]);
+            out.extend_from_slice(key);
+            out.extend_from_slice(&[0x12, int_len as u8 + 1, 0x18]);
+            varint(out, i as u64);
+            return;
+        }
+        _ => {}
+    }
+    long_attribute(out, field, kv);
+}
+
+/// A `KeyValue` some length of which takes more than one octet.
+#[cold]
+fn long_attribute(out: &mut Vec<u8>, field: u32, kv: &Attribute<'_>) {
+    let (key, value) = kv;
+    let key = key.as_bytes();
+    let len = attribute_len(kv);
     tag(out, field, LEN);
     varint(out, len as u64);
-    bytes(out, 1, key.as_bytes());
+    bytes(out, 1, key);
     any_value(out, 2, value);
 }
 
@@ -198,12 +243,24 @@ fn event_len(e: &Event<'_>) -> usize {
             .sum::<usize>()
 }
 
-/// Appends `span` as a `ScopeSpans.spans` entry (field 2). Its content is written into `scratch`
-/// first (its length goes in front of it), then copied after the tag and length.
-pub fn write_span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, span: &SpanData<'_>) {
-    let body = scratch;
-    body.clear();
-    body.reserve(128 + span.attributes.iter().map(|a| 2 + attribute_len(a)).sum::<usize>());
+/// Appends `span` as a `ScopeSpans.spans` entry (field 2), with its `attributes` and those
+/// `more` writes. Its content is written in place behind two octets left for its length, which
+/// fit a span of 128 to 16,383 octets (nearly every one): the content of another is moved.
+pub fn write_span(out: &mut Vec<u8>, span: &SpanData<'_>, more: impl FnOnce(&mut AttributeWriter<'_>)) {
+    let at = out.len();
+    out.extend_from_slice(&[(2 << 3) | LEN, 0, 0]);
+    write_span_content(out, span, more);
+    let len = out.len() - at - 3;
+    if varint_len(len as u64) == 2 {
+        out[at + 1..at + 3].copy_from_slice(&[len as u8 | 0x80, (len >> 7) as u8]);
+    } else {
+        let mut prefix = Vec::with_capacity(4);
+        varint(&mut prefix, len as u64);
+        out.splice(at + 1..at + 3, prefix);
+    }
+}
+
+fn write_span_content(body: &mut Vec<u8>, span: &SpanData<'_>, more: impl FnOnce(&mut AttributeWriter<'_>)) {
     bytes(body, 1, &span.trace_id);
     bytes(body, 2, &span.span_id);
     if !span.trace_state.is_empty() {
@@ -227,6 +284,7 @@ pub fn write_span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, span: &SpanData<'_>)
     for a in span.attributes {
         attribute(body, 9, a);
     }
+    more(&mut AttributeWriter { out: body });
     for e in span.events {
         tag(body, 11, LEN);
         varint(body, event_len(e) as u64);
@@ -247,7 +305,6 @@ pub fn write_span(out: &mut Vec<u8>, scratch: &mut Vec<u8>, span: &SpanData<'_>)
     // Field 16: a two-octet tag.
     tag(body, 16, FIXED32);
     body.extend_from_slice(&(u32::from(span.flags) | 0x100 | remote).to_le_bytes());
-    bytes(out, 2, body);
 }
 
 /// Appends `log` as a `ScopeLogs.log_records` entry (field 2), at severity INFO.

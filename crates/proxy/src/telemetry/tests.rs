@@ -36,8 +36,6 @@ fn spans_read_back_as_written() {
         ("http.request.method", Value::Str(b"GET")),
         ("http.response.status_code", Value::Int(502)),
         ("rampart.connection.reused", Value::Bool(true)),
-        ("url.path", Value::Str(long.as_bytes())),
-        ("rampart.negative", Value::Int(-3)),
     ];
     let server = SpanData {
         trace_id: [1; 16],
@@ -67,9 +65,16 @@ fn spans_read_back_as_written() {
         ..server
     };
     let mut batch = Vec::new();
-    let mut scratch = Vec::new();
-    write_span(&mut batch, &mut scratch, &server);
-    write_span(&mut batch, &mut scratch, &client);
+    // Attributes from the list and written in place, long and short, texts absent or empty left
+    // out.
+    write_span(&mut batch, &server, |w| {
+        w.add("url.path", Value::Str(long.as_bytes()));
+        w.add("rampart.negative", Value::Int(-3));
+        w.text("rampart.absent", None);
+        w.text("rampart.empty", Some(b""));
+        w.text("user_agent.original", Some(b"probe/1"));
+    });
+    write_span(&mut batch, &client, |_| {});
     for grpc in [false, true] {
         let body = envelope(&resource(), &batch, grpc);
         let body = if grpc {
@@ -119,6 +124,11 @@ fn spans_read_back_as_written() {
             value(&s.attributes, "url.path"),
             Some(any_value::Value::StringValue(long.clone()))
         );
+        assert_eq!(
+            value(&s.attributes, "user_agent.original"),
+            Some(any_value::Value::StringValue("probe/1".into()))
+        );
+        assert_eq!(s.attributes.len(), 6, "{:?}", s.attributes);
         assert_eq!(s.events.len(), 1);
         assert_eq!(s.events[0].name, "rampart.queue.wait");
         assert_eq!(s.events[0].time_unix_nano, events[0].time);

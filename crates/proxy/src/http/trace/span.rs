@@ -39,38 +39,6 @@ pub(crate) struct RequestFacts<'a> {
     pub took: Duration,
 }
 
-/// Attributes of one span, on the stack.
-struct Attributes<'a, const N: usize> {
-    list: [Attribute<'a>; N],
-    len: usize,
-}
-
-impl<'a, const N: usize> Attributes<'a, N> {
-    fn new() -> Self {
-        Attributes {
-            list: [("", Value::Bool(false)); N],
-            len: 0,
-        }
-    }
-
-    fn add(&mut self, key: &'a str, value: Value<'a>) {
-        if let Some(slot) = self.list.get_mut(self.len) {
-            *slot = (key, value);
-            self.len += 1;
-        }
-    }
-
-    fn text(&mut self, key: &'a str, value: Option<&'a [u8]>) {
-        if let Some(v) = value.filter(|v| !v.is_empty()) {
-            self.add(key, Value::Str(v));
-        }
-    }
-
-    fn as_slice(&self) -> &[Attribute<'a>] {
-        &self.list[..self.len]
-    }
-}
-
 /// Writes the request's spans into the worker's queue when they are to be exported.
 pub(crate) fn record(
     ctx: &WorkerContext,
@@ -96,42 +64,6 @@ pub(crate) fn record(
     let method = f.head.map_or(&b""[..], |h| h.method());
 
     let error = rctx.error.map(HttpError::reason).or(rctx.filter_reason);
-    let mut a = Attributes::<30>::new();
-    a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
-    if let Some(head) = f.head {
-        a.text("url.path", Some(url_path(head.target())));
-        if let Some((host, port)) = head.host().map(split_host_port) {
-            a.text("server.address", Some(host));
-            if let Some(port) = port {
-                a.add("server.port", Value::Int(i64::from(port)));
-            }
-        }
-        a.text("user_agent.original", head.field(b"user-agent"));
-    }
-    a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
-    a.add("network.protocol.version", Value::Str(protocol_version(f.protocol)));
-    a.add("client.address", Value::Str(f.client_ip.as_bytes()));
-    if rctx.status != 0 {
-        a.add("http.response.status_code", Value::Int(i64::from(rctx.status)));
-    }
-    a.text("http.route", f.route.map(str::as_bytes));
-    a.text("error.type", error.map(str::as_bytes));
-    a.add("rampart.listener", Value::Str(f.listener.as_bytes()));
-    if let Some(up) = f.upstream {
-        a.add("rampart.upstream", Value::Str(up.name.as_bytes()));
-        if rctx.attempts.made() > 1 {
-            a.add("rampart.attempts", Value::Int(i64::from(rctx.attempts.made())));
-        }
-    }
-    a.text("rampart.cache", rctx.cache.map(|c| c.as_str().as_bytes()));
-    a.text("enduser.id", f.user.map(str::as_bytes));
-    a.text("rampart.request_id", f.request_id.map(str::as_bytes));
-    if let Some(tls) = &f.tls {
-        for (key, value) in tls_attributes(tls) {
-            a.add(key, value);
-        }
-    }
-
     let mut events: [Event<'_>; 2] = [Event {
         time: 0,
         name: "",
@@ -186,11 +118,46 @@ pub(crate) fn record(
         kind: SpanKind::Server,
         start,
         end,
-        attributes: a.as_slice(),
+        attributes: &[],
         events: &events[..n_events],
         error: server_error,
     };
-    ctx.telemetry.record_span(ctx, export, &server);
+    ctx.telemetry.record_span(ctx, export, &server, |a| {
+        a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
+        if let Some(head) = f.head {
+            a.text("url.path", Some(url_path(head.target())));
+            if let Some((host, port)) = head.host().map(split_host_port) {
+                a.text("server.address", Some(host));
+                if let Some(port) = port {
+                    a.add("server.port", Value::Int(i64::from(port)));
+                }
+            }
+            a.text("user_agent.original", head.field(b"user-agent"));
+        }
+        a.add("url.scheme", Value::Str(f.scheme.as_bytes()));
+        a.add("network.protocol.version", Value::Str(protocol_version(f.protocol)));
+        a.add("client.address", Value::Str(f.client_ip.as_bytes()));
+        if rctx.status != 0 {
+            a.add("http.response.status_code", Value::Int(i64::from(rctx.status)));
+        }
+        a.text("http.route", f.route.map(str::as_bytes));
+        a.text("error.type", error.map(str::as_bytes));
+        a.add("rampart.listener", Value::Str(f.listener.as_bytes()));
+        if let Some(up) = f.upstream {
+            a.add("rampart.upstream", Value::Str(up.name.as_bytes()));
+            if rctx.attempts.made() > 1 {
+                a.add("rampart.attempts", Value::Int(i64::from(rctx.attempts.made())));
+            }
+        }
+        a.text("rampart.cache", rctx.cache.map(|c| c.as_str().as_bytes()));
+        a.text("enduser.id", f.user.map(str::as_bytes));
+        a.text("rampart.request_id", f.request_id.map(str::as_bytes));
+        if let Some(tls) = &f.tls {
+            for (key, value) in tls_attributes(tls) {
+                a.add(key, value);
+            }
+        }
+    });
 
     let Some(up) = f.upstream else { return };
     let attempts = rctx.attempts.iter().count();
@@ -204,29 +171,7 @@ pub(crate) fn record(
             (None, None) => end,
         };
         let target = up.targets.get(attempt.target).map_or("", |t| t.name.as_str());
-        let mut c = Attributes::<14>::new();
-        c.add("http.request.method", Value::Str(method_or_unknown(method)));
-        let (address, port) = split_host_port(target.as_bytes());
-        c.add("server.address", Value::Str(address));
-        if let Some(port) = port {
-            c.add("server.port", Value::Int(i64::from(port)));
-        }
-        c.add("rampart.connection.reused", Value::Bool(attempt.reused));
-        if let Some(connect) = attempt.connect {
-            c.add("rampart.connect_time_us", Value::Int(connect.as_micros() as i64));
-        }
-        if let Some(head) = attempt.response_head {
-            c.add("rampart.time_to_first_byte_us", Value::Int(head.as_micros() as i64));
-        }
-        if let Some(status) = attempt.status() {
-            c.add("http.response.status_code", Value::Int(i64::from(status)));
-        }
-        if index > 0 {
-            c.add("http.request.resend_count", Value::Int(index as i64));
-        }
         let failure = attempt.error().map(HttpError::reason);
-        c.text("error.type", failure.map(str::as_bytes));
-        c.text("rampart.retry_reason", attempt.retried_for.map(str::as_bytes));
         let client = SpanData {
             trace_id: trace.outgoing.trace_id,
             span_id: trace.attempt_span(index),
@@ -238,11 +183,33 @@ pub(crate) fn record(
             kind: SpanKind::Client,
             start: span_start,
             end: span_end.max(span_start),
-            attributes: c.as_slice(),
+            attributes: &[],
             events: &[],
             error: client_error(attempt).map(str::as_bytes),
         };
-        ctx.telemetry.record_span(ctx, export, &client);
+        ctx.telemetry.record_span(ctx, export, &client, |c| {
+            c.add("http.request.method", Value::Str(method_or_unknown(method)));
+            let (address, port) = split_host_port(target.as_bytes());
+            c.add("server.address", Value::Str(address));
+            if let Some(port) = port {
+                c.add("server.port", Value::Int(i64::from(port)));
+            }
+            c.add("rampart.connection.reused", Value::Bool(attempt.reused));
+            if let Some(connect) = attempt.connect {
+                c.add("rampart.connect_time_us", Value::Int(connect.as_micros() as i64));
+            }
+            if let Some(head) = attempt.response_head {
+                c.add("rampart.time_to_first_byte_us", Value::Int(head.as_micros() as i64));
+            }
+            if let Some(status) = attempt.status() {
+                c.add("http.response.status_code", Value::Int(i64::from(status)));
+            }
+            if index > 0 {
+                c.add("http.request.resend_count", Value::Int(index as i64));
+            }
+            c.text("error.type", failure.map(str::as_bytes));
+            c.text("rampart.retry_reason", attempt.retried_for.map(str::as_bytes));
+        });
     }
 }
 
@@ -296,39 +263,30 @@ fn url_path(target: &[u8]) -> &[u8] {
 
 /// `host:port` (or `[v6]:port`) taken apart: the host (without brackets) and the port, if any.
 pub(crate) fn split_host_port(text: &[u8]) -> (&[u8], Option<u16>) {
-    let port_at = text.iter().rposition(|&b| b == b':');
-    let bracketed = text.first() == Some(&b'[');
-    let (host, port) = match port_at {
+    fn unbracketed(host: &[u8]) -> &[u8] {
+        match (host.first(), host.last()) {
+            (Some(b'['), Some(b']')) if host.len() >= 2 => &host[1..host.len() - 1],
+            _ => host,
+        }
+    }
+    // The digits after the last colon, read from the end.
+    let (mut port, mut digits) = (0u32, 0);
+    for &b in text.iter().rev() {
+        if !b.is_ascii_digit() || digits == 5 {
+            break;
+        }
+        port += u32::from(b - b'0') * 10u32.pow(digits);
+        digits += 1;
+    }
+    let colon = text.len() - digits as usize;
+    if digits > 0 && colon > 0 && text[colon - 1] == b':' && port <= u32::from(u16::MAX) {
+        let host = &text[..colon - 1];
         // A bare IPv6 address has colons and no port.
-        Some(i) if bracketed || !text[..i].contains(&b':') => {
-            let port = parse_port(&text[i + 1..]);
-            match port {
-                Some(port) => (&text[..i], Some(port)),
-                None => (text, None),
-            }
+        if host.first() == Some(&b'[') || !host.contains(&b':') {
+            return (unbracketed(host), Some(port as u16));
         }
-        _ => (text, None),
-    };
-    let host = host
-        .strip_prefix(b"[")
-        .and_then(|h| h.strip_suffix(b"]"))
-        .unwrap_or(host);
-    (host, port)
-}
-
-/// A port number of decimal digits.
-fn parse_port(digits: &[u8]) -> Option<u16> {
-    if digits.is_empty() || digits.len() > 5 {
-        return None;
     }
-    let mut n: u32 = 0;
-    for &d in digits {
-        if !d.is_ascii_digit() {
-            return None;
-        }
-        n = n * 10 + u32::from(d - b'0');
-    }
-    u16::try_from(n).ok()
+    (unbracketed(text), None)
 }
 
 /// What a client connection's TLS handshake agreed, as the attributes of a server span (HTTP's
@@ -376,6 +334,12 @@ mod tests {
         assert_eq!(split_host_port(b"10.0.0.1:x"), (&b"10.0.0.1:x"[..], None));
         assert_eq!(split_host_port(b"h:70000"), (&b"h:70000"[..], None));
         assert_eq!(split_host_port(b"h:"), (&b"h:"[..], None));
+        assert_eq!(split_host_port(b"h:123456"), (&b"h:123456"[..], None));
+        assert_eq!(split_host_port(b"h:65535"), (&b"h"[..], Some(65535)));
+        assert_eq!(split_host_port(b"h:0443"), (&b"h"[..], Some(443)));
+        assert_eq!(split_host_port(b"8080"), (&b"8080"[..], None));
+        assert_eq!(split_host_port(b"[::1]:"), (&b"[::1]:"[..], None));
+        assert_eq!(split_host_port(b"fe80::1:80"), (&b"fe80::1:80"[..], None));
         assert_eq!(tls_version("TLSv1.3"), b"1.3");
     }
 }
