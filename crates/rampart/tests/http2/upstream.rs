@@ -23,6 +23,9 @@ pub(crate) enum Behaviour {
     GoAwayAfterOne,
     /// `200`, body `N bytes; trailers: name=value,...` of the request body it read.
     EchoBody,
+    /// `200`, body `COUNT TRACEPARENT TRACESTATE`: how many `traceparent` fields the request
+    /// had, the first, and its first `tracestate` (`-` for none).
+    EchoTrace,
 }
 
 pub(crate) struct H2Backend {
@@ -76,6 +79,18 @@ async fn serve(tcp: tokio::net::TcpStream, behaviour: Behaviour, first_connectio
             tokio::spawn(echo_body(request, respond));
             continue;
         }
+        if matches!(behaviour, Behaviour::EchoTrace) {
+            let named = |name: &str| -> Vec<String> {
+                let values = request.headers().get_all(name).iter();
+                values.map(|v| v.to_str().unwrap_or("?").to_string()).collect()
+            };
+            let (parents, states) = (named("traceparent"), named("tracestate"));
+            let first = |values: &[String]| values.first().cloned().unwrap_or_else(|| "-".into());
+            let said = format!("{} {} {}", parents.len(), first(&parents), first(&states));
+            let mut send = respond.send_response(Response::new(()), false).unwrap();
+            send.send_data(Bytes::from(said), true).unwrap();
+            continue;
+        }
         let path = request.uri().path().to_string();
         let mut response = Response::new(());
         response
@@ -108,6 +123,59 @@ async fn echo_body(request: http::Request<h2::RecvStream>, mut respond: h2::serv
     }
     let mut send = respond.send_response(Response::new(()), false).unwrap();
     send.send_data(Bytes::from(said), true).unwrap();
+}
+
+/// Rampart's `traceparent`, and the client's `tracestate` beside it, reach an h2c upstream on
+/// each request over one upstream connection (the field goes as an HPACK literal that makes no
+/// table entry; the `h2` crate's decoder reads each block after the first).
+#[test]
+fn trace_context_reaches_an_h2c_upstream_request_after_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let backend = H2Backend::start(Behaviour::EchoTrace);
+    let upstream = "protocol = \"h2c\"\n\n[tracing]\nsampling = 1.0";
+    let (_proxy, port) = gateway(dir.path(), &[backend.addr.to_string()], "", upstream);
+    let caller = "0af7651916cd43dd8448eb211c80319c";
+    let mut parents = Vec::new();
+    for i in 0..4 {
+        let context = match i % 2 {
+            0 => format!("traceparent: 00-{caller}-b7ad6b7169203331-01\r\ntracestate: congo=t61rcWkgMzE\r\n"),
+            _ => String::new(),
+        };
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(format!("GET /t{i} HTTP/1.1\r\nHost: x\r\n{context}Connection: close\r\n\r\n").as_bytes())
+            .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        assert!(raw.starts_with("HTTP/1.1 200 OK\r\n"), "request {i}: {raw}");
+        // The body in one chunk (the upstream's response has no length): size, data, end.
+        let chunked = raw.split("\r\n\r\n").nth(1).unwrap_or_default();
+        let said = chunked.split("\r\n").nth(1).unwrap_or_default();
+        let fields: Vec<&str> = said.split(' ').collect();
+        let [count, traceparent, tracestate] = fields[..] else {
+            panic!("request {i}: {said}")
+        };
+        assert_eq!(count, "1", "request {i}: one traceparent, Rampart's: {said}");
+        let parts: Vec<&str> = traceparent.split('-').collect();
+        assert_eq!(parts.len(), 4, "request {i}: {traceparent}");
+        assert_eq!((parts[0], parts[3]), ("00", "01"), "request {i}: sampled");
+        assert!(
+            parts[1].len() == 32 && parts[2].len() == 16,
+            "request {i}: {traceparent}"
+        );
+        if i % 2 == 0 {
+            assert_eq!(parts[1], caller, "request {i}: the caller's trace goes on");
+            assert_ne!(parts[2], "b7ad6b7169203331", "request {i}: under a span of Rampart's");
+            assert_eq!(tracestate, "congo=t61rcWkgMzE", "request {i}");
+        } else {
+            assert_ne!(parts[1], caller, "request {i}: a trace of its own");
+            assert_eq!(tracestate, "-", "request {i}: no tracestate without a caller's context");
+        }
+        parents.push(parts[2].to_string());
+    }
+    parents.sort();
+    parents.dedup();
+    assert_eq!(parents.len(), 4, "a new span each request: {parents:?}");
+    assert_eq!(backend.connections.load(Ordering::SeqCst), 1, "one upstream connection");
 }
 
 /// A chunked request body from an HTTP/1.1 client reaches an h2c upstream as DATA, and its

@@ -93,9 +93,9 @@ impl<D: Downstream> Exchange<'_, '_, D> {
 }
 
 /// Writes the request head to send as an HTTP/2 request: the pseudo-header fields, `host`
-/// becoming the authority (the target's name without one), then its fields (see
-/// [`sent_fields_but_trace`], then [`sent_trace_fields`]) one by one; connection-specific fields and `te` left out (`te: trailers` put
-/// back for gRPC).
+/// becoming the authority (the target's name without one), then its fields one by one (see
+/// [`sent_fields_but_trace`]; connection-specific fields and `te` left out, `te: trailers` put
+/// back for gRPC), Rampart's trace fields last ([`sent_trace_fields`]).
 fn write_request_head(
     req: &ProxyRequest<'_>,
     target: usize,
