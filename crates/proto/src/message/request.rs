@@ -125,7 +125,10 @@ impl RequestHead {
         self.fields
             .iter()
             .filter(|f| f.name.1.wrapping_sub(f.name.0) as usize == name.len())
-            .find(|f| f.name(buf).eq_ignore_ascii_case(name))
+            .find(|f| {
+                let n = f.name(buf);
+                n == name || n.eq_ignore_ascii_case(name)
+            })
             .map(|f| f.value(buf))
     }
 

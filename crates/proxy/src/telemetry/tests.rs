@@ -214,3 +214,37 @@ fn a_batch_splits_between_entries() {
         assert_eq!(req.resource_logs[0].scope_logs[0].log_records.len(), count);
     }
 }
+
+#[test]
+fn spans_of_every_size_read_back_whole() {
+    // Lengths of one, two and three octets in front of a span's content (the two-octet room left
+    // for it is taken away from or added to).
+    for size in [0, 100, 20_000] {
+        let path = "p".repeat(size);
+        let span = SpanData {
+            trace_id: [1; 16],
+            span_id: [2; 8],
+            parent: None,
+            remote_parent: false,
+            trace_state: b"",
+            flags: 1,
+            name: [b"GET", b""],
+            kind: SpanKind::Server,
+            start: 1,
+            end: 2,
+            attributes: &[],
+            events: &[],
+            error: None,
+        };
+        let mut batch = b"before".to_vec();
+        write_span(&mut batch, &span, |w| w.text("url.path", Some(path.as_bytes())));
+        write_span(&mut batch, &span, |_| {});
+        let body = envelope(&resource(), &batch[6..], false);
+        let req = ExportTraceServiceRequest::decode(&body[..]).unwrap();
+        let spans = &req.resource_spans[0].scope_spans[0].spans;
+        assert_eq!(spans.len(), 2, "{size}");
+        let expected = (size > 0).then(|| any_value::Value::StringValue(path.clone()));
+        assert_eq!(value(&spans[0].attributes, "url.path"), expected, "{size}");
+        assert_eq!(&batch[..6], b"before");
+    }
+}

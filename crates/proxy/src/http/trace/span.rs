@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use rampart_model::trace::TraceSettings;
-use rampart_model::Upstream;
+use rampart_model::{Target, Upstream};
 use rampart_proto::message::{Protocol, RequestHead};
 
 use super::RequestTrace;
@@ -170,7 +170,7 @@ pub(crate) fn record(
             (None, Some(head)) => span_start + (attempt.connect.unwrap_or_default() + head).as_nanos() as u64,
             (None, None) => end,
         };
-        let target = up.targets.get(attempt.target).map_or("", |t| t.name.as_str());
+        let target = up.targets.get(attempt.target);
         let failure = attempt.error().map(HttpError::reason);
         let client = SpanData {
             trace_id: trace.outgoing.trace_id,
@@ -189,10 +189,9 @@ pub(crate) fn record(
         };
         ctx.telemetry.record_span(ctx, export, &client, |c| {
             c.add("http.request.method", Value::Str(method_or_unknown(method)));
-            let (address, port) = split_host_port(target.as_bytes());
-            c.add("server.address", Value::Str(address));
-            if let Some(port) = port {
-                c.add("server.port", Value::Int(i64::from(port)));
+            if let Some(target) = target {
+                c.add("server.address", Value::Str(target_host(target)));
+                c.add("server.port", Value::Int(i64::from(target.addr.port())));
             }
             c.add("rampart.connection.reused", Value::Bool(attempt.reused));
             if let Some(connect) = attempt.connect {
@@ -258,6 +257,22 @@ fn url_path(target: &[u8]) -> &[u8] {
         b"/"
     } else {
         path
+    }
+}
+
+/// The host of a target's `host:port` (without brackets), its port being its address's.
+fn target_host(target: &Target) -> &[u8] {
+    let name = target.name.as_bytes();
+    let digits = match target.addr.port() {
+        0..=9 => 1,
+        10..=99 => 2,
+        100..=999 => 3,
+        1000..=9999 => 4,
+        _ => 5,
+    };
+    match name.len().checked_sub(digits + 1) {
+        Some(colon) if name[colon] == b':' => split_host_port(&name[..colon]).0,
+        _ => split_host_port(name).0,
     }
 }
 
