@@ -271,19 +271,21 @@ fn target_host(target: &Target) -> &[u8] {
         _ => 5,
     };
     match name.len().checked_sub(digits + 1) {
-        Some(colon) if name[colon] == b':' => split_host_port(&name[..colon]).0,
+        Some(colon) if name[colon] == b':' => unbracketed(&name[..colon]),
         _ => split_host_port(name).0,
+    }
+}
+
+/// A host without the brackets of an IPv6 address.
+fn unbracketed(host: &[u8]) -> &[u8] {
+    match (host.first(), host.last()) {
+        (Some(b'['), Some(b']')) if host.len() >= 2 => &host[1..host.len() - 1],
+        _ => host,
     }
 }
 
 /// `host:port` (or `[v6]:port`) taken apart: the host (without brackets) and the port, if any.
 pub(crate) fn split_host_port(text: &[u8]) -> (&[u8], Option<u16>) {
-    fn unbracketed(host: &[u8]) -> &[u8] {
-        match (host.first(), host.last()) {
-            (Some(b'['), Some(b']')) if host.len() >= 2 => &host[1..host.len() - 1],
-            _ => host,
-        }
-    }
     // The digits after the last colon, read from the end.
     let (mut port, mut digits) = (0u32, 0);
     for &b in text.iter().rev() {
