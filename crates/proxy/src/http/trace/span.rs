@@ -123,7 +123,7 @@ pub(crate) fn record(
         error: server_error,
     };
     ctx.telemetry.record_span(ctx, export, &server, |a| {
-        a.text("http.request.method", Some(method).filter(|m| !m.is_empty()));
+        a.text("http.request.method", Some(method));
         if let Some(head) = f.head {
             a.text("url.path", Some(url_path(head.target())));
             if let Some((host, port)) = head.host().map(split_host_port) {
